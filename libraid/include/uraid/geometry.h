@@ -1,0 +1,124 @@
+// File: uraid/geometry.h
+//
+// Pure layout math for md RAID4/RAID5: where md places each logical byte of
+// an array on its members, and the inverse. No I/O, no threads; every
+// function is thread-compatible and cheap.
+//
+// Units: every offset and size here is in BYTES. "Member offset" is counted
+// from the member's data_offset (md's "member sector" times 512), never from
+// the start of the raw device.
+//
+// Terms (md's): a chunk is `chunk_bytes` of one member; a stripe is one chunk
+// row across all `raid_disks` members, holding `raid_disks - 1` data chunks
+// and one parity chunk. A "disk" or "slot" is a raid role (0..raid_disks-1),
+// the column of md's layout tables, not a physical device.
+
+#ifndef URAID_GEOMETRY_H_
+#define URAID_GEOMETRY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace uraid {
+
+// md's RAID5 algorithms; the numeric values are what the superblock stores.
+enum class Layout : int {
+  kLeftAsymmetric = 0,
+  kRightAsymmetric = 1,
+  kLeftSymmetric = 2,  // md's default
+  kRightSymmetric = 3,
+  kParityFirst = 4,
+  kParityLast = 5,  // RAID4's layout
+};
+
+// Accepts md's canonical names and aliases ("left-symmetric", "ls", "default",
+// ...) and the numbers "0".."5". Error names the bad input.
+absl::StatusOr<Layout> ParseLayout(std::string_view text);
+// md's canonical name, e.g. "left-symmetric".
+std::string_view LayoutName(Layout layout);
+
+inline constexpr uint64_t kMinChunkBytes = 4096;
+inline constexpr uint64_t kMaxChunkBytes = 16ull << 20;
+inline constexpr int kMinDisks = 3;
+inline constexpr int kMaxDisks = 64;
+
+// Where one logical byte lives.
+struct Location {
+  uint64_t stripe = 0;         // chunk row number
+  int data_index = 0;          // 0..data_disks-1 within the stripe
+  int disk = 0;                // slot holding that data chunk
+  int parity_disk = 0;         // slot holding the stripe's parity
+  uint64_t member_offset = 0;  // bytes from data_offset on `disk`
+  uint64_t chunk_offset = 0;   // bytes into the chunk (member_offset % chunk)
+};
+
+// An array's shape. Immutable value type; construct with Make().
+class Geometry {
+ public:
+  // Validates: level 4 or 5 (level 4 requires kParityLast), chunk a power of
+  // two in [4 KiB, 16 MiB], 3..64 disks, member_bytes a non-zero multiple of
+  // the chunk. The error names the offending parameter.
+  static absl::StatusOr<Geometry> Make(int level, Layout layout,
+                                       uint64_t chunk_bytes, int raid_disks,
+                                       uint64_t member_bytes);
+
+  int level() const { return level_; }
+  Layout layout() const { return layout_; }
+  uint64_t chunk_bytes() const { return chunk_bytes_; }
+  int raid_disks() const { return raid_disks_; }
+  int data_disks() const { return raid_disks_ - 1; }
+  // Bytes of each member used for data (md's `size`, times 512).
+  uint64_t member_bytes() const { return member_bytes_; }
+  uint64_t stripe_count() const { return member_bytes_ / chunk_bytes_; }
+  // Data bytes in one stripe: chunk * (raid_disks - 1).
+  uint64_t stripe_data_bytes() const { return chunk_bytes_ * data_disks(); }
+  // Exported capacity: (raid_disks - 1) * member_bytes.
+  uint64_t array_bytes() const { return member_bytes_ * data_disks(); }
+
+  // Slot holding parity for `stripe`.
+  int ParityDisk(uint64_t stripe) const;
+  // Slot holding data index `k` (0..data_disks-1) of `stripe`.
+  int DataDisk(uint64_t stripe, int k) const;
+  // Data index held by `disk` in `stripe`, or -1 when `disk` holds parity.
+  int DataIndex(uint64_t stripe, int disk) const;
+
+  // Forward map. REQUIRES: array_offset < array_bytes().
+  Location Map(uint64_t array_offset) const;
+  // Inverse map: the logical offset stored at `member_offset` of `disk`, or
+  // nullopt when that byte is parity. REQUIRES: member_offset < member_bytes().
+  std::optional<uint64_t> Unmap(int disk, uint64_t member_offset) const;
+
+  // Largest power of two dividing the stripe's data bytes (at least the
+  // chunk): what block-size negotiation can advertise as "preferred".
+  uint64_t PreferredIoBytes() const;
+
+  friend bool operator==(const Geometry&, const Geometry&) = default;
+
+ private:
+  Geometry(int level, Layout layout, uint64_t chunk, int disks, uint64_t mb)
+      : level_(level),
+        layout_(layout),
+        chunk_bytes_(chunk),
+        raid_disks_(disks),
+        member_bytes_(mb) {}
+
+  int level_;
+  Layout layout_;
+  uint64_t chunk_bytes_;
+  int raid_disks_;
+  uint64_t member_bytes_;
+};
+
+// md's rule for component size: the largest chunk multiple not above
+// `available_bytes`.
+inline uint64_t RoundDownToChunk(uint64_t available_bytes, uint64_t chunk) {
+  return available_bytes - available_bytes % chunk;
+}
+
+}  // namespace uraid
+
+#endif  // URAID_GEOMETRY_H_

@@ -1,0 +1,219 @@
+// Array::Assemble: form an array from members' superblocks, in any order,
+// refusing (and writing nothing) when the members cannot safely form it.
+
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "array_impl.h"
+#include "status_macros.h"
+
+namespace uraid {
+namespace {
+
+// Geometry fields every member must agree on.
+absl::Status CompareShape(const Member& a, const Superblock& sa,
+                          const Member& b, const Superblock& sb) {
+  auto differ = [&](const char* field, uint64_t va,
+                    uint64_t vb) -> absl::Status {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("members %s and %s disagree on %s (%d vs %d)", a.Name(),
+                        b.Name(), field, va, vb));
+  };
+  if (sa.level != sb.level) return differ("level", sa.level, sb.level);
+  if (sa.layout != sb.layout) return differ("layout", sa.layout, sb.layout);
+  if (sa.chunksize != sb.chunksize) {
+    return differ("chunk size", sa.chunksize, sb.chunksize);
+  }
+  if (sa.raid_disks != sb.raid_disks) {
+    return differ("raid disks", sa.raid_disks, sb.raid_disks);
+  }
+  if (sa.size != sb.size) return differ("component size", sa.size, sb.size);
+  if (sa.data_offset != sb.data_offset) {
+    return differ("data offset", sa.data_offset, sb.data_offset);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
+    std::vector<std::unique_ptr<Member>> members,
+    const AssembleOptions& options, Logger logger) {
+  if (members.empty()) return absl::InvalidArgumentError("no members given");
+  const size_t m = members.size();
+  std::vector<Superblock> sbs;
+  for (const auto& member : members) {
+    if (member == nullptr) {
+      return absl::InvalidArgumentError(
+          "'missing' is only meaningful for create; leave the member out");
+    }
+    ASSIGN_OR_RETURN(Superblock sb, ReadSuperblock(*member));
+    sbs.push_back(std::move(sb));
+  }
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = i + 1; j < m; ++j) {
+      if (sbs[i].device_uuid == sbs[j].device_uuid) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "members %s and %s are the same device (device uuid %s, "
+            "dev_number %d): give each member once",
+            members[i]->Name(), members[j]->Name(),
+            FormatUuid(sbs[i].device_uuid), sbs[i].dev_number));
+      }
+    }
+  }
+  for (size_t i = 1; i < m; ++i) {
+    if (sbs[i].set_uuid != sbs[0].set_uuid) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "member %s belongs to a different array (uuid %s) than %s (uuid "
+          "%s)",
+          members[i]->Name(), FormatUuid(sbs[i].set_uuid), members[0]->Name(),
+          FormatUuid(sbs[0].set_uuid)));
+    }
+  }
+  size_t fresh = 0;
+  for (size_t i = 1; i < m; ++i) {
+    if (sbs[i].events > sbs[fresh].events) fresh = i;
+  }
+  const Superblock& top = sbs[fresh];
+  if (top.level != 4 && top.level != 5) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: level %d arrays are not supported (uraid handles RAID4 and "
+        "RAID5)",
+        members[fresh]->Name(), top.level));
+  }
+  for (size_t i = 0; i < m; ++i) {
+    if (i != fresh) {
+      RETURN_IF_ERROR(CompareShape(*members[fresh], top, *members[i], sbs[i]));
+    }
+    const uint32_t fm = sbs[i].feature_map;
+    if (fm & kFeatureReshapeActive) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: a reshape is in progress; uraid cannot resume reshapes yet",
+          members[i]->Name()));
+    }
+    if (fm & (kFeatureJournal | kFeaturePpl | kFeatureMultiplePpls |
+              kFeatureClustered)) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: journal, PPL and clustered arrays are not supported "
+          "(feature map 0x%x)",
+          members[i]->Name(), fm));
+    }
+    if ((fm & kFeatureBitmapOffset) && !options.read_only) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: the array has a write-intent bitmap, which uraid cannot keep "
+          "up to date yet; assemble it read-only",
+          members[i]->Name()));
+    }
+    if (fm & (kFeatureRecoveryOffset | kFeatureReplacement)) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: the member is only partly rebuilt (recovery offset %d); "
+          "uraid cannot resume a rebuild yet, leave it out",
+          members[i]->Name(), sbs[i].recovery_offset));
+    }
+  }
+  const int n = static_cast<int>(top.raid_disks);
+  const uint64_t chunk = uint64_t{top.chunksize} * 512;
+  absl::StatusOr<Geometry> geo = Geometry::Make(
+      top.level, static_cast<Layout>(top.layout), chunk, n, top.size * 512);
+  if (top.layout > 5 || !geo.ok()) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: superblock describes an invalid array: %s", members[fresh]->Name(),
+        top.layout > 5 ? absl::StrFormat("layout %d", top.layout)
+                       : std::string(geo.status().message())));
+  }
+
+  std::vector<int> slot_of(m, -1);
+  std::vector<int> member_in_slot(n, -1);
+  for (size_t i = 0; i < m; ++i) {
+    const std::string& name = members[i]->Name();
+    uint16_t role = sbs[i].dev_number < top.dev_roles.size()
+                        ? top.dev_roles[sbs[i].dev_number]
+                        : kRoleSpare;
+    if (role == kRoleFaulty) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s is marked faulty in the array's newest superblock (events %d): "
+          "leave it out",
+          name, top.events));
+    }
+    if (role == kRoleSpare || role == kRoleJournal) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s is a spare in this array; spares are not supported yet, leave "
+          "it out",
+          name));
+    }
+    if (role >= n) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s has role %d but the array has %d raid devices", name, role, n));
+    }
+    if (sbs[i].events + 1 < top.events) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s is stale: events %d, the array is at %d; leave it out (the "
+          "array starts degraded)",
+          name, sbs[i].events, top.events));
+    }
+    if (member_in_slot[role] >= 0) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("members %s and %s both claim slot %d",
+                          members[member_in_slot[role]]->Name(), name, role));
+    }
+    const uint64_t need = (top.data_offset + top.size) * 512;
+    if (members[i]->Size() < need) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s is too small: %d bytes, the array needs %d (truncated?)", name,
+          members[i]->Size(), need));
+    }
+    member_in_slot[role] = static_cast<int>(i);
+    slot_of[i] = role;
+  }
+  std::vector<std::string> gone;
+  for (int s = 0; s < n; ++s) {
+    if (member_in_slot[s] < 0) gone.push_back(absl::StrCat(s));
+  }
+  if (gone.size() > 1) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%d of %d members are missing (slots %s); RAID%d survives only one",
+        gone.size(), n, absl::StrJoin(gone, ", "), top.level));
+  }
+  const bool dirty = !top.clean();
+  if (dirty && !gone.empty() && !options.force) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "array is dirty (unclean shutdown) and degraded (slot %s missing): "
+        "stripes being written at the crash may have stale parity, so slot "
+        "%s cannot be trusted to reconstruct; md refuses this too (\"cannot "
+        "start dirty degraded array\"). Force it to start anyway",
+        gone[0], gone[0]));
+  }
+
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (int s = 0; s < n; ++s) slots.push_back(std::make_unique<Slot>());
+  for (size_t i = 0; i < m; ++i) {
+    Slot& slot = *slots[slot_of[i]];
+    slot.dev_number = sbs[i].dev_number;
+    slot.device_uuid = sbs[i].device_uuid;
+    slot.data_size_sectors = sbs[i].data_size;
+    slot.member = std::move(members[i]);
+    slot.state.store(SlotState::kActive);
+  }
+  Superblock tmpl = top;
+  auto impl =
+      std::make_unique<ArrayImpl>(*geo, top.data_offset * 512, tmpl,
+                                  std::move(slots), options.read_only, logger);
+  if (dirty) {
+    if (!gone.empty()) {
+      impl->Log(
+          "warning: starting a dirty degraded array by force; stripes "
+          "written at the crash may reconstruct wrong data");
+    } else {
+      uint64_t from = top.resync_offset * 512 / chunk;
+      impl->SetResyncStart(std::min(from, geo->stripe_count()));
+      impl->Log(absl::StrFormat(
+          "array was not shut down cleanly: parity of stripes %d..%d will "
+          "be resynced",
+          from, geo->stripe_count() - 1));
+    }
+  }
+  return std::unique_ptr<Array>(new Array(std::move(impl)));
+}
+
+}  // namespace uraid

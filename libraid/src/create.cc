@@ -1,0 +1,159 @@
+// Array::Create: validate everything first, then write superblocks, then
+// make parity consistent. Nothing is written when validation fails.
+
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "array_impl.h"
+#include "status_macros.h"
+
+namespace uraid {
+namespace {
+
+std::array<uint8_t, 16> RandomUuid() {
+  std::random_device rd;  // /dev/urandom on Linux
+  std::array<uint8_t, 16> u;
+  for (size_t i = 0; i < u.size(); i += 4) {
+    uint32_t v = rd();
+    for (int j = 0; j < 4; ++j) u[i + j] = static_cast<uint8_t>(v >> (8 * j));
+  }
+  return u;
+}
+
+// The end of the superblock area of a 1.2 member, in bytes: data must start
+// past it.
+constexpr uint64_t kMinDataOffset = 8192;
+
+}  // namespace
+
+absl::StatusOr<Superblock> ReadSuperblock(Member& member) {
+  if (member.Size() < kSb12OffsetBytes + kSbBlockBytes) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: too small to hold an md superblock (%d bytes)",
+                        member.Name(), member.Size()));
+  }
+  std::vector<uint8_t> block(kSbBlockBytes);
+  RETURN_IF_ERROR(member.Read(block.data(), block.size(), kSb12OffsetBytes));
+  absl::StatusOr<Superblock> sb = DecodeSuperblock(block);
+  if (!sb.ok()) {
+    return absl::Status(
+        sb.status().code(),
+        absl::StrFormat("%s: %s", member.Name(), sb.status().message()));
+  }
+  return sb;
+}
+
+absl::StatusOr<std::unique_ptr<Array>> Array::Create(
+    std::vector<std::unique_ptr<Member>> members, const CreateOptions& options,
+    Logger logger) {
+  const int n = static_cast<int>(members.size());
+  const uint64_t chunk = options.chunk_bytes;
+  // Validates level, layout, chunk and disk count before touching members.
+  RETURN_IF_ERROR(
+      Geometry::Make(options.level, options.layout, chunk, n, chunk).status());
+  int missing = 0;
+  for (const auto& m : members) missing += m == nullptr;
+  if (missing > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d members given as missing; RAID%d survives only one",
+                        missing, options.level));
+  }
+  if (options.name.size() > 32) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "name '%s' is longer than md's 32 bytes", options.name));
+  }
+  uint64_t min_size = ~0ull;
+  const Member* smallest = nullptr;
+  for (const auto& m : members) {
+    if (m == nullptr) continue;
+    if (!options.force) {
+      absl::StatusOr<Superblock> old = ReadSuperblock(*m);
+      if (old.ok()) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s already holds an md superblock (array %s, role %d); use "
+            "--force to overwrite it",
+            m->Name(), FormatUuid(old->set_uuid), old->role()));
+      }
+    }
+    if (m->Size() < min_size) {
+      min_size = m->Size();
+      smallest = m.get();
+    }
+  }
+  if (smallest == nullptr) {
+    return absl::InvalidArgumentError("no members given");
+  }
+  uint64_t data_offset = options.data_offset_bytes;
+  if (data_offset == 0) {
+    data_offset = DefaultDataOffsetSectors(min_size / 512, chunk / 512) * 512;
+  }
+  if (data_offset % 4096 != 0 || data_offset < kMinDataOffset) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data offset %d must be a multiple of 4096 and at least %d",
+        data_offset, kMinDataOffset));
+  }
+  if (min_size < data_offset + chunk) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "member %s is too small: %d bytes; needs at least %d (data offset %d "
+        "+ one %d-byte chunk)",
+        smallest->Name(), min_size, data_offset + chunk, data_offset, chunk));
+  }
+  uint64_t member_bytes = RoundDownToChunk(min_size - data_offset, chunk);
+  if (options.member_bytes != 0) {
+    if (options.member_bytes > member_bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "requested size %d per member exceeds the %d bytes member %s "
+          "allows",
+          options.member_bytes, member_bytes, smallest->Name()));
+    }
+    member_bytes = RoundDownToChunk(options.member_bytes, chunk);
+    if (member_bytes == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("requested size %d is smaller than one chunk (%d)",
+                          options.member_bytes, chunk));
+    }
+  }
+  ASSIGN_OR_RETURN(Geometry geo, Geometry::Make(options.level, options.layout,
+                                                chunk, n, member_bytes));
+
+  Superblock sb;
+  sb.set_uuid = options.uuid.has_value() ? *options.uuid : RandomUuid();
+  sb.set_name = options.name;
+  sb.ctime = static_cast<uint64_t>(std::time(nullptr));
+  sb.utime = sb.ctime;
+  sb.level = options.level;
+  sb.layout = static_cast<uint32_t>(options.layout);
+  sb.size = member_bytes / 512;
+  sb.chunksize = static_cast<uint32_t>(chunk / 512);
+  sb.raid_disks = static_cast<uint32_t>(n);
+  sb.data_offset = data_offset / 512;
+  sb.super_offset = kSb12OffsetSectors;
+  sb.events = 0;
+  sb.max_dev = 128;
+  sb.dev_roles.assign(128, kRoleSpare);
+  // A degraded array has nothing to make consistent: the missing chunk of
+  // every stripe is by definition the XOR of the others.
+  const bool start_clean = options.assume_clean || missing == 1;
+  sb.resync_offset = start_clean ? kMaxSector : 0;
+
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (int i = 0; i < n; ++i) {
+    auto slot = std::make_unique<Slot>();
+    slot->dev_number = static_cast<uint32_t>(i);
+    slot->device_uuid = RandomUuid();
+    if (members[i] != nullptr) {
+      slot->data_size_sectors = (members[i]->Size() - data_offset) / 512;
+      slot->member = std::move(members[i]);
+      slot->state.store(SlotState::kActive);
+    }
+    slots.push_back(std::move(slot));
+  }
+  auto impl = std::make_unique<ArrayImpl>(geo, data_offset, sb,
+                                          std::move(slots), false, logger);
+  if (!start_clean) impl->SetResyncStart(0);
+  RETURN_IF_ERROR(impl->WriteSuperblocks(start_clean));
+  if (!start_clean) RETURN_IF_ERROR(impl->Resync());
+  return std::unique_ptr<Array>(new Array(std::move(impl)));
+}
+
+}  // namespace uraid

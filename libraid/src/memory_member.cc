@@ -1,0 +1,128 @@
+// In-memory members and member decorators (sharing, fault injection).
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "uraid/member.h"
+
+namespace uraid {
+namespace {
+
+absl::Status RangeCheck(const std::string& name, const char* op, size_t len,
+                        uint64_t offset, uint64_t size) {
+  if (offset > size || len > size - offset) {
+    return absl::OutOfRangeError(
+        absl::StrFormat("%s: %s of %d bytes at %d is past the end (%d bytes)",
+                        name, op, len, offset, size));
+  }
+  return absl::OkStatus();
+}
+
+// One mutex for the whole store: concurrent reads and writes of the same
+// bytes are legal for a block device but would be a data race on the
+// vector; test members do not need more parallelism than this.
+class MemoryMember final : public Member {
+ public:
+  MemoryMember(std::string name, uint64_t size)
+      : name_(std::move(name)), data_(size, 0) {}
+
+  absl::Status Read(void* buf, size_t len, uint64_t offset) override {
+    absl::Status s = RangeCheck(name_, "read", len, offset, data_.size());
+    if (!s.ok()) return s;
+    absl::MutexLock lock(&mu_);
+    std::memcpy(buf, data_.data() + offset, len);
+    return absl::OkStatus();
+  }
+  absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
+    absl::Status s = RangeCheck(name_, "write", len, offset, data_.size());
+    if (!s.ok()) return s;
+    absl::MutexLock lock(&mu_);
+    std::memcpy(data_.data() + offset, buf, len);
+    return absl::OkStatus();
+  }
+  absl::Status Flush() override { return absl::OkStatus(); }
+  absl::Status Discard(size_t len, uint64_t offset) override {
+    absl::Status s = RangeCheck(name_, "discard", len, offset, data_.size());
+    if (!s.ok()) return s;
+    absl::MutexLock lock(&mu_);
+    std::memset(data_.data() + offset, 0, len);
+    return absl::OkStatus();
+  }
+  bool DiscardZeroes() const override { return true; }
+  uint64_t Size() const override { return data_.size(); }
+  const std::string& Name() const override { return name_; }
+
+ private:
+  const std::string name_;
+  absl::Mutex mu_;
+  std::vector<uint8_t> data_ ABSL_GUARDED_BY(mu_);
+};
+
+class SharedMember final : public Member {
+ public:
+  explicit SharedMember(std::shared_ptr<Member> t) : t_(std::move(t)) {}
+  absl::Status Read(void* b, size_t l, uint64_t o) override {
+    return t_->Read(b, l, o);
+  }
+  absl::Status Write(const void* b, size_t l, uint64_t o) override {
+    return t_->Write(b, l, o);
+  }
+  absl::Status Flush() override { return t_->Flush(); }
+  absl::Status Discard(size_t l, uint64_t o) override {
+    return t_->Discard(l, o);
+  }
+  bool DiscardZeroes() const override { return t_->DiscardZeroes(); }
+  uint64_t Size() const override { return t_->Size(); }
+  const std::string& Name() const override { return t_->Name(); }
+
+ private:
+  std::shared_ptr<Member> t_;
+};
+
+}  // namespace
+
+std::unique_ptr<Member> NewMemoryMember(std::string name, uint64_t size) {
+  return std::make_unique<MemoryMember>(std::move(name), size);
+}
+
+std::unique_ptr<Member> ShareMember(std::shared_ptr<Member> target) {
+  return std::make_unique<SharedMember>(std::move(target));
+}
+
+FaultyMember::FaultyMember(std::shared_ptr<Member> target)
+    : target_(std::move(target)) {}
+
+void FaultyMember::SetFailed(bool failed) { failed_.store(failed); }
+bool FaultyMember::failed() const { return failed_.load(); }
+
+absl::Status FaultyMember::Check(const char* op, uint64_t offset) const {
+  if (failed_.load()) {
+    return absl::UnavailableError(absl::StrFormat(
+        "%s: %s at %d: injected I/O error", target_->Name(), op, offset));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FaultyMember::Read(void* buf, size_t len, uint64_t offset) {
+  absl::Status s = Check("read", offset);
+  return s.ok() ? target_->Read(buf, len, offset) : s;
+}
+absl::Status FaultyMember::Write(const void* buf, size_t len, uint64_t offset) {
+  absl::Status s = Check("write", offset);
+  return s.ok() ? target_->Write(buf, len, offset) : s;
+}
+absl::Status FaultyMember::Flush() {
+  absl::Status s = Check("flush", 0);
+  return s.ok() ? target_->Flush() : s;
+}
+absl::Status FaultyMember::Discard(size_t len, uint64_t offset) {
+  absl::Status s = Check("discard", offset);
+  return s.ok() ? target_->Discard(len, offset) : s;
+}
+bool FaultyMember::DiscardZeroes() const { return target_->DiscardZeroes(); }
+uint64_t FaultyMember::Size() const { return target_->Size(); }
+const std::string& FaultyMember::Name() const { return target_->Name(); }
+
+}  // namespace uraid

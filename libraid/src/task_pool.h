@@ -1,0 +1,61 @@
+// Internal: a small pool that runs a batch of independent tasks at once, so
+// that all member I/Os of one stripe operation are in flight together and a
+// stripe costs one member latency rather than N.
+//
+// The calling thread runs tasks too (it takes the first of its batch and
+// then helps drain the queue while it waits), so a batch never waits on an
+// idle pool, and many concurrent callers keep the pool busy without
+// deadlock. Worker threads start lazily on the first batch of two or more
+// tasks: nbdkit forks after configuration and threads do not survive a fork,
+// so nothing may run a batch before the fork (assembly reads superblocks
+// directly, not through the pool).
+//
+// Thread-safe.
+
+#ifndef URAID_SRC_TASK_POOL_H_
+#define URAID_SRC_TASK_POOL_H_
+
+#include <deque>
+#include <functional>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace uraid {
+
+class TaskPool {
+ public:
+  explicit TaskPool(int threads) : max_threads_(threads) {}
+  ~TaskPool();
+  TaskPool(const TaskPool&) = delete;
+  TaskPool& operator=(const TaskPool&) = delete;
+
+  // Runs every task and returns once all have finished. Tasks must not
+  // throw and must not call RunAll on the same pool.
+  void RunAll(std::span<const std::function<void()>> tasks);
+
+ private:
+  struct Batch {
+    int remaining = 0;  // guarded by TaskPool::mu_
+  };
+  struct Item {
+    const std::function<void()>* fn;
+    Batch* batch;
+  };
+  void StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WorkerLoop();
+  void RunItem(const Item& item);
+
+  const int max_threads_;
+  absl::Mutex mu_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_TASK_POOL_H_

@@ -1,0 +1,419 @@
+// Unit tests of uraid::Array: creation and assembly (and every refusal,
+// with nothing written), the write-path choice between full-stripe, RMW and
+// RCW by exact member-I/O counts, degraded operation and the clean/active
+// state kept in the superblocks.
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "uraid/array.h"
+
+namespace uraid {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kChunk = 64 * 1024;
+constexpr uint64_t kOffset = 1 << 20;
+constexpr uint64_t kMemberBytes = 32 * kChunk;
+
+using Shared = std::shared_ptr<Member>;
+
+std::vector<Shared> MakeMembers(int n, uint64_t size = kOffset + kMemberBytes) {
+  std::vector<Shared> v;
+  for (int i = 0; i < n; ++i) {
+    v.push_back(Shared(NewMemoryMember(absl::StrFormat("m%d", i), size)));
+  }
+  return v;
+}
+
+std::vector<std::unique_ptr<Member>> Handles(const std::vector<Shared>& v) {
+  std::vector<std::unique_ptr<Member>> out;
+  for (const auto& m : v) out.push_back(m ? ShareMember(m) : nullptr);
+  return out;
+}
+
+std::vector<uint8_t> Bytes(Member& m) {
+  std::vector<uint8_t> b(m.Size());
+  EXPECT_TRUE(m.Read(b.data(), b.size(), 0).ok());
+  return b;
+}
+
+// A copy of a member's current bytes: a snapshot, as after a crash.
+Shared Snapshot(Member& m, uint64_t size = 0) {
+  std::vector<uint8_t> b = Bytes(m);
+  if (size == 0) size = b.size();
+  Shared copy(NewMemoryMember(m.Name() + "-copy", size));
+  EXPECT_TRUE(copy->Write(b.data(), std::min<uint64_t>(size, b.size()), 0).ok());
+  return copy;
+}
+
+CreateOptions Opts(Layout l = Layout::kLeftSymmetric) {
+  CreateOptions o;
+  o.layout = l;
+  o.chunk_bytes = kChunk;
+  o.data_offset_bytes = kOffset;
+  o.member_bytes = kMemberBytes;
+  return o;
+}
+
+std::unique_ptr<Array> MustCreate(const std::vector<Shared>& m,
+                                  CreateOptions o = Opts()) {
+  auto a = Array::Create(Handles(m), o);
+  EXPECT_TRUE(a.ok()) << a.status();
+  return a.ok() ? std::move(*a) : nullptr;
+}
+
+absl::Status AssembleStatus(const std::vector<Shared>& m,
+                            AssembleOptions o = {}) {
+  return Array::Assemble(Handles(m), o).status();
+}
+
+std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 r(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(r());
+  return v;
+}
+
+// ------------------------------------------------------------- creation
+
+TEST(ArrayCreate, SuperblocksDescribeTheArray) {
+  auto m = MakeMembers(4);
+  auto a = MustCreate(m);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->size(), 3 * kMemberBytes);
+  ArrayInfo info = a->Info();
+  EXPECT_TRUE(info.clean);
+  EXPECT_FALSE(info.degraded);
+  EXPECT_EQ(info.data_offset_bytes, kOffset);
+  a.reset();
+  for (int i = 0; i < 4; ++i) {
+    std::vector<uint8_t> b = Bytes(*m[i]);
+    auto sb = DecodeSuperblock(std::span<const uint8_t>(b).subspan(4096));
+    ASSERT_TRUE(sb.ok()) << sb.status();
+    EXPECT_EQ(sb->level, 5);
+    EXPECT_EQ(sb->layout, 2u);
+    EXPECT_EQ(sb->chunksize, kChunk / 512);
+    EXPECT_EQ(sb->raid_disks, 4u);
+    EXPECT_EQ(sb->size, kMemberBytes / 512);
+    EXPECT_EQ(sb->data_offset, kOffset / 512);
+    EXPECT_EQ(sb->role(), i);
+    EXPECT_TRUE(sb->clean());
+  }
+}
+
+TEST(ArrayCreate, NonZeroMembersGetConsistentParity) {
+  auto m = MakeMembers(4);
+  for (auto& mem : m) {
+    auto junk = Pattern(kMemberBytes, 7 + mem->Name()[1]);
+    ASSERT_TRUE(mem->Write(junk.data(), junk.size(), kOffset).ok());
+  }
+  auto a = MustCreate(m);
+  std::vector<uint64_t> bad;
+  auto n = a->CheckParity(&bad);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+  EXPECT_GT(a->Info().counters.resync_repairs, 0u);
+}
+
+TEST(ArrayCreate, AssumeCleanSkipsTheSync) {
+  auto m = MakeMembers(4);
+  auto junk = Pattern(kMemberBytes, 3);
+  ASSERT_TRUE(m[0]->Write(junk.data(), junk.size(), kOffset).ok());
+  CreateOptions o = Opts();
+  o.assume_clean = true;
+  auto a = MustCreate(m, o);
+  auto n = a->CheckParity(nullptr);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 32u);  // md shows mismatches after --assume-clean too
+}
+
+struct RefusalCase {
+  std::string what;
+  std::function<std::vector<Shared>()> members;
+  CreateOptions options;
+  std::string error;
+};
+
+TEST(ArrayCreate, RefusesAndWritesNothing) {
+  std::vector<RefusalCase> cases = {
+      {"two missing", [] { auto v = MakeMembers(4); v[1] = v[2] = nullptr; return v; },
+       Opts(), "2 members given as missing"},
+      {"member too small",
+       [] { auto v = MakeMembers(3); v.push_back(Shared(NewMemoryMember("tiny", kOffset + 1000))); return v; },
+       [] { CreateOptions o = Opts(); o.member_bytes = 0; return o; }(), "tiny is too small"},
+      {"chunk not power of two", [] { return MakeMembers(4); },
+       [] { CreateOptions o = Opts(); o.chunk_bytes = 48 * 1024; return o; }(), "not a power of two"},
+      {"two disks", [] { return MakeMembers(2); }, Opts(), "raid disks"},
+      {"level 4 with a RAID5 layout", [] { return MakeMembers(4); },
+       [] { CreateOptions o = Opts(); o.level = 4; return o; }(), "parity-last"},
+      {"size beyond members", [] { return MakeMembers(4); },
+       [] { CreateOptions o = Opts(); o.member_bytes = 2 * kMemberBytes; return o; }(), "exceeds"},
+  };
+  for (const RefusalCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto m = c.members();
+    std::vector<std::vector<uint8_t>> before;
+    for (auto& x : m) before.push_back(x ? Bytes(*x) : std::vector<uint8_t>{});
+    auto a = Array::Create(Handles(m), c.options);
+    ASSERT_FALSE(a.ok());
+    EXPECT_THAT(std::string(a.status().message()), HasSubstr(c.error));
+    for (size_t i = 0; i < m.size(); ++i) {
+      if (m[i]) EXPECT_EQ(Bytes(*m[i]), before[i]) << "member " << i << " was written";
+    }
+  }
+}
+
+TEST(ArrayCreate, RefusesToOverwriteAnArrayWithoutForce) {
+  auto m = MakeMembers(3);
+  MustCreate(m).reset();
+  auto before = Bytes(*m[0]);
+  auto again = Array::Create(Handles(m), Opts());
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(std::string(again.status().message()),
+              HasSubstr("already holds an md superblock"));
+  EXPECT_EQ(Bytes(*m[0]), before);
+  CreateOptions o = Opts();
+  o.force = true;
+  EXPECT_TRUE(Array::Create(Handles(m), o).ok());
+}
+
+// ------------------------------------------------------------- assembly
+
+TEST(ArrayAssemble, AnyOrderAndDataSurvives) {
+  auto m = MakeMembers(5);
+  auto data = Pattern(3 * kChunk + 777, 1);
+  {
+    auto a = MustCreate(m, Opts(Layout::kRightAsymmetric));
+    ASSERT_TRUE(a->Write(data.data(), data.size(), 12345).ok());
+  }
+  std::vector<Shared> shuffled = {m[3], m[0], m[4], m[2], m[1]};
+  auto a = Array::Assemble(Handles(shuffled), {});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->geometry().layout(), Layout::kRightAsymmetric);
+  std::vector<uint8_t> got(data.size());
+  ASSERT_TRUE((*a)->Read(got.data(), got.size(), 12345).ok());
+  EXPECT_EQ(got, data);
+}
+
+TEST(ArrayAssemble, RefusalsNameTheMemberAndWriteNothing) {
+  auto m = MakeMembers(4);
+  auto other = MakeMembers(4);
+  MustCreate(m).reset();
+  MustCreate(other).reset();
+  // A stale copy of m[2]: taken now, then the array moves on.
+  Shared stale = Snapshot(*m[2]);
+  {
+    auto a = Array::Assemble(Handles(m), {});
+    ASSERT_TRUE(a.ok());
+    auto d = Pattern(8192, 2);
+    ASSERT_TRUE((*a)->Write(d.data(), d.size(), 0).ok());
+  }
+  Shared blank(NewMemoryMember("blank", kOffset + kMemberBytes));
+  Shared corrupt = Snapshot(*m[1]);
+  {
+    uint8_t b;
+    ASSERT_TRUE(corrupt->Read(&b, 1, 4096 + 40).ok());  // inside set_name
+    b ^= 0x55;
+    ASSERT_TRUE(corrupt->Write(&b, 1, 4096 + 40).ok());
+  }
+  Shared truncated = Snapshot(*m[3], kOffset + kMemberBytes / 2);
+
+  struct Case {
+    std::string what;
+    std::vector<Shared> members;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {"no superblock", {m[0], m[1], m[2], blank}, "blank"},
+      {"bad checksum", {m[0], corrupt, m[2], m[3]}, "checksum"},
+      {"foreign member", {m[0], m[1], m[2], other[3]}, "different array"},
+      {"same member twice", {m[0], m[1], m[2], m[2]}, "same device"},
+      {"stale member", {m[0], m[1], stale, m[3]}, "is stale"},
+      {"too many missing", {m[0], m[1]}, "2 of 4 members are missing"},
+      {"truncated member", {m[0], m[1], m[2], truncated}, "too small"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::vector<std::vector<uint8_t>> before;
+    for (auto& x : c.members) before.push_back(Bytes(*x));
+    absl::Status st = AssembleStatus(c.members);
+    ASSERT_FALSE(st.ok());
+    EXPECT_THAT(std::string(st.message()), HasSubstr(c.error));
+    for (size_t i = 0; i < c.members.size(); ++i) {
+      EXPECT_EQ(Bytes(*c.members[i]), before[i]);
+    }
+  }
+}
+
+TEST(ArrayAssemble, FaultyMemberIsRefusedAndArrayRunsDegraded) {
+  auto m = MakeMembers(4);
+  auto data = Pattern(5 * kChunk, 9);
+  {
+    auto a = MustCreate(m);
+    ASSERT_TRUE(a->Write(data.data(), data.size(), 0).ok());
+    ASSERT_TRUE(a->FailSlot(1).ok());
+    EXPECT_TRUE(a->Info().degraded);
+  }
+  absl::Status st = AssembleStatus(m);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("marked faulty"));
+  auto a = Array::Assemble(Handles({m[0], m[2], m[3]}), {});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE((*a)->Info().degraded);
+  std::vector<uint8_t> got(data.size());
+  ASSERT_TRUE((*a)->Read(got.data(), got.size(), 0).ok());
+  EXPECT_EQ(got, data);
+  EXPECT_GT((*a)->Info().counters.reconstructions, 0u);
+}
+
+TEST(ArrayAssemble, DirtyArrayResyncsAndDirtyDegradedNeedsForce) {
+  auto m = MakeMembers(4);
+  auto a = MustCreate(m);
+  auto d = Pattern(3 * kChunk, 4);
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 0).ok());
+  EXPECT_FALSE(a->Info().clean);
+  // "Crash": copy the members while the array is active.
+  std::vector<Shared> crashed;
+  for (auto& x : m) crashed.push_back(Snapshot(*x));
+  a.reset();
+  // Tear parity of stripe 0 in the crashed image, as an interrupted write
+  // would.
+  auto junk = Pattern(4096, 5);
+  ASSERT_TRUE(crashed[3]->Write(junk.data(), junk.size(), kOffset).ok());
+
+  absl::Status st = AssembleStatus({crashed[0], crashed[1], crashed[2]});
+  EXPECT_THAT(std::string(st.message()), HasSubstr("dirty"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("degraded"));
+  AssembleOptions force;
+  force.force = true;
+  EXPECT_TRUE(Array::Assemble(Handles({Snapshot(*crashed[0]),
+                                       Snapshot(*crashed[1]),
+                                       Snapshot(*crashed[2])}),
+                              force)
+                  .ok());
+
+  auto b = Array::Assemble(Handles(crashed), {});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE((*b)->Info().resyncing);
+  ASSERT_TRUE((*b)->Resync().ok());
+  EXPECT_FALSE((*b)->Info().resyncing);
+  EXPECT_TRUE((*b)->Info().clean);
+  EXPECT_GE((*b)->Info().counters.resync_repairs, 1u);
+  auto n = (*b)->CheckParity(nullptr);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+}
+
+// ----------------------------------------------- write plans by I/O count
+
+struct IoCount {
+  uint64_t reads, writes;
+};
+IoCount Delta(const Counters& a, const Counters& b) {
+  return {b.member_reads - a.member_reads, b.member_writes - a.member_writes};
+}
+
+TEST(ArrayWrite, PlanChoiceByMemberIoCounts) {
+  auto m = MakeMembers(5);  // 4 data chunks per stripe
+  auto a = MustCreate(m);
+  auto data = Pattern(4 * kChunk, 11);
+  struct Case {
+    std::string what;
+    uint64_t offset, len;
+    IoCount want;
+    uint64_t Counters::*kind;
+  };
+  std::vector<Case> cases = {
+      {"full stripe: no reads", 0, 4 * kChunk, {0, 5}, &Counters::full_stripe_writes},
+      {"4K in one chunk: RMW reads data+parity", 4096, 4096, {2, 2}, &Counters::rmw_writes},
+      {"3 of 4 chunks: RCW reads the 4th", 4 * kChunk, 3 * kChunk, {1, 4}, &Counters::rcw_writes},
+      {"2 of 4 chunks: RCW (2 reads) beats RMW (3)", 8 * kChunk, 2 * kChunk, {2, 3}, &Counters::rcw_writes},
+      {"sub-sector write: RMW", 12 * kChunk + 100, 10, {2, 2}, &Counters::rmw_writes},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Counters before = a->Info().counters;
+    ASSERT_TRUE(a->Write(data.data(), c.len, c.offset).ok());
+    Counters after = a->Info().counters;
+    IoCount d = Delta(before, after);
+    EXPECT_EQ(d.reads, c.want.reads);
+    EXPECT_EQ(d.writes, c.want.writes);
+    EXPECT_EQ(after.*c.kind - before.*c.kind, 1u);
+  }
+  auto n = a->CheckParity(nullptr);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+}
+
+TEST(ArrayWrite, MemberFailureDuringWriteIsAbsorbed) {
+  auto base = MakeMembers(4);
+  std::vector<std::shared_ptr<FaultyMember>> f;
+  std::vector<Shared> m;
+  for (auto& b : base) {
+    f.push_back(std::make_shared<FaultyMember>(b));
+    m.push_back(f.back());
+  }
+  auto a = MustCreate(m);
+  auto data = Pattern(7 * kChunk + 5000, 12);
+  f[2]->SetFailed(true);
+  ASSERT_TRUE(a->Write(data.data(), data.size(), 3000).ok());
+  EXPECT_TRUE(a->Info().degraded);
+  // A second failure fails the array and names the cause.
+  f[0]->SetFailed(true);
+  std::vector<uint8_t> got(data.size());
+  absl::Status st = a->Read(got.data(), got.size(), 3000);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(a->Info().failed);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("fail"));
+  f[0]->SetFailed(false);
+  a.reset();
+  // The array died active, so it is dirty and degraded: refused as md
+  // would, and with force the members that were never failed still hold
+  // every acknowledged write.
+  EXPECT_THAT(std::string(AssembleStatus({m[0], m[1], m[3]}).message()),
+              HasSubstr("dirty"));
+  AssembleOptions force;
+  force.force = true;
+  auto b = Array::Assemble(Handles({m[0], m[1], m[3]}), force);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE((*b)->Read(got.data(), got.size(), 3000).ok());
+  EXPECT_EQ(got, data);
+}
+
+TEST(ArrayWrite, PastTheEndIsRefused) {
+  auto m = MakeMembers(3);
+  auto a = MustCreate(m);
+  std::vector<uint8_t> buf(8192);
+  absl::Status st = a->Write(buf.data(), buf.size(), a->size() - 4096);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("past the end"));
+  EXPECT_FALSE(a->Read(buf.data(), 1, a->size()).ok());
+}
+
+TEST(ArrayState, ActiveWhileWritingCleanAfterIdle) {
+  auto m = MakeMembers(3);
+  auto a = MustCreate(m);
+  a->StartBackground();
+  auto d = Pattern(4096, 1);
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 0).ok());
+  auto on_disk_clean = [&] {
+    auto b = Bytes(*m[0]);
+    auto sb = DecodeSuperblock(std::span<const uint8_t>(b).subspan(4096));
+    return sb.ok() && sb->clean();
+  };
+  EXPECT_FALSE(on_disk_clean());
+  for (int i = 0; i < 50 && !a->Info().clean; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(a->Info().clean);
+  EXPECT_TRUE(on_disk_clean());
+}
+
+}  // namespace
+}  // namespace uraid

@@ -65,8 +65,17 @@ int Config(const char* key, const char* value) {
   if (k == "member") {
     char* abs = nbdkit_realpath(value);
     if (abs == nullptr) return -1;  // nbdkit_realpath reported why
-    config.members.emplace_back(abs);
+    std::string path(abs);
     free(abs);
+    for (const std::string& m : config.members) {
+      if (m == path) {
+        nbdkit_error("uraid: member %s given twice (same device): give each "
+                     "member once",
+                     value);
+        return -1;
+      }
+    }
+    config.members.push_back(std::move(path));
     return 0;
   }
   if (k == "direct" || k == "force") {

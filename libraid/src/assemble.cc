@@ -114,13 +114,20 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   }
   const int n = static_cast<int>(top.raid_disks);
   const uint64_t chunk = uint64_t{top.chunksize} * 512;
-  absl::StatusOr<Geometry> geo = Geometry::Make(
-      top.level, static_cast<Layout>(top.layout), chunk, n, top.size * 512);
-  if (top.layout > 5 || !geo.ok()) {
+  // RAID4 has no layouts: md stores 0 and always puts parity last.
+  const Layout layout = top.level == 4 ? Layout::kParityLast
+                                       : static_cast<Layout>(top.layout);
+  if (top.level == 5 && top.layout > 5) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: superblock describes an invalid array: layout %d",
+                        members[fresh]->Name(), top.layout));
+  }
+  absl::StatusOr<Geometry> geo =
+      Geometry::Make(top.level, layout, chunk, n, top.size * 512);
+  if (!geo.ok()) {
     return absl::DataLossError(absl::StrFormat(
-        "%s: superblock describes an invalid array: %s", members[fresh]->Name(),
-        top.layout > 5 ? absl::StrFormat("layout %d", top.layout)
-                       : std::string(geo.status().message())));
+        "%s: superblock describes an invalid array: %s",
+        members[fresh]->Name(), geo.status().message()));
   }
 
   std::vector<int> slot_of(m, -1);

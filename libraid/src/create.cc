@@ -122,7 +122,9 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   sb.ctime = static_cast<uint64_t>(std::time(nullptr));
   sb.utime = sb.ctime;
   sb.level = options.level;
-  sb.layout = static_cast<uint32_t>(options.layout);
+  // mdadm stores layout 0 for RAID4 (it has no layouts; the kernel puts
+  // parity on the last disk whatever the field says).
+  sb.layout = options.level == 4 ? 0 : static_cast<uint32_t>(options.layout);
   sb.size = member_bytes / 512;
   sb.chunksize = static_cast<uint32_t>(chunk / 512);
   sb.raid_disks = static_cast<uint32_t>(n);

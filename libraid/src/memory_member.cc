@@ -26,17 +26,17 @@ absl::Status RangeCheck(const std::string& name, const char* op, size_t len,
 class MemoryMember final : public Member {
  public:
   MemoryMember(std::string name, uint64_t size)
-      : name_(std::move(name)), data_(size, 0) {}
+      : name_(std::move(name)), size_(size), data_(size, 0) {}
 
   absl::Status Read(void* buf, size_t len, uint64_t offset) override {
-    absl::Status s = RangeCheck(name_, "read", len, offset, data_.size());
+    absl::Status s = RangeCheck(name_, "read", len, offset, size_);
     if (!s.ok()) return s;
     absl::MutexLock lock(&mu_);
     std::memcpy(buf, data_.data() + offset, len);
     return absl::OkStatus();
   }
   absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
-    absl::Status s = RangeCheck(name_, "write", len, offset, data_.size());
+    absl::Status s = RangeCheck(name_, "write", len, offset, size_);
     if (!s.ok()) return s;
     absl::MutexLock lock(&mu_);
     std::memcpy(data_.data() + offset, buf, len);
@@ -44,18 +44,19 @@ class MemoryMember final : public Member {
   }
   absl::Status Flush() override { return absl::OkStatus(); }
   absl::Status Discard(size_t len, uint64_t offset) override {
-    absl::Status s = RangeCheck(name_, "discard", len, offset, data_.size());
+    absl::Status s = RangeCheck(name_, "discard", len, offset, size_);
     if (!s.ok()) return s;
     absl::MutexLock lock(&mu_);
     std::memset(data_.data() + offset, 0, len);
     return absl::OkStatus();
   }
   bool DiscardZeroes() const override { return true; }
-  uint64_t Size() const override { return data_.size(); }
+  uint64_t Size() const override { return size_; }
   const std::string& Name() const override { return name_; }
 
  private:
   const std::string name_;
+  const uint64_t size_;
   absl::Mutex mu_;
   std::vector<uint8_t> data_ ABSL_GUARDED_BY(mu_);
 };

@@ -143,6 +143,12 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
           "leave it out",
           name, top.events));
     }
+    if (sbs[i].events + 1 < top.events) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s is stale: events %d, the array is at %d; leave it out (the "
+          "array starts degraded)",
+          name, sbs[i].events, top.events));
+    }
     if (role == kRoleSpare || role == kRoleJournal) {
       return absl::UnimplementedError(absl::StrFormat(
           "%s is a spare in this array; spares are not supported yet, leave "
@@ -152,12 +158,6 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
     if (role >= n) {
       return absl::DataLossError(absl::StrFormat(
           "%s has role %d but the array has %d raid devices", name, role, n));
-    }
-    if (sbs[i].events + 1 < top.events) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "%s is stale: events %d, the array is at %d; leave it out (the "
-          "array starts degraded)",
-          name, sbs[i].events, top.events));
     }
     if (member_in_slot[role] >= 0) {
       return absl::FailedPreconditionError(

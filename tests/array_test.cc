@@ -8,6 +8,8 @@
 #include <random>
 #include <thread>
 
+#include <unistd.h>
+
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -413,6 +415,48 @@ TEST(ArrayState, ActiveWhileWritingCleanAfterIdle) {
   }
   EXPECT_TRUE(a->Info().clean);
   EXPECT_TRUE(on_disk_clean());
+}
+
+}  // namespace
+}  // namespace uraid
+
+namespace uraid {
+namespace {
+
+// Sparse file members: resync skips stripes that are holes everywhere and
+// still fixes the one stripe that holds junk.
+TEST(ArrayCreate, SparseFilesSkipHolesButFixJunk) {
+  char tmpl[] = "uraid-sparse-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  std::vector<std::unique_ptr<Member>> members;
+  std::vector<std::string> paths;
+  for (int i = 0; i < 4; ++i) {
+    paths.push_back(absl::StrFormat("%s/m%d.img", dir, i));
+    FILE* f = fopen(paths.back().c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(ftruncate(fileno(f), kOffset + kMemberBytes), 0);
+    if (i == 2) {  // junk in stripe 7 of one member
+      auto junk = Pattern(4096, 77);
+      ASSERT_EQ(fseek(f, kOffset + 7 * kChunk + 8192, SEEK_SET), 0);
+      ASSERT_EQ(fwrite(junk.data(), 1, junk.size(), f), junk.size());
+    }
+    fclose(f);
+    auto m = OpenFileMember(paths.back());
+    ASSERT_TRUE(m.ok()) << m.status();
+    members.push_back(std::move(*m));
+  }
+  auto a = Array::Create(std::move(members), Opts());
+  ASSERT_TRUE(a.ok()) << a.status();
+  Counters c = (*a)->Info().counters;
+  EXPECT_EQ(c.resync_repairs, 1u);
+  EXPECT_LT(c.resynced_stripes, 32u);  // holes were skipped
+  auto n = (*a)->CheckParity(nullptr);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+  a->reset();
+  for (auto& p : paths) unlink(p.c_str());
+  rmdir(dir.c_str());
 }
 
 }  // namespace

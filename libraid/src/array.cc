@@ -753,6 +753,19 @@ absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
   return bad;
 }
 
+uint64_t ArrayImpl::SkipHoles(uint64_t stripe) {
+  const uint64_t C = geo_.chunk_bytes();
+  uint64_t next = geo_.member_bytes();
+  for (int i = 0; i < geo_.raid_disks(); ++i) {
+    if (!SlotUsable(i)) return stripe;
+    absl::StatusOr<uint64_t> d =
+        slots_[i]->member->NextDataOffset(data_offset_ + stripe * C);
+    if (!d.ok() || *d < data_offset_) return stripe;
+    next = std::min(next, *d - data_offset_);
+  }
+  return std::max(stripe, std::min(next / C, geo_.stripe_count()));
+}
+
 absl::Status ArrayImpl::Resync() {
   if (read_only_ || resync_stripe_.load() >= geo_.stripe_count()) {
     return absl::OkStatus();
@@ -765,16 +778,25 @@ absl::Status ArrayImpl::Resync() {
   Log(absl::StrFormat("resync: recomputing parity of stripes %d..%d", start,
                       geo_.stripe_count() - 1));
   absl::Status st;
-  uint64_t repaired = 0;
+  uint64_t repaired = 0, read = 0;
   for (uint64_t s = start; s < geo_.stripe_count(); ++s) {
     {
       absl::MutexLock lock(&state_mu_);
       if (stop_) break;
     }
+    // Stripes that are holes on every member are zeros with zero parity:
+    // consistent without reading them (a new array on sparse files).
+    uint64_t skip_to = SkipHoles(s);
+    if (skip_to > s) {
+      resync_stripe_.store(skip_to, std::memory_order_release);
+      s = skip_to - 1;
+      continue;
+    }
     bool mismatch;
     st = ScanStripe(s, /*repair=*/true, &mismatch);
     if (!st.ok()) break;
     counters_.resynced_stripes.fetch_add(1, std::memory_order_relaxed);
+    ++read;
     if (mismatch) {
       ++repaired;
       counters_.resync_repairs.fetch_add(1, std::memory_order_relaxed);
@@ -788,8 +810,10 @@ absl::Status ArrayImpl::Resync() {
     return st;
   }
   if (resync_stripe_.load() < geo_.stripe_count()) return absl::OkStatus();
-  Log(absl::StrFormat("resync: done, %d stripes checked, %d repaired",
-                      geo_.stripe_count() - start, repaired));
+  Log(absl::StrFormat(
+      "resync: done: %d stripes read, %d skipped as never written, %d "
+      "repaired",
+      read, geo_.stripe_count() - start - read, repaired));
   absl::MutexLock lock(&state_mu_);
   if (writes_in_flight_ == 0 && !clean_) return MarkCleanLocked();
   return absl::OkStatus();

@@ -128,6 +128,9 @@ class ArrayImpl {
                                   std::vector<bool>* touched);
   absl::Status FlushSlots(const std::vector<bool>& which);
   absl::Status ScanStripe(uint64_t stripe, bool repair, bool* mismatch);
+  // The first stripe at or after `stripe` that is not a hole on every
+  // member (`stripe` itself when unknown).
+  uint64_t SkipHoles(uint64_t stripe);
 
   absl::Status BeginWrite();
   void EndWrite();

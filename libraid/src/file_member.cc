@@ -93,6 +93,16 @@ class FileMember final : public Member {
   }
 
   bool DiscardZeroes() const override { return !is_block_ && !read_only_; }
+
+  absl::StatusOr<uint64_t> NextDataOffset(uint64_t offset) override {
+    if (is_block_ || offset >= size_) return offset;
+    off_t r = ::lseek(fd_, static_cast<off_t>(offset), SEEK_DATA);
+    if (r < 0) {
+      if (errno == ENXIO) return size_;  // only holes from here on
+      return offset;  // cannot tell (e.g. no SEEK_DATA support)
+    }
+    return static_cast<uint64_t>(r);
+  }
   uint64_t Size() const override { return size_; }
   const std::string& Name() const override { return name_; }
 

@@ -75,6 +75,9 @@ class SharedMember final : public Member {
     return t_->Discard(l, o);
   }
   bool DiscardZeroes() const override { return t_->DiscardZeroes(); }
+  absl::StatusOr<uint64_t> NextDataOffset(uint64_t o) override {
+    return t_->NextDataOffset(o);
+  }
   uint64_t Size() const override { return t_->Size(); }
   const std::string& Name() const override { return t_->Name(); }
 
@@ -121,6 +124,11 @@ absl::Status FaultyMember::Flush() {
 absl::Status FaultyMember::Discard(size_t len, uint64_t offset) {
   absl::Status s = Check("discard", offset);
   return s.ok() ? target_->Discard(len, offset) : s;
+}
+absl::StatusOr<uint64_t> FaultyMember::NextDataOffset(uint64_t offset) {
+  absl::Status s = Check("seek", offset);
+  if (!s.ok()) return s;
+  return target_->NextDataOffset(offset);
 }
 bool FaultyMember::DiscardZeroes() const { return target_->DiscardZeroes(); }
 uint64_t FaultyMember::Size() const { return target_->Size(); }

@@ -42,6 +42,12 @@ class Member {
   virtual bool DiscardZeroes() const = 0;
   // Raw size in bytes.
   virtual uint64_t Size() const = 0;
+  // The smallest offset >= `offset` that may hold non-zero bytes (Size()
+  // when none does): lets resync skip never-written regions of sparse
+  // members. Backends that cannot tell return `offset` (the default).
+  virtual absl::StatusOr<uint64_t> NextDataOffset(uint64_t offset) {
+    return offset;
+  }
   // The name used in messages: the path or URI the user gave.
   virtual const std::string& Name() const = 0;
 };
@@ -86,6 +92,7 @@ class FaultyMember : public Member {
   bool DiscardZeroes() const override;
   uint64_t Size() const override;
   const std::string& Name() const override;
+  absl::StatusOr<uint64_t> NextDataOffset(uint64_t offset) override;
 
  private:
   absl::Status Check(const char* op, uint64_t offset) const;

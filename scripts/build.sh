@@ -1,0 +1,8 @@
+#!/bin/bash
+# Configures and builds everything into ./build (Ninja).
+# BUILD_TYPE=Debug|Release|RelWithDebInfo (default RelWithDebInfo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}"
+cmake --build build

@@ -1,0 +1,416 @@
+// `uraid examine`: prints one member's superblock the way `mdadm --examine`
+// does, so the two can be diffed. Reads the member directly (O_RDONLY, no
+// lock, no library member backend): examine must work on anything, including
+// members of a running server and members the array code would refuse.
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "commands.h"
+#include "common.h"
+#include "nlohmann/json.hpp"
+#include "size_parse.h"
+#include "uraid/superblock.h"
+
+namespace uraid::tool {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct ExamineArgs {
+  bool json = false;
+  std::vector<std::string> members;
+};
+
+// What examine needs from the raw member: the superblock block and the
+// device size (for "Unused Space"), plus the bitmap superblock when there is
+// one (its size decides where the metadata ends).
+struct RawMember {
+  std::vector<uint8_t> sb_block;
+  uint64_t size_bytes = 0;
+  std::vector<uint8_t> bitmap_sb;  // empty unless the superblock has one
+};
+
+absl::Status ErrnoError(const std::string& what) {
+  return absl::ErrnoToStatus(errno, what);
+}
+
+absl::Status PreadAll(int fd, std::vector<uint8_t>& buf, uint64_t offset,
+                      uint64_t device_size) {
+  if (offset + buf.size() > device_size) {
+    return absl::OutOfRangeError(
+        absl::StrFormat("too small (%d bytes) to hold %d bytes at %d",
+                        device_size, buf.size(), offset));
+  }
+  size_t done = 0;
+  while (done < buf.size()) {
+    ssize_t n = pread(fd, buf.data() + done, buf.size() - done,
+                      static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError(absl::StrCat("pread at ", offset + done));
+    if (n == 0) {
+      return absl::OutOfRangeError(
+          absl::StrCat("short read at ", offset + done));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RawMember> ReadRaw(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open");
+  // Closes fd on every return path below.
+  std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* p) {
+    close(*p);
+    delete p;
+  });
+
+  RawMember raw;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return ErrnoError("fstat");
+  if (S_ISBLK(st.st_mode)) {
+    if (ioctl(fd, BLKGETSIZE64, &raw.size_bytes) != 0) {
+      return ErrnoError("BLKGETSIZE64");
+    }
+  } else {
+    raw.size_bytes = static_cast<uint64_t>(st.st_size);
+  }
+
+  raw.sb_block.resize(kSbBlockBytes);
+  if (absl::Status s =
+          PreadAll(fd, raw.sb_block, kSb12OffsetBytes, raw.size_bytes);
+      !s.ok()) {
+    return s;
+  }
+  // The bitmap superblock is optional extra detail: a member whose bitmap
+  // cannot be read still examines (mdadm does the same).
+  absl::StatusOr<Superblock> sb = DecodeSuperblock(raw.sb_block);
+  if (sb.ok() && (sb->feature_map & kFeatureBitmapOffset)) {
+    const int64_t at =
+        (static_cast<int64_t>(sb->super_offset) + sb->bitmap_offset) * 512;
+    std::vector<uint8_t> bitmap(256);
+    if (at >= 0 &&
+        PreadAll(fd, bitmap, static_cast<uint64_t>(at), raw.size_bytes).ok()) {
+      raw.bitmap_sb = std::move(bitmap);
+    }
+  }
+  return raw;
+}
+
+uint64_t LeBytes(const std::vector<uint8_t>& b, size_t off, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | b[off + i];
+  return v;
+}
+
+// mdadm's getinfo_super1 space_before: from the end of the metadata (at
+// least 36 KiB past the superblock, as the kernel reserves) to data_offset.
+uint64_t SpaceBeforeSectors(const Superblock& sb, const RawMember& raw) {
+  uint64_t earliest = sb.super_offset + (32 + 4) * 2;
+  if ((sb.feature_map & kFeatureBitmapOffset) && sb.bitmap_offset > 0 &&
+      raw.bitmap_sb.size() >= 256) {
+    const uint64_t sync_size = LeBytes(raw.bitmap_sb, 40, 8);
+    const uint64_t chunk = LeBytes(raw.bitmap_sb, 52, 4);
+    uint64_t bytes = 0;
+    if (chunk >= 512) {
+      bytes = (sync_size / (chunk >> 9) + 7) / 8;
+    }
+    bytes += 256;
+    bytes = (bytes + 4095) / 4096 * 4096;
+    const uint64_t bmend = sb.super_offset + sb.bitmap_offset + bytes / 512;
+    if (bmend > earliest) earliest = bmend;
+  }
+  if (sb.bblog_offset != 0 && sb.bblog_size != 0) {
+    const uint64_t bbend = sb.super_offset + sb.bblog_offset + sb.bblog_size;
+    if (bbend > earliest) earliest = bbend;
+  }
+  return earliest < sb.data_offset ? sb.data_offset - earliest : 0;
+}
+
+// mdadm measures the space after the data from `size` (what the array
+// uses), not `data_size`, for every level with redundancy.
+uint64_t UsedSectors(const Superblock& sb) {
+  return sb.level > 0 ? sb.size : sb.data_size;
+}
+
+std::string ArrayState(const Superblock& sb) {
+  // mdadm: per slot, count the devices claiming it; two means a
+  // replacement is in progress.
+  int slots = static_cast<int>(sb.raid_disks);
+  if ((sb.feature_map & kFeatureReshapeActive) && sb.delta_disks < 0) {
+    slots -= sb.delta_disks;
+  }
+  std::string state;
+  for (int d = 0; d < slots; ++d) {
+    int count = 0;
+    for (uint16_t role : sb.dev_roles) {
+      if (role == d) ++count;
+    }
+    state += count == 2 ? 'R' : count == 1 ? 'A' : count == 0 ? '.' : '?';
+  }
+  return state;
+}
+
+std::string DeviceRole(uint16_t role) {
+  switch (role) {
+    case kRoleSpare:
+      return "spare";
+    case kRoleFaulty:
+      return "faulty";
+    case kRoleJournal:
+      return "Journal";
+    default:
+      return absl::StrCat("Active device ", role);
+  }
+}
+
+std::string RoleKind(uint16_t role) {
+  switch (role) {
+    case kRoleSpare:
+      return "spare";
+    case kRoleFaulty:
+      return "faulty";
+    case kRoleJournal:
+      return "journal";
+    default:
+      return role >= kRoleMax ? "unknown" : "active";
+  }
+}
+
+std::string VersionText(const Superblock& sb) {
+  // mdadm names the minor version after where the superblock sits.
+  if (sb.super_offset <= 4) return "1.1";
+  if (sb.super_offset <= 8) return "1.2";
+  return "1.0";
+}
+
+// Prints one member in mdadm --examine's layout (super1.c, examine_super1).
+void PrintText(const std::string& path, const Superblock& sb,
+               const RawMember& raw, uint32_t expected_csum) {
+  const int data_disks =
+      sb.level == 4 || sb.level == 5 ? static_cast<int>(sb.raid_disks) - 1 : 0;
+  std::printf("%s:\n", path.c_str());
+  std::printf("          Magic : %08x\n", kSbMagic);
+  std::printf("        Version : %s\n", VersionText(sb).c_str());
+  std::printf("    Feature Map : 0x%x\n", sb.feature_map);
+  std::printf("     Array UUID : %s\n", FormatUuid(sb.set_uuid).c_str());
+  std::printf("           Name : %s\n", sb.set_name.c_str());
+  std::printf("  Creation Time : %s\n", FormatMdTime(sb.ctime).c_str());
+  std::printf("     Raid Level : %s\n", LevelName(sb.level).c_str());
+  std::printf("   Raid Devices : %u\n", sb.raid_disks);
+  std::printf("\n");
+  std::printf(" Avail Dev Size : %llu sectors%s\n",
+              static_cast<unsigned long long>(sb.data_size),
+              MdHumanSize(sb.data_size << 9).c_str());
+  if (data_disks > 0) {
+    const uint64_t array_bytes = (sb.size << 9) * data_disks;
+    std::printf("     Array Size : %llu KiB%s\n",
+                static_cast<unsigned long long>(array_bytes >> 10),
+                MdHumanSize(array_bytes).c_str());
+  }
+  if (sb.size != sb.data_size) {
+    std::printf("  Used Dev Size : %llu sectors%s\n",
+                static_cast<unsigned long long>(sb.size),
+                MdHumanSize(sb.size << 9).c_str());
+  }
+  if (sb.data_offset != 0) {
+    std::printf("    Data Offset : %llu sectors\n",
+                static_cast<unsigned long long>(sb.data_offset));
+  }
+  if (sb.new_offset != 0 && (sb.feature_map & kFeatureNewOffset)) {
+    std::printf(
+        "     New Offset : %llu sectors\n",
+        static_cast<unsigned long long>(sb.data_offset + sb.new_offset));
+  }
+  std::printf("   Super Offset : %llu sectors\n",
+              static_cast<unsigned long long>(sb.super_offset));
+  if (sb.feature_map & kFeatureRecoveryOffset) {
+    std::printf("Recovery Offset : %llu sectors\n",
+                static_cast<unsigned long long>(sb.recovery_offset));
+  }
+  const uint64_t device_sectors = raw.size_bytes >> 9;
+  const int64_t space_after = static_cast<int64_t>(device_sectors) -
+                              static_cast<int64_t>(UsedSectors(sb)) -
+                              static_cast<int64_t>(sb.data_offset);
+  if (!(sb.feature_map & kFeatureNewOffset)) {
+    std::printf("   Unused Space : before=%llu sectors, ",
+                static_cast<unsigned long long>(SpaceBeforeSectors(sb, raw)));
+    if (space_after >= 0) {
+      std::printf("after=%lld sectors\n", static_cast<long long>(space_after));
+    } else {
+      std::printf("after=%lld sectors DEVICE TOO SMALL\n",
+                  static_cast<long long>(space_after));
+    }
+  }
+  std::printf("          State : %s%s\n", sb.clean() ? "clean" : "active",
+              space_after < 0 ? " TRUNCATED DEVICE" : "");
+  std::printf("    Device UUID : %s\n", FormatUuid(sb.device_uuid).c_str());
+  std::printf("\n");
+  if (sb.feature_map & kFeatureBitmapOffset) {
+    std::printf("Internal Bitmap : %ld sectors from superblock\n",
+                static_cast<long>(sb.bitmap_offset));
+  }
+  if (sb.feature_map & kFeatureReshapeActive) {
+    std::printf("  Reshape pos'n : %llu%s\n",
+                static_cast<unsigned long long>(sb.reshape_position / 2),
+                MdHumanSize(sb.reshape_position << 9).c_str());
+    if (sb.delta_disks != 0) {
+      std::printf("  Delta Devices : %d (%d->%u)\n", sb.delta_disks,
+                  static_cast<int>(sb.raid_disks) - sb.delta_disks,
+                  sb.raid_disks);
+    }
+    if (sb.new_level != static_cast<uint32_t>(sb.level)) {
+      std::printf("      New Level : %s\n",
+                  LevelName(static_cast<int>(sb.new_level)).c_str());
+    }
+    if (sb.new_layout != sb.layout && sb.level == 5) {
+      std::printf("     New Layout : %s\n",
+                  LayoutNameOrUnknown(sb.new_layout).c_str());
+    }
+    if (sb.new_chunk != sb.chunksize) {
+      std::printf("  New Chunksize : %uK\n", sb.new_chunk / 2);
+    }
+    std::printf("\n");
+  }
+  if (sb.devflags != 0) {
+    std::printf("          Flags :%s%s\n",
+                (sb.devflags & 1) ? " write-mostly" : "",
+                (sb.devflags & 2) ? " failfast" : "");
+  }
+  std::printf("    Update Time : %s\n", FormatMdTime(sb.utime).c_str());
+  if (sb.bblog_size != 0 && sb.bblog_offset != 0) {
+    std::printf(
+        "  Bad Block Log : %d entries available at offset %ld "
+        "sectors%s\n",
+        sb.bblog_size * 512 / 8, static_cast<long>(sb.bblog_offset),
+        (sb.feature_map & kFeatureBadBlocks) ? " - bad blocks present." : "");
+  }
+  if (expected_csum == sb.sb_csum) {
+    std::printf("       Checksum : %x - correct\n", sb.sb_csum);
+  } else {
+    std::printf("       Checksum : %x - expected %x\n", sb.sb_csum,
+                expected_csum);
+  }
+  std::printf("         Events : %llu\n",
+              static_cast<unsigned long long>(sb.events));
+  std::printf("\n");
+  if (sb.level == 5) {
+    std::printf("         Layout : %s\n",
+                LayoutNameOrUnknown(sb.layout).c_str());
+  }
+  if (sb.level == 4 || sb.level == 5) {
+    std::printf("     Chunk Size : %uK\n", sb.chunksize / 2);
+  }
+  std::printf("\n");
+  std::printf("   Device Role : %s\n", DeviceRole(sb.role()).c_str());
+  std::printf(
+      "   Array State : %s ('A' == active, '.' == missing, 'R' == "
+      "replacing)\n",
+      ArrayState(sb).c_str());
+}
+
+json ToJson(const std::string& path, const Superblock& sb, const RawMember& raw,
+            uint32_t expected_csum) {
+  const int data_disks =
+      sb.level == 4 || sb.level == 5 ? static_cast<int>(sb.raid_disks) - 1 : 0;
+  json j;
+  j["device"] = path;
+  j["magic"] = absl::StrFormat("%08x", kSbMagic);
+  j["version"] = VersionText(sb);
+  j["feature_map"] = sb.feature_map;
+  j["array_uuid"] = FormatUuid(sb.set_uuid);
+  j["name"] = sb.set_name;
+  j["creation_time"] = FormatMdTime(sb.ctime);
+  j["creation_time_unix"] = sb.ctime & 0xFFFFFFFFFFull;
+  j["raid_level"] = LevelName(sb.level);
+  j["level"] = sb.level;
+  j["raid_devices"] = sb.raid_disks;
+  j["avail_dev_size_sectors"] = sb.data_size;
+  j["array_size_kib"] = ((sb.size << 9) * data_disks) >> 10;
+  j["used_dev_size_sectors"] = sb.size;
+  j["data_offset_sectors"] = sb.data_offset;
+  j["super_offset_sectors"] = sb.super_offset;
+  j["unused_space_before_sectors"] = SpaceBeforeSectors(sb, raw);
+  j["unused_space_after_sectors"] = static_cast<int64_t>(raw.size_bytes >> 9) -
+                                    static_cast<int64_t>(UsedSectors(sb)) -
+                                    static_cast<int64_t>(sb.data_offset);
+  j["state"] = sb.clean() ? "clean" : "active";
+  j["resync_offset_sectors"] =
+      sb.clean() ? json(nullptr) : json(sb.resync_offset);
+  j["device_uuid"] = FormatUuid(sb.device_uuid);
+  j["update_time"] = FormatMdTime(sb.utime);
+  j["update_time_unix"] = sb.utime & 0xFFFFFFFFFFull;
+  j["checksum"] = absl::StrFormat("%x", sb.sb_csum);
+  j["checksum_correct"] = expected_csum == sb.sb_csum;
+  j["events"] = sb.events;
+  j["layout"] = LayoutNameOrUnknown(sb.layout);
+  j["layout_number"] = sb.layout;
+  j["chunk_size_kib"] = sb.chunksize / 2;
+  j["dev_number"] = sb.dev_number;
+  j["device_role"] = DeviceRole(sb.role());
+  j["role"] = RoleKind(sb.role());
+  j["slot"] = RoleKind(sb.role()) == "active" ? json(sb.role()) : json(nullptr);
+  j["array_state"] = ArrayState(sb);
+  if (sb.feature_map & kFeatureBitmapOffset) {
+    j["bitmap_offset_sectors"] = sb.bitmap_offset;
+  }
+  if (sb.feature_map & kFeatureReshapeActive) {
+    j["reshape_position_sectors"] = sb.reshape_position;
+    j["delta_disks"] = sb.delta_disks;
+    j["new_level"] = sb.new_level;
+    j["new_layout"] = LayoutNameOrUnknown(sb.new_layout);
+    j["new_chunk_size_kib"] = sb.new_chunk / 2;
+  }
+  return j;
+}
+
+int RunExamine(const ExamineArgs& args) {
+  int rc = 0;
+  json all = json::array();
+  for (const std::string& path : args.members) {
+    absl::StatusOr<RawMember> raw = ReadRaw(path);
+    absl::StatusOr<Superblock> sb =
+        raw.ok() ? DecodeSuperblock(raw->sb_block) : raw.status();
+    if (!sb.ok()) {
+      rc = Fail(absl::StrCat(path, ": ", sb.status().message()));
+      continue;
+    }
+    const uint32_t expected_csum =
+        SuperblockChecksum(raw->sb_block, sb->max_dev);
+    if (args.json) {
+      all.push_back(ToJson(path, *sb, *raw, expected_csum));
+    } else {
+      PrintText(path, *sb, *raw, expected_csum);
+    }
+  }
+  if (args.json) std::printf("%s\n", all.dump(2).c_str());
+  return rc;
+}
+
+}  // namespace
+
+void AddExamineCommand(CLI::App& app, Action* action) {
+  auto args = std::make_shared<ExamineArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "examine", "Print each member's md superblock (like mdadm --examine)");
+  sub->add_flag("--json", args->json, "Print a JSON array, one object each");
+  sub->add_option("MEMBER", args->members, "Member files or devices")
+      ->required();
+  sub->final_callback(
+      [args, action] { *action = [args] { return RunExamine(*args); }; });
+}
+
+}  // namespace uraid::tool

@@ -1,0 +1,53 @@
+// Helpers shared by the `uraid` subcommands: error reporting in the house
+// format, opening members, and md-style formatting of times and roles.
+
+#ifndef URAID_TOOLS_COMMON_H_
+#define URAID_TOOLS_COMMON_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "uraid/array.h"
+#include "uraid/member.h"
+
+namespace uraid::tool {
+
+// Prints "uraid: <message>" to stderr and returns 1, the exit code for a
+// command that failed at run time.
+int Fail(const absl::Status& status);
+int Fail(std::string_view message);
+
+// A CLI11 validator accepting what ParseSize accepts, so a bad size is a
+// usage error (exit 2) caught before anything is opened.
+CLI::Validator SizeValidator();
+
+// Opens every path with `options`; the first failure is returned and the
+// members opened so far are closed.
+absl::StatusOr<std::vector<std::unique_ptr<Member>>> OpenMembers(
+    const std::vector<std::string>& paths, const FileMemberOptions& options);
+
+// Assembles `paths` without writing to them or locking them, for commands
+// that only look (detail, check). Safe beside a running server. `force` is
+// md's: accept an array that is both dirty and degraded.
+absl::StatusOr<std::unique_ptr<Array>> AssembleReadOnly(
+    const std::vector<std::string>& paths, bool force = false);
+
+// md's "raid5" / "raid4" / "-unknown-".
+std::string LevelName(int level);
+
+// ctime(3) without the newline, as mdadm prints creation and update times
+// (local time). `md_time` is md's encoding: low 40 bits are seconds.
+std::string FormatMdTime(uint64_t md_time);
+
+// "left-symmetric", or mdadm's "-unknown-" for a number md does not define.
+std::string LayoutNameOrUnknown(uint32_t layout);
+
+}  // namespace uraid::tool
+
+#endif  // URAID_TOOLS_COMMON_H_

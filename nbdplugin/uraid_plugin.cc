@@ -9,6 +9,8 @@
 //   member=PATH    (repeated) member file or block device, any order
 //   direct=BOOL    open members with O_DIRECT (default false)
 //   force=BOOL     start a dirty degraded array (md's start_dirty_degraded)
+//   cache=SIZE     stripe cache bound (write gathering), 0 = off
+//   cache-age=MS   longest a cached write waits for its stripe to fill
 
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
@@ -30,6 +32,7 @@ struct Config {
   std::vector<std::string> members;
   bool direct = false;
   bool force = false;
+  uraid::CacheOptions cache;
 };
 
 Config config;
@@ -84,15 +87,27 @@ int Config(const char* key, const char* value) {
     (k == "direct" ? config.direct : config.force) = b;
     return 0;
   }
-  if (k == "control" || k == "cache") {
+  if (k == "cache") {
+    int64_t size = nbdkit_parse_size(value);
+    if (size == -1) return -1;
+    config.cache.bytes = static_cast<uint64_t>(size);
+    return 0;
+  }
+  if (k == "cache-age") {
+    if (nbdkit_parse_uint32_t("cache-age", value, &config.cache.max_age_ms) ==
+        -1) {
+      return -1;
+    }
+    return 0;
+  }
+  if (k == "control") {
     nbdkit_error(
-        "uraid: '%s=' is not supported yet (the %s lands with a later "
-        "release); remove it",
-        key, k == "control" ? "control channel" : "stripe cache");
+        "uraid: 'control=' is not supported yet (the control channel lands "
+        "with a later release); remove it");
     return -1;
   }
   nbdkit_error("uraid: unknown parameter '%s' (expected member=, direct=, "
-               "force=)",
+               "force=, cache=, cache-age=)",
                key);
   return -1;
 }
@@ -113,6 +128,7 @@ int ConfigComplete() {
   }
   uraid::AssembleOptions ao;
   ao.force = config.force;
+  ao.cache = config.cache;
   // Assembly only reads superblocks; nothing runs threads before the fork.
   absl::StatusOr<std::unique_ptr<uraid::Array>> a = uraid::Array::Assemble(
       std::move(members), ao,
@@ -195,7 +211,10 @@ nbdkit_plugin MakePlugin() {
   p.config_help =
       "member=PATH      (repeated) member file or device, any order\n"
       "direct=BOOL      open members with O_DIRECT (default false)\n"
-      "force=BOOL       start a dirty degraded array (default false)";
+      "force=BOOL       start a dirty degraded array (default false)\n"
+      "cache=SIZE       stripe cache for write gathering (default 64M; 0 = "
+      "off)\n"
+      "cache-age=MS     longest a cached write waits (default 100)";
   p.after_fork = AfterFork;
   p.cleanup = Cleanup;
   p.open = Open;

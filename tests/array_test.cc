@@ -323,7 +323,9 @@ IoCount Delta(const Counters& a, const Counters& b) {
 
 TEST(ArrayWrite, PlanChoiceByMemberIoCounts) {
   auto m = MakeMembers(5);  // 4 data chunks per stripe
-  auto a = MustCreate(m);
+  CreateOptions o = Opts();
+  o.cache.bytes = 0;  // write-through: each write is planned on its own
+  auto a = MustCreate(m, o);
   auto data = Pattern(4 * kChunk, 11);
   struct Case {
     std::string what;
@@ -365,6 +367,7 @@ TEST(ArrayWrite, MemberFailureDuringWriteIsAbsorbed) {
   auto data = Pattern(7 * kChunk + 5000, 12);
   f[2]->SetFailed(true);
   ASSERT_TRUE(a->Write(data.data(), data.size(), 3000).ok());
+  ASSERT_TRUE(a->Flush().ok());  // durable before the second failure
   EXPECT_TRUE(a->Info().degraded);
   // A second failure fails the array and names the cause.
   f[0]->SetFailed(true);
@@ -386,6 +389,53 @@ TEST(ArrayWrite, MemberFailureDuringWriteIsAbsorbed) {
   ASSERT_TRUE(b.ok()) << b.status();
   ASSERT_TRUE((*b)->Read(got.data(), got.size(), 3000).ok());
   EXPECT_EQ(got, data);
+}
+
+// Sequential writes smaller than a stripe are gathered into full-stripe
+// writes: no member reads at all, whatever the write size.
+TEST(ArrayWrite, SequentialSmallWritesCoalesceIntoFullStripes) {
+  for (uint64_t bs : {uint64_t{4096}, uint64_t{65536}, uint64_t{100000},
+                      3 * kChunk / 2}) {
+    SCOPED_TRACE(bs);
+    auto m = MakeMembers(4);
+    auto a = MustCreate(m);
+    const uint64_t total = 6 * 3 * kChunk;  // six stripes
+    auto data = Pattern(total, 21);
+    Counters before = a->Info().counters;
+    for (uint64_t off = 0; off < total; off += bs) {
+      uint64_t n = std::min(bs, total - off);
+      ASSERT_TRUE(a->Write(data.data() + off, n, off).ok());
+    }
+    ASSERT_TRUE(a->Flush().ok());
+    Counters after = a->Info().counters;
+    EXPECT_EQ(after.member_reads - before.member_reads, 0u);
+    EXPECT_EQ(after.full_stripe_writes - before.full_stripe_writes, 6u);
+    EXPECT_EQ(after.rmw_writes + after.rcw_writes, 0u);
+    std::vector<uint8_t> got(total);
+    ASSERT_TRUE(a->Read(got.data(), total, 0).ok());
+    EXPECT_EQ(got, data);
+    auto n = a->CheckParity(nullptr);
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(*n, 0u);
+  }
+}
+
+// Cached data is visible to reads before it is written back, and a flush
+// writes it back.
+TEST(ArrayWrite, CachedWritesAreReadBackAndFlushed) {
+  auto m = MakeMembers(4);
+  auto a = MustCreate(m);
+  auto d = Pattern(5000, 8);
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 100).ok());
+  std::vector<uint8_t> got(d.size());
+  ASSERT_TRUE(a->Read(got.data(), got.size(), 100).ok());
+  EXPECT_EQ(got, d);
+  Counters c0 = a->Info().counters;
+  EXPECT_EQ(c0.cached_writes, 1u);
+  ASSERT_TRUE(a->Flush().ok());
+  Counters c1 = a->Info().counters;
+  EXPECT_EQ(c1.cache_writebacks, 1u);
+  EXPECT_GT(c1.member_writes, c0.member_writes);
 }
 
 TEST(ArrayWrite, PastTheEndIsRefused) {

@@ -28,7 +28,15 @@ struct Config {
   Layout layout;
   uint64_t chunk;
   int disks;
+  int cache;  // 0: off, 1: tiny (4 stripes: constant eviction), 2: default
 };
+
+CacheOptions CacheFor(const Config& c) {
+  CacheOptions o;
+  if (c.cache == 0) o.bytes = 0;
+  if (c.cache == 1) o.bytes = 4 * c.chunk * (c.disks - 1);
+  return o;
+}
 
 class ModelRun {
  public:
@@ -59,6 +67,7 @@ class ModelRun {
     o.chunk_bytes = c_.chunk;
     o.data_offset_bytes = kDataOffset;
     o.member_bytes = member_bytes_;
+    o.cache = CacheFor(c_);
     std::vector<std::unique_ptr<Member>> v;
     for (int i = 0; i < c_.disks; ++i) v.push_back(ShareMember(faulty_[i]));
     auto a = Array::Create(std::move(v), o);
@@ -69,7 +78,9 @@ class ModelRun {
 
   void Reassemble(int skip) {
     array_.reset();
-    auto a = Array::Assemble(Members(skip), AssembleOptions{});
+    AssembleOptions o;
+    o.cache = CacheFor(c_);
+    auto a = Array::Assemble(Members(skip), o);
     ASSERT_TRUE(a.ok()) << a.status();
     array_ = std::move(*a);
   }
@@ -193,7 +204,8 @@ std::vector<Config> AllConfigs() {
   for (int l = 0; l <= 5; ++l) {
     for (uint64_t chunk : {4096ull, 65536ull, 524288ull}) {
       for (int disks : {3, 4, 5, 8}) {
-        v.push_back(Config{static_cast<Layout>(l), chunk, disks});
+        v.push_back(Config{static_cast<Layout>(l), chunk, disks,
+                           static_cast<int>(v.size() % 3)});
       }
     }
   }
@@ -203,8 +215,10 @@ std::vector<Config> AllConfigs() {
 INSTANTIATE_TEST_SUITE_P(
     AllLayouts, ModelTest, testing::ValuesIn(AllConfigs()),
     [](const testing::TestParamInfo<Config>& p) {
-      return absl::StrFormat("L%d_C%dK_N%d", static_cast<int>(p.param.layout),
-                             p.param.chunk / 1024, p.param.disks);
+      return absl::StrFormat("L%d_C%dK_N%d_cache%d",
+                             static_cast<int>(p.param.layout),
+                             p.param.chunk / 1024, p.param.disks,
+                             p.param.cache);
     });
 
 }  // namespace

@@ -45,18 +45,24 @@ Counters AtomicCounters::Snapshot() const {
   c.reconstructions = reconstructions.load();
   c.resynced_stripes = resynced_stripes.load();
   c.resync_repairs = resync_repairs.load();
+  c.cached_writes = cached_writes.load();
+  c.cache_writebacks = cache_writebacks.load();
+  c.cache_evictions = cache_evictions.load();
   return c;
 }
 
 ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                      Superblock sb, std::vector<std::unique_ptr<Slot>> slots,
-                     bool read_only, Logger logger)
+                     bool read_only, const CacheOptions& cache,
+                     Logger logger)
     : geo_(geometry),
       data_offset_(data_offset_bytes),
       read_only_(read_only),
       logger_(std::move(logger)),
       slots_(std::move(slots)),
       pool_(geometry.raid_disks() - 1),
+      cache_(geometry.stripe_data_bytes(), read_only ? 0 : cache.bytes),
+      cache_max_age_(cache.max_age_ms),
       sb_(std::move(sb)),
       resync_stripe_(geometry.stripe_count()) {
   absl::MutexLock lock(&state_mu_);
@@ -269,17 +275,19 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
     done += n;
   }
   // Healthy pieces straight into the caller's buffer, all in flight at once.
+  // Pieces of stripes the cache holds newer data for, and pieces on a
+  // missing member, take the locked slow path.
   std::vector<MemberIo> ios;
   std::vector<size_t> io_piece;
-  std::vector<bool> degraded(pieces.size(), false);
+  std::vector<bool> slow(pieces.size(), false);
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
-    if (SlotUsable(p.loc.disk)) {
+    if (SlotUsable(p.loc.disk) && !cache_.MayContain(p.loc.stripe)) {
       ios.push_back(MemberIo{
           MemberIo::kRead, p.loc.disk, p.dst, p.len, p.loc.member_offset, {}});
       io_piece.push_back(i);
     } else {
-      degraded[i] = true;
+      slow[i] = true;
     }
   }
   Submit(ios);
@@ -288,13 +296,31 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
     if (SlotUsable(ios[j].slot)) {
       (void)FailSlot(ios[j].slot, std::string(ios[j].status.message()));
     }
-    degraded[io_piece[j]] = true;
+    slow[io_piece[j]] = true;
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
-    if (!degraded[i]) continue;
+    if (!slow[i]) continue;
     const Piece& p = pieces[i];
-    RETURN_IF_ERROR(ReadPieceDegraded(p.loc.stripe, p.loc.disk,
-                                      p.loc.chunk_offset, p.len, p.dst));
+    StripeLock lock(&locks_, p.loc.stripe);
+    RETURN_IF_ERROR(ReadPieceLocked(p.loc, p.len, p.dst));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::ReadPieceLocked(const Location& loc, size_t len,
+                                        uint8_t* dst) {
+  RETURN_IF_ERROR(ReadPieceDegraded(loc.stripe, loc.disk, loc.chunk_offset,
+                                    len, dst));
+  // Lay newer cached bytes over what the members hold.
+  if (StripeCache::Entry* e = cache_.Find(loc.stripe)) {
+    const uint64_t start =
+        static_cast<uint64_t>(loc.data_index) * geo_.chunk_bytes() +
+        loc.chunk_offset;
+    const uint64_t end = start + len;
+    for (const auto& [a, b] : e->dirty.ranges()) {
+      uint64_t x = std::max(a, start), y = std::min(b, end);
+      if (x < y) std::memcpy(dst + (x - start), e->data.data() + x, y - x);
+    }
   }
   return absl::OkStatus();
 }
@@ -302,7 +328,6 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
 absl::Status ArrayImpl::ReadPieceDegraded(uint64_t stripe, int slot,
                                           uint64_t chunk_offset, size_t len,
                                           uint8_t* dst) {
-  StripeLock lock(&locks_, stripe);
   RETURN_IF_ERROR(CheckUsable(false));
   const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
   if (SlotUsable(slot)) {
@@ -389,7 +414,7 @@ absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
     uint64_t stripe = pos / sd;
     uint64_t a = pos % sd;
     uint64_t b = std::min<uint64_t>(sd, a + (len - done));
-    st = WriteStripe(stripe, a, b, src + done, &touched);
+    st = WritePiece(stripe, a, b, src + done, fua, &touched);
     done += b - a;
   }
   if (st.ok() && fua) st = FlushSlots(touched);
@@ -397,10 +422,80 @@ absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
   return st;
 }
 
-absl::Status ArrayImpl::WriteStripe(uint64_t stripe, uint64_t a, uint64_t b,
-                                    const uint8_t* src,
-                                    std::vector<bool>* touched) {
+absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
+                                   const uint8_t* src, bool fua,
+                                   std::vector<bool>* touched) {
+  const uint64_t sd = geo_.stripe_data_bytes();
+  const bool full = a == 0 && b == sd;
+  const bool cache = cache_.enabled() && !full && !fua;
+  if (cache) {
+    // Keep the cache within its bound before taking our stripe lock: never
+    // hold one stripe lock while waiting for another.
+    for (int i = 0; i < 4 && cache_.over_capacity(); ++i) {
+      std::vector<uint64_t> victims = cache_.Oldest(1, std::nullopt);
+      if (victims.empty() || victims[0] == stripe) break;
+      RETURN_IF_ERROR(WritebackStripe(victims[0]));
+      counters_.cache_evictions.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   StripeLock lock(&locks_, stripe);
+  StripeCache::Entry* e = cache_.Find(stripe);
+  if (cache || (e != nullptr && !full)) {
+    // Gather: the bytes join the stripe's entry; a stripe that becomes
+    // fully dirty goes out at once as a full-stripe write (no reads).
+    if (e == nullptr) e = cache_.GetOrCreate(stripe);
+    std::memcpy(e->data.data() + a, src, b - a);
+    e->dirty.Add(a, b);
+    counters_.cached_writes.fetch_add(1, std::memory_order_relaxed);
+    if (!fua && !e->dirty.Covers(sd)) return absl::OkStatus();
+    return WritebackLocked(e, touched);
+  }
+  // A full-stripe write supersedes anything cached for the stripe.
+  if (e != nullptr) cache_.Erase(stripe);
+  return WriteStripeLocked(stripe, a, b, src, touched);
+}
+
+absl::Status ArrayImpl::WritebackLocked(StripeCache::Entry* e,
+                                        std::vector<bool>* touched) {
+  const uint64_t stripe = e->stripe;
+  for (const auto& [a, b] : e->dirty.ranges()) {
+    RETURN_IF_ERROR(
+        WriteStripeLocked(stripe, a, b, e->data.data() + a, touched));
+  }
+  counters_.cache_writebacks.fetch_add(1, std::memory_order_relaxed);
+  cache_.Erase(stripe);
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::WritebackStripe(uint64_t stripe) {
+  StripeLock lock(&locks_, stripe);
+  StripeCache::Entry* e = cache_.Find(stripe);
+  if (e == nullptr) return absl::OkStatus();
+  std::vector<bool> touched(geo_.raid_disks(), false);
+  return WritebackLocked(e, &touched);
+}
+
+absl::Status ArrayImpl::WritebackAll() {
+  absl::Status first;
+  for (uint64_t stripe : cache_.Oldest(SIZE_MAX, std::nullopt)) {
+    absl::Status st = WritebackStripe(stripe);
+    if (first.ok()) first = st;
+  }
+  return first;
+}
+
+absl::Status ArrayImpl::WriteStripeLocked(uint64_t stripe, uint64_t a,
+                                          uint64_t b, const uint8_t* src,
+                                          std::vector<bool>* touched) {
+  // A write over the end of one chunk and the start of the next touches
+  // disjoint rows when it is shorter than a chunk: two small updates (as
+  // md's per-row choice would make) instead of one over the whole chunk.
+  const uint64_t C = geo_.chunk_bytes();
+  if (a / C + 1 == (b - 1) / C && b % C != 0 && b % C <= a % C) {
+    uint64_t mid = (a / C + 1) * C;
+    RETURN_IF_ERROR(WriteStripeLocked(stripe, a, mid, src, touched));
+    return WriteStripeLocked(stripe, mid, b, src + (mid - a), touched);
+  }
   for (int attempt = 0; attempt <= geo_.raid_disks(); ++attempt) {
     RETURN_IF_ERROR(CheckUsable(true));
     bool slot_failed = false;
@@ -624,6 +719,9 @@ absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which) {
 
 absl::Status ArrayImpl::Flush() {
   RETURN_IF_ERROR(CheckUsable(false));
+  // Everything acknowledged before this call is in the cache or on the
+  // members: write the cache back, then make the members durable.
+  RETURN_IF_ERROR(WritebackAll());
   return FlushSlots(std::vector<bool>(geo_.raid_disks(), true));
 }
 
@@ -648,6 +746,7 @@ absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
   absl::Status st;
   for (uint64_t s = first; s < end && st.ok(); ++s) {
     StripeLock lock(&locks_, s);
+    cache_.Erase(s);  // the whole stripe is being replaced by zeros
     // Every present chunk, parity included, becomes zeros: the stripe stays
     // consistent and a missing member's chunk reconstructs as zeros too.
     std::vector<MemberIo> ios;
@@ -825,6 +924,7 @@ absl::Status ArrayImpl::MarkCleanLocked() {
   if (clean_ || read_only_ || failed_.load()) return absl::OkStatus();
   if (resync_stripe_.load() < geo_.stripe_count()) return absl::OkStatus();
   // Data first, then the claim that it is consistent.
+  RETURN_IF_ERROR(WritebackAll());
   RETURN_IF_ERROR(FlushSlots(std::vector<bool>(geo_.raid_disks(), true)));
   RETURN_IF_ERROR(WriteSuperblocks(/*clean=*/true));
   clean_ = true;
@@ -847,9 +947,37 @@ void ArrayImpl::SafemodeLoop() {
   }
 }
 
+void ArrayImpl::WritebackLoop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&state_mu_);
+      state_mu_.AwaitWithTimeout(
+          absl::Condition(&stop_),
+          absl::FromChrono(std::chrono::milliseconds(10)));
+      if (stop_) return;
+    }
+    // Aged entries first, then the oldest while the cache is over 3/4 full
+    // (so writers rarely have to evict inline).
+    auto deadline = StripeCache::Clock::now() - cache_max_age_;
+    for (uint64_t stripe : cache_.Oldest(SIZE_MAX, deadline)) {
+      absl::Status st = WritebackStripe(stripe);
+      if (!st.ok()) {
+        Log(absl::StrFormat("cache writeback of stripe %d failed: %s", stripe,
+                            st.message()));
+        break;
+      }
+    }
+    while (cache_.bytes() * 4 > cache_.capacity() * 3 && cache_.size() > 0) {
+      std::vector<uint64_t> v = cache_.Oldest(1, std::nullopt);
+      if (v.empty() || !WritebackStripe(v[0]).ok()) break;
+    }
+  }
+}
+
 void ArrayImpl::StartBackground() {
   if (read_only_ || safemode_thread_.joinable()) return;
   safemode_thread_ = std::thread([this] { SafemodeLoop(); });
+  writeback_thread_ = std::thread([this] { WritebackLoop(); });
   if (resync_stripe_.load() < geo_.stripe_count() && !failed_.load()) {
     resync_thread_ = std::thread([this] { (void)Resync(); });
   }
@@ -863,7 +991,13 @@ void ArrayImpl::Shutdown() {
     stop_ = true;
   }
   if (safemode_thread_.joinable()) safemode_thread_.join();
+  if (writeback_thread_.joinable()) writeback_thread_.join();
   if (resync_thread_.joinable()) resync_thread_.join();
+  absl::Status wb = WritebackAll();
+  if (!wb.ok()) {
+    Log(absl::StrFormat("writing back cached data at shutdown failed: %s",
+                        wb.message()));
+  }
   absl::MutexLock lock(&state_mu_);
   if (!read_only_ && !failed_.load() && !clean_) {
     absl::Status st = MarkCleanLocked();
@@ -940,5 +1074,6 @@ uint64_t Array::size() const { return impl_->geometry().array_bytes(); }
 const Geometry& Array::geometry() const { return impl_->geometry(); }
 bool Array::read_only() const { return impl_->read_only(); }
 ArrayInfo Array::Info() const { return impl_->Info(); }
+void Array::SetCacheBytes(uint64_t bytes) { impl_->SetCacheBytes(bytes); }
 
 }  // namespace uraid

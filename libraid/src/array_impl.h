@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "aligned_buffer.h"
+#include "stripe_cache.h"
 #include "stripe_locks.h"
 #include "task_pool.h"
 #include "uraid/array.h"
@@ -55,7 +56,8 @@ struct AtomicCounters {
   std::atomic<uint64_t> member_reads{0}, member_read_bytes{0},
       member_writes{0}, member_write_bytes{0}, member_flushes{0},
       full_stripe_writes{0}, rmw_writes{0}, rcw_writes{0}, degraded_writes{0},
-      reconstructions{0}, resynced_stripes{0}, resync_repairs{0};
+      reconstructions{0}, resynced_stripes{0}, resync_repairs{0},
+      cached_writes{0}, cache_writebacks{0}, cache_evictions{0};
   Counters Snapshot() const;
 };
 
@@ -63,7 +65,7 @@ class ArrayImpl {
  public:
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
             std::vector<std::unique_ptr<Slot>> slots, bool read_only,
-            Logger logger);
+            const CacheOptions& cache, Logger logger);
   ~ArrayImpl();
 
   // --- data path (array.cc) ---
@@ -93,6 +95,7 @@ class ArrayImpl {
   // resync): writes there use reconstruct-write.
   void SetResyncStart(uint64_t stripe) { resync_stripe_.store(stripe); }
 
+  void SetCacheBytes(uint64_t bytes) { cache_.set_capacity(bytes); }
   const Geometry& geometry() const { return geo_; }
   bool read_only() const { return read_only_; }
   ArrayInfo Info() const;
@@ -114,13 +117,31 @@ class ArrayImpl {
   }
   absl::Status CheckUsable(bool write) const;
 
+  // Reads one piece with its stripe lock held: from its member, or rebuilt
+  // from parity, then overlaid with newer cached bytes.
+  absl::Status ReadPieceLocked(const Location& loc, size_t len, uint8_t* dst);
+  // Reads `slot`'s bytes, or rebuilds them from the others. REQUIRES: the
+  // stripe lock.
   absl::Status ReadPieceDegraded(uint64_t stripe, int slot,
                                  uint64_t chunk_offset, size_t len,
                                  uint8_t* dst);
   // One stripe's share of a write: bytes [a, b) of the stripe's data space
-  // (0 .. chunk * data_disks), new contents at `src`. Takes the stripe lock.
-  absl::Status WriteStripe(uint64_t stripe, uint64_t a, uint64_t b,
-                           const uint8_t* src, std::vector<bool>* touched);
+  // (0 .. chunk * data disks), new contents at `src`. Gathers it in the
+  // cache or writes it through. Takes the stripe lock.
+  absl::Status WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
+                          const uint8_t* src, bool fua,
+                          std::vector<bool>* touched);
+  // Writes [a, b) of a stripe to the members, retrying around members that
+  // fail. REQUIRES: the stripe lock.
+  absl::Status WriteStripeLocked(uint64_t stripe, uint64_t a, uint64_t b,
+                                 const uint8_t* src,
+                                 std::vector<bool>* touched);
+  // Writes a cache entry's dirty ranges and drops it. REQUIRES: its lock.
+  absl::Status WritebackLocked(StripeCache::Entry* e,
+                               std::vector<bool>* touched);
+  absl::Status WritebackStripe(uint64_t stripe);  // takes the lock
+  absl::Status WritebackAll();
+  void WritebackLoop();
   // `missing` is the slot to write around, or -1. Fills `ios` outcome.
   absl::Status PlanAndWriteStripe(uint64_t stripe, uint64_t a, uint64_t b,
                                   const uint8_t* src, int missing,
@@ -147,6 +168,8 @@ class ArrayImpl {
   AtomicCounters counters_;
   StripeLocks locks_;
   TaskPool pool_;
+  StripeCache cache_;
+  const std::chrono::milliseconds cache_max_age_;
 
   mutable absl::Mutex sb_mu_;
   Superblock sb_ ABSL_GUARDED_BY(sb_mu_);
@@ -165,6 +188,7 @@ class ArrayImpl {
   std::atomic<uint64_t> resync_stripe_;
   std::atomic<bool> resync_running_{false};
   std::thread safemode_thread_;
+  std::thread writeback_thread_;
   std::thread resync_thread_;
   bool shut_down_ = false;
 };

@@ -205,7 +205,8 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   Superblock tmpl = top;
   auto impl =
       std::make_unique<ArrayImpl>(*geo, top.data_offset * 512, tmpl,
-                                  std::move(slots), options.read_only, logger);
+                                  std::move(slots), options.read_only,
+                                  options.cache, logger);
   if (dirty) {
     if (!gone.empty()) {
       impl->Log(

@@ -151,7 +151,8 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
     slots.push_back(std::move(slot));
   }
   auto impl = std::make_unique<ArrayImpl>(geo, data_offset, sb,
-                                          std::move(slots), false, logger);
+                                          std::move(slots), false,
+                                          options.cache, logger);
   if (!start_clean) impl->SetResyncStart(0);
   RETURN_IF_ERROR(impl->WriteSuperblocks(start_clean));
   if (!start_clean) RETURN_IF_ERROR(impl->Resync());

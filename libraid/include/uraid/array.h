@@ -7,17 +7,37 @@
 // Thread-safety: every public method may be called concurrently from any
 // number of threads (nbdkit's PARALLEL model). Requests lock the stripes they
 // touch, never the whole array. Overlapping requests in flight at the same
-// time complete in some order, as on any block device.
+// time complete in some order, as on any block device. The destructor is the
+// exception: no other call may be in flight or start once it runs.
 //
-// Units: bytes everywhere. Offsets are logical array offsets.
+// Ownership and lifetime: Create and Assemble take ownership of the members.
+// They live as long as the Array (files stay open, locks held) and are
+// destroyed with it, or before Create/Assemble return an error. An Array
+// holds no global state; any number of arrays may be open in one process.
+//
+// Units: bytes everywhere. Offsets are logical array offsets. Requests may
+// have any length and alignment (0 bytes is a no-op that still reports an
+// unusable array); requests aligned to whole stripes are the fastest
+// (geometry().stripe_data_bytes(), PreferredIoBytes()).
+//
+// Member failures: when a member I/O fails, its slot is marked faulty (in
+// the other members' superblocks, unless read-only), the request is
+// completed around it from parity, and the array runs degraded. Only when a
+// second slot is gone does the array fail: every later request then returns
+// Unavailable. No exception crosses this API.
 //
 // Errors: absl::Status; the message names the member and offset at fault.
 //   InvalidArgument  - bad parameters or a request past the end
 //   FailedPrecondition - members that cannot form this array (stale, foreign,
-//                      duplicate, dirty+degraded, ...)
+//                      duplicate, dirty+degraded, too small, locked by
+//                      another process, ...); a write to a read-only array
+//   NotFound, PermissionDenied, ... - opening a member file (the errno)
+//   Unimplemented    - md features uraid does not handle (reshape in
+//                      progress, journal/PPL, a bitmap on a writable array)
 //   DataLoss         - corrupt metadata
 //   Unavailable      - the array has failed (two members gone)
-//   Internal/IO      - member I/O errors that could not be absorbed
+//   Internal and the errno-derived codes - member I/O errors that could not
+//                      be absorbed
 
 #ifndef URAID_ARRAY_H_
 #define URAID_ARRAY_H_
@@ -42,18 +62,39 @@ namespace uraid {
 class ArrayImpl;
 
 // Receives one human-readable line per notable event (member failed, resync
-// finished, ...). Called from any thread; must be thread-safe.
+// finished, ...). Called from any thread, possibly while the array holds
+// internal locks: it must be thread-safe, return quickly and not call back
+// into the Array. nullptr = discard the lines.
 using Logger = std::function<void(const std::string& line)>;
 
+// The write-back stripe cache that gathers partial-stripe writes into
+// full-stripe writes. Data in it is not durable until a flush or FUA write
+// (NBD's contract); it is written back after `max_age_ms`, when it is full,
+// at every flush, and before the array is marked clean.
+struct CacheOptions {
+  // Memory bound for cached stripes, in bytes; caching is off when fewer
+  // than four stripes fit (0 turns it off).
+  uint64_t bytes = 64ull << 20;
+  // Longest time a cached write waits for its stripe to fill.
+  uint32_t max_age_ms = 100;
+};
+
+// Every field has mdadm's default; see Geometry::Make for what is valid.
 struct CreateOptions {
+  // 5 or 4.
   int level = 5;
+  // md's layout; level 4 requires Layout::kParityLast (set it explicitly).
   Layout layout = Layout::kLeftSymmetric;
+  // A power of two in [kMinChunkBytes, kMaxChunkBytes].
   uint64_t chunk_bytes = 512 * 1024;
   // md's set_name (at most 32 bytes).
   std::string name = "uraid";
-  // Bytes of each member used for data; 0 = the most every member allows.
+  // Bytes of each member used for data, rounded down to the chunk; 0 = the
+  // most the smallest member allows. The array exports
+  // (members - 1) * member_bytes.
   uint64_t member_bytes = 0;
-  // Data offset in bytes; 0 = mdadm's rule (headroom, 1 MiB aligned).
+  // Data offset in bytes (a multiple of 4096, past the superblock); 0 =
+  // mdadm's rule (bitmap space and reshape headroom, 1 MiB aligned).
   uint64_t data_offset_bytes = 0;
   // Skip making parity consistent (md's --assume-clean).
   bool assume_clean = false;
@@ -61,6 +102,7 @@ struct CreateOptions {
   bool force = false;
   // Fixed array uuid (tests); random when unset.
   std::optional<std::array<uint8_t, 16>> uuid;
+  CacheOptions cache;
 };
 
 struct AssembleOptions {
@@ -69,6 +111,7 @@ struct AssembleOptions {
   bool force = false;
   // Never write anything, not even the active/clean flag.
   bool read_only = false;
+  CacheOptions cache;
 };
 
 enum class SlotState { kActive, kFaulty, kMissing };
@@ -82,6 +125,7 @@ struct SlotInfo {
 };
 
 // Member-I/O and request counters, monotonic since the array was opened.
+// Each is read atomically, but a snapshot is not one instant across fields.
 struct Counters {
   uint64_t member_reads = 0;
   uint64_t member_read_bytes = 0;
@@ -95,8 +139,12 @@ struct Counters {
   uint64_t reconstructions = 0;     // read pieces rebuilt from parity
   uint64_t resynced_stripes = 0;    // stripes checked by resync
   uint64_t resync_repairs = 0;      // stripes whose parity resync rewrote
+  uint64_t cached_writes = 0;       // write pieces gathered in the cache
+  uint64_t cache_writebacks = 0;    // cache entries written to members
+  uint64_t cache_evictions = 0;     // writebacks forced by a full cache
 };
 
+// A snapshot of the array (Array::Info): a plain value, safe to keep.
 struct ArrayInfo {
   Geometry geometry;
   std::array<uint8_t, 16> uuid{};
@@ -121,18 +169,26 @@ class Array {
  public:
   // Writes new superblocks to `members` (a null entry is a missing slot;
   // slot order is list order) and, unless assume_clean, makes parity
-  // consistent before returning. Refuses, writing nothing, when more than
-  // one slot is missing, a member is too small, a member already holds an md
-  // superblock (unless force), or the geometry is invalid.
+  // consistent before returning: that reads and writes every member in
+  // full, so it takes as long as a resync (members that are holes, like
+  // fresh sparse files, are skipped). Refuses, writing nothing, when more
+  // than one slot is missing, a member is too small, a member already holds
+  // an md superblock (unless force), or the geometry is invalid. A degraded
+  // create starts clean (there is nothing to make consistent). The array is
+  // returned writable and without background threads (StartBackground).
   static absl::StatusOr<std::unique_ptr<Array>> Create(
       std::vector<std::unique_ptr<Member>> members,
       const CreateOptions& options, Logger logger = nullptr);
 
   // Reads every member's superblock and forms the array; member order does
-  // not matter. Refuses, writing nothing, on: no or corrupt superblock,
-  // members of different arrays, the same device twice, a stale member, a
-  // member marked faulty, disagreeing geometry, more than one slot missing,
-  // a member too small, or a dirty degraded array without force.
+  // not matter, and a missing member is simply left out of `members`.
+  // Refuses, writing nothing, on: no or corrupt superblock, members of
+  // different arrays, the same device twice, a stale member, a member marked
+  // faulty, disagreeing geometry, more than one slot missing, a member too
+  // small, or a dirty degraded array without force. Assembly itself writes
+  // nothing; a writable array marks itself active (md's clean flag) on its
+  // first write. With options.read_only nothing is ever written, so members
+  // opened read-only (FileMemberOptions::read_only) are enough.
   static absl::StatusOr<std::unique_ptr<Array>> Assemble(
       std::vector<std::unique_ptr<Member>> members,
       const AssembleOptions& options, Logger logger = nullptr);
@@ -148,10 +204,16 @@ class Array {
   // Resync() is called.
   void StartBackground();
 
+  // Reads [offset, offset + len) into `buf` (which must hold len bytes).
   // Healthy pieces go from the members straight into `buf`; pieces on a
-  // missing member are rebuilt from parity.
+  // missing member are rebuilt from parity. On error `buf` may be partly
+  // written.
   absl::Status Read(void* buf, size_t len, uint64_t offset);
-  // With fua, the data is durable on every member it touched before return.
+  // Writes `len` bytes of `buf` at `offset`, keeping parity consistent
+  // (full-stripe, read-modify-write or reconstruct-write per stripe). When
+  // it returns OK the data reads back; it is durable after Flush(), or at
+  // once with fua: then it is durable on every member it touched before
+  // return. On error the range holds old or new data, stripe by stripe.
   absl::Status Write(const void* buf, size_t len, uint64_t offset,
                      bool fua = false);
   // Everything acknowledged before the call is durable on every member.
@@ -165,18 +227,32 @@ class Array {
 
   // Recomputes parity of every stripe from the resync point to the end,
   // synchronously, then marks the array clean. Safe to run while serving.
+  // Returns OK at once, doing nothing, when the array is clean or
+  // read-only, or when another thread's resync is running (it does not wait
+  // for that one). FailedPrecondition when degraded: parity cannot be
+  // recomputed without every member.
   absl::Status Resync();
 
   // Marks `slot` faulty as if its member had failed (tests, `uraid fail`).
   absl::Status FailSlot(int slot);
 
   // Checks every stripe's parity (reads only). Returns the number of
-  // stripes whose parity does not match; `first_bad` gets up to 16 of them.
+  // stripes whose parity does not match; `first_bad` (may be nullptr) gets
+  // up to 16 of their stripe numbers. FailedPrecondition when degraded.
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
 
+  // Changes the stripe cache's memory bound at any time (0 turns caching
+  // off; cached data is written back as entries age).
+  void SetCacheBytes(uint64_t bytes);
+
+  // Exported capacity in bytes: geometry().array_bytes().
   uint64_t size() const;
+  // The array's shape; the reference is valid as long as the Array.
   const Geometry& geometry() const;
+  // Opened with AssembleOptions::read_only: every write-type call fails.
   bool read_only() const;
+  // State, slots and counters, consistent per field (see ArrayInfo). Cheap
+  // enough to poll.
   ArrayInfo Info() const;
 
  private:

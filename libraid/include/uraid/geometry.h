@@ -56,7 +56,9 @@ struct Location {
   uint64_t chunk_offset = 0;   // bytes into the chunk (member_offset % chunk)
 };
 
-// An array's shape. Immutable value type; construct with Make().
+// An array's shape. Immutable value type (copyable, comparable); construct
+// with Make(). Safe to share between threads. Usable on its own, without
+// any Array, by tests that need md's placement.
 class Geometry {
  public:
   // Validates: level 4 or 5 (level 4 requires kParityLast), chunk a power of
@@ -79,11 +81,13 @@ class Geometry {
   // Exported capacity: (raid_disks - 1) * member_bytes.
   uint64_t array_bytes() const { return member_bytes_ * data_disks(); }
 
-  // Slot holding parity for `stripe`.
+  // Slot holding parity for `stripe` (the layouts repeat every raid_disks
+  // stripes, so any stripe number gives md's answer).
   int ParityDisk(uint64_t stripe) const;
-  // Slot holding data index `k` (0..data_disks-1) of `stripe`.
+  // Slot holding data index `k` of `stripe`. REQUIRES: 0 <= k < data_disks().
   int DataDisk(uint64_t stripe, int k) const;
   // Data index held by `disk` in `stripe`, or -1 when `disk` holds parity.
+  // REQUIRES: 0 <= disk < raid_disks().
   int DataIndex(uint64_t stripe, int disk) const;
 
   // Forward map. REQUIRES: array_offset < array_bytes().

@@ -12,6 +12,15 @@
 //   transfer is an error. Offsets and lengths are in bytes from the start of
 //   the raw member. Buffers may have any alignment.
 // - Errors name the member and the offset, e.g. "m0.img: pread at 8192: EIO".
+//   Return an error only for a real failure: any error from Read, Write or
+//   Flush makes the array mark the member's slot faulty and stop using it
+//   (the array then runs degraded from parity). A range past Size() is the
+//   array's bug, not the member's: report it as OutOfRange.
+// - Size() and Name() never change while the member is open; Name() returns
+//   a reference that stays valid as long as the member.
+// - Ownership: an Array owns its members (std::unique_ptr) and destroys
+//   them when it is destroyed; release resources in the destructor. To keep
+//   a handle on a member (tests), wrap a std::shared_ptr with ShareMember.
 
 #ifndef URAID_MEMBER_H_
 #define URAID_MEMBER_H_
@@ -31,7 +40,10 @@ class Member {
  public:
   virtual ~Member() = default;
 
+  // Fills `buf` with the `len` bytes at `offset`, or fails.
   virtual absl::Status Read(void* buf, size_t len, uint64_t offset) = 0;
+  // Stores `len` bytes from `buf` at `offset`, or fails. Need not be durable
+  // before Flush(); must be visible to every later Read.
   virtual absl::Status Write(const void* buf, size_t len, uint64_t offset) = 0;
   // Makes every completed write durable (fdatasync semantics).
   virtual absl::Status Flush() = 0;
@@ -52,23 +64,77 @@ class Member {
   virtual const std::string& Name() const = 0;
 };
 
+// How OpenFileMember opens a file or block device.
 struct FileMemberOptions {
   // O_DIRECT on the member; unaligned transfers go through aligned bounce
   // buffers. Default: false (buffered).
   bool direct = false;
   // Open O_RDONLY; writes fail with FailedPrecondition.
   bool read_only = false;
-  // Take an exclusive flock() so a second server cannot open the member.
+  // Take an exclusive, non-blocking flock() so a second server cannot open
+  // the member (a second open in the same process is refused too). Turn it
+  // off to read members another process is serving (with read_only).
   bool lock = true;
 };
 
 // Opens a regular file or block device. Size comes from fstat or
 // BLKGETSIZE64; Flush is fdatasync; Discard is FALLOC_FL_PUNCH_HOLE (files)
-// or BLKDISCARD (only when the device reports discard-zeroes).
+// or BLKDISCARD (only when the device reports discard-zeroes);
+// NextDataOffset uses SEEK_DATA. The member is thread-safe (positional I/O
+// on one descriptor) and closes the file when destroyed. Errors name the
+// path: the errno of open/fstat as absl::ErrnoToStatus codes (NotFound,
+// PermissionDenied, ...), FailedPrecondition when another open holds the
+// lock, InvalidArgument for something that is neither a regular file nor a
+// block device.
 absl::StatusOr<std::unique_ptr<Member>> OpenFileMember(
     const std::string& path, const FileMemberOptions& options = {});
 
+// Options for OpenMember, which opens a file, a block device or an NBD
+// export. Fields that do not apply to the kind of member are ignored.
+struct MemberOptions {
+  // Never write: Write and Discard fail with FailedPrecondition.
+  bool read_only = false;
+  // Files and block devices only: see FileMemberOptions.
+  bool direct = false;
+  bool lock = true;
+  // NBD only. A call (read, write, flush, ...) that gets no answer within
+  // this many milliseconds fails with DeadlineExceeded and its connection is
+  // closed, so the array fails the member and carries on degraded instead
+  // of hanging. Reconnection attempts count against the same budget.
+  int nbd_timeout_ms = 30000;
+  // NBD only. Connections per member when the server advertises multi-conn;
+  // one connection otherwise. 1..16.
+  int nbd_connections = 4;
+  // NBD only. How many times one call reconnects a dropped connection (with
+  // backoff 100 ms, 200 ms, 400 ms, ... capped at 2 s) before failing.
+  int nbd_reconnects = 3;
+};
+
+// True when `spec` names a remote member (it contains "://"), false for a
+// path.
+bool IsMemberUri(const std::string& spec);
+
+// Opens `spec`: an NBD URI (nbd://, nbds://, nbd+unix://, nbds+unix://, ...:
+// anything containing "://") through OpenNbdMember, anything else through
+// OpenFileMember.
+absl::StatusOr<std::unique_ptr<Member>> OpenMember(
+    const std::string& spec, const MemberOptions& options = {});
+
+// Opens an NBD export with libnbd (URI syntax: libnbd's nbd_connect_uri,
+// e.g. "nbd://host:10809/export", "nbd+unix:///?socket=/run/m0.sock").
+// Size comes from the export; Flush is NBD_CMD_FLUSH (a no-op when the
+// server does not offer flush); Discard is NBD_CMD_WRITE_ZEROES, which reads
+// back zeros, so DiscardZeroes() is true when the export is writable and
+// offers write-zeroes. Transfers that do not match the export's minimum
+// block size are done by aligned read-modify-write. Every error names the
+// URI. Does not lock the export: two arrays over one export is the user's
+// mistake to avoid.
+absl::StatusOr<std::unique_ptr<Member>> OpenNbdMember(
+    const std::string& uri, const MemberOptions& options = {});
+
 // A zero-filled member in memory, for tests and embedding. Thread-safe.
+// Allocates all `size` bytes up front. Discard zeroes the range
+// (DiscardZeroes() is true); ranges past the end fail with OutOfRange.
 std::unique_ptr<Member> NewMemoryMember(std::string name, uint64_t size);
 
 // A non-owning handle: forwards every call to `target`, which outlives it by
@@ -77,8 +143,10 @@ std::unique_ptr<Member> NewMemoryMember(std::string name, uint64_t size);
 std::unique_ptr<Member> ShareMember(std::shared_ptr<Member> target);
 
 // A member that forwards to `target` until failed: then every call returns
-// an I/O error naming the member. Thread-safe; SetFailed may be called at
-// any time from any thread.
+// an I/O error naming the member (Unavailable, "injected I/O error").
+// Thread-safe; SetFailed may be called at any time from any thread, and
+// SetFailed(false) makes the member work again (the array does not take a
+// faulty slot back by itself).
 class FaultyMember : public Member {
  public:
   explicit FaultyMember(std::shared_ptr<Member> target);

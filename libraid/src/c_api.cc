@@ -1,0 +1,426 @@
+// The C API (uraid/uraid.h): a thin shell over uraid::Array. Maps
+// absl::Status to a negative errno plus a message copied into the caller's
+// buffer, and keeps every C++ exception (only std::bad_alloc is expected)
+// from crossing into C.
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "uraid/array.h"
+#include "uraid/geometry.h"
+#include "uraid/member.h"
+#include "uraid/superblock.h"
+#include "uraid/uraid.h"
+
+struct uraid_array {
+  std::unique_ptr<uraid::Array> array;
+};
+
+namespace {
+
+int StatusToErrno(const absl::Status& st) {
+  switch (st.code()) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return EINVAL;
+    case absl::StatusCode::kFailedPrecondition:
+      return EPERM;
+    case absl::StatusCode::kPermissionDenied:
+      return EACCES;
+    case absl::StatusCode::kNotFound:
+      return ENOENT;
+    case absl::StatusCode::kAlreadyExists:
+      return EEXIST;
+    case absl::StatusCode::kResourceExhausted:
+      return ENOMEM;
+    case absl::StatusCode::kUnimplemented:
+      return EOPNOTSUPP;
+    case absl::StatusCode::kDeadlineExceeded:
+      return ETIMEDOUT;
+    case absl::StatusCode::kCancelled:
+      return ECANCELED;
+    default:
+      return EIO;  // member I/O, data loss, a failed array
+  }
+}
+
+void CopyMessage(const std::string& msg, char* err, size_t err_len) {
+  if (err == nullptr || err_len == 0) return;
+  size_t n = std::min(msg.size(), err_len - 1);
+  std::memcpy(err, msg.data(), n);
+  err[n] = '\0';
+}
+
+// 0 for OK; otherwise the message goes to `err` and -errno comes back.
+int Report(const absl::Status& st, char* err, size_t err_len) {
+  if (st.ok()) return 0;
+  CopyMessage(std::string(st.message()), err, err_len);
+  return -StatusToErrno(st);
+}
+
+// Runs `fn` (returning absl::Status) with no exception escaping.
+template <typename Fn>
+int Guarded(char* err, size_t err_len, Fn&& fn) {
+  try {
+    return Report(fn(), err, err_len);
+  } catch (const std::bad_alloc&) {
+    CopyMessage("out of memory", err, err_len);
+    return -ENOMEM;
+  } catch (const std::exception& e) {
+    CopyMessage(e.what(), err, err_len);
+    return -EIO;
+  } catch (...) {
+    CopyMessage("unknown C++ exception", err, err_len);
+    return -EIO;
+  }
+}
+
+absl::Status NullArgument(const char* what) {
+  return absl::InvalidArgumentError(absl::StrFormat("%s is NULL", what));
+}
+
+// A Member over the caller's callbacks. Owns the descriptor: its close
+// callback runs exactly once, when the member is destroyed.
+class CallbackMember final : public uraid::Member {
+ public:
+  CallbackMember(std::string name, uint64_t size, const uraid_member_ops& ops,
+                 void* user)
+      : name_(std::move(name)), size_(size), ops_(ops), user_(user) {}
+  ~CallbackMember() override {
+    if (ops_.close != nullptr) ops_.close(user_);
+  }
+
+  absl::Status Read(void* buf, size_t len, uint64_t offset) override {
+    if (absl::Status s = Range("read", len, offset); !s.ok()) return s;
+    return Result(ops_.read(user_, buf, len, offset), "read", len, offset);
+  }
+  absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
+    if (absl::Status s = Range("write", len, offset); !s.ok()) return s;
+    return Result(ops_.write(user_, buf, len, offset), "write", len, offset);
+  }
+  absl::Status Flush() override {
+    if (ops_.flush == nullptr) return absl::OkStatus();
+    return Result(ops_.flush(user_), "flush", 0, 0);
+  }
+  absl::Status Discard(size_t len, uint64_t offset) override {
+    if (ops_.discard == nullptr) {
+      return absl::UnimplementedError(
+          absl::StrFormat("%s: discard is not supported", name_));
+    }
+    if (absl::Status s = Range("discard", len, offset); !s.ok()) return s;
+    return Result(ops_.discard(user_, len, offset), "discard", len, offset);
+  }
+  bool DiscardZeroes() const override { return ops_.discard != nullptr; }
+  uint64_t Size() const override { return size_; }
+  const std::string& Name() const override { return name_; }
+
+ private:
+  absl::Status Range(const char* op, size_t len, uint64_t offset) const {
+    if (offset > size_ || len > size_ - offset) {
+      return absl::OutOfRangeError(
+          absl::StrFormat("%s: %s of %d bytes at %d is past the end (%d bytes)",
+                          name_, op, len, offset, size_));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Result(int rc, const char* op, size_t len,
+                      uint64_t offset) const {
+    if (rc == 0) return absl::OkStatus();
+    // A positive return is a contract violation; report it as EIO.
+    int e = rc < 0 ? -rc : EIO;
+    return absl::ErrnoToStatus(
+        e, absl::StrFormat("%s: %s of %d bytes at %d", name_, op, len, offset));
+  }
+
+  const std::string name_;
+  const uint64_t size_;
+  const uraid_member_ops ops_;
+  void* const user_;
+};
+
+// Wraps every descriptor first, so that each close callback runs exactly
+// once whatever happens next. A NULL ops is a missing slot (nullptr).
+absl::Status WrapMembers(const uraid_member_desc* descs, size_t n,
+                         std::vector<std::unique_ptr<uraid::Member>>* out) {
+  out->clear();
+  out->reserve(n);
+  absl::Status first;
+  for (size_t i = 0; i < n; ++i) {
+    const uraid_member_desc& d = descs[i];
+    if (d.ops == nullptr) {
+      out->push_back(nullptr);
+      continue;
+    }
+    std::string name = d.name != nullptr ? std::string(d.name)
+                                         : absl::StrFormat("member%d", i);
+    if ((d.ops->read == nullptr || d.ops->write == nullptr) && first.ok()) {
+      first = absl::InvalidArgumentError(absl::StrFormat(
+          "%s: the read and write callbacks are required", name));
+    }
+    out->push_back(std::make_unique<CallbackMember>(std::move(name), d.size,
+                                                    *d.ops, d.user));
+  }
+  return first;
+}
+
+uraid::CreateOptions ToCreateOptions(const uraid_create_options* o,
+                                     absl::Status* st) {
+  uraid::CreateOptions c;
+  if (o == nullptr) return c;
+  if (o->level != 0) c.level = o->level;
+  if (o->layout != nullptr) {
+    absl::StatusOr<uraid::Layout> layout = uraid::ParseLayout(o->layout);
+    if (!layout.ok()) {
+      *st = layout.status();
+      return c;
+    }
+    c.layout = *layout;
+  } else if (c.level == 4) {
+    c.layout = uraid::Layout::kParityLast;
+  }
+  if (o->chunk_bytes != 0) c.chunk_bytes = o->chunk_bytes;
+  if (o->name != nullptr) c.name = o->name;
+  c.member_bytes = o->member_bytes;
+  c.data_offset_bytes = o->data_offset_bytes;
+  c.assume_clean = o->assume_clean != 0;
+  c.force = o->force != 0;
+  return c;
+}
+
+uraid::AssembleOptions ToAssembleOptions(const uraid_assemble_options* o) {
+  uraid::AssembleOptions a;
+  if (o != nullptr) {
+    a.force = o->force != 0;
+    a.read_only = o->read_only != 0;
+  }
+  return a;
+}
+
+// Takes ownership of an opened array and hands it to the caller.
+absl::Status Publish(absl::StatusOr<std::unique_ptr<uraid::Array>> array,
+                     uraid_array** out) {
+  if (!array.ok()) return array.status();
+  (*array)->StartBackground();
+  auto handle = std::make_unique<uraid_array>();
+  handle->array = *std::move(array);
+  *out = handle.release();
+  return absl::OkStatus();
+}
+
+absl::Status CheckPathList(const char* const* paths, size_t n,
+                           uraid_array** out) {
+  if (out == nullptr) return NullArgument("out");
+  *out = nullptr;
+  if (paths == nullptr && n > 0) return NullArgument("paths");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+extern "C" {
+
+int uraid_create(const char* const* paths, size_t n,
+                 const uraid_create_options* options, uraid_array** out,
+                 char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (absl::Status s = CheckPathList(paths, n, out); !s.ok()) return s;
+    absl::Status st;
+    uraid::CreateOptions co = ToCreateOptions(options, &st);
+    if (!st.ok()) return st;
+    uraid::FileMemberOptions fo;
+    fo.direct = options != nullptr && options->direct != 0;
+    std::vector<std::unique_ptr<uraid::Member>> members;
+    for (size_t i = 0; i < n; ++i) {
+      if (paths[i] == nullptr) {
+        members.push_back(nullptr);
+        continue;
+      }
+      auto m = uraid::OpenFileMember(paths[i], fo);
+      if (!m.ok()) return m.status();
+      members.push_back(*std::move(m));
+    }
+    return Publish(uraid::Array::Create(std::move(members), co), out);
+  });
+}
+
+int uraid_assemble(const char* const* paths, size_t n,
+                   const uraid_assemble_options* options, uraid_array** out,
+                   char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (absl::Status s = CheckPathList(paths, n, out); !s.ok()) return s;
+    uraid::FileMemberOptions fo;
+    if (options != nullptr) {
+      fo.direct = options->direct != 0;
+      fo.read_only = options->read_only != 0;
+      fo.lock = options->no_lock == 0;
+    }
+    std::vector<std::unique_ptr<uraid::Member>> members;
+    for (size_t i = 0; i < n; ++i) {
+      if (paths[i] == nullptr) return NullArgument("a member path");
+      auto m = uraid::OpenFileMember(paths[i], fo);
+      if (!m.ok()) return m.status();
+      members.push_back(*std::move(m));
+    }
+    return Publish(
+        uraid::Array::Assemble(std::move(members), ToAssembleOptions(options)),
+        out);
+  });
+}
+
+int uraid_create_members(const uraid_member_desc* descs, size_t n,
+                         const uraid_create_options* options, uraid_array** out,
+                         char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    // Wrap first: every close callback must run, even on a bad argument.
+    std::vector<std::unique_ptr<uraid::Member>> members;
+    if (descs == nullptr && n > 0) return NullArgument("members");
+    if (absl::Status s = WrapMembers(descs, n, &members); !s.ok()) return s;
+    if (out == nullptr) return NullArgument("out");
+    *out = nullptr;
+    absl::Status st;
+    uraid::CreateOptions co = ToCreateOptions(options, &st);
+    if (!st.ok()) return st;
+    return Publish(uraid::Array::Create(std::move(members), co), out);
+  });
+}
+
+int uraid_assemble_members(const uraid_member_desc* descs, size_t n,
+                           const uraid_assemble_options* options,
+                           uraid_array** out, char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    std::vector<std::unique_ptr<uraid::Member>> members;
+    if (descs == nullptr && n > 0) return NullArgument("members");
+    if (absl::Status s = WrapMembers(descs, n, &members); !s.ok()) return s;
+    if (out == nullptr) return NullArgument("out");
+    *out = nullptr;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i] == nullptr) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "member %d has no ops (leave a missing member out instead)", i));
+      }
+    }
+    return Publish(
+        uraid::Array::Assemble(std::move(members), ToAssembleOptions(options)),
+        out);
+  });
+}
+
+int uraid_close(uraid_array* array, char* err, size_t err_len) {
+  if (array == nullptr) return 0;
+  std::unique_ptr<uraid_array> owned(array);
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    absl::Status st;
+    uraid::ArrayInfo info = owned->array->Info();
+    if (!info.read_only && !info.failed) st = owned->array->Flush();
+    owned->array.reset();  // stops background work, marks clean
+    return st;
+  });
+}
+
+int uraid_read(uraid_array* array, void* buf, size_t len, uint64_t offset,
+               char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (array == nullptr) return NullArgument("array");
+    if (buf == nullptr && len > 0) return NullArgument("buf");
+    return array->array->Read(buf, len, offset);
+  });
+}
+
+int uraid_write(uraid_array* array, const void* buf, size_t len,
+                uint64_t offset, unsigned flags, char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (array == nullptr) return NullArgument("array");
+    if (buf == nullptr && len > 0) return NullArgument("buf");
+    return array->array->Write(buf, len, offset, (flags & URAID_FUA) != 0);
+  });
+}
+
+int uraid_flush(uraid_array* array, char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (array == nullptr) return NullArgument("array");
+    return array->array->Flush();
+  });
+}
+
+int uraid_trim(uraid_array* array, size_t len, uint64_t offset, unsigned flags,
+               char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (array == nullptr) return NullArgument("array");
+    return array->array->Trim(len, offset, (flags & URAID_FUA) != 0);
+  });
+}
+
+int uraid_zero(uraid_array* array, size_t len, uint64_t offset, unsigned flags,
+               char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (array == nullptr) return NullArgument("array");
+    return array->array->Zero(len, offset, (flags & URAID_FUA) != 0);
+  });
+}
+
+uint64_t uraid_size(const uraid_array* array) {
+  return array != nullptr ? array->array->size() : 0;
+}
+
+int uraid_get_info(const uraid_array* array, uraid_info* out) {
+  if (array == nullptr || out == nullptr) return -EINVAL;
+  try {
+    uraid::ArrayInfo info = array->array->Info();
+    uraid_info c{};
+    const uraid::Geometry& g = info.geometry;
+    c.level = g.level();
+    c.layout = static_cast<int>(g.layout());
+    CopyMessage(std::string(uraid::LayoutName(g.layout())), c.layout_name,
+                sizeof(c.layout_name));
+    c.chunk_bytes = g.chunk_bytes();
+    c.raid_disks = g.raid_disks();
+    c.member_bytes = g.member_bytes();
+    c.array_bytes = g.array_bytes();
+    c.data_offset_bytes = info.data_offset_bytes;
+    std::memcpy(c.uuid, info.uuid.data(), sizeof(c.uuid));
+    CopyMessage(uraid::FormatUuid(info.uuid), c.uuid_string,
+                sizeof(c.uuid_string));
+    CopyMessage(info.name, c.name, sizeof(c.name));
+    c.events = info.events;
+    c.clean = info.clean;
+    c.degraded = info.degraded;
+    c.failed = info.failed;
+    c.read_only = info.read_only;
+    c.resyncing = info.resyncing;
+    c.resync_bytes = info.resync_bytes;
+    for (const uraid::SlotInfo& s : info.slots) {
+      if (s.slot < 0 || s.slot >= URAID_MAX_DISKS) continue;
+      c.slot_state[s.slot] =
+          s.state == uraid::SlotState::kActive   ? URAID_SLOT_ACTIVE
+          : s.state == uraid::SlotState::kFaulty ? URAID_SLOT_FAULTY
+                                                 : URAID_SLOT_MISSING;
+    }
+    c.member_reads = info.counters.member_reads;
+    c.member_writes = info.counters.member_writes;
+    c.reconstructions = info.counters.reconstructions;
+    *out = c;
+    return 0;
+  } catch (...) {
+    return -ENOMEM;  // Info() only allocates
+  }
+}
+
+int uraid_fail_slot(uraid_array* array, int slot, char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (array == nullptr) return NullArgument("array");
+    return array->array->FailSlot(slot);
+  });
+}
+
+}  // extern "C"

@@ -9,9 +9,12 @@
 #   raid_shared  liburaid.so  the same objects (built PIC), for embedders
 #
 # Installed, find_package(uraid) gives uraid::raid (liburaid.so) and
-# uraid::raid_static (liburaid.a, whose link interface carries the private
-# dependencies: ISA-L and threads); pkg-config gives `uraid` with the private
-# ones in Requires.private/Libs.private for `pkg-config --static`.
+# uraid::raid_static (liburaid.a, whose link interface carries raid's
+# private dependencies: ISA-L, threads, ...); pkg-config gives `uraid` with
+# the private ones in Requires.private/Libs.private for `pkg-config
+# --static`. A private dependency is mapped to its pkg-config module
+# generically (PkgConfig::<P> -> <P>_MODULE_NAME), so adding one to raid
+# needs no change here.
 
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)

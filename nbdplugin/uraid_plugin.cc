@@ -6,16 +6,22 @@
 // a flush on any connection covers writes from all of them (multi-conn).
 //
 // Keys:
-//   member=PATH    (repeated) member file or block device, any order
+//   member=PATH    (repeated) member file or block device, any order; or
+//                  an NBD URI (nbd://, nbds://, nbd+unix://), used as given
+//   timeout=MS     NBD members: a member that does not answer within MS
+//                  fails (the array carries on degraded); default 30000
 //   direct=BOOL    open members with O_DIRECT (default false)
 //   force=BOOL     start a dirty degraded array (md's start_dirty_degraded)
 //   cache=SIZE     stripe cache bound (write gathering), 0 = off
 //   cache-age=MS   longest a cached write waits for its stripe to fill
+//   stats=FILE     write the member-I/O counters to FILE as JSON at exit
 
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -32,7 +38,9 @@ struct Config {
   std::vector<std::string> members;
   bool direct = false;
   bool force = false;
+  int nbd_timeout_ms = 30000;  // timeout=
   uraid::CacheOptions cache;
+  std::string stats;  // write counters here as JSON at shutdown
 };
 
 Config config;
@@ -66,10 +74,14 @@ int Fail(const char* op, const absl::Status& st) {
 int Config(const char* key, const char* value) {
   std::string k = key;
   if (k == "member") {
-    char* abs = nbdkit_realpath(value);
-    if (abs == nullptr) return -1;  // nbdkit_realpath reported why
-    std::string path(abs);
-    free(abs);
+    // An NBD URI is not a path: it is used exactly as given.
+    std::string path = value;
+    if (!uraid::IsMemberUri(path)) {
+      char* abs = nbdkit_realpath(value);
+      if (abs == nullptr) return -1;  // nbdkit_realpath reported why
+      path = abs;
+      free(abs);
+    }
     for (const std::string& m : config.members) {
       if (m == path) {
         nbdkit_error("uraid: member %s given twice (same device): give each "
@@ -100,6 +112,23 @@ int Config(const char* key, const char* value) {
     }
     return 0;
   }
+  if (k == "stats") {
+    char* abs = nbdkit_absolute_path(value);
+    if (abs == nullptr) return -1;
+    config.stats = abs;
+    free(abs);
+    return 0;
+  }
+  if (k == "timeout") {
+    uint32_t ms;
+    if (nbdkit_parse_uint32_t("timeout", value, &ms) == -1) return -1;
+    if (ms == 0 || ms > INT32_MAX) {
+      nbdkit_error("uraid: timeout=%s: give milliseconds, 1 or more", value);
+      return -1;
+    }
+    config.nbd_timeout_ms = static_cast<int>(ms);
+    return 0;
+  }
   if (k == "control") {
     nbdkit_error(
         "uraid: 'control=' is not supported yet (the control channel lands "
@@ -107,7 +136,7 @@ int Config(const char* key, const char* value) {
     return -1;
   }
   nbdkit_error("uraid: unknown parameter '%s' (expected member=, direct=, "
-               "force=, cache=, cache-age=)",
+               "force=, cache=, cache-age=, timeout=)",
                key);
   return -1;
 }
@@ -118,11 +147,12 @@ int ConfigComplete() {
     return -1;
   }
   std::vector<std::unique_ptr<uraid::Member>> members;
-  uraid::FileMemberOptions fo;
-  fo.direct = config.direct;
+  uraid::MemberOptions mo;
+  mo.direct = config.direct;
+  mo.nbd_timeout_ms = config.nbd_timeout_ms;
   for (const std::string& path : config.members) {
     absl::StatusOr<std::unique_ptr<uraid::Member>> m =
-        uraid::OpenFileMember(path, fo);
+        uraid::OpenMember(path, mo);
     if (!m.ok()) return Fail("open member", m.status());
     members.push_back(std::move(*m));
   }
@@ -143,7 +173,48 @@ int AfterFork() {
   return 0;
 }
 
-void Cleanup() { array.reset(); }
+// Counters as one JSON object (for scripts/bench.sh), written after the
+// array is closed so the final writeback is included.
+void WriteStats(const uraid::Counters& c, const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    nbdkit_error("uraid: stats=%s: %m", path.c_str());
+    return;
+  }
+  std::fprintf(
+      f,
+      "{\"member_reads\": %llu, \"member_read_bytes\": %llu, "
+      "\"member_writes\": %llu, \"member_write_bytes\": %llu, "
+      "\"member_flushes\": %llu, \"full_stripe_writes\": %llu, "
+      "\"rmw_writes\": %llu, \"rcw_writes\": %llu, "
+      "\"degraded_writes\": %llu, \"reconstructions\": %llu, "
+      "\"cached_writes\": %llu, \"cache_writebacks\": %llu, "
+      "\"cache_evictions\": %llu}\n",
+      (unsigned long long)c.member_reads,
+      (unsigned long long)c.member_read_bytes,
+      (unsigned long long)c.member_writes,
+      (unsigned long long)c.member_write_bytes,
+      (unsigned long long)c.member_flushes,
+      (unsigned long long)c.full_stripe_writes,
+      (unsigned long long)c.rmw_writes, (unsigned long long)c.rcw_writes,
+      (unsigned long long)c.degraded_writes,
+      (unsigned long long)c.reconstructions,
+      (unsigned long long)c.cached_writes,
+      (unsigned long long)c.cache_writebacks,
+      (unsigned long long)c.cache_evictions);
+  std::fclose(f);
+}
+
+void Cleanup() {
+  if (array == nullptr) return;
+  // Write the cache back first so the counters include it, then close.
+  std::string stats = config.stats;
+  std::unique_ptr<uraid::Array> a = std::move(array);
+  a->Flush().IgnoreError();
+  uraid::Counters c = a->Info().counters;
+  a.reset();
+  if (!stats.empty()) WriteStats(c, stats);
+}
 
 void* Open(int readonly) { return NBDKIT_HANDLE_NOT_NEEDED; }
 
@@ -210,11 +281,16 @@ nbdkit_plugin MakePlugin() {
   p.config_complete = ConfigComplete;
   p.config_help =
       "member=PATH      (repeated) member file or device, any order\n"
+      "member=URI       (repeated) member NBD export: nbd://HOST[:PORT]/NAME,\n"
+      "                 nbd+unix:///NAME?socket=SOCK, nbds://... (TLS)\n"
+      "timeout=MS       fail an NBD member that does not answer in MS "
+      "(30000)\n"
       "direct=BOOL      open members with O_DIRECT (default false)\n"
       "force=BOOL       start a dirty degraded array (default false)\n"
       "cache=SIZE       stripe cache for write gathering (default 64M; 0 = "
       "off)\n"
-      "cache-age=MS     longest a cached write waits (default 100)";
+      "cache-age=MS     longest a cached write waits (default 100)\n"
+      "stats=FILE       write member-I/O counters to FILE (JSON) at exit";
   p.after_fork = AfterFork;
   p.cleanup = Cleanup;
   p.open = Open;

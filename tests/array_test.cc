@@ -421,17 +421,20 @@ TEST(ArrayWrite, SequentialSmallWritesCoalesceIntoFullStripes) {
 }
 
 // Cached data is visible to reads before it is written back, and a flush
-// writes it back.
+// writes it back. A write that starts a stripe is gathered; a random one in
+// the middle of a stripe is written through.
 TEST(ArrayWrite, CachedWritesAreReadBackAndFlushed) {
   auto m = MakeMembers(4);
   auto a = MustCreate(m);
   auto d = Pattern(5000, 8);
-  ASSERT_TRUE(a->Write(d.data(), d.size(), 100).ok());
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 0).ok());
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 3 * kChunk + 777).ok());
   std::vector<uint8_t> got(d.size());
-  ASSERT_TRUE(a->Read(got.data(), got.size(), 100).ok());
+  ASSERT_TRUE(a->Read(got.data(), got.size(), 0).ok());
   EXPECT_EQ(got, d);
   Counters c0 = a->Info().counters;
   EXPECT_EQ(c0.cached_writes, 1u);
+  EXPECT_EQ(c0.rmw_writes + c0.rcw_writes, 1u);  // written through
   ASSERT_TRUE(a->Flush().ok());
   Counters c1 = a->Info().counters;
   EXPECT_EQ(c1.cache_writebacks, 1u);
@@ -507,6 +510,79 @@ TEST(ArrayCreate, SparseFilesSkipHolesButFixJunk) {
   a->reset();
   for (auto& p : paths) unlink(p.c_str());
   rmdir(dir.c_str());
+}
+
+}  // namespace
+}  // namespace uraid
+
+namespace uraid {
+namespace {
+
+// A member that takes `delay` per I/O (like a disk) and records how many
+// I/Os were in flight at once across all members sharing `inflight`.
+class SlowMember : public Member {
+ public:
+  SlowMember(Shared target, std::chrono::milliseconds delay,
+             std::atomic<int>* inflight, std::atomic<int>* peak)
+      : t_(std::move(target)), delay_(delay), inflight_(inflight),
+        peak_(peak) {}
+  absl::Status Read(void* b, size_t l, uint64_t o) override {
+    Slow();
+    return t_->Read(b, l, o);
+  }
+  absl::Status Write(const void* b, size_t l, uint64_t o) override {
+    Slow();
+    return t_->Write(b, l, o);
+  }
+  absl::Status Flush() override { return t_->Flush(); }
+  absl::Status Discard(size_t l, uint64_t o) override {
+    return t_->Discard(l, o);
+  }
+  bool DiscardZeroes() const override { return t_->DiscardZeroes(); }
+  uint64_t Size() const override { return t_->Size(); }
+  const std::string& Name() const override { return t_->Name(); }
+
+ private:
+  void Slow() {
+    int now = inflight_->fetch_add(1) + 1;
+    int p = peak_->load();
+    while (now > p && !peak_->compare_exchange_weak(p, now)) {
+    }
+    std::this_thread::sleep_for(delay_);
+    inflight_->fetch_sub(1);
+  }
+  Shared t_;
+  std::chrono::milliseconds delay_;
+  std::atomic<int>* inflight_;
+  std::atomic<int>* peak_;
+};
+
+// With members that take milliseconds per I/O, every member I/O of a stripe
+// write is in flight at once: a stripe costs one member latency, not N.
+TEST(ArrayWrite, SlowMembersGetTheWholePlanInFlightAtOnce) {
+  std::atomic<int> inflight{0}, peak{0};
+  auto base = MakeMembers(5);
+  std::vector<Shared> m;
+  for (auto& b : base) {
+    m.push_back(std::make_shared<SlowMember>(
+        b, std::chrono::milliseconds(5), &inflight, &peak));
+  }
+  CreateOptions o = Opts();
+  o.assume_clean = true;
+  auto a = MustCreate(m, o);
+  auto data = Pattern(4 * kChunk, 3);
+  // The first writes teach the array that its members are slow.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(a->Write(data.data(), data.size(), i * 4 * kChunk).ok());
+  }
+  peak = 0;
+  ASSERT_TRUE(a->Write(data.data(), data.size(), 3 * 4 * kChunk).ok());
+  EXPECT_EQ(peak.load(), 5) << "a full-stripe write on 5 members should "
+                               "have all 5 member writes in flight";
+  // RMW: the 2 reads together, then the 2 writes together.
+  peak = 0;
+  ASSERT_TRUE(a->Write(data.data(), 4096, 8192, /*fua=*/true).ok());
+  EXPECT_EQ(peak.load(), 2);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // `uraid create`: writes md v1.2 superblocks to new members (mdadm --create).
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+
 #include "commands.h"
 #include "common.h"
 #include "size_parse.h"
@@ -140,7 +143,24 @@ int RunCreate(const CreateArgs& args) {
         options->level, kMinDisks, args.members.size()));
   }
 
-  FileMemberOptions member_options;
+  // The same file or device twice (by any name) would be opened twice.
+  std::vector<std::pair<std::string, struct stat>> seen;
+  for (const std::string& path : args.members) {
+    struct stat st;
+    if (path == kMissing || IsMemberUri(path) || stat(path.c_str(), &st)) {
+      continue;
+    }
+    for (const auto& [other, ost] : seen) {
+      if (ost.st_dev == st.st_dev && ost.st_ino == st.st_ino) {
+        return Fail(absl::InvalidArgumentError(absl::StrFormat(
+            "%s and %s are the same device: give each member once", other,
+            path)));
+      }
+    }
+    seen.emplace_back(path, st);
+  }
+
+  MemberOptions member_options;
   member_options.direct = args.direct;
   std::vector<std::unique_ptr<Member>> members;
   members.reserve(args.members.size());
@@ -150,7 +170,7 @@ int RunCreate(const CreateArgs& args) {
       continue;
     }
     absl::StatusOr<std::unique_ptr<Member>> member =
-        OpenFileMember(path, member_options);
+        OpenMember(path, member_options);
     if (!member.ok()) return Fail(member.status());
     members.push_back(*std::move(member));
   }
@@ -195,8 +215,8 @@ void AddCreateCommand(CLI::App& app, Action* action) {
                 "Overwrite members that already hold an md superblock");
   sub->add_flag("--direct", args->direct, "Open members with O_DIRECT");
   sub->add_option("MEMBER", args->members,
-                  "Member files or devices in slot order; 'missing' for an "
-                  "empty slot")
+                  "Member files, devices or NBD URIs in slot order; "
+                  "'missing' for an empty slot")
       ->required();
   sub->final_callback(
       [args, action] { *action = [args] { return RunCreate(*args); }; });

@@ -1,7 +1,9 @@
 // `uraid examine`: prints one member's superblock the way `mdadm --examine`
 // does, so the two can be diffed. Reads the member directly (O_RDONLY, no
 // lock, no library member backend): examine must work on anything, including
-// members of a running server and members the array code would refuse.
+// members of a running server and members the array code would refuse. An
+// NBD URI has no such direct route: it is read through the library's NBD
+// member, read-only.
 
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -12,16 +14,19 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commands.h"
 #include "common.h"
 #include "nlohmann/json.hpp"
 #include "size_parse.h"
+#include "uraid/member.h"
 #include "uraid/superblock.h"
 
 namespace uraid::tool {
@@ -69,7 +74,71 @@ absl::Status PreadAll(int fd, std::vector<uint8_t>& buf, uint64_t offset,
   return absl::OkStatus();
 }
 
+// Reads buf.size() bytes at `offset` of the member, or fails.
+using ReadAtFn =
+    std::function<absl::Status(std::vector<uint8_t>& buf, uint64_t offset)>;
+
+// Fills raw.sb_block and, when the superblock has one, raw.bitmap_sb.
+absl::Status ReadMetadata(const ReadAtFn& read_at, RawMember& raw) {
+  raw.sb_block.resize(kSbBlockBytes);
+  if (absl::Status s = read_at(raw.sb_block, kSb12OffsetBytes); !s.ok()) {
+    return s;
+  }
+  // The bitmap superblock is optional extra detail: a member whose bitmap
+  // cannot be read still examines (mdadm does the same).
+  absl::StatusOr<Superblock> sb = DecodeSuperblock(raw.sb_block);
+  if (sb.ok() && (sb->feature_map & kFeatureBitmapOffset)) {
+    const int64_t at =
+        (static_cast<int64_t>(sb->super_offset) + sb->bitmap_offset) * 512;
+    std::vector<uint8_t> bitmap(256);
+    if (at >= 0 && read_at(bitmap, static_cast<uint64_t>(at)).ok()) {
+      raw.bitmap_sb = std::move(bitmap);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// An NBD member, through the library's backend. Its messages already name
+// the URI, which RunExamine adds again: drop it here.
+absl::StatusOr<RawMember> ReadRawUri(const std::string& uri) {
+  auto unnamed = [&uri](const absl::Status& s) {
+    absl::string_view msg = s.message();
+    if (absl::StartsWith(msg, uri + ": ")) msg.remove_prefix(uri.size() + 2);
+    return absl::Status(s.code(), msg);
+  };
+  MemberOptions options;
+  options.read_only = true;
+  absl::StatusOr<std::unique_ptr<Member>> member = OpenMember(uri, options);
+  if (!member.ok()) return unnamed(member.status());
+  RawMember raw;
+  raw.size_bytes = (*member)->Size();
+  absl::Status s = ReadMetadata(
+      [&](std::vector<uint8_t>& buf, uint64_t offset) -> absl::Status {
+        if (offset + buf.size() > raw.size_bytes) {
+          return absl::OutOfRangeError(absl::StrFormat(
+              "too small (%d bytes) to hold %d bytes at %d", raw.size_bytes,
+              buf.size(), offset));
+        }
+        return unnamed((*member)->Read(buf.data(), buf.size(), offset));
+      },
+      raw);
+  if (!s.ok()) return s;
+  return raw;
+}
+
 absl::StatusOr<RawMember> ReadRaw(const std::string& path) {
+  if (IsMemberUri(path)) return ReadRawUri(path);
+  // Refuse what is not a file or block device before opening it (opening a
+  // FIFO would block until a writer appears).
+  struct stat pre;
+  if (stat(path.c_str(), &pre) == 0 && !S_ISREG(pre.st_mode) &&
+      !S_ISBLK(pre.st_mode)) {
+    return absl::InvalidArgumentError(
+        S_ISDIR(pre.st_mode)
+            ? "is a directory, not a regular file or block device"
+            : "is not a regular file or block device (FIFO, socket or "
+              "character device)");
+  }
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError("open");
   // Closes fd on every return path below.
@@ -89,24 +158,12 @@ absl::StatusOr<RawMember> ReadRaw(const std::string& path) {
     raw.size_bytes = static_cast<uint64_t>(st.st_size);
   }
 
-  raw.sb_block.resize(kSbBlockBytes);
-  if (absl::Status s =
-          PreadAll(fd, raw.sb_block, kSb12OffsetBytes, raw.size_bytes);
-      !s.ok()) {
-    return s;
-  }
-  // The bitmap superblock is optional extra detail: a member whose bitmap
-  // cannot be read still examines (mdadm does the same).
-  absl::StatusOr<Superblock> sb = DecodeSuperblock(raw.sb_block);
-  if (sb.ok() && (sb->feature_map & kFeatureBitmapOffset)) {
-    const int64_t at =
-        (static_cast<int64_t>(sb->super_offset) + sb->bitmap_offset) * 512;
-    std::vector<uint8_t> bitmap(256);
-    if (at >= 0 &&
-        PreadAll(fd, bitmap, static_cast<uint64_t>(at), raw.size_bytes).ok()) {
-      raw.bitmap_sb = std::move(bitmap);
-    }
-  }
+  absl::Status s = ReadMetadata(
+      [&](std::vector<uint8_t>& buf, uint64_t offset) {
+        return PreadAll(fd, buf, offset, raw.size_bytes);
+      },
+      raw);
+  if (!s.ok()) return s;
   return raw;
 }
 
@@ -407,7 +464,8 @@ void AddExamineCommand(CLI::App& app, Action* action) {
   CLI::App* sub = app.add_subcommand(
       "examine", "Print each member's md superblock (like mdadm --examine)");
   sub->add_flag("--json", args->json, "Print a JSON array, one object each");
-  sub->add_option("MEMBER", args->members, "Member files or devices")
+  sub->add_option("MEMBER", args->members,
+                  "Member files, devices or NBD URIs")
       ->required();
   sub->final_callback(
       [args, action] { *action = [args] { return RunExamine(*args); }; });

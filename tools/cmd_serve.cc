@@ -108,7 +108,7 @@ int RunServe(const ServeArgs& args) {
   std::vector<std::string> members;
   for (const std::string& m : args.members) {
     // nbdkit, once daemonised, runs from "/": relative paths would break.
-    // URIs (remote members, a later issue) pass through untouched.
+    // NBD URIs pass through untouched.
     members.push_back(absl::StrContains(m, "://")
                           ? m
                           : fs::absolute(m).lexically_normal().string());
@@ -197,7 +197,8 @@ void AddServeCommand(CLI::App& app, Action* action) {
                 "Stay in the foreground (default: nbdkit daemonises)");
   sub->add_flag("--readonly,-r", args->readonly, "Export read-only");
   sub->add_flag("--verbose,-v", args->verbose, "nbdkit -v");
-  sub->add_option("MEMBER", args->members, "Member files or devices")
+  sub->add_option("MEMBER", args->members,
+                  "Member files, devices or NBD URIs")
       ->required();
   sub->final_callback(
       [args, action] { *action = [args] { return RunServe(*args); }; });

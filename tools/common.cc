@@ -31,12 +31,11 @@ CLI::Validator SizeValidator() {
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Member>>> OpenMembers(
-    const std::vector<std::string>& paths, const FileMemberOptions& options) {
+    const std::vector<std::string>& paths, const MemberOptions& options) {
   std::vector<std::unique_ptr<Member>> members;
   members.reserve(paths.size());
   for (const std::string& path : paths) {
-    absl::StatusOr<std::unique_ptr<Member>> member =
-        OpenFileMember(path, options);
+    absl::StatusOr<std::unique_ptr<Member>> member = OpenMember(path, options);
     if (!member.ok()) return member.status();
     members.push_back(*std::move(member));
   }
@@ -45,7 +44,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Member>>> OpenMembers(
 
 absl::StatusOr<std::unique_ptr<Array>> AssembleReadOnly(
     const std::vector<std::string>& paths, bool force) {
-  FileMemberOptions member_options;
+  MemberOptions member_options;
   member_options.read_only = true;
   // No lock: a served array's members are locked by nbdkit, and looking at
   // them must still work.

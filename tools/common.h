@@ -27,10 +27,10 @@ int Fail(std::string_view message);
 // usage error (exit 2) caught before anything is opened.
 CLI::Validator SizeValidator();
 
-// Opens every path with `options`; the first failure is returned and the
-// members opened so far are closed.
+// Opens every member (a path or an NBD URI) with `options`; the first
+// failure is returned and the members opened so far are closed.
 absl::StatusOr<std::vector<std::unique_ptr<Member>>> OpenMembers(
-    const std::vector<std::string>& paths, const FileMemberOptions& options);
+    const std::vector<std::string>& paths, const MemberOptions& options);
 
 // Assembles `paths` without writing to them or locking them, for commands
 // that only look (detail, check). Safe beside a running server. `force` is

@@ -20,6 +20,9 @@ constexpr auto kSafemodeDelay = std::chrono::milliseconds(200);
 // Resync and parity check work on row windows of at most this many bytes
 // per member, so memory stays bounded for any chunk size.
 constexpr uint64_t kScanWindow = 1 << 20;
+// Member I/Os faster than this on average are run one after another by the
+// calling thread; slower ones in parallel (see Submit).
+constexpr int64_t kParallelIoThresholdNs = 30'000;
 
 // 4 KiB blocks overlapping [x, y).
 uint64_t Blocks(uint64_t x, uint64_t y) {
@@ -97,36 +100,54 @@ absl::Status ArrayImpl::CheckUsable(bool write) const {
   return absl::OkStatus();
 }
 
+void ArrayImpl::RunIo(MemberIo& io) {
+  Member& m = *slots_[io.slot]->member;
+  const uint64_t raw = data_offset_ + io.offset;
+  const auto start = std::chrono::steady_clock::now();
+  switch (io.kind) {
+    case MemberIo::kRead:
+      io.status = m.Read(io.buf, io.len, raw);
+      counters_.member_reads.fetch_add(1, std::memory_order_relaxed);
+      counters_.member_read_bytes.fetch_add(io.len, std::memory_order_relaxed);
+      break;
+    case MemberIo::kWrite:
+      io.status = m.Write(io.buf, io.len, raw);
+      counters_.member_writes.fetch_add(1, std::memory_order_relaxed);
+      counters_.member_write_bytes.fetch_add(io.len,
+                                             std::memory_order_relaxed);
+      break;
+    case MemberIo::kFlush:
+      io.status = m.Flush();
+      counters_.member_flushes.fetch_add(1, std::memory_order_relaxed);
+      return;  // flushes say nothing about per-I/O latency
+    case MemberIo::kDiscard:
+      io.status = m.Discard(io.len, raw);
+      return;
+  }
+  // Moving average of data I/O latency (1/8 weight per sample). Racy
+  // updates lose a sample now and then, which is harmless.
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+  const int64_t old = io_latency_ns_.load(std::memory_order_relaxed);
+  io_latency_ns_.store(old + (ns - old) / 8, std::memory_order_relaxed);
+}
+
 void ArrayImpl::Submit(std::vector<MemberIo>& ios) {
+  // Members that answer within a few microseconds (page cache, memory) are
+  // cheaper to call one after another than to hand to other threads: a
+  // handoff costs more than the I/O. Slower members (disks, O_DIRECT,
+  // remote exports) get every I/O of the plan in flight at once, so a
+  // stripe costs one member latency, not N. The choice follows the
+  // measured latency, so it adapts to whatever the members are.
+  if (ios.size() == 1 || io_latency_ns_.load(std::memory_order_relaxed) <
+                             kParallelIoThresholdNs) {
+    for (MemberIo& io : ios) RunIo(io);
+    return;
+  }
   std::vector<std::function<void()>> tasks;
   tasks.reserve(ios.size());
-  for (MemberIo& io : ios) {
-    tasks.emplace_back([this, &io] {
-      Member& m = *slots_[io.slot]->member;
-      uint64_t raw = data_offset_ + io.offset;
-      switch (io.kind) {
-        case MemberIo::kRead:
-          io.status = m.Read(io.buf, io.len, raw);
-          counters_.member_reads.fetch_add(1, std::memory_order_relaxed);
-          counters_.member_read_bytes.fetch_add(io.len,
-                                                std::memory_order_relaxed);
-          break;
-        case MemberIo::kWrite:
-          io.status = m.Write(io.buf, io.len, raw);
-          counters_.member_writes.fetch_add(1, std::memory_order_relaxed);
-          counters_.member_write_bytes.fetch_add(io.len,
-                                                 std::memory_order_relaxed);
-          break;
-        case MemberIo::kFlush:
-          io.status = m.Flush();
-          counters_.member_flushes.fetch_add(1, std::memory_order_relaxed);
-          break;
-        case MemberIo::kDiscard:
-          io.status = m.Discard(io.len, raw);
-          break;
-      }
-    });
-  }
+  for (MemberIo& io : ios) tasks.emplace_back([this, &io] { RunIo(io); });
   pool_.RunAll(tasks);
 }
 
@@ -427,7 +448,12 @@ absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
                                    std::vector<bool>* touched) {
   const uint64_t sd = geo_.stripe_data_bytes();
   const bool full = a == 0 && b == sd;
-  const bool cache = cache_.enabled() && !full && !fua;
+  // Gather only what looks like a stream: a piece that starts a stripe (a
+  // sequential writer crossing into it) or joins a stripe already being
+  // gathered. A random small write gains nothing from waiting and would
+  // cost a stripe-sized buffer, so it goes straight to RMW/RCW.
+  const bool cache = cache_.enabled() && !full && !fua &&
+                     (a == 0 || cache_.MayContain(stripe));
   if (cache) {
     // Keep the cache within its bound before taking our stripe lock: never
     // hold one stripe lock while waiting for another.

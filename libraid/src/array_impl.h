@@ -105,6 +105,7 @@ class ArrayImpl {
   // Runs a plan: every I/O in flight together. Counts member I/O. Returns OK
   // even when individual I/Os fail; their status is in each MemberIo.
   void Submit(std::vector<MemberIo>& ios);
+  void RunIo(MemberIo& io);
   // The first failed I/O of a plan, marked on its slot (the slot is failed),
   // or OK. Sets *slot_failed when a member was failed, so the caller retries
   // the operation around it.
@@ -165,6 +166,8 @@ class ArrayImpl {
   const Logger logger_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<bool> failed_{false};
+  // Moving average of member data-I/O latency, in ns (see Submit).
+  std::atomic<int64_t> io_latency_ns_{0};
   AtomicCounters counters_;
   StripeLocks locks_;
   TaskPool pool_;

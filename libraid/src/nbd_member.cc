@@ -35,11 +35,16 @@
 // dup of libnbd's descriptor, never libnbd's descriptor itself, which
 // libnbd may close and the process reuse), which makes libnbd fail every
 // command in flight on that connection at once, so no buffer is left in
-// libnbd's hands, then returns DeadlineExceeded. Other callers on the
-// connection see it lost and reconnect within their own deadlines.
+// libnbd's hands, then returns DeadlineExceeded. The other callers on that
+// connection fail too (Unavailable) instead of reconnecting, and for one
+// more timeout every new call fails at once: the array submits many member
+// I/Os together, and a server that is not answering would otherwise cost a
+// full timeout per pool-full of them before the array gives up on it. (This
+// shutdown(2) is the one thing we do to libnbd's socket behind its back; to
+// libnbd it looks like the server hanging up.)
 //
-// Reconnection: a call whose connection is lost (EOF, reset, killed as
-// above by another caller) reconnects and resubmits its whole request up to
+// Reconnection: a call whose connection is lost (EOF, reset, the server
+// restarted) reconnects and resubmits its whole request up to
 // `nbd_reconnects` times with exponential backoff, never past its deadline.
 // Resubmitting is safe: reads and writes are idempotent, and the array never
 // has two overlapping writes to a member in flight. A server error reply
@@ -166,6 +171,9 @@ struct RunResult {
   Kind kind = kOk;
   int err = 0;
   std::string message;
+  // kLost: the connection was shut down because a request on it got no
+  // reply in time.
+  bool killed_by_timeout = false;
 };
 
 // One connected libnbd handle plus the leader/follower machinery that lets
@@ -528,8 +536,6 @@ RunResult Conn::Run(std::span<Op> ops, absl::Time deadline) {
     // Cannot take long: the socket is shut, so libnbd fails what is left.
     WaitLocked(all_done, absl::InfiniteFuture());
   }
-  const bool broken = broken_.load();
-  const std::string broken_why = broken_why_;
   mu_.Unlock();
 
   if (timed_out) {
@@ -543,10 +549,19 @@ RunResult Conn::Run(std::span<Op> ops, absl::Time deadline) {
     if (!op.submitted && op.error == 0) unsent = true;
   }
   if (failed == nullptr && !unsent) return result;
-  if (broken || failed == nullptr) {
-    // Whatever the commands say, the transport is at fault: worth a retry.
+  // libnbd may have found the connection dead inside a submit call (a send
+  // failing), failing our commands there: ask the handle itself.
+  if (nbd_aio_is_dead(h_) > 0 || nbd_aio_is_closed(h_) > 0) {
+    MarkBroken("the connection died");
+  }
+  if (broken_.load() || failed == nullptr) {
+    // Whatever the commands say, the transport is at fault: worth a retry,
+    // unless a request on this connection timed out (the server is not
+    // answering; retrying would only wait for it again).
+    absl::MutexLock l(&mu_);
     result.kind = RunResult::kLost;
-    result.message = broken_why.empty() ? "connection lost" : broken_why;
+    result.killed_by_timeout = killed_;
+    result.message = broken_why_.empty() ? "connection lost" : broken_why_;
     return result;
   }
   result.kind = RunResult::kFailed;
@@ -813,11 +828,33 @@ class NbdMember final : public Member {
     return absl::OkStatus();
   }
 
-  // Runs `ops` on one connection within this call's timeout, reconnecting
-  // and resubmitting them all when the connection is lost.
-  absl::Status Execute(std::vector<Op>& ops, const std::string& what) {
-    const absl::Time deadline =
+  // The server let a request or a handshake go unanswered for the whole
+  // timeout: for one more timeout, calls fail at once instead of each
+  // waiting out its own (the array submits many member I/Os together and
+  // would otherwise wait for them one pool-full at a time). After that a
+  // call tries again.
+  void NotAnswering() {
+    absl::MutexLock l(&mu_);
+    fail_fast_until_ =
         absl::Now() + absl::Milliseconds(options_.nbd_timeout_ms);
+  }
+
+  // Runs `ops` on one connection within this call's timeout, reconnecting
+  // and resubmitting them all when the connection is lost. A lost
+  // connection whose loss was a timeout is not retried.
+  absl::Status Execute(std::vector<Op>& ops, const std::string& what) {
+    const absl::Time now = absl::Now();
+    const absl::Duration timeout = absl::Milliseconds(options_.nbd_timeout_ms);
+    const absl::Time deadline = now + timeout;
+    {
+      absl::MutexLock l(&mu_);
+      if (now < fail_fast_until_) {
+        return absl::UnavailableError(absl::StrFormat(
+            "%s: %s: the server is not answering (a request got no reply "
+            "within %d ms); calls fail at once for %d ms after that",
+            uri_, what, options_.nbd_timeout_ms, options_.nbd_timeout_ms));
+      }
+    }
     const size_t slot = next_slot_.fetch_add(1) % slots_.size();
     std::string lost;
     for (int attempt = 0;; ++attempt) {
@@ -842,6 +879,7 @@ class NbdMember final : public Member {
       absl::StatusOr<std::shared_ptr<Conn>> conn = GetConn(slot, deadline);
       if (!conn.ok()) {
         const absl::StatusCode code = conn.status().code();
+        if (code == absl::StatusCode::kDeadlineExceeded) NotAnswering();
         if (code == absl::StatusCode::kDeadlineExceeded ||
             code == absl::StatusCode::kFailedPrecondition ||
             code == absl::StatusCode::kInvalidArgument) {
@@ -861,10 +899,17 @@ class NbdMember final : public Member {
               absl::ErrnoToStatus(r.err, "").code(),
               absl::StrFormat("%s: %s: %s", uri_, what, r.message));
         case RunResult::kTimedOut:
+          NotAnswering();
           return absl::DeadlineExceededError(absl::StrFormat(
               "%s: %s: no reply within %d ms; connection closed", uri_, what,
               options_.nbd_timeout_ms));
         case RunResult::kLost:
+          if (r.killed_by_timeout) {
+            return absl::UnavailableError(absl::StrFormat(
+                "%s: %s: connection closed because a request on it got no "
+                "reply within %d ms",
+                uri_, what, options_.nbd_timeout_ms));
+          }
           lost = r.message;
           break;
       }
@@ -880,6 +925,7 @@ class NbdMember final : public Member {
   // Sized once; entries guarded by mu_.
   std::vector<Slot> slots_;
   bool lost_unflushed_writes_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time fail_fast_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace

@@ -47,7 +47,7 @@ StripeCache::Entry* StripeCache::GetOrCreate(uint64_t stripe) {
   // here for `stripe`, so nobody else inserts it meanwhile.
   auto e = std::make_unique<Entry>();
   e->stripe = stripe;
-  e->data = AlignedBuffer(stripe_bytes_);
+  e->data = TakeBuffer();
   e->since = Clock::now();
   Entry* raw = e.get();
   absl::MutexLock lock(&mu_);
@@ -58,12 +58,34 @@ StripeCache::Entry* StripeCache::GetOrCreate(uint64_t stripe) {
 
 void StripeCache::Erase(uint64_t stripe) {
   std::unique_ptr<Entry> victim;  // freed outside the lock
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   auto it = map_.find(stripe);
   if (it == map_.end()) return;
   victim = std::move(it->second);
   map_.erase(it);
   entries_.fetch_sub(1, std::memory_order_release);
+  lock.Release();
+  ReturnBuffer(std::move(victim->data));
+}
+
+AlignedBuffer StripeCache::TakeBuffer() {
+  {
+    absl::MutexLock lock(&free_mu_);
+    if (!free_.empty()) {
+      AlignedBuffer b = std::move(free_.back());
+      free_.pop_back();
+      return b;
+    }
+  }
+  return AlignedBuffer(stripe_bytes_);
+}
+
+void StripeCache::ReturnBuffer(AlignedBuffer b) {
+  absl::MutexLock lock(&free_mu_);
+  // Keep what the capacity allows beside the live entries.
+  if ((free_.size() + entries_.load()) * stripe_bytes_ < capacity_.load()) {
+    free_.push_back(std::move(b));
+  }
 }
 
 std::vector<uint64_t> StripeCache::Oldest(

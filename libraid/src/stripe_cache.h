@@ -83,8 +83,15 @@ class StripeCache {
                                std::optional<Clock::time_point> older_than);
 
  private:
+  // Stripe buffers are recycled: a stream allocates one per stripe, and
+  // fresh allocations of that size cost page faults on every use.
+  AlignedBuffer TakeBuffer();
+  void ReturnBuffer(AlignedBuffer b);
+
   const uint64_t stripe_bytes_;
   std::atomic<uint64_t> capacity_;
+  absl::Mutex free_mu_;
+  std::vector<AlignedBuffer> free_ ABSL_GUARDED_BY(free_mu_);
   std::atomic<size_t> entries_{0};
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Entry>> map_

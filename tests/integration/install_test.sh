@@ -54,7 +54,8 @@ then
 fi
 
 # The plugin: in nbdkit's plugin directory (as staged), and loadable.
-plugindir=$(sed -n 's/^URAID_NBDKIT_PLUGINDIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+plugindir=$(sed -n 's/^URAID_NBDKIT_PLUGINDIR:[A-Z]*=//p' \
+  "$build/CMakeCache.txt")
 [[ $plugindir == /* ]] || plugindir=$prefix/$plugindir
 plugin=$stage$plugindir/nbdkit-uraid-plugin.so
 [[ -f $plugin ]] || fail "plugin not at $plugin"
@@ -89,12 +90,14 @@ read -ra static_libs <<<"$(pkg-config --static --libs uraid |
   sed 's/-luraid\b/-l:liburaid.a/')"
 cc -std=gnu11 -Wall -o "$tmp/c_shared" "$src/examples/c_api/c_example.c" \
   "${cflags[@]}" "${libs[@]}" -pthread -Wl,-rpath,"$libdir"
-"$tmp/c_shared" >"$tmp/c_shared.log" || { cat "$tmp/c_shared.log"; fail "c_shared"; }
+"$tmp/c_shared" >"$tmp/c_shared.log" ||
+  { cat "$tmp/c_shared.log"; fail "c_shared failed"; }
 [[ $(libs_of "$tmp/c_shared") == *"$libdir/liburaid.so"* ]] ||
   fail "c_shared is not linked to the installed liburaid.so"
 cc -std=gnu11 -Wall -o "$tmp/c_static" "$src/examples/c_api/c_example.c" \
   "${cflags[@]}" "${static_libs[@]}" -pthread
-"$tmp/c_static" >"$tmp/c_static.log" || { cat "$tmp/c_static.log"; fail "c_static"; }
+"$tmp/c_static" >"$tmp/c_static.log" ||
+  { cat "$tmp/c_static.log"; fail "c_static failed"; }
 [[ $(libs_of "$tmp/c_static") != *liburaid* ]] ||
   fail "c_static is linked to liburaid.so"
 echo "install_test: PASS ($ntests example tests against the installed" \

@@ -100,7 +100,9 @@ struct MemberOptions {
   // NBD only. A call (read, write, flush, ...) that gets no answer within
   // this many milliseconds fails with DeadlineExceeded and its connection is
   // closed, so the array fails the member and carries on degraded instead
-  // of hanging. Reconnection attempts count against the same budget.
+  // of hanging. Reconnection attempts count against the same budget. After
+  // a timeout, calls fail at once (Unavailable) for one more timeout rather
+  // than each waiting for a server that is not answering.
   int nbd_timeout_ms = 30000;
   // NBD only. Connections per member when the server advertises multi-conn;
   // one connection otherwise. 1..16.

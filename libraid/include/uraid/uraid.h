@@ -5,8 +5,9 @@
  * C++ API in uraid/array.h and uraid/member.h; read those for the full
  * semantics of each operation. Link with `-luraid` (pkg-config: `uraid`;
  * CMake: `uraid::raid`). Linked against liburaid.so a C program needs
- * nothing else; liburaid.a also needs the C++ runtime and ISA-L, which
- * `pkg-config --static --libs uraid` and CMake's `uraid::raid_static` add.
+ * nothing else; liburaid.a also needs the C++ runtime and libraid's private
+ * dependencies (ISA-L, ...), which `pkg-config --static --libs uraid` and
+ * CMake's `uraid::raid_static` add.
  *
  * Conventions:
  * - Every function that can fail returns 0 on success or a negative errno:

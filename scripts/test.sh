@@ -20,7 +20,7 @@ echo "test.sh: fuzz (build + runs) took $((SECONDS - start))s"
 
 failed=()
 t=$SECONDS
-ctest --test-dir build --output-on-failure -j2 || failed+=("ctest")
+ctest --test-dir build --output-on-failure -j2 || failed+=("ctest (build/)")
 echo "test.sh: ctest took $((SECONDS - t))s"
 
 # ASan+UBSan: a separate build of the unit tests only (RelWithDebInfo: the
@@ -36,7 +36,7 @@ if [[ "${URAID_ASAN:-1}" != 0 ]]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --test-dir build-asan -L unit --output-on-failure -j2 ||
-    failed+=("ctest under ASan+UBSan")
+    failed+=("ctest -L unit (build-asan/, ASan+UBSan)")
   echo "test.sh: ASan+UBSan unit tests took $((SECONDS - t))s"
 fi
 
@@ -44,7 +44,8 @@ if [[ ${#failed[@]} -eq 0 ]]; then
   echo "test.sh: PASS: all tests passed in $((SECONDS - start))s" \
     "($((SECONDS - t0))s with setup and build)"
 else
-  echo "test.sh: FAIL: ${failed[*]} failed after $((SECONDS - start))s" \
+  failures=$(IFS=';'; echo "${failed[*]}")
+  echo "test.sh: FAIL: $failures failed after $((SECONDS - start))s" \
     "(see above)"
   exit 1
 fi

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -81,14 +82,19 @@ class Nbdkit {
     // before the server listens.
     unlink(s->sock_.c_str());
     unlink(s->pidfile_.c_str());
-    std::vector<std::string> argv = {"nbdkit", "-U", s->sock_, "-P",
-                                     s->pidfile_, "-f", "--exit-with-parent"};
+    std::vector<std::string> argv = {"nbdkit",
+                                     "-U",
+                                     s->sock_,
+                                     "-P",
+                                     s->pidfile_,
+                                     "-f",
+                                     "--exit-with-parent"};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> cargv;
     for (std::string& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);
-    int logfd = open(s->log_.c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC,
-                     0600);
+    int logfd =
+        open(s->log_.c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0600);
     if (logfd < 0) return nullptr;
     pid_t pid = fork();
     if (pid == 0) {
@@ -123,6 +129,7 @@ class Nbdkit {
     if (pid_ <= 0) return;
     if (sig == SIGSTOP || sig == SIGCONT) {
       kill(pid_, sig);
+      if (sig == SIGSTOP) WaitStopped();
       return;
     }
     kill(pid_, SIGCONT);  // a stopped process would not act on SIGTERM
@@ -137,6 +144,28 @@ class Nbdkit {
 
  private:
   Nbdkit() = default;
+
+  // SIGSTOP takes effect asynchronously: a worker thread could still
+  // answer one more request. Waits (bounded) until every thread is in
+  // state T.
+  void WaitStopped() {
+    const std::string dir = absl::StrCat("/proc/", pid_, "/task");
+    for (int i = 0; i < 200; ++i) {
+      bool all = true;
+      for (const auto& task : std::filesystem::directory_iterator(dir)) {
+        const std::string stat = ReadFileText(task.path().string() + "/stat");
+        const size_t paren = stat.rfind(')');
+        if (paren == std::string::npos || paren + 2 >= stat.size() ||
+            stat[paren + 2] != 'T') {
+          all = false;
+        }
+      }
+      if (all) return;
+      usleep(10000);
+    }
+    ADD_FAILURE() << "nbdkit " << pid_ << " did not stop";
+  }
+
   std::string sock_, pidfile_, log_;
   pid_t pid_ = -1;
 };
@@ -292,8 +321,8 @@ TEST_F(NbdMemberTest, DiscardReadsBackZerosAtAnyAlignment) {
     uint64_t off, len;
   };
   // Aligned, unaligned at both ends, inside one block.
-  for (Range r : {Range{65536, 131072}, Range{300001, 50000},
-                  Range{500100, 100}}) {
+  for (Range r :
+       {Range{65536, 131072}, Range{300001, 50000}, Range{500100, 100}}) {
     ASSERT_TRUE((*m)->Discard(r.len, r.off).ok()) << r.off;
     std::fill(ones.begin() + r.off, ones.begin() + r.off + r.len, 0);
   }
@@ -514,6 +543,27 @@ TEST_F(NbdMemberTest, StoppedServerTimesOutEveryCall) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// A big write to a server that stopped reading fills the socket: libnbd
+// then waits to send, not to receive, and the timeout must still end it.
+TEST_F(NbdMemberTest, StoppedServerDuringALargeWriteTimesOut) {
+  constexpr uint64_t kBig = 32 << 20;
+  Nbdkit* srv = Serve("m", kBig);
+  ASSERT_NE(srv, nullptr);
+  MemberOptions o = Fast(700);
+  o.nbd_connections = 1;
+  auto m = OpenMember(srv->uri(), o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<uint8_t> data(kBig, 0x31);
+  srv->Kill(SIGSTOP);
+  const auto start = Clock::now();
+  absl::Status s = (*m)->Write(data.data(), data.size(), 0);
+  const double took = SecondsSince(start);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(s.message(), HasSubstr("pwrite at 0"));
+  EXPECT_LT(took, 3.0);
+  srv->Kill(SIGCONT);
+}
+
 TEST_F(NbdMemberTest, KilledServerGivesAnErrorNotAHang) {
   Nbdkit* srv = Serve("m", 1 << 20);
   ASSERT_NE(srv, nullptr);
@@ -644,11 +694,11 @@ TEST_F(NbdMemberTest, TlsWithPsk) {
   chmod(psk.c_str(), 0600);
   const std::string file = dir_ + "/tls.img";
   MakeFile(file, 1 << 20);
-  auto srv = Nbdkit::Start(
-      dir_, "tls", {"--tls=require", "--tls-psk=" + psk, "file", file});
+  auto srv = Nbdkit::Start(dir_, "tls",
+                           {"--tls=require", "--tls-psk=" + psk, "file", file});
   ASSERT_NE(srv, nullptr);
-  const std::string uri = "nbds+unix://alice@/?socket=" + srv->sock() +
-                          "&tls-psk-file=" + psk;
+  const std::string uri =
+      "nbds+unix://alice@/?socket=" + srv->sock() + "&tls-psk-file=" + psk;
   auto m = OpenMember(uri, Fast());
   ASSERT_TRUE(m.ok()) << m.status();
   std::vector<uint8_t> data(10000, 0x77), got(10000);
@@ -659,6 +709,11 @@ TEST_F(NbdMemberTest, TlsWithPsk) {
   auto plain = OpenMember(srv->uri(), Fast());
   ASSERT_FALSE(plain.ok());
   EXPECT_THAT(plain.status().message(), HasSubstr(srv->uri()));
+  // A dead TLS server is an error too (not SIGPIPE, not a hang).
+  srv->Kill(SIGKILL);
+  absl::Status s = (*m)->Write(data.data(), data.size(), 777);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr(uri));
 }
 
 TEST_F(NbdMemberTest, OpenMemberDispatchesPathsAndUris) {
@@ -760,9 +815,8 @@ TEST_F(NbdArrayTest, KilledMemberServerLeavesADegradedArrayWithCorrectData) {
   }
   usleep(200000);
   servers_[2]->Kill(SIGKILL);
-  for (int i = 0; i < 300 && array_->Info().slots[2].state ==
-                                 SlotState::kActive;
-       ++i) {
+  for (int i = 0;
+       i < 300 && array_->Info().slots[2].state == SlotState::kActive; ++i) {
     usleep(10000);
   }
   usleep(200000);

@@ -63,8 +63,7 @@ void AddCheckCommand(CLI::App& app, Action* action) {
   sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_flag("--force", args->force,
                 "Check an array that is both dirty and degraded");
-  sub->add_option("MEMBER", args->members,
-                  "Member files, devices or NBD URIs")
+  sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
       ->required();
   sub->final_callback(
       [args, action] { *action = [args] { return RunCheck(*args); }; });

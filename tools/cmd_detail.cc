@@ -240,8 +240,7 @@ void AddDetailCommand(CLI::App& app, Action* action) {
                 "is written either way)");
   CLI::Option* control = sub->add_option(
       "--control", args->control, "Ask a running server (not implemented)");
-  sub->add_option("MEMBER", args->members,
-                  "Member files, devices or NBD URIs")
+  sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
       ->excludes(control);
   sub->final_callback(
       [args, action] { *action = [args] { return RunDetail(*args); }; });

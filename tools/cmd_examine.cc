@@ -115,9 +115,9 @@ absl::StatusOr<RawMember> ReadRawUri(const std::string& uri) {
   absl::Status s = ReadMetadata(
       [&](std::vector<uint8_t>& buf, uint64_t offset) -> absl::Status {
         if (offset + buf.size() > raw.size_bytes) {
-          return absl::OutOfRangeError(absl::StrFormat(
-              "too small (%d bytes) to hold %d bytes at %d", raw.size_bytes,
-              buf.size(), offset));
+          return absl::OutOfRangeError(
+              absl::StrFormat("too small (%d bytes) to hold %d bytes at %d",
+                              raw.size_bytes, buf.size(), offset));
         }
         return unnamed((*member)->Read(buf.data(), buf.size(), offset));
       },
@@ -464,8 +464,7 @@ void AddExamineCommand(CLI::App& app, Action* action) {
   CLI::App* sub = app.add_subcommand(
       "examine", "Print each member's md superblock (like mdadm --examine)");
   sub->add_flag("--json", args->json, "Print a JSON array, one object each");
-  sub->add_option("MEMBER", args->members,
-                  "Member files, devices or NBD URIs")
+  sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
       ->required();
   sub->final_callback(
       [args, action] { *action = [args] { return RunExamine(*args); }; });

@@ -197,8 +197,7 @@ void AddServeCommand(CLI::App& app, Action* action) {
                 "Stay in the foreground (default: nbdkit daemonises)");
   sub->add_flag("--readonly,-r", args->readonly, "Export read-only");
   sub->add_flag("--verbose,-v", args->verbose, "nbdkit -v");
-  sub->add_option("MEMBER", args->members,
-                  "Member files, devices or NBD URIs")
+  sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
       ->required();
   sub->final_callback(
       [args, action] { *action = [args] { return RunServe(*args); }; });

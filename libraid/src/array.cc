@@ -166,8 +166,10 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
     }
     if (SlotUsable(io.slot)) {
       (void)FailSlot(io.slot, std::string(io.status.message()));
-      *slot_failed = true;
     }
+    // Failed by us or, racing us, by another request that hit the same
+    // dying member: either way the caller should redo its plan around it.
+    *slot_failed = true;
   }
   return first;
 }

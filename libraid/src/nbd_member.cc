@@ -113,7 +113,8 @@ int PollTimeoutMs(absl::Time deadline) {
   if (deadline == absl::InfiniteFuture()) return -1;
   absl::Duration left = deadline - absl::Now();
   if (left <= absl::ZeroDuration()) return 0;
-  int64_t ms = absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
+  int64_t ms =
+      absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
   return static_cast<int>(std::min<int64_t>(ms, INT_MAX));
 }
 
@@ -227,9 +228,8 @@ class Conn {
   void Wake();
 
   static int OnComplete(void* user_data, int* error);
-  static int OnExtent(void* user_data, const char* metacontext,
-                      uint64_t offset, uint32_t* entries, size_t nr_entries,
-                      int* error);
+  static int OnExtent(void* user_data, const char* metacontext, uint64_t offset,
+                      uint32_t* entries, size_t nr_entries, int* error);
 
   nbd_handle* const h_;
   const int kill_fd_;  // our dup of the socket: shutdown(2) target, polled
@@ -641,13 +641,13 @@ class NbdMember final : public Member {
     }
     if (absl::Status s = RangeCheck("discard", len, offset); !s.ok()) return s;
     const uint64_t b = info_.min_block;
-    const uint64_t head_end = std::min<uint64_t>((offset + b - 1) / b * b,
-                                                 offset + len);
+    const uint64_t head_end =
+        std::min<uint64_t>((offset + b - 1) / b * b, offset + len);
     const uint64_t tail_start =
         std::max<uint64_t>((offset + len) / b * b, head_end);
     // Partial blocks at the edges are written as zeros (read-modify-write).
-    for (auto [start, end] : {std::pair{offset, head_end},
-                              std::pair{tail_start, offset + len}}) {
+    for (auto [start, end] :
+         {std::pair{offset, head_end}, std::pair{tail_start, offset + len}}) {
       if (start == end) continue;
       std::vector<uint8_t> zeros(end - start, 0);
       absl::Status s = BounceWrite(zeros.data(), end - start, start,
@@ -657,7 +657,8 @@ class NbdMember final : public Member {
     if (tail_start == head_end) return absl::OkStatus();
     std::vector<Op> ops;
     for (uint64_t pos = head_end; pos < tail_start;) {
-      const uint64_t n = std::min<uint64_t>(tail_start - pos, kMaxRange / b * b);
+      const uint64_t n =
+          std::min<uint64_t>(tail_start - pos, kMaxRange / b * b);
       ops.push_back(MakeOp(Op::kZero, nullptr, n, pos));
       pos += n;
     }
@@ -705,9 +706,9 @@ class NbdMember final : public Member {
 
   absl::Status RangeCheck(const char* op, uint64_t len, uint64_t offset) const {
     if (offset > info_.size || len > info_.size - offset) {
-      return absl::OutOfRangeError(absl::StrFormat(
-          "%s: %s of %d bytes at %d is past the end (%d bytes)", uri_, op, len,
-          offset, info_.size));
+      return absl::OutOfRangeError(
+          absl::StrFormat("%s: %s of %d bytes at %d is past the end (%d bytes)",
+                          uri_, op, len, offset, info_.size));
     }
     return absl::OkStatus();
   }
@@ -806,8 +807,8 @@ class NbdMember final : public Member {
     // time (qemu-nbd's default).
     old.reset();
     absl::StatusOr<std::unique_ptr<Conn>> fresh = Conn::Open(uri_, deadline);
-    absl::Status check = fresh.ok() ? SameExport((*fresh)->info())
-                                    : fresh.status();
+    absl::Status check =
+        fresh.ok() ? SameExport((*fresh)->info()) : fresh.status();
     absl::MutexLock l(&mu_);
     slots_[slot].connecting = false;
     if (!check.ok()) return check;
@@ -822,8 +823,8 @@ class NbdMember final : public Member {
       return absl::FailedPreconditionError(absl::StrFormat(
           "the export changed across a reconnect (size %d -> %d, read-only "
           "%d -> %d, minimum block %d -> %d)",
-          info_.size, now.size, info_.read_only, now.read_only,
-          info_.min_block, now.min_block));
+          info_.size, now.size, info_.read_only, now.read_only, info_.min_block,
+          now.min_block));
     }
     return absl::OkStatus();
   }
@@ -865,9 +866,9 @@ class NbdMember final : public Member {
               "attempts",
               uri_, what, lost, options_.nbd_reconnects));
         }
-        const absl::Duration backoff = std::min(
-            absl::Milliseconds(100) * (1 << std::min(attempt - 1, 5)),
-            absl::Seconds(2));
+        const absl::Duration backoff =
+            std::min(absl::Milliseconds(100) * (1 << std::min(attempt - 1, 5)),
+                     absl::Seconds(2));
         if (absl::Now() + backoff >= deadline) {
           return absl::DeadlineExceededError(absl::StrFormat(
               "%s: %s: connection lost (%s); no time left to reconnect "
@@ -883,9 +884,8 @@ class NbdMember final : public Member {
         if (code == absl::StatusCode::kDeadlineExceeded ||
             code == absl::StatusCode::kFailedPrecondition ||
             code == absl::StatusCode::kInvalidArgument) {
-          return absl::Status(code,
-                              absl::StrFormat("%s: %s: %s", uri_, what,
-                                              conn.status().message()));
+          return absl::Status(code, absl::StrFormat("%s: %s: %s", uri_, what,
+                                                    conn.status().message()));
         }
         lost = std::string(conn.status().message());
         continue;
@@ -933,30 +933,30 @@ class NbdMember final : public Member {
 absl::StatusOr<std::unique_ptr<Member>> OpenNbdMember(
     const std::string& uri, const MemberOptions& options) {
   if (options.nbd_timeout_ms <= 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: NBD timeout must be more than 0 ms, not %d", uri,
-        options.nbd_timeout_ms));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: NBD timeout must be more than 0 ms, not %d", uri,
+                        options.nbd_timeout_ms));
   }
   if (options.nbd_connections < 1 ||
       options.nbd_connections > kMaxConnections) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: NBD connections must be 1..%d, not %d", uri, kMaxConnections,
-        options.nbd_connections));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: NBD connections must be 1..%d, not %d", uri,
+                        kMaxConnections, options.nbd_connections));
   }
   if (options.nbd_reconnects < 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: NBD reconnect attempts must be 0 or more, not %d", uri,
-        options.nbd_reconnects));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: NBD reconnect attempts must be 0 or more, not %d",
+                        uri, options.nbd_reconnects));
   }
   const absl::Time deadline =
       absl::Now() + absl::Milliseconds(options.nbd_timeout_ms);
   absl::StatusOr<std::unique_ptr<Conn>> conn = Conn::Open(uri, deadline);
   if (!conn.ok()) {
-    return absl::Status(conn.status().code(),
-                        absl::StrFormat("%s: %s", uri, conn.status().message()));
+    return absl::Status(
+        conn.status().code(),
+        absl::StrFormat("%s: %s", uri, conn.status().message()));
   }
-  return std::unique_ptr<Member>(
-      new NbdMember(uri, options, *std::move(conn)));
+  return std::unique_ptr<Member>(new NbdMember(uri, options, *std::move(conn)));
 }
 
 }  // namespace uraid

@@ -12,6 +12,8 @@
 //                  fails (the array carries on degraded); default 30000
 //   direct=BOOL    open members with O_DIRECT (default false)
 //   force=BOOL     start a dirty degraded array (md's start_dirty_degraded)
+//   readonly=BOOL  open members read-only (never written, even the clean
+//                  flag); the export is read-only
 //   cache=SIZE     stripe cache bound (write gathering), 0 = off
 //   cache-age=MS   longest a cached write waits for its stripe to fill
 //   stats=FILE     write the member-I/O counters to FILE as JSON at exit
@@ -38,6 +40,7 @@ struct Config {
   std::vector<std::string> members;
   bool direct = false;
   bool force = false;
+  bool read_only = false;  // readonly=: open members read-only, never write
   int nbd_timeout_ms = 30000;  // timeout=
   uraid::CacheOptions cache;
   std::string stats;  // write counters here as JSON at shutdown
@@ -93,10 +96,14 @@ int Config(const char* key, const char* value) {
     config.members.push_back(std::move(path));
     return 0;
   }
-  if (k == "direct" || k == "force") {
+  if (k == "direct" || k == "force" || k == "readonly") {
     int b = nbdkit_parse_bool(value);
-    if (b == -1) return -1;
-    (k == "direct" ? config.direct : config.force) = b;
+    if (b == -1) {
+      nbdkit_error("uraid: %s=%s: expected true or false", key, value);
+      return -1;
+    }
+    (k == "direct" ? config.direct
+                   : k == "force" ? config.force : config.read_only) = b;
     return 0;
   }
   if (k == "cache") {
@@ -136,7 +143,7 @@ int Config(const char* key, const char* value) {
     return -1;
   }
   nbdkit_error("uraid: unknown parameter '%s' (expected member=, direct=, "
-               "force=, cache=, cache-age=, timeout=)",
+               "force=, readonly=, cache=, cache-age=, timeout=)",
                key);
   return -1;
 }
@@ -149,6 +156,7 @@ int ConfigComplete() {
   std::vector<std::unique_ptr<uraid::Member>> members;
   uraid::MemberOptions mo;
   mo.direct = config.direct;
+  mo.read_only = config.read_only;
   mo.nbd_timeout_ms = config.nbd_timeout_ms;
   for (const std::string& path : config.members) {
     absl::StatusOr<std::unique_ptr<uraid::Member>> m =
@@ -158,6 +166,7 @@ int ConfigComplete() {
   }
   uraid::AssembleOptions ao;
   ao.force = config.force;
+  ao.read_only = config.read_only;
   ao.cache = config.cache;
   // Assembly only reads superblocks; nothing runs threads before the fork.
   absl::StatusOr<std::unique_ptr<uraid::Array>> a = uraid::Array::Assemble(
@@ -231,7 +240,7 @@ int BlockSize(void*, uint32_t* minimum, uint32_t* preferred,
   return 0;
 }
 
-int CanWrite(void*) { return 1; }
+int CanWrite(void*) { return config.read_only ? 0 : 1; }
 int CanFlush(void*) { return 1; }
 int CanTrim(void*) { return 1; }
 int CanZero(void*) { return 1; }
@@ -279,6 +288,8 @@ nbdkit_plugin MakePlugin() {
   p.version = "0.1.0";
   p.config = Config;
   p.config_complete = ConfigComplete;
+  // A bare path on the command line is a member.
+  p.magic_config_key = "member";
   p.config_help =
       "member=PATH      (repeated) member file or device, any order\n"
       "member=URI       (repeated) member NBD export: nbd://HOST[:PORT]/NAME,\n"
@@ -287,6 +298,7 @@ nbdkit_plugin MakePlugin() {
       "(30000)\n"
       "direct=BOOL      open members with O_DIRECT (default false)\n"
       "force=BOOL       start a dirty degraded array (default false)\n"
+      "readonly=BOOL    open members read-only and export read-only\n"
       "cache=SIZE       stripe cache for write gathering (default 64M; 0 = "
       "off)\n"
       "cache-age=MS     longest a cached write waits (default 100)\n"

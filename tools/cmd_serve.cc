@@ -156,6 +156,8 @@ int RunServe(const ServeArgs& args) {
   for (const std::string& m : members) argv.push_back("member=" + m);
   if (args.direct) argv.push_back("direct=true");
   if (args.force) argv.push_back("force=true");
+  // Open the members read-only too, so read-only storage can be served.
+  if (args.readonly) argv.push_back("readonly=true");
 
   std::printf("serving array %s (%llu bytes%s) on %s%s%s\n", uuid.c_str(),
               static_cast<unsigned long long>(array_bytes),

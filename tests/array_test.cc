@@ -428,7 +428,7 @@ TEST(ArrayWrite, CachedWritesAreReadBackAndFlushed) {
   auto a = MustCreate(m);
   auto d = Pattern(5000, 8);
   ASSERT_TRUE(a->Write(d.data(), d.size(), 0).ok());
-  ASSERT_TRUE(a->Write(d.data(), d.size(), 3 * kChunk + 777).ok());
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 10 * 3 * kChunk + 777).ok());
   std::vector<uint8_t> got(d.size());
   ASSERT_TRUE(a->Read(got.data(), got.size(), 0).ok());
   EXPECT_EQ(got, d);

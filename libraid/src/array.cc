@@ -450,12 +450,16 @@ absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
                                    std::vector<bool>* touched) {
   const uint64_t sd = geo_.stripe_data_bytes();
   const bool full = a == 0 && b == sd;
-  // Gather only what looks like a stream: a piece that starts a stripe (a
-  // sequential writer crossing into it) or joins a stripe already being
-  // gathered. A random small write gains nothing from waiting and would
-  // cost a stripe-sized buffer, so it goes straight to RMW/RCW.
-  const bool cache = cache_.enabled() && !full && !fua &&
-                     (a == 0 || cache_.MayContain(stripe));
+  // Gather only what looks like a stream: a piece that starts or ends a
+  // stripe (a sequential writer crossing a stripe boundary; with a deep
+  // queue the pieces arrive out of order), or lands in or beside a stripe
+  // already being gathered. A random small write gains nothing from
+  // waiting, so it goes straight to RMW/RCW.
+  const bool cache =
+      cache_.enabled() && !full && !fua &&
+      (a == 0 || b == sd || cache_.MayContain(stripe) ||
+       (stripe > 0 && cache_.MayContain(stripe - 1)) ||
+       cache_.MayContain(stripe + 1));
   if (cache) {
     // Keep the cache within its bound before taking our stripe lock: never
     // hold one stripe lock while waiting for another.

@@ -23,21 +23,13 @@
 #include <optional>
 #include <vector>
 
+#include "fuzz_check.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "fuzzer/FuzzedDataProvider.h"
 #include "uraid/geometry.h"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                               \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      std::fprintf(stderr, "%s:%d: FUZZ_CHECK failed: %s\n", __FILE__, \
-                   __LINE__, #cond);                                   \
-      std::abort();                                                    \
-    }                                                                  \
-  } while (0)
 
 using uraid::Geometry;
 using uraid::Layout;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_check.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "fuzzer/FuzzedDataProvider.h"
@@ -36,15 +37,6 @@
 #include "uraid/member.h"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                               \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      std::fprintf(stderr, "%s:%d: FUZZ_CHECK failed: %s\n", __FILE__, \
-                   __LINE__, #cond);                                   \
-      std::abort();                                                    \
-    }                                                                  \
-  } while (0)
 
 #define FUZZ_CHECK_OK(expr)                                                 \
   do {                                                                      \

@@ -18,19 +18,11 @@
 #include <span>
 #include <vector>
 
+#include "fuzz_check.h"
 #include "absl/status/status.h"
 #include "uraid/superblock.h"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                               \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      std::fprintf(stderr, "%s:%d: FUZZ_CHECK failed: %s\n", __FILE__, \
-                   __LINE__, #cond);                                   \
-      std::abort();                                                    \
-    }                                                                  \
-  } while (0)
 
 constexpr size_t kOffSuperOffset = 144;
 constexpr size_t kOffSbCsum = 216;

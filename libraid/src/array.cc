@@ -71,9 +71,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
   absl::MutexLock lock(&state_mu_);
   clean_ = sb_.clean();
   last_write_ = std::chrono::steady_clock::now();
-  int gone = 0;
-  for (const auto& s : slots_) gone += s->state.load() != SlotState::kActive;
-  if (gone > 1) failed_.store(true);
+  if (GoneSlots() > 1) failed_.store(true);
 }
 
 ArrayImpl::~ArrayImpl() { Shutdown(); }
@@ -87,6 +85,22 @@ int ArrayImpl::MissingSlot() const {
     if (!SlotUsable(i)) return i;
   }
   return -1;
+}
+
+absl::Status ArrayImpl::CheckRange(const char* op, size_t len,
+                                   uint64_t offset) const {
+  if (offset > geo_.array_bytes() || len > geo_.array_bytes() - offset) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s of %d bytes at %d is past the end of the array (%d bytes)", op,
+        len, offset, geo_.array_bytes()));
+  }
+  return absl::OkStatus();
+}
+
+int ArrayImpl::GoneSlots() const {
+  int gone = 0;
+  for (const auto& s : slots_) gone += s->state.load() != SlotState::kActive;
+  return gone;
 }
 
 absl::Status ArrayImpl::CheckUsable(bool write) const {
@@ -184,8 +198,7 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why) {
                                                    SlotState::kFaulty)) {
     return absl::OkStatus();  // already gone
   }
-  int gone = 0;
-  for (const auto& s : slots_) gone += s->state.load() != SlotState::kActive;
+  const int gone = GoneSlots();
   std::string name = slots_[slot]->member ? slots_[slot]->member->Name() : "";
   if (gone > 1) {
     failed_.store(true);
@@ -249,10 +262,7 @@ absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
       if (st.ok()) st = s.member->Flush();
       if (!st.ok()) {
         s.state.store(SlotState::kFaulty);
-        int gone = 0;
-        for (const auto& t : slots_) {
-          gone += t->state.load() != SlotState::kActive;
-        }
+        const int gone = GoneSlots();
         Log(
             absl::StrFormat("member %s (slot %d) failed writing its "
                             "superblock: %s",
@@ -275,11 +285,7 @@ absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
 // ---------------------------------------------------------------- reads
 
 absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
-  if (offset > geo_.array_bytes() || len > geo_.array_bytes() - offset) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "read of %d bytes at %d is past the end of the array (%d bytes)", len,
-        offset, geo_.array_bytes()));
-  }
+  RETURN_IF_ERROR(CheckRange("read", len, offset));
   RETURN_IF_ERROR(CheckUsable(false));
   auto* out = static_cast<uint8_t*>(buf);
   const uint64_t chunk = geo_.chunk_bytes();
@@ -421,11 +427,7 @@ void ArrayImpl::EndWrite() {
 
 absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
                               bool fua) {
-  if (offset > geo_.array_bytes() || len > geo_.array_bytes() - offset) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "write of %d bytes at %d is past the end of the array (%d bytes)", len,
-        offset, geo_.array_bytes()));
-  }
+  RETURN_IF_ERROR(CheckRange("write", len, offset));
   if (len == 0) return CheckUsable(true);
   RETURN_IF_ERROR(BeginWrite());
   const auto* src = static_cast<const uint8_t*>(buf);
@@ -758,11 +760,7 @@ absl::Status ArrayImpl::Flush() {
 }
 
 absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
-  if (offset > geo_.array_bytes() || len > geo_.array_bytes() - offset) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "trim of %d bytes at %d is past the end of the array (%d bytes)", len,
-        offset, geo_.array_bytes()));
-  }
+  RETURN_IF_ERROR(CheckRange("trim", len, offset));
   RETURN_IF_ERROR(CheckUsable(true));
   for (const auto& s : slots_) {
     if (s->member != nullptr && !s->member->DiscardZeroes()) {
@@ -805,11 +803,7 @@ absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
 }
 
 absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
-  if (offset > geo_.array_bytes() || len > geo_.array_bytes() - offset) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "zero of %d bytes at %d is past the end of the array (%d bytes)", len,
-        offset, geo_.array_bytes()));
-  }
+  RETURN_IF_ERROR(CheckRange("zero", len, offset));
   if (len == 0) return CheckUsable(true);
   const uint64_t sd = geo_.stripe_data_bytes();
   // Zeros go through the ordinary write path, one stripe's worth at a time,

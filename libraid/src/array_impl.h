@@ -112,6 +112,9 @@ class ArrayImpl {
   absl::Status AbsorbFailures(std::vector<MemberIo>& ios, bool* slot_failed);
 
   int MissingSlot() const;  // the one slot not active, or -1
+  int GoneSlots() const;    // slots not active (missing or faulty)
+  // InvalidArgument naming `op` when [offset, offset+len) leaves the array.
+  absl::Status CheckRange(const char* op, size_t len, uint64_t offset) const;
   bool SlotUsable(int slot) const {
     return slots_[slot]->state.load(std::memory_order_acquire) ==
            SlotState::kActive;

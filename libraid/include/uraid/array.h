@@ -114,11 +114,17 @@ struct AssembleOptions {
   CacheOptions cache;
 };
 
-enum class SlotState { kActive, kFaulty, kMissing };
+// kRebuilding: a member being recovered into the slot; bytes below
+// SlotInfo::recovery_bytes are in sync, the rest is rebuilt from parity.
+// kSpare: a member that belongs to the array but holds no slot yet
+// (SlotInfo::slot is -1); a degraded array rebuilds onto it.
+enum class SlotState { kActive, kFaulty, kMissing, kRebuilding, kSpare };
 
 struct SlotInfo {
-  int slot = 0;
+  int slot = 0;  // -1 for a spare
   SlotState state = SlotState::kMissing;
+  // kRebuilding: member data bytes already recovered (md's recovery_offset).
+  uint64_t recovery_bytes = 0;
   std::string name;  // member name, empty when missing
   uint32_t dev_number = 0;
   std::array<uint8_t, 16> device_uuid{};
@@ -144,6 +150,43 @@ struct Counters {
   uint64_t cache_evictions = 0;     // writebacks forced by a full cache
 };
 
+// Background jobs, in md's words (sync_action): resync after an unclean
+// shutdown, recover onto a spare, replace a member by copying it, check and
+// repair parity (scrub).
+enum class JobKind { kNone, kResync, kRecover, kReplace, kCheck, kRepair };
+
+// md's "resync" / "recover" / "replace" / "check" / "repair" / "idle".
+const char* JobKindName(JobKind kind);
+
+// md's sync_speed_min / sync_speed_max, in KiB/s of member data per member:
+// a job never runs faster than max_kib_s; while clients are doing I/O it
+// yields to them down to min_kib_s, never below. md's defaults.
+struct SpeedLimits {
+  uint64_t min_kib_s = 1000;
+  uint64_t max_kib_s = 200000;
+};
+
+// Progress of the running job, or the outcome of the last one.
+struct JobInfo {
+  JobKind kind = JobKind::kNone;
+  // Per-member data bytes processed and in all (stripes x chunk).
+  uint64_t done_bytes = 0;
+  uint64_t total_bytes = 0;
+  // Recent rate over the last few seconds, member bytes per second.
+  double bytes_per_s = 0;
+  // Recover / replace: the slot being rebuilt and the target's name.
+  int slot = -1;
+  std::string target;
+  // Check / repair: stripes whose parity did not match (md's mismatch_cnt
+  // counts sectors; this counts stripes) and the first of them.
+  uint64_t mismatches = 0;
+  std::vector<uint64_t> first_mismatches;  // at most kMaxListedMismatches
+  // For a finished job: how it ended ("completed", "interrupted", or the
+  // error); empty while running.
+  std::string result;
+};
+inline constexpr size_t kMaxListedMismatches = 16;
+
 // A snapshot of the array (Array::Info): a plain value, safe to keep.
 struct ArrayInfo {
   Geometry geometry;
@@ -161,7 +204,11 @@ struct ArrayInfo {
   // (member bytes) it has got.
   bool resyncing = false;
   uint64_t resync_bytes = 0;
-  std::vector<SlotInfo> slots;
+  std::vector<SlotInfo> slots;   // one per raid slot, in slot order
+  std::vector<SlotInfo> spares;  // members waiting to be rebuilt onto
+  JobInfo job;                   // kind kNone when idle
+  JobInfo last_job;              // the last finished job (kNone if none)
+  SpeedLimits speed;
   Counters counters;
 };
 
@@ -235,6 +282,44 @@ class Array {
 
   // Marks `slot` faulty as if its member had failed (tests, `uraid fail`).
   absl::Status FailSlot(int slot);
+
+  // --- member management (md's --fail, --remove, --add, --replace) ---
+  // Each names a member by Member::Name() (the path or URI it was opened
+  // with) and writes the new roles to every member's superblock. All are
+  // safe while serving; they return when the metadata is durable, not when
+  // a resulting rebuild ends (see Info().job, WaitForJob).
+  //
+  // Marks the named active or rebuilding member faulty. FailedPrecondition
+  // when that would fail the array (a second member gone), like md.
+  absl::Status FailMember(const std::string& name);
+  // Removes a faulty member or a spare, closing it (its lock is released).
+  // FailedPrecondition for an active member ("fail it first", as md).
+  absl::Status RemoveMember(const std::string& name);
+  // Makes `member` a spare: writes it a superblock of this array (it must
+  // be large enough and not already be one of this array's members). If
+  // the array is degraded, recovery onto it starts at once in the
+  // background. Refuses on a read-only or failed array.
+  absl::Status AddMember(std::unique_ptr<Member> member);
+  // Copies the active member `old_name` onto `replacement` while the old one
+  // keeps serving (no degraded window); when the copy ends the replacement
+  // takes the slot and the old member is marked faulty and can be removed.
+  // If the old member fails during the copy, the copy continues as a
+  // recovery from parity.
+  absl::Status ReplaceMember(const std::string& old_name,
+                             std::unique_ptr<Member> replacement);
+
+  // --- jobs ---
+  // Starts a background scrub: kCheck counts stripes whose parity does not
+  // match; kRepair also rewrites their parity. FailedPrecondition when
+  // another job runs or the array is degraded.
+  absl::Status StartScrub(bool repair);
+  // Stops the running job at its next stripe (md's "idle"); resync and
+  // recovery resume on the next assembly from their checkpoint.
+  absl::Status StopJob();
+  // Blocks until no job runs; returns the last job's outcome (OK when it
+  // completed or none ran).
+  absl::Status WaitForJob();
+  void SetSpeedLimits(const SpeedLimits& limits);
 
   // Checks every stripe's parity (reads only). Returns the number of
   // stripes whose parity does not match; `first_bad` (may be nullptr) gets

@@ -51,12 +51,16 @@ Counters AtomicCounters::Snapshot() const {
   c.cached_writes = cached_writes.load();
   c.cache_writebacks = cache_writebacks.load();
   c.cache_evictions = cache_evictions.load();
+  c.read_errors_corrected = read_errors_corrected.load();
+  c.recovered_stripes = recovered_stripes.load();
+  c.scrubbed_stripes = scrubbed_stripes.load();
   return c;
 }
 
 ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                      Superblock sb, std::vector<std::unique_ptr<Slot>> slots,
-                     bool read_only, const CacheOptions& cache, Logger logger)
+                     std::vector<Spare> spares, bool read_only,
+                     const CacheOptions& cache, Logger logger)
     : geo_(geometry),
       data_offset_(data_offset_bytes),
       read_only_(read_only),
@@ -66,6 +70,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       cache_(geometry.stripe_data_bytes(), read_only ? 0 : cache.bytes),
       cache_max_age_(cache.max_age_ms),
       sb_(std::move(sb)),
+      spares_(std::move(spares)),
       resync_stripe_(geometry.stripe_count()) {
   absl::MutexLock lock(&state_mu_);
   clean_ = sb_.clean();
@@ -79,9 +84,9 @@ void ArrayImpl::Log(const std::string& line) const {
   if (logger_) logger_(line);
 }
 
-int ArrayImpl::MissingSlot() const {
+int ArrayImpl::MissingSlotAt(uint64_t stripe) const {
   for (int i = 0; i < geo_.raid_disks(); ++i) {
-    if (!SlotUsable(i)) return i;
+    if (!SlotUsableAt(i, stripe)) return i;
   }
   return -1;
 }
@@ -113,29 +118,79 @@ absl::Status ArrayImpl::CheckUsable(bool write) const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// One call on one member, retried once: a transient error (a dropped
+// connection, a busy device) should not cost a member. A second failure is
+// the member's.
+absl::Status DoIo(Member& m, const MemberIo& io, uint64_t raw) {
+  absl::Status st;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    switch (io.kind) {
+      case MemberIo::kRead:
+        st = m.Read(io.buf, io.len, raw);
+        break;
+      case MemberIo::kWrite:
+        st = m.Write(io.buf, io.len, raw);
+        break;
+      case MemberIo::kFlush:
+        st = m.Flush();
+        break;
+      case MemberIo::kDiscard:
+        st = m.Discard(io.len, raw);
+        break;
+    }
+    if (st.ok() || absl::IsOutOfRange(st)) break;
+  }
+  return st;
+}
+
+}  // namespace
+
 void ArrayImpl::RunIo(MemberIo& io) {
-  Member& m = *slots_[io.slot]->member;
+  Slot& slot = *slots_[io.slot];
+  std::shared_ptr<Member> m =
+      io.to_replacement ? slot.replacement.load() : slot.member.load();
+  if (m == nullptr) {
+    io.status = absl::UnavailableError("member is gone");
+    return;
+  }
   const uint64_t raw = data_offset_ + io.offset;
   const auto start = std::chrono::steady_clock::now();
+  io.status = DoIo(*m, io, raw);
   switch (io.kind) {
     case MemberIo::kRead:
-      io.status = m.Read(io.buf, io.len, raw);
       counters_.member_reads.fetch_add(1, std::memory_order_relaxed);
       counters_.member_read_bytes.fetch_add(io.len, std::memory_order_relaxed);
       break;
     case MemberIo::kWrite:
-      io.status = m.Write(io.buf, io.len, raw);
       counters_.member_writes.fetch_add(1, std::memory_order_relaxed);
       counters_.member_write_bytes.fetch_add(io.len, std::memory_order_relaxed);
       break;
     case MemberIo::kFlush:
-      io.status = m.Flush();
       counters_.member_flushes.fetch_add(1, std::memory_order_relaxed);
-      return;  // flushes say nothing about per-I/O latency
+      break;
     case MemberIo::kDiscard:
-      io.status = m.Discard(io.len, raw);
-      return;
+      break;
   }
+  // A replace job's target gets every write and flush of the stripes it
+  // already holds, so that it is current when it takes the slot. Its own
+  // failure ends the replace, not the slot.
+  if (io.status.ok() && !io.to_replacement && io.kind != MemberIo::kRead) {
+    std::shared_ptr<Member> r = slot.replacement.load();
+    if (r != nullptr && (io.kind == MemberIo::kFlush ||
+                         io.offset / geo_.chunk_bytes() <
+                             slot.repl_front.load(std::memory_order_acquire))) {
+      absl::Status rs = DoIo(*r, io, raw);
+      if (!rs.ok() && slot.replacement.compare_exchange_strong(r, nullptr)) {
+        Log(absl::StrFormat(
+            "replacement %s for slot %d failed: %s; replace abandoned",
+            r->Name(), io.slot, rs.message()));
+      }
+    }
+  }
+  // Flushes and discards say nothing about per-I/O latency.
+  if (io.kind == MemberIo::kFlush || io.kind == MemberIo::kDiscard) return;
   // Moving average of data I/O latency (1/8 weight per sample). Racy
   // updates lose a sample now and then, which is harmless.
   const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -169,14 +224,27 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
   absl::Status first;
   for (MemberIo& io : ios) {
     if (io.status.ok()) continue;
+    if (io.to_replacement) {
+      // The copy target failed: the replace ends, the slot is unharmed.
+      std::shared_ptr<Member> r = slots_[io.slot]->replacement.load();
+      if (r != nullptr &&
+          slots_[io.slot]->replacement.compare_exchange_strong(r, nullptr)) {
+        Log(absl::StrFormat(
+            "replacement %s for slot %d failed: %s; replace abandoned",
+            r->Name(), io.slot, io.status.message()));
+      }
+      if (first.ok()) first = io.status;
+      continue;
+    }
     if (first.ok()) {
+      std::shared_ptr<Member> m = slots_[io.slot]->member.load();
       first = absl::Status(
           io.status.code(),
           absl::StrFormat("member %s (slot %d) at member offset %d: %s",
-                          slots_[io.slot]->member->Name(), io.slot,
+                          m ? m->Name() : "?", io.slot,
                           data_offset_ + io.offset, io.status.message()));
     }
-    if (SlotUsable(io.slot)) {
+    if (SlotPresent(io.slot)) {
       (void)FailSlot(io.slot, std::string(io.status.message()));
     }
     // Failed by us or, racing us, by another request that hit the same
@@ -191,13 +259,46 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "slot %d out of range 0..%d", slot, geo_.raid_disks() - 1));
   }
+  Slot& sl = *slots_[slot];
   SlotState expected = SlotState::kActive;
-  if (!slots_[slot]->state.compare_exchange_strong(expected,
-                                                   SlotState::kFaulty)) {
-    return absl::OkStatus();  // already gone
+  if (!sl.state.compare_exchange_strong(expected, SlotState::kFaulty)) {
+    expected = SlotState::kRebuilding;
+    if (!sl.state.compare_exchange_strong(expected, SlotState::kFaulty)) {
+      return absl::OkStatus();  // already gone
+    }
+    // The rebuild target failed: the slot is as degraded as before.
+    std::shared_ptr<Member> t = sl.member.load();
+    Log(absl::StrFormat("rebuild target %s (slot %d) failed: %s",
+                        t ? t->Name() : "", slot, why));
+    absl::Status st =
+        read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
+    MaybeStartRecovery();
+    return st;
+  }
+  std::shared_ptr<Member> old = sl.member.load();
+  std::string name = old ? old->Name() : "";
+  // A member being replaced fails: its replacement already holds every
+  // stripe below repl_front, so it becomes a recovering member from there
+  // (md turns a replacement into an ordinary rebuild the same way).
+  if (std::shared_ptr<Member> r = sl.replacement.load(); r != nullptr) {
+    {
+      absl::MutexLock lock(&sb_mu_);
+      retired_devs_.push_back(sl.id.dev_number);
+      sl.id = sl.repl_id;
+    }
+    const uint64_t f = sl.repl_front.load();
+    sl.front.store(f);
+    sl.durable_front.store(0);  // not flushed yet: claim nothing
+    sl.member.store(r);
+    sl.replacement.store(nullptr);
+    sl.state.store(SlotState::kRebuilding);
+    Log(absl::StrFormat(
+        "member %s (slot %d) failed during replace: %s; replacement %s "
+        "continues as a rebuild from stripe %d",
+        name, slot, why, r->Name(), f));
+    return read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
   }
   const int gone = GoneSlots();
-  std::string name = slots_[slot]->member ? slots_[slot]->member->Name() : "";
   if (gone > 1) {
     failed_.store(true);
     Log(absl::StrFormat(
@@ -215,12 +316,14 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why) {
         "resynced may reconstruct stale data");
   }
   if (read_only_) return absl::OkStatus();
-  return WriteSuperblocks(std::nullopt);
+  absl::Status st = WriteSuperblocks(std::nullopt);
+  MaybeStartRecovery();
+  return st;
 }
 
 absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
   absl::MutexLock lock(&sb_mu_);
-  for (int attempt = 0; attempt <= geo_.raid_disks(); ++attempt) {
+  for (int attempt = 0; attempt < 64; ++attempt) {
     sb_.events += 1;
     sb_.utime = NowSeconds();
     if (clean.has_value()) {
@@ -236,44 +339,88 @@ absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
       }
     }
     std::fill(sb_.dev_roles.begin(), sb_.dev_roles.end(), kRoleSpare);
+    auto set_role = [&](uint32_t dev, uint16_t role) {
+      if (dev >= sb_.dev_roles.size()) {
+        sb_.dev_roles.resize(dev + 1, kRoleSpare);
+      }
+      sb_.dev_roles[dev] = role;
+    };
+    for (uint32_t dev : retired_devs_) set_role(dev, kRoleFaulty);
+    // Every device that gets this superblock: slot members (active or
+    // recovering), a replace target, spares.
+    struct Target {
+      std::shared_ptr<Member> member;
+      DeviceId id;
+      int slot = -1;  // -1: a spare
+      bool replacement = false;
+      std::optional<uint64_t> recovery_sectors;
+    };
+    std::vector<Target> targets;
     for (int i = 0; i < geo_.raid_disks(); ++i) {
       const Slot& s = *slots_[i];
-      if (s.member == nullptr) continue;
-      if (s.dev_number >= sb_.dev_roles.size()) {
-        sb_.dev_roles.resize(s.dev_number + 1, kRoleSpare);
+      std::shared_ptr<Member> m = s.member.load();
+      const SlotState st = s.state.load();
+      if (m != nullptr) {
+        if (st == SlotState::kActive || st == SlotState::kRebuilding) {
+          set_role(s.id.dev_number, static_cast<uint16_t>(i));
+          Target t{m, s.id, i, false, std::nullopt};
+          if (st == SlotState::kRebuilding) {
+            t.recovery_sectors =
+                s.durable_front.load() * geo_.chunk_bytes() / 512;
+          }
+          targets.push_back(std::move(t));
+        } else {
+          set_role(s.id.dev_number, kRoleFaulty);
+        }
       }
-      sb_.dev_roles[s.dev_number] = s.state.load() == SlotState::kActive
-                                        ? static_cast<uint16_t>(i)
-                                        : kRoleFaulty;
+      if (std::shared_ptr<Member> r = s.replacement.load(); r != nullptr) {
+        // Not resumable across restarts (see ReplaceMember): a spare on disk.
+        set_role(s.repl_id.dev_number, kRoleSpare);
+        targets.push_back(Target{r, s.repl_id, i, true, std::nullopt});
+      }
+    }
+    for (const Spare& sp : spares_) {
+      set_role(sp.id.dev_number, kRoleSpare);
+      targets.push_back(Target{sp.member, sp.id, -1, false, std::nullopt});
     }
     bool retry = false;
-    for (int i = 0; i < geo_.raid_disks(); ++i) {
-      Slot& s = *slots_[i];
-      if (s.state.load() != SlotState::kActive) continue;
+    for (const Target& t : targets) {
       Superblock mine = sb_;
-      mine.dev_number = s.dev_number;
-      mine.device_uuid = s.device_uuid;
-      mine.data_size = s.data_size_sectors;
+      mine.dev_number = t.id.dev_number;
+      mine.device_uuid = t.id.device_uuid;
+      mine.data_size = t.id.data_size_sectors;
+      mine.feature_map &= ~kFeatureRecoveryOffset;
+      mine.recovery_offset = 0;
+      if (t.recovery_sectors.has_value()) {
+        mine.feature_map |= kFeatureRecoveryOffset;
+        mine.recovery_offset = *t.recovery_sectors;
+      }
       std::vector<uint8_t> bytes = EncodeSuperblock(mine);
       absl::Status st =
-          s.member->Write(bytes.data(), bytes.size(), kSb12OffsetBytes);
-      if (st.ok()) st = s.member->Flush();
-      if (!st.ok()) {
-        s.state.store(SlotState::kFaulty);
-        const int gone = GoneSlots();
-        Log(
-            absl::StrFormat("member %s (slot %d) failed writing its "
-                            "superblock: %s",
-                            s.member->Name(), i, st.message()));
-        if (gone > 1) {
-          failed_.store(true);
-          return absl::UnavailableError(absl::StrFormat(
-              "array has failed: superblock write to %s failed: %s",
-              s.member->Name(), st.message()));
-        }
-        retry = true;
+          t.member->Write(bytes.data(), bytes.size(), kSb12OffsetBytes);
+      if (st.ok()) st = t.member->Flush();
+      if (st.ok()) continue;
+      Log(absl::StrFormat("member %s failed writing its superblock: %s",
+                          t.member->Name(), st.message()));
+      retry = true;
+      if (t.slot < 0) {
+        std::erase_if(spares_,
+                      [&](const Spare& sp) { return sp.member == t.member; });
         break;
       }
+      Slot& s = *slots_[t.slot];
+      if (t.replacement) {
+        s.replacement.store(nullptr);
+        break;
+      }
+      const SlotState was = s.state.exchange(SlotState::kFaulty);
+      if (was == SlotState::kActive && GoneSlots() > 1) {
+        failed_.store(true);
+        return absl::UnavailableError(absl::StrFormat(
+            "array has failed: superblock write to %s failed: %s",
+            t.member->Name(), st.message()));
+      }
+      break;
     }
     if (!retry) return absl::OkStatus();
   }
@@ -284,7 +431,6 @@ absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
 
 absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
   RETURN_IF_ERROR(CheckRange("read", len, offset));
-  RETURN_IF_ERROR(CheckUsable(false));
   auto* out = static_cast<uint8_t*>(buf);
   const uint64_t chunk = geo_.chunk_bytes();
 
@@ -309,7 +455,8 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
   std::vector<bool> slow(pieces.size(), false);
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
-    if (SlotUsable(p.loc.disk) && !cache_.MayContain(p.loc.stripe)) {
+    if (SlotUsableAt(p.loc.disk, p.loc.stripe) &&
+        !cache_.MayContain(p.loc.stripe)) {
       ios.push_back(MemberIo{
           MemberIo::kRead, p.loc.disk, p.dst, p.len, p.loc.member_offset, {}});
       io_piece.push_back(i);
@@ -318,27 +465,31 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
     }
   }
   Submit(ios);
+  std::vector<absl::Status> errors(pieces.size());
   for (size_t j = 0; j < ios.size(); ++j) {
     if (ios[j].status.ok()) continue;
-    if (SlotUsable(ios[j].slot)) {
-      (void)FailSlot(ios[j].slot, std::string(ios[j].status.message()));
-    }
+    errors[io_piece[j]] = ios[j].status;
     slow[io_piece[j]] = true;
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!slow[i]) continue;
     const Piece& p = pieces[i];
     StripeLock lock(&locks_, p.loc.stripe);
-    RETURN_IF_ERROR(ReadPieceLocked(p.loc, p.len, p.dst));
+    if (!errors[i].ok() && SlotUsableAt(p.loc.disk, p.loc.stripe)) {
+      RETURN_IF_ERROR(CorrectReadErrorLocked(p.loc.stripe, p.loc.disk,
+                                             p.loc.chunk_offset, p.len, p.dst,
+                                             errors[i]));
+      OverlayCacheLocked(p.loc, p.len, p.dst);
+    } else {
+      RETURN_IF_ERROR(ReadPieceLocked(p.loc, p.len, p.dst));
+    }
   }
+  NoteClientIo();
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::ReadPieceLocked(const Location& loc, size_t len,
-                                        uint8_t* dst) {
-  RETURN_IF_ERROR(
-      ReadPieceDegraded(loc.stripe, loc.disk, loc.chunk_offset, len, dst));
-  // Lay newer cached bytes over what the members hold.
+void ArrayImpl::OverlayCacheLocked(const Location& loc, size_t len,
+                                   uint8_t* dst) {
   if (StripeCache::Entry* e = cache_.Find(loc.stripe)) {
     const uint64_t start =
         static_cast<uint64_t>(loc.data_index) * geo_.chunk_bytes() +
@@ -349,31 +500,91 @@ absl::Status ArrayImpl::ReadPieceLocked(const Location& loc, size_t len,
       if (x < y) std::memcpy(dst + (x - start), e->data.data() + x, y - x);
     }
   }
+}
+
+absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
+                                               uint64_t chunk_offset,
+                                               size_t len, uint8_t* dst,
+                                               const absl::Status& why) {
+  Slot& s = *slots_[slot];
+  std::shared_ptr<Member> m = s.member.load();
+  const std::string name = m ? m->Name() : "?";
+  const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
+  if (absl::Status rs = ReconstructLocked(stripe, slot, chunk_offset, len, dst);
+      !rs.ok()) {
+    (void)FailSlot(slot, std::string(why.message()));
+    return absl::UnavailableError(absl::StrFormat(
+        "member %s (slot %d) failed reading at member offset %d (%s) and "
+        "cannot be rebuilt from parity: %s",
+        name, slot, data_offset_ + member_offset, why.message(),
+        rs.message()));
+  }
+  if (read_only_) {
+    Log(absl::StrFormat(
+        "read error on %s (slot %d) at member offset %d: %s; served from "
+        "parity (read-only: not rewritten)",
+        name, slot, data_offset_ + member_offset, why.message()));
+    return absl::OkStatus();
+  }
+  // md rewrites the sector from parity: a medium error usually goes away
+  // when the drive remaps it. Only a member that keeps failing is dropped.
+  std::vector<MemberIo> w{
+      MemberIo{MemberIo::kWrite, slot, dst, len, member_offset, {}}};
+  Submit(w);
+  if (!w[0].status.ok()) {
+    return FailSlot(slot,
+                    absl::StrFormat("read error (%s) and rewrite failed (%s)",
+                                    why.message(), w[0].status.message()));
+  }
+  const uint32_t n = s.read_errors.fetch_add(1) + 1;
+  counters_.read_errors_corrected.fetch_add(1, std::memory_order_relaxed);
+  Log(absl::StrFormat(
+      "read error on %s (slot %d) at member offset %d: %s; rebuilt from "
+      "parity and rewritten (%d corrected on this member)",
+      name, slot, data_offset_ + member_offset, why.message(), n));
+  if (n > kMaxCorrectedReadErrors) {
+    return FailSlot(slot, absl::StrFormat("%d read errors corrected, more than "
+                                          "md's limit of %d",
+                                          n, kMaxCorrectedReadErrors));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::ReadPieceLocked(const Location& loc, size_t len,
+                                        uint8_t* dst) {
+  RETURN_IF_ERROR(
+      ReadPieceDegraded(loc.stripe, loc.disk, loc.chunk_offset, len, dst));
+  // Lay newer cached bytes over what the members hold.
+  OverlayCacheLocked(loc, len, dst);
   return absl::OkStatus();
 }
 
 absl::Status ArrayImpl::ReadPieceDegraded(uint64_t stripe, int slot,
                                           uint64_t chunk_offset, size_t len,
                                           uint8_t* dst) {
-  RETURN_IF_ERROR(CheckUsable(false));
   const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
-  if (SlotUsable(slot)) {
-    // Recovered meanwhile? Never: slots only go from active to gone. But a
-    // stripe lock taken after a concurrent failure may find the slot fine
-    // when the failure was elsewhere; read it directly.
+  if (SlotUsableAt(slot, stripe)) {
     std::vector<MemberIo> ios{
         MemberIo{MemberIo::kRead, slot, dst, len, member_offset, {}}};
     Submit(ios);
     if (ios[0].status.ok()) return absl::OkStatus();
-    (void)FailSlot(slot, std::string(ios[0].status.message()));
-    RETURN_IF_ERROR(CheckUsable(false));
+    return CorrectReadErrorLocked(stripe, slot, chunk_offset, len, dst,
+                                  ios[0].status);
   }
+  return ReconstructLocked(stripe, slot, chunk_offset, len, dst);
+}
+
+absl::Status ArrayImpl::ReconstructLocked(uint64_t stripe, int slot,
+                                          uint64_t chunk_offset, size_t len,
+                                          uint8_t* dst) {
+  RETURN_IF_ERROR(CheckUsable(false));
+  const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
   const int n = geo_.raid_disks();
   AlignedBuffer bufs(len * static_cast<size_t>(n - 1));
   std::vector<MemberIo> ios;
   for (int i = 0, j = 0; i < n; ++i) {
     if (i == slot) continue;
-    if (!SlotUsable(i)) {
+    if (!SlotUsableAt(i, stripe)) {
       return absl::UnavailableError(absl::StrFormat(
           "cannot reconstruct slot %d at member offset %d: member in slot %d "
           "is also gone",
@@ -442,6 +653,7 @@ absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
   }
   if (st.ok() && fua) st = FlushSlots(touched);
   EndWrite();
+  NoteClientIo();
   return st;
 }
 
@@ -530,8 +742,8 @@ absl::Status ArrayImpl::WriteStripeLocked(uint64_t stripe, uint64_t a,
   for (int attempt = 0; attempt <= geo_.raid_disks(); ++attempt) {
     RETURN_IF_ERROR(CheckUsable(true));
     bool slot_failed = false;
-    absl::Status st = PlanAndWriteStripe(stripe, a, b, src, MissingSlot(),
-                                         &slot_failed, touched);
+    absl::Status st = PlanAndWriteStripe(
+        stripe, a, b, src, MissingSlotAt(stripe), &slot_failed, touched);
     if (st.ok() || !slot_failed) return st;
     // A member failed mid-plan: it is now marked faulty. Redo the stripe
     // around it; every plan is idempotent (it rewrites the same data and
@@ -731,7 +943,7 @@ absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which) {
   for (int attempt = 0; attempt <= geo_.raid_disks(); ++attempt) {
     std::vector<MemberIo> ios;
     for (int i = 0; i < geo_.raid_disks(); ++i) {
-      if (which[i] && SlotUsable(i)) {
+      if (which[i] && SlotPresent(i)) {
         ios.push_back(MemberIo{MemberIo::kFlush, i, nullptr, 0, 0, {}});
       }
     }
@@ -760,7 +972,10 @@ absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
   RETURN_IF_ERROR(CheckRange("trim", len, offset));
   RETURN_IF_ERROR(CheckUsable(true));
   for (const auto& s : slots_) {
-    if (s->member != nullptr && !s->member->DiscardZeroes()) {
+    std::shared_ptr<Member> m = s->member.load();
+    std::shared_ptr<Member> r = s->replacement.load();
+    if ((m != nullptr && !m->DiscardZeroes()) ||
+        (r != nullptr && !r->DiscardZeroes())) {
       return absl::OkStatus();  // advisory: cannot keep parity, so skip
     }
   }
@@ -778,7 +993,7 @@ absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
     // consistent and a missing member's chunk reconstructs as zeros too.
     std::vector<MemberIo> ios;
     for (int i = 0; i < geo_.raid_disks(); ++i) {
-      if (!SlotUsable(i)) continue;
+      if (!SlotUsableAt(i, s)) continue;
       touched[i] = true;
       ios.push_back(MemberIo{MemberIo::kDiscard,
                              i,
@@ -828,7 +1043,7 @@ absl::Status ArrayImpl::ScanStripe(uint64_t stripe, bool repair,
   AlignedBuffer bufs(win * n);
   StripeLock lock(&locks_, stripe);
   RETURN_IF_ERROR(CheckUsable(false));
-  if (MissingSlot() >= 0) {
+  if (MissingSlotAt(stripe) >= 0) {
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked");
   }
@@ -881,7 +1096,7 @@ uint64_t ArrayImpl::SkipHoles(uint64_t stripe) {
   for (int i = 0; i < geo_.raid_disks(); ++i) {
     if (!SlotUsable(i)) return stripe;
     absl::StatusOr<uint64_t> d =
-        slots_[i]->member->NextDataOffset(data_offset_ + stripe * C);
+        slots_[i]->member.load()->NextDataOffset(data_offset_ + stripe * C);
     if (!d.ok() || *d < data_offset_) return stripe;
     next = std::min(next, *d - data_offset_);
   }
@@ -1004,6 +1219,11 @@ void ArrayImpl::StartBackground() {
   if (resync_stripe_.load() < geo_.stripe_count() && !failed_.load()) {
     resync_thread_ = std::thread([this] { (void)Resync(); });
   }
+  {
+    absl::MutexLock lock(&job_mu_);
+    background_ = true;
+  }
+  MaybeStartRecovery();
 }
 
 void ArrayImpl::Shutdown() {
@@ -1016,6 +1236,13 @@ void ArrayImpl::Shutdown() {
   if (safemode_thread_.joinable()) safemode_thread_.join();
   if (writeback_thread_.joinable()) writeback_thread_.join();
   if (resync_thread_.joinable()) resync_thread_.join();
+  {
+    absl::MutexLock lock(&job_mu_);
+    job_stop_ = true;
+    pending_job_.reset();
+  }
+  // Not under job_mu_: the job thread takes it on its way out.
+  if (job_thread_.joinable()) job_thread_.join();
   absl::Status wb = WritebackAll();
   if (!wb.ok()) {
     Log(absl::StrFormat("writing back cached data at shutdown failed: %s",
@@ -1049,18 +1276,54 @@ ArrayInfo ArrayImpl::Info() const {
   info.resyncing = resync_stripe_.load() < geo_.stripe_count();
   info.resync_bytes = resync_stripe_.load() * geo_.chunk_bytes();
   int gone = 0;
-  for (int i = 0; i < geo_.raid_disks(); ++i) {
-    const Slot& s = *slots_[i];
-    SlotInfo si;
-    si.slot = i;
-    si.state = s.state.load();
-    si.name = s.member ? s.member->Name() : "";
-    si.dev_number = s.dev_number;
-    si.device_uuid = s.device_uuid;
-    gone += si.state != SlotState::kActive;
-    info.slots.push_back(si);
+  {
+    absl::MutexLock lock(&sb_mu_);
+    for (int i = 0; i < geo_.raid_disks(); ++i) {
+      const Slot& s = *slots_[i];
+      SlotInfo si;
+      si.slot = i;
+      si.state = s.state.load();
+      std::shared_ptr<Member> m = s.member.load();
+      si.name = m ? m->Name() : "";
+      si.dev_number = s.id.dev_number;
+      si.device_uuid = s.id.device_uuid;
+      if (si.state == SlotState::kRebuilding) {
+        si.recovery_bytes = s.front.load() * geo_.chunk_bytes();
+      }
+      gone += si.state != SlotState::kActive;
+      info.slots.push_back(si);
+      if (std::shared_ptr<Member> r = s.replacement.load(); r != nullptr) {
+        SlotInfo ri;
+        ri.slot = -1;
+        ri.state = SlotState::kSpare;
+        ri.name = r->Name();
+        ri.dev_number = s.repl_id.dev_number;
+        ri.device_uuid = s.repl_id.device_uuid;
+        info.spares.push_back(ri);
+      }
+    }
+    for (const Spare& sp : spares_) {
+      SlotInfo si;
+      si.slot = -1;
+      si.state = SlotState::kSpare;
+      si.name = sp.member->Name();
+      si.dev_number = sp.id.dev_number;
+      si.device_uuid = sp.id.device_uuid;
+      info.spares.push_back(si);
+    }
   }
   info.degraded = gone == 1;
+  {
+    absl::MutexLock lock(&job_mu_);
+    info.job = job_;
+    info.last_job = last_job_;
+    info.speed = speed_;
+  }
+  if (info.job.kind == JobKind::kNone && resync_running_.load()) {
+    info.job.kind = JobKind::kResync;
+    info.job.total_bytes = geo_.member_bytes();
+    info.job.done_bytes = info.resync_bytes;
+  }
   info.counters = counters_.Snapshot();
   return info;
 }
@@ -1099,41 +1362,26 @@ bool Array::read_only() const { return impl_->read_only(); }
 ArrayInfo Array::Info() const { return impl_->Info(); }
 void Array::SetCacheBytes(uint64_t bytes) { impl_->SetCacheBytes(bytes); }
 
-// TODO(jobs): being implemented in jobs.cc; stubs keep the API compiling.
-const char* JobKindName(JobKind kind) {
-  switch (kind) {
-    case JobKind::kNone:
-      return "idle";
-    case JobKind::kResync:
-      return "resync";
-    case JobKind::kRecover:
-      return "recover";
-    case JobKind::kReplace:
-      return "replace";
-    case JobKind::kCheck:
-      return "check";
-    case JobKind::kRepair:
-      return "repair";
-  }
-  return "unknown";
+absl::Status Array::FailMember(const std::string& name) {
+  return impl_->FailMember(name);
 }
-absl::Status Array::FailMember(const std::string&) {
-  return absl::UnimplementedError("fail: not implemented yet");
+absl::Status Array::RemoveMember(const std::string& name) {
+  return impl_->RemoveMember(name);
 }
-absl::Status Array::RemoveMember(const std::string&) {
-  return absl::UnimplementedError("remove: not implemented yet");
+absl::Status Array::AddMember(std::unique_ptr<Member> member) {
+  return impl_->AddMember(std::move(member));
 }
-absl::Status Array::AddMember(std::unique_ptr<Member>) {
-  return absl::UnimplementedError("add: not implemented yet");
+absl::Status Array::ReplaceMember(const std::string& old_name,
+                                  std::unique_ptr<Member> replacement) {
+  return impl_->ReplaceMember(old_name, std::move(replacement));
 }
-absl::Status Array::ReplaceMember(const std::string&, std::unique_ptr<Member>) {
-  return absl::UnimplementedError("replace: not implemented yet");
+absl::Status Array::StartScrub(bool repair) {
+  return impl_->StartScrub(repair);
 }
-absl::Status Array::StartScrub(bool) {
-  return absl::UnimplementedError("check/repair: not implemented yet");
+absl::Status Array::StopJob() { return impl_->StopJob(); }
+absl::Status Array::WaitForJob() { return impl_->WaitForJob(); }
+void Array::SetSpeedLimits(const SpeedLimits& limits) {
+  impl_->SetSpeedLimits(limits);
 }
-absl::Status Array::StopJob() { return absl::OkStatus(); }
-absl::Status Array::WaitForJob() { return absl::OkStatus(); }
-void Array::SetSpeedLimits(const SpeedLimits&) {}
 
 }  // namespace uraid

@@ -42,30 +42,59 @@ struct MemberIo {
   size_t len = 0;
   uint64_t offset = 0;
   absl::Status status;
+  // Addressed to the slot's replacement (a replace job's copy target)
+  // rather than its member.
+  bool to_replacement = false;
 };
 
-struct Slot {
-  std::unique_ptr<Member> member;  // null when missing
-  std::atomic<SlotState> state{SlotState::kMissing};
+// Identity of one member device in the superblocks.
+struct DeviceId {
   uint32_t dev_number = 0;
   std::array<uint8_t, 16> device_uuid{};
   uint64_t data_size_sectors = 0;  // this device's data_size
 };
 
+struct Slot {
+  // The member in this slot (null when missing). Recovery and replace swap
+  // it while I/O runs: the data path loads its own reference for each I/O,
+  // so a retired member closes when its last I/O returns.
+  std::atomic<std::shared_ptr<Member>> member;
+  std::atomic<SlotState> state{SlotState::kMissing};
+  // kRebuilding: stripes below `front` are in sync on `member`; below
+  // `durable_front` that is also flushed (what the superblock may claim).
+  std::atomic<uint64_t> front{0};
+  std::atomic<uint64_t> durable_front{0};
+  // A replace job's target: writes to stripes below `repl_front` go to it
+  // as well as to `member`.
+  std::atomic<std::shared_ptr<Member>> replacement;
+  std::atomic<uint64_t> repl_front{0};
+  // Read errors corrected by rewriting (md's corrected read errors).
+  std::atomic<uint32_t> read_errors{0};
+  DeviceId id;       // guarded by ArrayImpl::sb_mu_ once the array exists
+  DeviceId repl_id;  // the replacement's, likewise
+};
+
+// A member that belongs to the array without a slot.
+struct Spare {
+  std::shared_ptr<Member> member;
+  DeviceId id;
+};
+
 struct AtomicCounters {
-  std::atomic<uint64_t> member_reads{0}, member_read_bytes{0},
-      member_writes{0}, member_write_bytes{0}, member_flushes{0},
-      full_stripe_writes{0}, rmw_writes{0}, rcw_writes{0}, degraded_writes{0},
-      reconstructions{0}, resynced_stripes{0}, resync_repairs{0},
-      cached_writes{0}, cache_writebacks{0}, cache_evictions{0};
+  std::atomic<uint64_t> member_reads{0}, member_read_bytes{0}, member_writes{0},
+      member_write_bytes{0}, member_flushes{0}, full_stripe_writes{0},
+      rmw_writes{0}, rcw_writes{0}, degraded_writes{0}, reconstructions{0},
+      resynced_stripes{0}, resync_repairs{0}, cached_writes{0},
+      cache_writebacks{0}, cache_evictions{0}, read_errors_corrected{0},
+      recovered_stripes{0}, scrubbed_stripes{0};
   Counters Snapshot() const;
 };
 
 class ArrayImpl {
  public:
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
-            std::vector<std::unique_ptr<Slot>> slots, bool read_only,
-            const CacheOptions& cache, Logger logger);
+            std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
+            bool read_only, const CacheOptions& cache, Logger logger);
   ~ArrayImpl();
 
   // --- data path (array.cc) ---
@@ -80,6 +109,19 @@ class ArrayImpl {
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
   absl::Status FailSlot(int slot, const std::string& why);
   void StartBackground();
+
+  // --- member management (slot_admin.cc) ---
+  absl::Status FailMember(const std::string& name);
+  absl::Status RemoveMember(const std::string& name);
+  absl::Status AddMember(std::unique_ptr<Member> member);
+  absl::Status ReplaceMember(const std::string& old_name,
+                             std::unique_ptr<Member> replacement);
+
+  // --- jobs (jobs.cc) ---
+  absl::Status StartScrub(bool repair);
+  absl::Status StopJob();
+  absl::Status WaitForJob();
+  void SetSpeedLimits(const SpeedLimits& limits);
   // Stops threads and marks clean when possible (called by ~Array).
   void Shutdown();
 
@@ -111,14 +153,42 @@ class ArrayImpl {
   // the operation around it.
   absl::Status AbsorbFailures(std::vector<MemberIo>& ios, bool* slot_failed);
 
-  int MissingSlot() const;  // the one slot not active, or -1
-  int GoneSlots() const;    // slots not active (missing or faulty)
+  // The slot that cannot be used for `stripe` (missing, faulty, or
+  // rebuilding and not yet rebuilt there), or -1.
+  int MissingSlotAt(uint64_t stripe) const;
+  int GoneSlots() const;  // slots not active (missing, faulty, rebuilding)
   // InvalidArgument naming `op` when [offset, offset+len) leaves the array.
   absl::Status CheckRange(const char* op, size_t len, uint64_t offset) const;
   bool SlotUsable(int slot) const {
     return slots_[slot]->state.load(std::memory_order_acquire) ==
            SlotState::kActive;
   }
+  // Holds current data for `stripe`: active, or rebuilt that far.
+  bool SlotUsableAt(int slot, uint64_t stripe) const {
+    const SlotState st = slots_[slot]->state.load(std::memory_order_acquire);
+    return st == SlotState::kActive ||
+           (st == SlotState::kRebuilding &&
+            stripe < slots_[slot]->front.load(std::memory_order_acquire));
+  }
+  // Has a member that takes writes (active or rebuilding).
+  bool SlotPresent(int slot) const {
+    const SlotState st = slots_[slot]->state.load(std::memory_order_acquire);
+    return st == SlotState::kActive || st == SlotState::kRebuilding;
+  }
+  // A read of a healthy piece failed: rebuild it from parity and rewrite it
+  // to its member (md's read-error correction); fails the member when the
+  // rewrite fails or it has had too many. REQUIRES: the stripe lock.
+  absl::Status CorrectReadErrorLocked(uint64_t stripe, int slot,
+                                      uint64_t chunk_offset, size_t len,
+                                      uint8_t* dst, const absl::Status& why);
+  // Rebuilds `slot`'s bytes from every other slot. REQUIRES: stripe lock.
+  absl::Status ReconstructLocked(uint64_t stripe, int slot,
+                                 uint64_t chunk_offset, size_t len,
+                                 uint8_t* dst);
+  // Lays newer cached bytes of the piece over `dst`. REQUIRES: stripe lock.
+  void OverlayCacheLocked(const Location& loc, size_t len, uint8_t* dst);
+  // md's max_corr_read_errors: more corrected read errors fail the member.
+  static constexpr uint32_t kMaxCorrectedReadErrors = 20;
   absl::Status CheckUsable(bool write) const;
 
   // Reads one piece with its stripe lock held: from its member, or rebuilt
@@ -163,6 +233,51 @@ class ArrayImpl {
   void SafemodeLoop();
   void ResyncLoop();
 
+  // --- jobs (jobs.cc) ---
+  struct JobRequest {
+    JobKind kind = JobKind::kNone;
+    int slot = -1;
+  };
+  // Queues `req` and starts the job thread if it is not running.
+  absl::Status RequestJob(JobRequest req);
+  // When the array is degraded and a spare or a partly rebuilt member is
+  // present, queues recovery onto it. `auto_start` is false before
+  // StartBackground (no threads before nbdkit forks).
+  void MaybeStartRecovery();
+  void JobThread();
+  absl::Status RunRecovery(int slot, bool replace);
+  absl::Status RunScrub(bool repair);
+  absl::Status RebuildStripe(int slot, uint64_t stripe, uint8_t* buf,
+                             size_t buf_len, bool* done_slot);
+  absl::Status CheckpointRecovery(int slot);
+  struct ThrottleState {
+    int64_t anchor_ns = 0;
+    uint64_t anchor_bytes = 0;
+    uint64_t limit = 0;  // bytes/s in force since the anchor
+  };
+  // Sleeps as md's speed limits require after `done_bytes` (per member) of
+  // job work; false when the job should stop.
+  bool Throttle(ThrottleState& t, uint64_t done_bytes);
+  // Marks stripes [from, from + count) rebuilt on `slot` when they are
+  // holes on every member and on the target; returns how many were
+  // skipped (0 when any holds data). Takes their locks.
+  uint64_t SkipRecoveryHoles(int slot, uint64_t from, uint64_t count);
+  bool JobStopRequested() const;
+  void JobProgress(uint64_t done_bytes);
+  // Promotes the first spare into the gone slot; REQUIRES: sb_mu_ not held.
+  absl::Status PromoteSpare(int slot);
+  std::shared_ptr<Member> FindByName(const std::string& name, int* slot,
+                                     int* spare) const;
+  // Checks a member about to join (size, not ours already, not another
+  // array's) and gives it a device uuid and size; not yet a dev_number.
+  absl::StatusOr<DeviceId> PrepareNewMember(Member& member);
+  uint32_t NextDevNumber() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // Client I/O seen recently (jobs yield to it down to the minimum speed).
+  void NoteClientIo() {
+    last_client_io_ns_.store(NowNs(), std::memory_order_relaxed);
+  }
+  static int64_t NowNs();
+
   const Geometry geo_;
   const uint64_t data_offset_;  // bytes
   const bool read_only_;
@@ -179,6 +294,27 @@ class ArrayImpl {
 
   mutable absl::Mutex sb_mu_;
   Superblock sb_ ABSL_GUARDED_BY(sb_mu_);
+  std::vector<Spare> spares_ ABSL_GUARDED_BY(sb_mu_);
+  // Devices that left the array (removed, replaced): listed as faulty in
+  // the superblocks so that they are refused if presented again.
+  std::vector<uint32_t> retired_devs_ ABSL_GUARDED_BY(sb_mu_);
+
+  // Jobs: job_mu_ is a leaf lock (never held while taking another lock).
+  mutable absl::Mutex job_mu_;
+  std::optional<JobRequest> pending_job_ ABSL_GUARDED_BY(job_mu_);
+  bool job_thread_running_ ABSL_GUARDED_BY(job_mu_) = false;
+  bool job_stop_ ABSL_GUARDED_BY(job_mu_) = false;
+  bool job_cancel_ ABSL_GUARDED_BY(job_mu_) = false;  // StopJob
+  bool background_ ABSL_GUARDED_BY(job_mu_) = false;
+  JobInfo job_ ABSL_GUARDED_BY(job_mu_);
+  JobInfo last_job_ ABSL_GUARDED_BY(job_mu_);
+  absl::Status last_job_status_ ABSL_GUARDED_BY(job_mu_);
+  SpeedLimits speed_ ABSL_GUARDED_BY(job_mu_);
+  // Rate samples (time ns, done bytes) for JobInfo::bytes_per_s.
+  std::vector<std::pair<int64_t, uint64_t>> job_samples_
+      ABSL_GUARDED_BY(job_mu_);
+  std::thread job_thread_;  // touched only under job_mu_
+  std::atomic<int64_t> last_client_io_ns_{0};
 
   mutable absl::Mutex state_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
   bool clean_ ABSL_GUARDED_BY(state_mu_) = true;
@@ -202,6 +338,8 @@ class ArrayImpl {
 // Helpers shared by create.cc and assemble.cc.
 // Reads and decodes the 1.2 superblock of `member`.
 absl::StatusOr<Superblock> ReadSuperblock(Member& member);
+// A fresh random uuid (device and array uuids).
+std::array<uint8_t, 16> RandomUuid();
 
 }  // namespace uraid
 

@@ -105,18 +105,18 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
           "up to date yet; assemble it read-only",
           members[i]->Name()));
     }
-    if (fm & (kFeatureRecoveryOffset | kFeatureReplacement)) {
+    if (fm & kFeatureReplacement) {
       return absl::UnimplementedError(absl::StrFormat(
-          "%s: the member is only partly rebuilt (recovery offset %d); "
-          "uraid cannot resume a rebuild yet, leave it out",
-          members[i]->Name(), sbs[i].recovery_offset));
+          "%s: the member is an md replacement device being copied; uraid "
+          "does not resume md's replace, leave it out",
+          members[i]->Name()));
     }
   }
   const int n = static_cast<int>(top.raid_disks);
   const uint64_t chunk = uint64_t{top.chunksize} * 512;
   // RAID4 has no layouts: md stores 0 and always puts parity last.
-  const Layout layout = top.level == 4 ? Layout::kParityLast
-                                       : static_cast<Layout>(top.layout);
+  const Layout layout =
+      top.level == 4 ? Layout::kParityLast : static_cast<Layout>(top.layout);
   if (top.level == 5 && top.layout > 5) {
     return absl::DataLossError(
         absl::StrFormat("%s: superblock describes an invalid array: layout %d",
@@ -125,13 +125,14 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   absl::StatusOr<Geometry> geo =
       Geometry::Make(top.level, layout, chunk, n, top.size * 512);
   if (!geo.ok()) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s: superblock describes an invalid array: %s",
-        members[fresh]->Name(), geo.status().message()));
+    return absl::DataLossError(
+        absl::StrFormat("%s: superblock describes an invalid array: %s",
+                        members[fresh]->Name(), geo.status().message()));
   }
 
   std::vector<int> slot_of(m, -1);
   std::vector<int> member_in_slot(n, -1);
+  std::vector<size_t> spare_members;
   for (size_t i = 0; i < m; ++i) {
     const std::string& name = members[i]->Name();
     uint16_t role = sbs[i].dev_number < top.dev_roles.size()
@@ -149,11 +150,19 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
           "array starts degraded)",
           name, sbs[i].events, top.events));
     }
-    if (role == kRoleSpare || role == kRoleJournal) {
+    if (role == kRoleJournal) {
       return absl::UnimplementedError(absl::StrFormat(
-          "%s is a spare in this array; spares are not supported yet, leave "
-          "it out",
-          name));
+          "%s is a journal device; uraid does not support md's journal", name));
+    }
+    const uint64_t need = (top.data_offset + top.size) * 512;
+    if (role == kRoleSpare) {
+      if (members[i]->Size() < need) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "spare %s is too small: %d bytes, the array needs %d", name,
+            members[i]->Size(), need));
+      }
+      spare_members.push_back(i);
+      continue;
     }
     if (role >= n) {
       return absl::DataLossError(absl::StrFormat(
@@ -164,7 +173,6 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
           absl::StrFormat("members %s and %s both claim slot %d",
                           members[member_in_slot[role]]->Name(), name, role));
     }
-    const uint64_t need = (top.data_offset + top.size) * 512;
     if (members[i]->Size() < need) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "%s is too small: %d bytes, the array needs %d (truncated?)", name,
@@ -175,7 +183,12 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   }
   std::vector<std::string> gone;
   for (int s = 0; s < n; ++s) {
-    if (member_in_slot[s] < 0) gone.push_back(absl::StrCat(s));
+    if (member_in_slot[s] < 0) {
+      gone.push_back(absl::StrCat(s));
+    } else if (sbs[member_in_slot[s]].feature_map & kFeatureRecoveryOffset) {
+      // Partly rebuilt: holds data only below its recovery offset.
+      gone.push_back(absl::StrCat(s, " (rebuilding)"));
+    }
   }
   if (gone.size() > 1) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -194,19 +207,31 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
 
   std::vector<std::unique_ptr<Slot>> slots;
   for (int s = 0; s < n; ++s) slots.push_back(std::make_unique<Slot>());
+  std::vector<Spare> spares;
   for (size_t i = 0; i < m; ++i) {
+    DeviceId id{sbs[i].dev_number, sbs[i].device_uuid, sbs[i].data_size};
+    if (slot_of[i] < 0) {
+      spares.push_back(
+          Spare{std::shared_ptr<Member>(std::move(members[i])), id});
+      continue;
+    }
     Slot& slot = *slots[slot_of[i]];
-    slot.dev_number = sbs[i].dev_number;
-    slot.device_uuid = sbs[i].device_uuid;
-    slot.data_size_sectors = sbs[i].data_size;
-    slot.member = std::move(members[i]);
-    slot.state.store(SlotState::kActive);
+    slot.id = id;
+    slot.member.store(std::shared_ptr<Member>(std::move(members[i])));
+    if (sbs[i].feature_map & kFeatureRecoveryOffset) {
+      const uint64_t front =
+          std::min(sbs[i].recovery_offset * 512 / chunk, geo->stripe_count());
+      slot.front.store(front);
+      slot.durable_front.store(front);
+      slot.state.store(SlotState::kRebuilding);
+    } else {
+      slot.state.store(SlotState::kActive);
+    }
   }
   Superblock tmpl = top;
-  auto impl =
-      std::make_unique<ArrayImpl>(*geo, top.data_offset * 512, tmpl,
-                                  std::move(slots), options.read_only,
-                                  options.cache, logger);
+  auto impl = std::make_unique<ArrayImpl>(
+      *geo, top.data_offset * 512, tmpl, std::move(slots), std::move(spares),
+      options.read_only, options.cache, logger);
   if (dirty) {
     if (!gone.empty()) {
       impl->Log(

@@ -8,7 +8,6 @@
 #include "status_macros.h"
 
 namespace uraid {
-namespace {
 
 std::array<uint8_t, 16> RandomUuid() {
   std::random_device rd;  // /dev/urandom on Linux
@@ -19,6 +18,8 @@ std::array<uint8_t, 16> RandomUuid() {
   }
   return u;
 }
+
+namespace {
 
 // The end of the superblock area of a 1.2 member, in bytes: data must start
 // past it.
@@ -141,18 +142,18 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   std::vector<std::unique_ptr<Slot>> slots;
   for (int i = 0; i < n; ++i) {
     auto slot = std::make_unique<Slot>();
-    slot->dev_number = static_cast<uint32_t>(i);
-    slot->device_uuid = RandomUuid();
+    slot->id.dev_number = static_cast<uint32_t>(i);
+    slot->id.device_uuid = RandomUuid();
     if (members[i] != nullptr) {
-      slot->data_size_sectors = (members[i]->Size() - data_offset) / 512;
-      slot->member = std::move(members[i]);
+      slot->id.data_size_sectors = (members[i]->Size() - data_offset) / 512;
+      slot->member.store(std::shared_ptr<Member>(std::move(members[i])));
       slot->state.store(SlotState::kActive);
     }
     slots.push_back(std::move(slot));
   }
-  auto impl = std::make_unique<ArrayImpl>(geo, data_offset, sb,
-                                          std::move(slots), false,
-                                          options.cache, logger);
+  auto impl = std::make_unique<ArrayImpl>(
+      geo, data_offset, sb, std::move(slots), std::vector<Spare>{}, false,
+      options.cache, logger);
   if (!start_clean) impl->SetResyncStart(0);
   RETURN_IF_ERROR(impl->WriteSuperblocks(start_clean));
   if (!start_clean) RETURN_IF_ERROR(impl->Resync());

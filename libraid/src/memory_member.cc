@@ -1,4 +1,5 @@
-// In-memory members and member decorators (sharing, fault injection).
+// In-memory members and the sharing decorator (fault injection:
+// faulty_member.cc).
 
 #include <cstring>
 #include <vector>
@@ -94,44 +95,5 @@ std::unique_ptr<Member> NewMemoryMember(std::string name, uint64_t size) {
 std::unique_ptr<Member> ShareMember(std::shared_ptr<Member> target) {
   return std::make_unique<SharedMember>(std::move(target));
 }
-
-FaultyMember::FaultyMember(std::shared_ptr<Member> target)
-    : target_(std::move(target)) {}
-
-void FaultyMember::SetFailed(bool failed) { failed_.store(failed); }
-bool FaultyMember::failed() const { return failed_.load(); }
-
-absl::Status FaultyMember::Check(const char* op, uint64_t offset) const {
-  if (failed_.load()) {
-    return absl::UnavailableError(absl::StrFormat(
-        "%s: %s at %d: injected I/O error", target_->Name(), op, offset));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FaultyMember::Read(void* buf, size_t len, uint64_t offset) {
-  absl::Status s = Check("read", offset);
-  return s.ok() ? target_->Read(buf, len, offset) : s;
-}
-absl::Status FaultyMember::Write(const void* buf, size_t len, uint64_t offset) {
-  absl::Status s = Check("write", offset);
-  return s.ok() ? target_->Write(buf, len, offset) : s;
-}
-absl::Status FaultyMember::Flush() {
-  absl::Status s = Check("flush", 0);
-  return s.ok() ? target_->Flush() : s;
-}
-absl::Status FaultyMember::Discard(size_t len, uint64_t offset) {
-  absl::Status s = Check("discard", offset);
-  return s.ok() ? target_->Discard(len, offset) : s;
-}
-absl::StatusOr<uint64_t> FaultyMember::NextDataOffset(uint64_t offset) {
-  absl::Status s = Check("seek", offset);
-  if (!s.ok()) return s;
-  return target_->NextDataOffset(offset);
-}
-bool FaultyMember::DiscardZeroes() const { return target_->DiscardZeroes(); }
-uint64_t FaultyMember::Size() const { return target_->Size(); }
-const std::string& FaultyMember::Name() const { return target_->Name(); }
 
 }  // namespace uraid

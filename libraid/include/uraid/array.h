@@ -20,11 +20,16 @@
 // unusable array); requests aligned to whole stripes are the fastest
 // (geometry().stripe_data_bytes(), PreferredIoBytes()).
 //
-// Member failures: when a member I/O fails, its slot is marked faulty (in
-// the other members' superblocks, unless read-only), the request is
-// completed around it from parity, and the array runs degraded. Only when a
-// second slot is gone does the array fail: every later request then returns
-// Unavailable. No exception crosses this API.
+// Member failures: every member I/O that fails is retried once. A read
+// error on a working member is rebuilt from parity and rewritten to it
+// (md's read-error correction; past kMaxCorrectedReadErrors the member is
+// failed). Any other member error marks its slot faulty (in the other
+// members' superblocks, unless read-only), the request is completed around
+// it from parity, the array runs degraded, and a spare (if any) is rebuilt
+// into the slot in the background. Only when a second slot is gone does the
+// array fail: writes then return Unavailable, while reads still succeed
+// wherever their bytes lie on working members and fail (Unavailable, naming
+// the member) where they do not. No exception crosses this API.
 //
 // Errors: absl::Status; the message names the member and offset at fault.
 //   InvalidArgument  - bad parameters or a request past the end
@@ -148,6 +153,9 @@ struct Counters {
   uint64_t cached_writes = 0;       // write pieces gathered in the cache
   uint64_t cache_writebacks = 0;    // cache entries written to members
   uint64_t cache_evictions = 0;     // writebacks forced by a full cache
+  uint64_t read_errors_corrected = 0;  // rebuilt from parity and rewritten
+  uint64_t recovered_stripes = 0;      // stripes rebuilt onto a new member
+  uint64_t scrubbed_stripes = 0;       // stripes read by check/repair
 };
 
 // Background jobs, in md's words (sync_action): resync after an unclean

@@ -29,10 +29,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace uraid {
 
@@ -144,16 +147,121 @@ std::unique_ptr<Member> NewMemoryMember(std::string name, uint64_t size);
 // in-memory members again.
 std::unique_ptr<Member> ShareMember(std::shared_ptr<Member> target);
 
+// Fault injection for tests: FaultyMember forwards to a target member and
+// fails, drops or tears calls as its FaultPlan says.
+//
+// Offsets and lengths are in bytes of the raw member (superblock area
+// included: data_offset is not subtracted). A call covers [offset,
+// offset+len); it "overlaps" a range when the two share at least one byte.
+// Flush covers no bytes.
+
+// Which calls a fault applies to. Discard counts as a write.
+enum class FaultOp { kRead, kWrite, kAny };
+
+// One rule of a FaultPlan. Each call is checked against the rules in order;
+// the first rule that matches fires (and uses up one of its `times`), the
+// later ones are not consulted for that call.
+struct FaultRule {
+  enum class Action {
+    // The call fails with FaultPlan::error_code and nothing is transferred.
+    kError,
+    // Write only: the call returns OK but nothing is written (a lost
+    // write). Later reads see the old bytes.
+    kLose,
+    // Write only: only the first `torn_bytes` bytes are written (a crash
+    // mid-write), then the call fails, or returns OK if `torn_ok`.
+    kTear,
+  };
+  Action action = Action::kError;
+  // The calls the rule matches. kLose and kTear match only Write calls,
+  // whatever `op` says.
+  FaultOp op = FaultOp::kAny;
+  // The byte range the call must overlap: [offset, offset+len). The default
+  // is the whole member. Clipped at 2^64-1.
+  uint64_t offset = 0;
+  uint64_t len = UINT64_MAX;
+  // How many times the rule fires before it heals: 1 is one-shot (the
+  // first matching call fails, the next one succeeds). Decremented as it
+  // fires; a rule at 0 matches nothing. UINT64_MAX (the default) is forever
+  // and is never decremented.
+  uint64_t times = UINT64_MAX;
+  // kTear: bytes written from the start of the call, rounded down to a
+  // multiple of 512 (whole sectors) and capped at the call's length.
+  uint64_t torn_bytes = 0;
+  // kTear: return OK (a write the device acknowledged but only partly
+  // stored) instead of the injected error (a crash or failed write).
+  bool torn_ok = false;
+};
+
+// What a FaultyMember injects besides SetFailed. The default plan injects
+// nothing. Checks run in this order, and the first that fires decides the
+// call: SetFailed / fail_after_ios, fail_flushes (Flush only), `rules`,
+// `fail_rate`. "Data I/O" below means a Read, Write or Discard call.
+struct FaultPlan {
+  std::vector<FaultRule> rules;
+  // When set, the first `*fail_after_ios` data I/Os after SetPlan proceed
+  // (subject to the rest of the plan) and the next data I/O fails as if by
+  // SetFailed(true): it and every later call fails (Unavailable) and
+  // failed() turns true. SetFailed(false) heals the member; the trigger
+  // fires only once per SetPlan. 0 fails the next data I/O.
+  std::optional<uint64_t> fail_after_ios;
+  // The next `fail_flushes` Flush calls fail (then Flush works again).
+  uint64_t fail_flushes = 0;
+  // Each data I/O of kind `fail_rate_op` that no earlier check failed fails
+  // with probability `fail_rate` (0 to 1). Deterministic: the k-th such call
+  // after SetPlan fails iff a hash of (`seed`, k) is below the rate, so a
+  // given seed and call sequence always fail the same calls.
+  double fail_rate = 0;
+  FaultOp fail_rate_op = FaultOp::kAny;
+  uint64_t seed = 0;
+  // The code of errors from `rules`, `fail_rate` and `fail_flushes`.
+  // Unavailable is what a real EIO maps to (absl::ErrnoToStatus); use
+  // e.g. kDataLoss to model an unreadable sector distinctly.
+  absl::StatusCode error_code = absl::StatusCode::kUnavailable;
+};
+
+// What a FaultyMember has seen since construction or ResetCounters. Every
+// call is counted, whether it failed or not.
+struct FaultCounters {
+  uint64_t reads = 0;
+  uint64_t writes = 0;
+  uint64_t discards = 0;
+  uint64_t flushes = 0;
+  // Calls failed by injection: SetFailed (including NextDataOffset),
+  // fail_after_ios, fail_flushes, kError rules and fail_rate. Torn writes
+  // are counted in `torn_writes` only.
+  uint64_t errors = 0;
+  uint64_t lost_writes = 0;  // kLose rules fired
+  uint64_t torn_writes = 0;  // kTear rules fired
+  // Every injected fault.
+  uint64_t injected() const { return errors + lost_writes + torn_writes; }
+};
+
 // A member that forwards to `target` until failed: then every call returns
 // an I/O error naming the member (Unavailable, "injected I/O error").
 // Thread-safe; SetFailed may be called at any time from any thread, and
 // SetFailed(false) makes the member work again (the array does not take a
 // faulty slot back by itself).
+//
+// SetPlan adds finer faults (errors at given ranges, after N I/Os, at a
+// rate; lost and torn writes): see FaultPlan. Every injected error is
+// "<member>: <op> at <offset>: injected I/O error" plus the reason in
+// parentheses, <offset> being the call's offset. Injection is decided under
+// one mutex, so concurrent calls each see a consistent plan; the target is
+// called outside it.
 class FaultyMember : public Member {
  public:
   explicit FaultyMember(std::shared_ptr<Member> target);
   void SetFailed(bool failed);
   bool failed() const;
+
+  // Replaces the plan (SetPlan({}) clears it) and restarts its counts
+  // (fail_after_ios, the fail_rate sequence). Any time, any thread.
+  void SetPlan(FaultPlan plan);
+  // The current plan, with each rule's `times` as used up so far.
+  FaultPlan plan() const;
+  FaultCounters counters() const;
+  void ResetCounters();
 
   absl::Status Read(void* buf, size_t len, uint64_t offset) override;
   absl::Status Write(const void* buf, size_t len, uint64_t offset) override;
@@ -165,9 +273,27 @@ class FaultyMember : public Member {
   absl::StatusOr<uint64_t> NextDataOffset(uint64_t offset) override;
 
  private:
-  absl::Status Check(const char* op, uint64_t offset) const;
+  enum class Kind { kRead, kWrite, kDiscard, kFlush };
+  // What to do with one call.
+  struct Decision {
+    absl::Status error;   // non-OK: fail the call with it
+    bool lose = false;    // write: skip it, return OK
+    bool tear = false;    // write: write `torn_len` bytes, then
+    size_t torn_len = 0;  //   return `error` (OK if torn_ok)
+  };
+  absl::Status Check(const char* op, uint64_t offset);
+  Decision Decide(Kind kind, size_t len, uint64_t offset);
+
   std::shared_ptr<Member> target_;
   std::atomic<bool> failed_{false};
+  // Fast path: false while the plan is empty.
+  std::atomic<bool> planned_{false};
+  mutable absl::Mutex mu_;
+  FaultPlan plan_ ABSL_GUARDED_BY(mu_);
+  uint64_t data_ios_ ABSL_GUARDED_BY(mu_) = 0;    // since SetPlan
+  uint64_t rate_calls_ ABSL_GUARDED_BY(mu_) = 0;  // since SetPlan
+  std::atomic<uint64_t> reads_{0}, writes_{0}, discards_{0}, flushes_{0},
+      errors_{0}, lost_{0}, torn_{0};
 };
 
 }  // namespace uraid

@@ -1,0 +1,230 @@
+// FaultyMember: a member decorator that injects I/O errors, lost writes and
+// torn writes for tests (see FaultPlan in uraid/member.h).
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "uraid/member.h"
+
+namespace uraid {
+namespace {
+
+constexpr uint64_t kForever = UINT64_MAX;
+constexpr uint64_t kSector = 512;
+
+// The k-th (from 0) output of SplitMix64 seeded with `seed`: a fixed,
+// platform-independent sequence, so a seed always fails the same calls.
+uint64_t SplitMix64(uint64_t seed, uint64_t k) {
+  uint64_t z = seed + (k + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// [offset, offset+len) and [r.offset, r.offset+r.len) share a byte.
+bool Overlaps(const FaultRule& r, size_t len, uint64_t offset) {
+  if (len == 0) return false;
+  uint64_t r_end =
+      r.len > UINT64_MAX - r.offset ? UINT64_MAX : r.offset + r.len;
+  uint64_t end = len > UINT64_MAX - offset ? UINT64_MAX : offset + len;
+  return offset < r_end && r.offset < end;
+}
+
+bool PlanIsEmpty(const FaultPlan& p) {
+  return p.rules.empty() && !p.fail_after_ios.has_value() &&
+         p.fail_flushes == 0 && !(p.fail_rate > 0);
+}
+
+}  // namespace
+
+FaultyMember::FaultyMember(std::shared_ptr<Member> target)
+    : target_(std::move(target)) {}
+
+void FaultyMember::SetFailed(bool failed) { failed_.store(failed); }
+bool FaultyMember::failed() const { return failed_.load(); }
+
+void FaultyMember::SetPlan(FaultPlan plan) {
+  absl::MutexLock lock(&mu_);
+  planned_.store(!PlanIsEmpty(plan));
+  plan_ = std::move(plan);
+  data_ios_ = 0;
+  rate_calls_ = 0;
+}
+
+FaultPlan FaultyMember::plan() const {
+  absl::MutexLock lock(&mu_);
+  return plan_;
+}
+
+FaultCounters FaultyMember::counters() const {
+  FaultCounters c;
+  c.reads = reads_.load();
+  c.writes = writes_.load();
+  c.discards = discards_.load();
+  c.flushes = flushes_.load();
+  c.errors = errors_.load();
+  c.lost_writes = lost_.load();
+  c.torn_writes = torn_.load();
+  return c;
+}
+
+void FaultyMember::ResetCounters() {
+  for (auto* c :
+       {&reads_, &writes_, &discards_, &flushes_, &errors_, &lost_, &torn_}) {
+    c->store(0);
+  }
+}
+
+absl::Status FaultyMember::Check(const char* op, uint64_t offset) {
+  if (failed_.load()) {
+    errors_.fetch_add(1);
+    return absl::UnavailableError(absl::StrFormat(
+        "%s: %s at %d: injected I/O error", target_->Name(), op, offset));
+  }
+  return absl::OkStatus();
+}
+
+FaultyMember::Decision FaultyMember::Decide(Kind kind, size_t len,
+                                            uint64_t offset) {
+  Decision d;
+  if (!planned_.load()) return d;
+  const char* op = kind == Kind::kRead    ? "read"
+                   : kind == Kind::kWrite ? "write"
+                   : kind == Kind::kFlush ? "flush"
+                                          : "discard";
+  absl::MutexLock lock(&mu_);
+  auto error = [&](absl::StatusCode code, const std::string& why) {
+    return absl::Status(code,
+                        absl::StrFormat("%s: %s at %d: injected I/O error (%s)",
+                                        target_->Name(), op, offset, why));
+  };
+
+  if (kind == Kind::kFlush) {
+    if (plan_.fail_flushes > 0) {
+      --plan_.fail_flushes;
+      errors_.fetch_add(1);
+      d.error = error(plan_.error_code, "fail_flushes");
+    }
+    return d;  // rules and fail_rate cover data I/O only
+  }
+
+  const uint64_t n = data_ios_++;
+  if (plan_.fail_after_ios.has_value() && n >= *plan_.fail_after_ios) {
+    plan_.fail_after_ios.reset();
+    failed_.store(true);
+    errors_.fetch_add(1);
+    d.error = error(absl::StatusCode::kUnavailable,
+                    absl::StrFormat("failed after %d data I/Os", n));
+    return d;
+  }
+
+  const bool is_write = kind == Kind::kWrite || kind == Kind::kDiscard;
+  auto matches = [&](FaultOp fop) {
+    return fop == FaultOp::kAny || (fop == FaultOp::kRead) != is_write;
+  };
+  for (FaultRule& r : plan_.rules) {
+    if (r.times == 0) continue;
+    if (r.action == FaultRule::Action::kError) {
+      if (!matches(r.op)) continue;
+    } else if (kind != Kind::kWrite) {
+      continue;
+    }
+    if (!Overlaps(r, len, offset)) continue;
+    if (r.times != kForever) --r.times;
+    switch (r.action) {
+      case FaultRule::Action::kError:
+        errors_.fetch_add(1);
+        d.error = error(plan_.error_code,
+                        absl::StrFormat("bad range %d+%d", r.offset, r.len));
+        break;
+      case FaultRule::Action::kLose:
+        lost_.fetch_add(1);
+        d.lose = true;
+        break;
+      case FaultRule::Action::kTear:
+        torn_.fetch_add(1);
+        d.tear = true;
+        d.torn_len = static_cast<size_t>(
+            std::min<uint64_t>(r.torn_bytes / kSector * kSector, len));
+        if (!r.torn_ok) {
+          d.error = error(plan_.error_code,
+                          absl::StrFormat("torn write: %d of %d bytes written",
+                                          d.torn_len, len));
+        }
+        break;
+    }
+    return d;
+  }
+
+  if (plan_.fail_rate > 0 && matches(plan_.fail_rate_op)) {
+    const uint64_t k = rate_calls_++;
+    // 53 random bits as a double in [0, 1).
+    const double u =
+        static_cast<double>(SplitMix64(plan_.seed, k) >> 11) * 0x1.0p-53;
+    if (u < plan_.fail_rate) {
+      errors_.fetch_add(1);
+      d.error = error(plan_.error_code,
+                      absl::StrFormat("rate %g, seed %d, call %d",
+                                      plan_.fail_rate, plan_.seed, k));
+    }
+  }
+  return d;
+}
+
+absl::Status FaultyMember::Read(void* buf, size_t len, uint64_t offset) {
+  reads_.fetch_add(1);
+  absl::Status s = Check("read", offset);
+  if (!s.ok()) return s;
+  Decision d = Decide(Kind::kRead, len, offset);
+  if (!d.error.ok()) return d.error;
+  return target_->Read(buf, len, offset);
+}
+
+absl::Status FaultyMember::Write(const void* buf, size_t len, uint64_t offset) {
+  writes_.fetch_add(1);
+  absl::Status s = Check("write", offset);
+  if (!s.ok()) return s;
+  Decision d = Decide(Kind::kWrite, len, offset);
+  if (d.lose) return absl::OkStatus();
+  if (d.tear) {
+    if (d.torn_len > 0) {
+      s = target_->Write(buf, d.torn_len, offset);
+      if (!s.ok()) return s;
+    }
+    return d.error;
+  }
+  if (!d.error.ok()) return d.error;
+  return target_->Write(buf, len, offset);
+}
+
+absl::Status FaultyMember::Flush() {
+  flushes_.fetch_add(1);
+  absl::Status s = Check("flush", 0);
+  if (!s.ok()) return s;
+  Decision d = Decide(Kind::kFlush, 0, 0);
+  if (!d.error.ok()) return d.error;
+  return target_->Flush();
+}
+
+absl::Status FaultyMember::Discard(size_t len, uint64_t offset) {
+  discards_.fetch_add(1);
+  absl::Status s = Check("discard", offset);
+  if (!s.ok()) return s;
+  Decision d = Decide(Kind::kDiscard, len, offset);
+  if (!d.error.ok()) return d.error;
+  return target_->Discard(len, offset);
+}
+
+absl::StatusOr<uint64_t> FaultyMember::NextDataOffset(uint64_t offset) {
+  absl::Status s = Check("seek", offset);
+  if (!s.ok()) return s;
+  return target_->NextDataOffset(offset);
+}
+
+bool FaultyMember::DiscardZeroes() const { return target_->DiscardZeroes(); }
+uint64_t FaultyMember::Size() const { return target_->Size(); }
+const std::string& FaultyMember::Name() const { return target_->Name(); }
+
+}  // namespace uraid

@@ -1,0 +1,515 @@
+// Background jobs on the array: recovery onto a spare, replace, and the
+// check/repair scrub (resync after an unclean shutdown keeps its own thread
+// in array.cc; it predates the job runner and needs no throttle because md
+// runs it at full speed too).
+//
+// One job runs at a time, on the job thread. Requests queue one deep:
+// RequestJob starts the thread when it is idle, or leaves the request for
+// the running thread to pick up when its job ends. Every stripe a job
+// touches is handled under that stripe's lock, so clients keep reading and
+// writing everywhere while it runs.
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "array_impl.h"
+#include "status_macros.h"
+
+namespace uraid {
+namespace {
+
+// Client I/O this recent makes the array "busy": jobs then run at the
+// minimum speed (md's is_mddev_idle, in time rather than sector counts).
+constexpr int64_t kBusyWindowNs = 100'000'000;
+// Recovery persists its position this often (md checkpoints as it goes).
+constexpr int64_t kCheckpointNs = 1'000'000'000;
+// Stripes examined per hole-skipping step (their locks are held together).
+constexpr uint64_t kHoleWindowStripes = 256;
+// Work per member I/O of a rebuild: bounds memory for large chunks.
+constexpr uint64_t kRebuildWindow = 1 << 20;
+
+}  // namespace
+
+const char* JobKindName(JobKind kind) {
+  switch (kind) {
+    case JobKind::kNone:
+      return "idle";
+    case JobKind::kResync:
+      return "resync";
+    case JobKind::kRecover:
+      return "recover";
+    case JobKind::kReplace:
+      return "replace";
+    case JobKind::kCheck:
+      return "check";
+    case JobKind::kRepair:
+      return "repair";
+  }
+  return "unknown";
+}
+
+int64_t ArrayImpl::NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::Status ArrayImpl::RequestJob(JobRequest req) {
+  absl::MutexLock lock(&job_mu_);
+  if (job_stop_) {
+    return absl::FailedPreconditionError("the array is shutting down");
+  }
+  if (job_thread_running_) {
+    if (pending_job_.has_value()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "a %s job is running and a %s job is queued; try again later",
+          JobKindName(job_.kind), JobKindName(pending_job_->kind)));
+    }
+    pending_job_ = req;
+    return absl::OkStatus();
+  }
+  // The previous thread (if any) has finished: it cleared
+  // job_thread_running_ as its last act under this lock.
+  if (job_thread_.joinable()) job_thread_.join();
+  pending_job_ = req;
+  job_thread_running_ = true;
+  // Visible at once (the thread fills in the rest when it starts).
+  job_ = JobInfo{};
+  job_.kind = req.kind;
+  job_thread_ = std::thread([this] { JobThread(); });
+  return absl::OkStatus();
+}
+
+void ArrayImpl::MaybeStartRecovery() {
+  if (read_only_ || failed_.load()) return;
+  bool needed = false;
+  {
+    absl::MutexLock lock(&sb_mu_);
+    for (const auto& s : slots_) {
+      const SlotState st = s->state.load();
+      if (st == SlotState::kRebuilding ||
+          (st != SlotState::kActive && !spares_.empty())) {
+        needed = true;
+      }
+    }
+  }
+  if (!needed) return;
+  {
+    absl::MutexLock lock(&job_mu_);
+    if (job_stop_) return;
+    const auto busy_with_recovery = [](JobKind k) {
+      return k == JobKind::kRecover || k == JobKind::kReplace;
+    };
+    if (busy_with_recovery(job_.kind) ||
+        (pending_job_.has_value() && busy_with_recovery(pending_job_->kind))) {
+      return;
+    }
+    // md interrupts a scrub to recover: redundancy first.
+    if (job_.kind == JobKind::kCheck || job_.kind == JobKind::kRepair) {
+      job_cancel_ = true;
+    }
+  }
+  absl::Status st = RequestJob(JobRequest{JobKind::kRecover, -1});
+  if (!st.ok()) Log(absl::StrFormat("recovery not started: %s", st.message()));
+}
+
+bool ArrayImpl::JobStopRequested() const {
+  absl::MutexLock lock(&job_mu_);
+  return job_stop_ || job_cancel_;
+}
+
+void ArrayImpl::JobThread() {
+  for (;;) {
+    JobRequest req;
+    {
+      absl::MutexLock lock(&job_mu_);
+      if (!pending_job_.has_value() || job_stop_) {
+        if (job_.kind != JobKind::kNone) {
+          // Queued, then stopped before it began.
+          job_.result = "interrupted";
+          last_job_ = job_;
+          job_ = JobInfo{};
+        }
+        pending_job_.reset();
+        job_thread_running_ = false;
+        return;
+      }
+      req = *pending_job_;
+      pending_job_.reset();
+      job_cancel_ = false;
+    }
+    int slot = req.slot;
+    JobKind kind = req.kind;
+    if (kind == JobKind::kRecover && slot < 0) {
+      // Find the slot to recover: one already rebuilding resumes, else the
+      // gone slot gets a spare.
+      for (int i = 0; i < geo_.raid_disks() && slot < 0; ++i) {
+        if (slots_[i]->state.load() == SlotState::kRebuilding) slot = i;
+      }
+      for (int i = 0; i < geo_.raid_disks() && slot < 0; ++i) {
+        if (slots_[i]->state.load() != SlotState::kActive &&
+            PromoteSpare(i).ok()) {
+          slot = i;
+        }
+      }
+      if (slot < 0 || failed_.load()) {  // nothing to do
+        absl::MutexLock lock(&job_mu_);
+        job_ = JobInfo{};
+        continue;
+      }
+    }
+    {
+      absl::MutexLock lock(&job_mu_);
+      job_ = JobInfo{};
+      job_.kind = kind;
+      job_.total_bytes = geo_.stripe_count() * geo_.chunk_bytes();
+      job_.slot = slot;
+      if (slot >= 0) {
+        std::shared_ptr<Member> t = kind == JobKind::kReplace
+                                        ? slots_[slot]->replacement.load()
+                                        : slots_[slot]->member.load();
+        job_.target = t ? t->Name() : "";
+      }
+      job_samples_.clear();
+    }
+    const int64_t started = NowNs();
+    absl::Status st;
+    switch (kind) {
+      case JobKind::kRecover:
+      case JobKind::kReplace:
+        st = RunRecovery(slot, kind == JobKind::kReplace);
+        break;
+      case JobKind::kCheck:
+      case JobKind::kRepair:
+        st = RunScrub(kind == JobKind::kRepair);
+        break;
+      default:
+        break;
+    }
+    const double secs = static_cast<double>(NowNs() - started) / 1e9;
+    bool cancelled;
+    JobInfo done;
+    {
+      absl::MutexLock lock(&job_mu_);
+      cancelled = job_cancel_ || job_stop_;
+      const bool finished = job_.done_bytes >= job_.total_bytes;
+      job_.result = !st.ok()                   ? std::string(st.message())
+                    : (finished || !cancelled) ? "completed"
+                                               : "interrupted";
+      job_.bytes_per_s =
+          secs > 0 ? static_cast<double>(job_.done_bytes) / secs : 0;
+      last_job_ = job_;
+      last_job_status_ = st;
+      done = job_;
+      job_ = JobInfo{};
+    }
+    if (done.kind == JobKind::kCheck || done.kind == JobKind::kRepair) {
+      Log(absl::StrFormat(
+          "%s: %s after %.1f s: %d stripes with mismatched "
+          "parity%s",
+          JobKindName(done.kind), done.result, secs, done.mismatches,
+          done.kind == JobKind::kRepair && done.mismatches ? " (rewritten)"
+                                                           : ""));
+    } else {
+      Log(absl::StrFormat("%s of slot %d onto %s: %s after %.1f s (%.1f MB/s)",
+                          JobKindName(done.kind), done.slot, done.target,
+                          done.result, secs, done.bytes_per_s / 1e6));
+    }
+    // A target that failed, or a second spare: recover again. Not after
+    // StopJob (the admin asked for quiet).
+    if (!cancelled) MaybeStartRecovery();
+  }
+}
+
+void ArrayImpl::JobProgress(uint64_t done_bytes) {
+  const int64_t now = NowNs();
+  absl::MutexLock lock(&job_mu_);
+  job_.done_bytes = done_bytes;
+  if (job_samples_.empty() || now - job_samples_.back().first > 250'000'000) {
+    job_samples_.emplace_back(now, done_bytes);
+  }
+  while (job_samples_.size() > 2 &&
+         now - job_samples_.front().first > 3'000'000'000) {
+    job_samples_.erase(job_samples_.begin());
+  }
+  const auto& [t0, b0] = job_samples_.front();
+  if (now > t0) {
+    job_.bytes_per_s = static_cast<double>(done_bytes - b0) * 1e9 /
+                       static_cast<double>(now - t0);
+  }
+}
+
+bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes) {
+  for (;;) {
+    SpeedLimits lim;
+    {
+      absl::MutexLock lock(&job_mu_);
+      if (job_stop_ || job_cancel_) return false;
+      lim = speed_;
+    }
+    const int64_t now = NowNs();
+    const bool busy = now - last_client_io_ns_.load(std::memory_order_relaxed) <
+                      kBusyWindowNs;
+    // md's meaning: never above max; while clients are busy, yield to them
+    // down to min.
+    const uint64_t kib = std::max<uint64_t>(
+        1, busy ? std::min(lim.min_kib_s, lim.max_kib_s) : lim.max_kib_s);
+    const uint64_t limit = kib * 1024;
+    if (limit != t.limit) {
+      t = ThrottleState{now, done_bytes, limit};
+      return true;
+    }
+    const int64_t due =
+        t.anchor_ns +
+        static_cast<int64_t>(static_cast<double>(done_bytes - t.anchor_bytes) *
+                             1e9 / static_cast<double>(limit));
+    if (now >= due) {
+      // Running behind the limit (slow members): do not bank the lag as a
+      // burst for later.
+      if (now - due > 200'000'000) t = ThrottleState{now, done_bytes, limit};
+      return true;
+    }
+    std::this_thread::sleep_for(
+        std::chrono::nanoseconds(std::min<int64_t>(due - now, 50'000'000)));
+  }
+}
+
+uint64_t ArrayImpl::SkipRecoveryHoles(int slot, uint64_t from, uint64_t count) {
+  const uint64_t C = geo_.chunk_bytes();
+  count = std::min(count, geo_.stripe_count() - from);
+  // Ask first without locks: most windows hold data somewhere.
+  auto holes = [&]() {
+    for (int i = 0; i < geo_.raid_disks(); ++i) {
+      std::shared_ptr<Member> m = slots_[i]->member.load();
+      if (m == nullptr) {
+        if (i == slot) return false;
+        continue;
+      }
+      if (i != slot && !SlotUsable(i)) continue;
+      absl::StatusOr<uint64_t> d = m->NextDataOffset(data_offset_ + from * C);
+      if (!d.ok() || *d < data_offset_ + (from + count) * C) return false;
+    }
+    return true;
+  };
+  if (count == 0 || !holes()) return 0;
+  // Then again with every stripe of the window locked (ascending order, as
+  // the lock rule allows): no write can slip in between the answer and the
+  // front moving past it.
+  for (uint64_t s = from; s < from + count; ++s) locks_.Lock(s);
+  const bool ok = slots_[slot]->state.load() == SlotState::kRebuilding &&
+                  slots_[slot]->front.load() == from && holes();
+  if (ok) slots_[slot]->front.store(from + count);
+  for (uint64_t s = from; s < from + count; ++s) locks_.Unlock(s);
+  return ok ? count : 0;
+}
+
+absl::Status ArrayImpl::RebuildStripe(int slot, uint64_t stripe, uint8_t* buf,
+                                      size_t buf_len, bool* target_gone) {
+  *target_gone = false;
+  const uint64_t C = geo_.chunk_bytes();
+  Slot& s = *slots_[slot];
+  StripeLock lock(&locks_, stripe);
+  RETURN_IF_ERROR(CheckUsable(false));
+  for (uint64_t w = 0; w < C; w += buf_len) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(buf_len, C - w));
+    const SlotState state = s.state.load();
+    const bool replace =
+        state == SlotState::kActive && s.replacement.load() != nullptr;
+    if (state != SlotState::kRebuilding && !replace) {
+      *target_gone = true;
+      return absl::OkStatus();
+    }
+    // Replace copies from the old member (parity steps in if it fails);
+    // recovery rebuilds from the others.
+    RETURN_IF_ERROR(replace ? ReadPieceDegraded(stripe, slot, w, len, buf)
+                            : ReconstructLocked(stripe, slot, w, len, buf));
+    // The old member may have failed while being read: its replacement is
+    // then the slot's member, rebuilding.
+    const bool to_repl =
+        s.state.load() == SlotState::kActive && s.replacement.load() != nullptr;
+    if (!to_repl && s.state.load() != SlotState::kRebuilding) {
+      *target_gone = true;
+      return absl::OkStatus();
+    }
+    std::vector<MemberIo> io{
+        MemberIo{MemberIo::kWrite, slot, buf, len, stripe * C + w, {}}};
+    io[0].to_replacement = to_repl;
+    Submit(io);
+    if (!io[0].status.ok()) {
+      bool slot_failed;
+      (void)AbsorbFailures(io, &slot_failed);
+      *target_gone = true;
+      return absl::OkStatus();
+    }
+  }
+  if (s.state.load() == SlotState::kRebuilding) {
+    s.front.store(stripe + 1, std::memory_order_release);
+  } else {
+    s.repl_front.store(stripe + 1, std::memory_order_release);
+  }
+  counters_.recovered_stripes.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::CheckpointRecovery(int slot) {
+  Slot& s = *slots_[slot];
+  if (s.state.load() != SlotState::kRebuilding) return absl::OkStatus();
+  // The superblock may claim only what is durable on the target.
+  const uint64_t front = s.front.load();
+  std::vector<bool> which(geo_.raid_disks(), false);
+  which[slot] = true;
+  RETURN_IF_ERROR(FlushSlots(which));
+  if (s.state.load() != SlotState::kRebuilding) return absl::OkStatus();
+  s.durable_front.store(front);
+  return WriteSuperblocks(std::nullopt);
+}
+
+absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
+  Slot& s = *slots_[slot];
+  const uint64_t C = geo_.chunk_bytes();
+  const uint64_t stripes = geo_.stripe_count();
+  AlignedBuffer buf(static_cast<size_t>(std::min(C, kRebuildWindow)));
+  ThrottleState throttle;
+  uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
+  if (!replace) {
+    Log(absl::StrFormat("recover: rebuilding slot %d onto %s from stripe %d",
+                        slot, s.member.load()->Name(), stripe));
+  }
+  int64_t last_checkpoint = NowNs();
+  uint64_t done = stripe * C;
+  JobProgress(done);
+  while (stripe < stripes) {
+    if (!Throttle(throttle, done)) break;
+    const bool rebuilding = s.state.load() == SlotState::kRebuilding;
+    uint64_t skipped =
+        rebuilding ? SkipRecoveryHoles(slot, stripe, kHoleWindowStripes) : 0;
+    if (skipped == 0) {
+      bool target_gone;
+      absl::Status st =
+          RebuildStripe(slot, stripe, buf.data(), buf.size(), &target_gone);
+      if (!st.ok()) return st;
+      if (target_gone) {
+        return absl::AbortedError(
+            absl::StrFormat("the %s target for slot %d failed or was removed",
+                            replace ? "replace" : "recovery", slot));
+      }
+      skipped = 1;
+    }
+    stripe += skipped;
+    done = stripe * C;
+    JobProgress(done);
+    if (NowNs() - last_checkpoint > kCheckpointNs) {
+      RETURN_IF_ERROR(CheckpointRecovery(slot));
+      last_checkpoint = NowNs();
+    }
+  }
+  if (stripe < stripes) {
+    // Stopped: keep the position for the next run (or assembly).
+    return CheckpointRecovery(slot);
+  }
+  std::vector<bool> which(geo_.raid_disks(), false);
+  which[slot] = true;
+  if (s.state.load() == SlotState::kRebuilding) {
+    RETURN_IF_ERROR(FlushSlots(which));
+    SlotState expected = SlotState::kRebuilding;
+    if (!s.state.compare_exchange_strong(expected, SlotState::kActive)) {
+      return absl::AbortedError("the recovery target failed at the end");
+    }
+    s.durable_front.store(stripes);
+    return WriteSuperblocks(std::nullopt);
+  }
+  // Replace: make the copy durable (FlushSlots also flushes the
+  // replacement), then swap it into the slot.
+  RETURN_IF_ERROR(FlushSlots(which));
+  std::shared_ptr<Member> r = s.replacement.load();
+  if (r == nullptr || s.state.load() != SlotState::kActive) {
+    return absl::AbortedError("the replacement failed at the end");
+  }
+  std::shared_ptr<Member> old = s.member.load();
+  {
+    absl::MutexLock lock(&sb_mu_);
+    retired_devs_.push_back(s.id.dev_number);
+    s.id = s.repl_id;
+  }
+  s.member.store(r);
+  s.replacement.store(nullptr);
+  s.read_errors.store(0);
+  Log(absl::StrFormat("replace: %s now holds slot %d; %s is released",
+                      r->Name(), slot, old ? old->Name() : "?"));
+  return WriteSuperblocks(std::nullopt);
+}
+
+absl::Status ArrayImpl::RunScrub(bool repair) {
+  const uint64_t C = geo_.chunk_bytes();
+  const uint64_t stripes = geo_.stripe_count();
+  ThrottleState throttle;
+  uint64_t stripe = 0;
+  while (stripe < stripes) {
+    if (!Throttle(throttle, stripe * C)) break;
+    // Stripes that are holes on every member are zeros with zero parity.
+    const uint64_t next = SkipHoles(stripe);
+    if (next > stripe) {
+      stripe = next;
+      JobProgress(stripe * C);
+      continue;
+    }
+    bool mismatch;
+    RETURN_IF_ERROR(ScanStripe(stripe, repair, &mismatch));
+    counters_.scrubbed_stripes.fetch_add(1, std::memory_order_relaxed);
+    if (mismatch) {
+      absl::MutexLock lock(&job_mu_);
+      ++job_.mismatches;
+      if (job_.first_mismatches.size() < kMaxListedMismatches) {
+        job_.first_mismatches.push_back(stripe);
+      }
+    }
+    ++stripe;
+    JobProgress(stripe * C);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::StartScrub(bool repair) {
+  RETURN_IF_ERROR(CheckUsable(repair));
+  if (GoneSlots() > 0) {
+    return absl::FailedPreconditionError(
+        "array is degraded: parity cannot be checked until it is rebuilt");
+  }
+  if (resync_running_.load()) {
+    return absl::FailedPreconditionError(
+        "a resync is running; it checks and repairs parity itself");
+  }
+  {
+    absl::MutexLock lock(&job_mu_);
+    if (job_thread_running_) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("a %s job is running; stop it first or wait for it",
+                          JobKindName(job_.kind)));
+    }
+  }
+  return RequestJob(
+      JobRequest{repair ? JobKind::kRepair : JobKind::kCheck, -1});
+}
+
+absl::Status ArrayImpl::StopJob() {
+  absl::MutexLock lock(&job_mu_);
+  job_cancel_ = true;
+  pending_job_.reset();
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::WaitForJob() {
+  absl::MutexLock lock(&job_mu_);
+  job_mu_.Await(absl::Condition(
+      +[](bool* running) { return !*running; }, &job_thread_running_));
+  return last_job_status_;
+}
+
+void ArrayImpl::SetSpeedLimits(const SpeedLimits& limits) {
+  absl::MutexLock lock(&job_mu_);
+  speed_ = limits;
+}
+
+}  // namespace uraid

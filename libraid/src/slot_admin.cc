@@ -1,0 +1,283 @@
+// Member management on a live array (md's --fail, --remove, --add,
+// --replace) and promotion of a spare into a gone slot. Every change of
+// roles is written to the superblocks before the call returns.
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "array_impl.h"
+#include "status_macros.h"
+
+namespace uraid {
+
+std::shared_ptr<Member> ArrayImpl::FindByName(const std::string& name,
+                                              int* slot, int* spare) const {
+  *slot = -1;
+  *spare = -1;
+  for (int i = 0; i < geo_.raid_disks(); ++i) {
+    std::shared_ptr<Member> m = slots_[i]->member.load();
+    if (m != nullptr && m->Name() == name) {
+      *slot = i;
+      return m;
+    }
+  }
+  absl::MutexLock lock(&sb_mu_);
+  for (size_t i = 0; i < spares_.size(); ++i) {
+    if (spares_[i].member->Name() == name) {
+      *spare = static_cast<int>(i);
+      return spares_[i].member;
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+absl::Status NotAMember(const std::string& name) {
+  return absl::NotFoundError(absl::StrFormat(
+      "%s is not a member of this array (names are as the members were "
+      "given: see detail)",
+      name));
+}
+
+}  // namespace
+
+absl::Status ArrayImpl::FailMember(const std::string& name) {
+  RETURN_IF_ERROR(CheckUsable(true));
+  for (int i = 0; i < geo_.raid_disks(); ++i) {
+    std::shared_ptr<Member> r = slots_[i]->replacement.load();
+    if (r != nullptr && r->Name() == name) {
+      // Failing a replace target just ends the replace.
+      if (slots_[i]->replacement.compare_exchange_strong(r, nullptr)) {
+        Log(
+            absl::StrFormat("replacement %s for slot %d failed by request; "
+                            "replace abandoned",
+                            name, i));
+      }
+      return WriteSuperblocks(std::nullopt);
+    }
+  }
+  int slot, spare;
+  if (FindByName(name, &slot, &spare) == nullptr) return NotAMember(name);
+  if (spare >= 0) {
+    // A failed spare is no use to anyone: it leaves the array.
+    return RemoveMember(name);
+  }
+  const SlotState st = slots_[slot]->state.load();
+  if (st == SlotState::kFaulty) return absl::OkStatus();
+  if (st == SlotState::kActive && GoneSlots() > 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "refusing to fail %s (slot %d): the array is already degraded and "
+        "would fail (md refuses this too)",
+        name, slot));
+  }
+  return FailSlot(slot, "failed by request");
+}
+
+absl::Status ArrayImpl::RemoveMember(const std::string& name) {
+  RETURN_IF_ERROR(CheckUsable(true));
+  for (int i = 0; i < geo_.raid_disks(); ++i) {
+    std::shared_ptr<Member> r = slots_[i]->replacement.load();
+    if (r != nullptr && r->Name() == name) {
+      slots_[i]->replacement.compare_exchange_strong(r, nullptr);
+      Log(absl::StrFormat("replace of slot %d cancelled: %s removed", i, name));
+      return WriteSuperblocks(std::nullopt);
+    }
+  }
+  int slot, spare;
+  std::shared_ptr<Member> m = FindByName(name, &slot, &spare);
+  if (m == nullptr) return NotAMember(name);
+  if (spare >= 0) {
+    {
+      absl::MutexLock lock(&sb_mu_);
+      std::erase_if(spares_, [&](const Spare& sp) { return sp.member == m; });
+    }
+    Log(absl::StrFormat("spare %s removed", name));
+    return WriteSuperblocks(std::nullopt);
+  }
+  Slot& s = *slots_[slot];
+  const SlotState st = s.state.load();
+  if (st != SlotState::kFaulty) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is %s in slot %d: fail it first (uraid fail), then remove it", name,
+        st == SlotState::kRebuilding ? "rebuilding" : "active", slot));
+  }
+  {
+    absl::MutexLock lock(&sb_mu_);
+    retired_devs_.push_back(s.id.dev_number);
+  }
+  // In-flight I/O keeps its own reference; the member closes after it.
+  s.member.compare_exchange_strong(m, nullptr);
+  s.state.store(SlotState::kMissing);
+  Log(absl::StrFormat("faulty member %s removed from slot %d", name, slot));
+  return WriteSuperblocks(std::nullopt);
+}
+
+namespace {
+
+// A member joining the array must be big enough and must not already
+// belong to another md array (its superblock would be overwritten).
+absl::Status CheckNewMember(Member& member, uint64_t need,
+                            const std::array<uint8_t, 16>& set_uuid) {
+  if (member.Size() < need) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is too small: %d bytes, the array needs %d per member",
+        member.Name(), member.Size(), need));
+  }
+  absl::StatusOr<Superblock> sb = ReadSuperblock(member);
+  if (sb.ok() && sb->set_uuid != set_uuid) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s holds the superblock of another md array (uuid %s, name '%s'); "
+        "wipe it first (mdadm --zero-superblock) if it is really free",
+        member.Name(), FormatUuid(sb->set_uuid), sb->set_name));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+uint32_t ArrayImpl::NextDevNumber() const {
+  uint32_t next = 0;
+  for (const auto& s : slots_) {
+    next = std::max(next, s->id.dev_number + 1);
+    if (s->replacement.load() != nullptr) {
+      next = std::max(next, s->repl_id.dev_number + 1);
+    }
+  }
+  for (const Spare& sp : spares_) next = std::max(next, sp.id.dev_number + 1);
+  for (uint32_t d : retired_devs_) next = std::max(next, d + 1);
+  return next;
+}
+
+absl::StatusOr<DeviceId> ArrayImpl::PrepareNewMember(Member& member) {
+  RETURN_IF_ERROR(CheckUsable(true));
+  int slot, spare;
+  if (FindByName(member.Name(), &slot, &spare) != nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is already a member of this array (%s)", member.Name(),
+        slot >= 0 ? absl::StrFormat("slot %d", slot) : "spare"));
+  }
+  for (const auto& s : slots_) {
+    std::shared_ptr<Member> r = s->replacement.load();
+    if (r != nullptr && r->Name() == member.Name()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s is already a replace target in this array", member.Name()));
+    }
+  }
+  std::array<uint8_t, 16> set_uuid;
+  {
+    absl::MutexLock lock(&sb_mu_);
+    set_uuid = sb_.set_uuid;
+  }
+  RETURN_IF_ERROR(
+      CheckNewMember(member, data_offset_ + geo_.member_bytes(), set_uuid));
+  DeviceId id;  // dev_number is given under sb_mu_ when it joins
+  id.device_uuid = RandomUuid();
+  id.data_size_sectors = (member.Size() - data_offset_) / 512;
+  return id;
+}
+
+absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
+  if (member == nullptr) return absl::InvalidArgumentError("no member given");
+  ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*member));
+  std::shared_ptr<Member> m(std::move(member));
+  {
+    absl::MutexLock lock(&sb_mu_);
+    id.dev_number = NextDevNumber();
+    if (id.dev_number >= kSbMaxDevLimit) {
+      return absl::ResourceExhaustedError(
+          "no free device numbers left in the superblock's role table");
+    }
+    spares_.push_back(Spare{m, id});
+  }
+  RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
+  {
+    absl::MutexLock lock(&sb_mu_);
+    if (std::none_of(spares_.begin(), spares_.end(),
+                     [&](const Spare& sp) { return sp.member == m; })) {
+      return absl::UnavailableError(absl::StrFormat(
+          "%s: writing its superblock failed; not added", m->Name()));
+    }
+  }
+  Log(absl::StrFormat("%s added as a spare (device %d)", m->Name(),
+                      id.dev_number));
+  MaybeStartRecovery();
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::PromoteSpare(int slot) {
+  Slot& s = *slots_[slot];
+  std::shared_ptr<Member> m;
+  {
+    absl::MutexLock lock(&sb_mu_);
+    if (spares_.empty() || s.state.load() == SlotState::kActive ||
+        s.state.load() == SlotState::kRebuilding) {
+      return absl::FailedPreconditionError("no spare or slot not gone");
+    }
+    Spare sp = spares_.front();
+    spares_.erase(spares_.begin());
+    // The faulty member (if still there) leaves with its role kept faulty.
+    if (s.member.load() != nullptr) retired_devs_.push_back(s.id.dev_number);
+    s.id = sp.id;
+    m = sp.member;
+  }
+  s.front.store(0);
+  s.durable_front.store(0);
+  s.read_errors.store(0);
+  s.member.store(m);
+  s.state.store(SlotState::kRebuilding);
+  return WriteSuperblocks(std::nullopt);
+}
+
+absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
+                                      std::unique_ptr<Member> replacement) {
+  if (replacement == nullptr) {
+    return absl::InvalidArgumentError("no replacement member given");
+  }
+  int slot, spare;
+  if (FindByName(old_name, &slot, &spare) == nullptr) {
+    return NotAMember(old_name);
+  }
+  if (slot < 0 || slots_[slot]->state.load() != SlotState::kActive) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is not an active member; replace copies from an active member "
+        "(a gone slot is rebuilt onto a spare: use add)",
+        old_name));
+  }
+  Slot& s = *slots_[slot];
+  if (s.replacement.load() != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("slot %d is already being replaced", slot));
+  }
+  {
+    absl::MutexLock lock(&job_mu_);
+    if (job_thread_running_) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("a %s job is running; replace when it has finished",
+                          JobKindName(job_.kind)));
+    }
+  }
+  ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*replacement));
+  std::shared_ptr<Member> r(std::move(replacement));
+  {
+    absl::MutexLock lock(&sb_mu_);
+    id.dev_number = NextDevNumber();
+    if (id.dev_number >= kSbMaxDevLimit) {
+      return absl::ResourceExhaustedError(
+          "no free device numbers left in the superblock's role table");
+    }
+    s.repl_id = id;
+  }
+  s.repl_front.store(0);
+  s.replacement.store(r);
+  RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
+  if (s.replacement.load() != r) {
+    return absl::UnavailableError(absl::StrFormat(
+        "%s: writing its superblock failed; replace not started", r->Name()));
+  }
+  Log(absl::StrFormat("replace: copying slot %d (%s) onto %s", slot, old_name,
+                      r->Name()));
+  return RequestJob(JobRequest{JobKind::kReplace, slot});
+}
+
+}  // namespace uraid

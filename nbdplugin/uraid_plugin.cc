@@ -17,9 +17,13 @@
 //   cache=SIZE     stripe cache bound (write gathering), 0 = off
 //   cache-age=MS   longest a cached write waits for its stripe to fill
 //   stats=FILE     write the member-I/O counters to FILE as JSON at exit
+//   control=SOCKET serve the live control channel (uraid/control.h) on a
+//                  unix socket, mode 0600: `uraid detail|fail|add|...
+//                  --control SOCKET`
 
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -30,6 +34,7 @@
 #include <vector>
 
 #include "uraid/array.h"
+#include "uraid/control.h"
 #include "uraid/member.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
@@ -44,11 +49,15 @@ struct Config {
   int nbd_timeout_ms = 30000;  // timeout=
   uraid::CacheOptions cache;
   std::string stats;  // write counters here as JSON at shutdown
+  // The control socket (an absolute path); empty = none.
+  std::string control;
 };
 
 Config config;
 // The array; set in config_complete, destroyed in cleanup.
 std::unique_ptr<uraid::Array> array;
+// The control channel; started in after_fork, stopped first in cleanup.
+std::unique_ptr<uraid::ControlServer> control;
 
 int StatusToErrno(const absl::Status& st) {
   switch (st.code()) {
@@ -137,15 +146,28 @@ int Config(const char* key, const char* value) {
     return 0;
   }
   if (k == "control") {
-    nbdkit_error(
-        "uraid: 'control=' is not supported yet (the control channel lands "
-        "with a later release); remove it");
-    return -1;
+    // Absolute: nbdkit changes directory to / when it daemonises.
+    char* abs = nbdkit_absolute_path(value);
+    if (abs == nullptr) return -1;
+    config.control = abs;
+    free(abs);
+    return 0;
   }
-  nbdkit_error("uraid: unknown parameter '%s' (expected member=, direct=, "
-               "force=, readonly=, cache=, cache-age=, timeout=)",
-               key);
+  nbdkit_error(
+      "uraid: unknown parameter '%s' (expected member=, direct=, force=, "
+      "readonly=, cache=, cache-age=, timeout=, stats=, control=)",
+      key);
   return -1;
+}
+
+// How members are opened, at start and by the control channel's add and
+// replace.
+uraid::MemberOptions MemberOpts() {
+  uraid::MemberOptions mo;
+  mo.direct = config.direct;
+  mo.read_only = config.read_only;
+  mo.nbd_timeout_ms = config.nbd_timeout_ms;
+  return mo;
 }
 
 int ConfigComplete() {
@@ -153,11 +175,34 @@ int ConfigComplete() {
     nbdkit_error("uraid: no members: give member=PATH once per member");
     return -1;
   }
+  // The control socket is created after the fork; refuse a path that can
+  // never work now, while the error still reaches the terminal.
+  if (!config.control.empty()) {
+    struct stat st;
+    if (lstat(config.control.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+      nbdkit_error(
+          "uraid: control=%s: a file that is not a socket is in the way; "
+          "refusing to replace it",
+          config.control.c_str());
+      return -1;
+    }
+    const std::string dir =
+        config.control.substr(0, config.control.find_last_of('/') + 1);
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      nbdkit_error("uraid: control=%s: no directory %s for the socket",
+                   config.control.c_str(), dir.c_str());
+      return -1;
+    }
+    if (config.control.size() >= 108) {
+      nbdkit_error(
+          "uraid: control=%s: longer than a unix socket path may be (107 "
+          "bytes)",
+          config.control.c_str());
+      return -1;
+    }
+  }
   std::vector<std::unique_ptr<uraid::Member>> members;
-  uraid::MemberOptions mo;
-  mo.direct = config.direct;
-  mo.read_only = config.read_only;
-  mo.nbd_timeout_ms = config.nbd_timeout_ms;
+  const uraid::MemberOptions mo = MemberOpts();
   for (const std::string& path : config.members) {
     absl::StatusOr<std::unique_ptr<uraid::Member>> m =
         uraid::OpenMember(path, mo);
@@ -179,6 +224,23 @@ int ConfigComplete() {
 
 int AfterFork() {
   array->StartBackground();
+  if (!config.control.empty()) {
+    uraid::ControlServerOptions co;
+    co.open_member = [mo = MemberOpts()](const std::string& spec) {
+      return uraid::OpenMember(spec, mo);
+    };
+    co.logger = [](const std::string& line) {
+      nbdkit_error("uraid: %s", line.c_str());
+    };
+    absl::StatusOr<std::unique_ptr<uraid::ControlServer>> s =
+        uraid::ControlServer::Start(config.control, array.get(), std::move(co));
+    if (!s.ok()) {
+      nbdkit_error("uraid: %s", std::string(s.status().message()).c_str());
+      errno = StatusToErrno(s.status());
+      return -1;
+    }
+    control = std::move(*s);
+  }
   return 0;
 }
 
@@ -215,6 +277,11 @@ void WriteStats(const uraid::Counters& c, const std::string& path) {
 }
 
 void Cleanup() {
+  // No control request may run once the array goes.
+  if (control != nullptr) {
+    control->Stop();
+    control.reset();
+  }
   if (array == nullptr) return;
   // Write the cache back first so the counters include it, then close.
   std::string stats = config.stats;
@@ -302,7 +369,9 @@ nbdkit_plugin MakePlugin() {
       "cache=SIZE       stripe cache for write gathering (default 64M; 0 = "
       "off)\n"
       "cache-age=MS     longest a cached write waits (default 100)\n"
-      "stats=FILE       write member-I/O counters to FILE (JSON) at exit";
+      "stats=FILE       write member-I/O counters to FILE (JSON) at exit\n"
+      "control=SOCKET   live control channel on a unix socket (mode 0600)\n"
+      "                 for uraid detail|fail|add|... --control SOCKET";
   p.after_fork = AfterFork;
   p.cleanup = Cleanup;
   p.open = Open;

@@ -8,6 +8,10 @@
 #
 # Targets (fuzz/<name>_fuzz.cc, seeds in fuzz/corpus/<name>/):
 #   superblock   md v1.2 superblock decoder: no crash, re-encodes exactly
+#   bitmap       md bitmap superblock decoder (round trip) and the
+#                write-intent protocol under a decoded op sequence
+#   control      control-channel request parser (hostile lines), reply
+#                lines and the ArrayInfo JSON the tool decodes
 #   geometry     Geometry::Make validation, Map/Unmap round trip, md's tables
 #   io_sequence  an in-memory array under a decoded op sequence (writes,
 #                reads, trims, member failures, restarts, crashes) against a
@@ -18,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-10}
-read -r -a targets <<<"${FUZZ_TARGETS:-superblock geometry io_sequence}"
+read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry io_sequence}"
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -155,6 +155,8 @@ def main():
     ap.add_argument("--repeat", default=3, type=int)
     ap.add_argument("--sweep", default="0,16M,32M,64M,128M,256M")
     ap.add_argument("--only", default="", help="substring filter")
+    ap.add_argument("--uraid-arg", action="append", default=[],
+                    help="extra plugin key=value for uraid (repeatable)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
 
@@ -180,7 +182,8 @@ def main():
 
         def uraid_args(extra=(), degraded=False):
             ms = members[1:] if degraded else members
-            return [plugin] + [f"member={m}" for m in ms] + list(extra)
+            return ([plugin] + [f"member={m}" for m in ms] +
+                    list(args.uraid_arg) + list(extra))
 
         # Fill both with data so reads read data, not holes.
         log(f"bench: filling {size // MIB} MiB on each side")

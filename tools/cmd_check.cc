@@ -1,6 +1,7 @@
 // `uraid check`: offline parity scrub (md's "check" action): reads every
 // stripe and counts those whose parity does not match their data. Nothing
-// is written; `repair` will come with the jobs module.
+// is written. With --control SOCKET it starts the check on a served array
+// instead (cmd_control.cc); `repair` rewrites wrong parity.
 
 #include <cstdio>
 #include <memory>
@@ -19,10 +20,21 @@ namespace {
 struct CheckArgs {
   bool json = false;
   bool force = false;
+  bool wait = false;
+  bool watch = false;
+  std::string control;
   std::vector<std::string> members;
 };
 
 int RunCheck(const CheckArgs& args) {
+  if (!args.control.empty()) {
+    return RunControlScrub(args.control, /*repair=*/false, args.wait,
+                           args.watch, args.json);
+  }
+  if (args.members.empty()) {
+    std::fprintf(stderr, "uraid: check needs MEMBER... or --control SOCKET\n");
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<Array>> array =
       AssembleReadOnly(args.members, args.force);
   if (!array.ok()) return Fail(array.status());
@@ -61,10 +73,22 @@ void AddCheckCommand(CLI::App& app, Action* action) {
       "Offline parity check: count stripes whose parity is wrong "
       "(exit 1 if any)");
   sub->add_flag("--json", args->json, "Print one JSON object");
-  sub->add_flag("--force", args->force,
-                "Check an array that is both dirty and degraded");
+  CLI::Option* force = sub->add_flag(
+      "--force", args->force, "Check an array that is both dirty and degraded");
+  CLI::Option* control = sub->add_option(
+      "--control", args->control,
+      "Start the check on a served array through its control socket");
+  CLI::Option* wait = sub->add_flag(
+      "--wait", args->wait,
+      "With --control: wait for the check's end (exit 1 on mismatches)");
+  CLI::Option* watch =
+      sub->add_flag("--watch", args->watch,
+                    "With --control: draw the check's progress until it ends");
+  wait->needs(control)->excludes(watch);
+  watch->needs(control);
   sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
-      ->required();
+      ->excludes(control);
+  force->excludes(control);
   sub->final_callback(
       [args, action] { *action = [args] { return RunCheck(*args); }; });
 }

@@ -1,7 +1,9 @@
 // `uraid detail`: the assembled view of an array (like mdadm --detail):
-// state, members, counters and the mkfs alignment hints. Offline it
-// assembles read-only from the members' superblocks; on a served array that
-// shows what the superblocks say, not live state (that needs --control).
+// state, members, the running job, counters and the mkfs alignment hints.
+// Offline it assembles read-only from the members' superblocks; on a served
+// array that shows what the superblocks say, not live state. With
+// --control SOCKET it asks the server (the live state, rendered the same
+// way), and --watch / --wait follow the running job until it ends.
 
 #include <cctype>
 #include <cstdio>
@@ -14,6 +16,9 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "common.h"
+#include "control_client.h"
+#include "info_json.h"
+#include "job_progress.h"
 #include "nlohmann/json.hpp"
 #include "size_parse.h"
 #include "uraid/array.h"
@@ -28,6 +33,8 @@ using json = nlohmann::ordered_json;
 struct DetailArgs {
   bool json = false;
   bool force = false;
+  bool watch = false;
+  bool wait = false;
   std::string control;
   std::vector<std::string> members;
 };
@@ -69,16 +76,48 @@ std::string StateText(const ArrayInfo& info) {
   return absl::StrJoin(words, ", ");
 }
 
-const char* SlotStateName(SlotState state) {
-  switch (state) {
-    case SlotState::kActive:
-      return "active";
-    case SlotState::kFaulty:
-      return "faulty";
-    case SlotState::kMissing:
-      return "missing";
+// A slot's state for the table: "rebuilding (37%)" while it recovers.
+std::string SlotStateText(const SlotInfo& s, const Geometry& g) {
+  std::string text = SlotStateName(s.state);
+  if (s.state == SlotState::kRebuilding && g.member_bytes() > 0) {
+    absl::StrAppendFormat(&text, " (%d%%)",
+                          s.recovery_bytes * 100 / g.member_bytes());
   }
-  return "?";
+  return text;
+}
+
+json JobJson(const JobInfo& job) {
+  json j;
+  j["kind"] = JobKindName(job.kind);
+  j["done_bytes"] = job.done_bytes;
+  j["total_bytes"] = job.total_bytes;
+  j["percent"] = JobPercent(job);
+  j["bytes_per_s"] = job.bytes_per_s;
+  j["eta_seconds"] = JobEtaSeconds(job);
+  j["slot"] = job.slot;
+  j["target"] = job.target;
+  j["mismatches"] = job.mismatches;
+  j["first_mismatches"] = job.first_mismatches;
+  j["result"] = job.result;
+  return j;
+}
+
+// The job lines, in mdadm's "<Label> Status : N% complete" form.
+void PrintJob(const ArrayInfo& info) {
+  const JobInfo& job = info.job;
+  const std::string label = absl::StrCat(JobStatusLabel(job.kind), " Status");
+  std::printf("%15s : %d%% complete\n", label.c_str(),
+              static_cast<int>(JobPercent(job)));
+  std::printf("          Speed : %s\n", FormatRate(job.bytes_per_s).c_str());
+  std::printf("            ETA : %s\n", FormatEta(JobEtaSeconds(job)).c_str());
+  if (!job.target.empty()) {
+    std::printf("         Target : %s (slot %d)\n", job.target.c_str(),
+                job.slot);
+  }
+  if (job.kind == JobKind::kCheck || job.kind == JobKind::kRepair) {
+    std::printf("     Mismatches : %llu stripes so far\n",
+                static_cast<unsigned long long>(job.mismatches));
+  }
 }
 
 // Counter names, in print order, with their values.
@@ -99,7 +138,8 @@ std::vector<std::pair<const char*, uint64_t>> CounterList(const Counters& c) {
   };
 }
 
-void PrintText(const ArrayInfo& info) {
+// `live`: the state comes from a running server (--control).
+void PrintText(const ArrayInfo& info, bool live) {
   const Geometry& g = info.geometry;
   int active = 0;
   int failed = 0;
@@ -122,6 +162,9 @@ void PrintText(const ArrayInfo& info) {
   std::printf("          State : %s\n", StateText(info).c_str());
   std::printf(" Active Devices : %d\n", active);
   std::printf(" Failed Devices : %d\n", failed);
+  if (!info.spares.empty()) {
+    std::printf("  Spare Devices : %d\n", static_cast<int>(info.spares.size()));
+  }
   std::printf("         Layout : %s\n",
               std::string(LayoutName(g.layout())).c_str());
   std::printf("     Chunk Size : %lluK\n",
@@ -130,7 +173,9 @@ void PrintText(const ArrayInfo& info) {
               static_cast<unsigned long long>(info.data_offset_bytes / 512));
   std::printf("         Events : %llu\n",
               static_cast<unsigned long long>(info.events));
-  if (info.resyncing || !info.clean) {
+  if (info.job.kind != JobKind::kNone) {
+    PrintJob(info);
+  } else if (info.resyncing || !info.clean) {
     const uint64_t pct =
         g.member_bytes() ? info.resync_bytes * 100 / g.member_bytes() : 0;
     std::printf(
@@ -138,13 +183,26 @@ void PrintText(const ArrayInfo& info) {
         static_cast<unsigned long long>(pct),
         info.read_only ? " (pending: runs when the array is served)" : "");
   }
+  if (info.last_job.kind != JobKind::kNone) {
+    std::printf("       Last Job : %s\n", JobOutcome(info.last_job).c_str());
+  }
+  if (live) {
+    std::printf("   Speed Limits : min %llu KiB/s, max %llu KiB/s\n",
+                static_cast<unsigned long long>(info.speed.min_kib_s),
+                static_cast<unsigned long long>(info.speed.max_kib_s));
+  }
   std::printf("\n    Slot   State     Device\n");
   for (const SlotInfo& s : info.slots) {
-    std::printf("    %4d   %-8s  %s\n", s.slot, SlotStateName(s.state),
+    std::printf("    %4d   %-8s  %s\n", s.slot, SlotStateText(s, g).c_str(),
                 s.name.empty() ? "-" : s.name.c_str());
   }
+  for (const SlotInfo& s : info.spares) {
+    std::printf("       -   %-8s  %s\n", SlotStateName(s.state),
+                s.name.c_str());
+  }
 
-  std::printf("\nCounters (since this process opened the array):\n");
+  std::printf("\nCounters (since %s opened the array):\n",
+              live ? "the server" : "this process");
   for (const auto& [name, value] : CounterList(info.counters)) {
     std::printf("  %-20s %llu\n", name, static_cast<unsigned long long>(value));
   }
@@ -155,7 +213,16 @@ void PrintText(const ArrayInfo& info) {
   std::printf("  %s DEVICE\n", hints.xfs.c_str());
 }
 
-json ToJson(const ArrayInfo& info) {
+json SlotJson(const SlotInfo& s) {
+  return {{"slot", s.slot},
+          {"state", SlotStateName(s.state)},
+          {"name", s.name},
+          {"dev_number", s.dev_number},
+          {"device_uuid", FormatUuid(s.device_uuid)},
+          {"recovery_bytes", s.recovery_bytes}};
+}
+
+json ToJson(const ArrayInfo& info, bool live) {
   const Geometry& g = info.geometry;
   json j;
   j["uuid"] = FormatUuid(info.uuid);
@@ -183,14 +250,16 @@ json ToJson(const ArrayInfo& info) {
   j["resyncing"] = info.resyncing;
   j["resync_bytes"] = info.resync_bytes;
   json slots = json::array();
-  for (const SlotInfo& s : info.slots) {
-    slots.push_back({{"slot", s.slot},
-                     {"state", SlotStateName(s.state)},
-                     {"name", s.name},
-                     {"dev_number", s.dev_number},
-                     {"device_uuid", FormatUuid(s.device_uuid)}});
-  }
+  for (const SlotInfo& s : info.slots) slots.push_back(SlotJson(s));
   j["slots"] = std::move(slots);
+  json spares = json::array();
+  for (const SlotInfo& s : info.spares) spares.push_back(SlotJson(s));
+  j["spares"] = std::move(spares);
+  j["job"] = JobJson(info.job);
+  j["last_job"] = JobJson(info.last_job);
+  j["live"] = live;
+  j["speed_limits"] = {{"min_kib_s", info.speed.min_kib_s},
+                       {"max_kib_s", info.speed.max_kib_s}};
   json counters = json::object();
   for (const auto& [name, value] : CounterList(info.counters)) {
     counters[name] = value;
@@ -206,10 +275,38 @@ json ToJson(const ArrayInfo& info) {
   return j;
 }
 
-int RunDetail(const DetailArgs& args) {
-  if (!args.control.empty()) {
-    return Fail("the control channel is not implemented yet (issue 5)");
+void Print(const ArrayInfo& info, bool json_output, bool live) {
+  if (json_output) {
+    std::printf("%s\n", ToJson(info, live)
+                            .dump(2, ' ', false,
+                                  nlohmann::json::error_handler_t::replace)
+                            .c_str());
+  } else {
+    PrintText(info, live);
   }
+}
+
+int RunRemoteDetail(const DetailArgs& args) {
+  absl::StatusOr<std::unique_ptr<ControlClient>> client =
+      ControlClient::Connect(args.control);
+  if (!client.ok()) return Fail(client.status());
+  if (args.watch || args.wait) {
+    absl::StatusOr<ArrayInfo> info = WaitForJobs(**client, args.watch);
+    if (!info.ok()) return Fail(info.status());
+    if (args.json) Print(*info, true, true);
+    if (!JobSucceeded(info->last_job)) {
+      return Fail(absl::StrCat("last job: ", JobOutcome(info->last_job)));
+    }
+    return 0;
+  }
+  absl::StatusOr<ArrayInfo> info = (*client)->Detail();
+  if (!info.ok()) return Fail(info.status());
+  Print(*info, args.json, true);
+  return 0;
+}
+
+int RunDetail(const DetailArgs& args) {
+  if (!args.control.empty()) return RunRemoteDetail(args);
   if (args.members.empty()) {
     std::fprintf(stderr, "uraid: detail needs MEMBER... or --control SOCKET\n");
     return 2;
@@ -217,12 +314,7 @@ int RunDetail(const DetailArgs& args) {
   absl::StatusOr<std::unique_ptr<Array>> array =
       AssembleReadOnly(args.members, args.force);
   if (!array.ok()) return Fail(array.status());
-  const ArrayInfo info = (*array)->Info();
-  if (args.json) {
-    std::printf("%s\n", ToJson(info).dump(2).c_str());
-  } else {
-    PrintText(info);
-  }
+  Print((*array)->Info(), args.json, false);
   return 0;
 }
 
@@ -234,14 +326,28 @@ void AddDetailCommand(CLI::App& app, Action* action) {
       "detail",
       "Assemble read-only and describe the array (like mdadm "
       "--detail), with mkfs alignment hints");
-  sub->add_flag("--json", args->json, "Print one JSON object");
+  CLI::Option* json_flag =
+      sub->add_flag("--json", args->json, "Print one JSON object");
   sub->add_flag("--force", args->force,
                 "Describe an array that is both dirty and degraded (nothing "
                 "is written either way)");
   CLI::Option* control = sub->add_option(
-      "--control", args->control, "Ask a running server (not implemented)");
+      "--control", args->control,
+      "Ask the server of a running array through its control socket (the "
+      "plugin's control=SOCKET): live state, jobs, speed limits");
   sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
       ->excludes(control);
+  CLI::Option* watch = sub->add_flag(
+      "--watch", args->watch,
+      "With --control: draw the running job's progress every 0.5 s until "
+      "it ends (exit 1 unless it completed)");
+  sub->add_flag("--wait", args->wait,
+                "With --control: wait silently until no job runs (exit 1 "
+                "unless the last job completed)")
+      ->needs(control)
+      ->excludes(watch);
+  watch->needs(control);
+  watch->excludes(json_flag);
   sub->final_callback(
       [args, action] { *action = [args] { return RunDetail(*args); }; });
 }

@@ -7,6 +7,7 @@
 #define URAID_TOOLS_COMMANDS_H_
 
 #include <functional>
+#include <string>
 
 #include "CLI/CLI.hpp"
 
@@ -21,6 +22,21 @@ void AddDetailCommand(CLI::App& app, Action* action);
 void AddCheckCommand(CLI::App& app, Action* action);
 void AddMapCommand(CLI::App& app, Action* action);
 void AddServeCommand(CLI::App& app, Action* action);
+
+// On a served array, through its control socket (cmd_control.cc).
+void AddFailCommand(CLI::App& app, Action* action);
+void AddRemoveCommand(CLI::App& app, Action* action);
+void AddAddCommand(CLI::App& app, Action* action);
+void AddReplaceCommand(CLI::App& app, Action* action);
+void AddRepairCommand(CLI::App& app, Action* action);
+void AddStopCommand(CLI::App& app, Action* action);
+void AddSetCommand(CLI::App& app, Action* action);
+void AddGrowCommand(CLI::App& app, Action* action);
+
+// `check --control SOCKET` (and `repair --control`): starts a scrub on a
+// served array; with `wait` or `watch` follows it to the end. Exit code.
+int RunControlScrub(const std::string& socket, bool repair, bool wait,
+                    bool watch, bool json_output);
 
 }  // namespace uraid::tool
 

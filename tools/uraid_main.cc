@@ -24,6 +24,14 @@ int main(int argc, char** argv) {
   uraid::tool::AddCheckCommand(app, &action);
   uraid::tool::AddMapCommand(app, &action);
   uraid::tool::AddServeCommand(app, &action);
+  uraid::tool::AddFailCommand(app, &action);
+  uraid::tool::AddRemoveCommand(app, &action);
+  uraid::tool::AddAddCommand(app, &action);
+  uraid::tool::AddReplaceCommand(app, &action);
+  uraid::tool::AddRepairCommand(app, &action);
+  uraid::tool::AddStopCommand(app, &action);
+  uraid::tool::AddSetCommand(app, &action);
+  uraid::tool::AddGrowCommand(app, &action);
 
   try {
     app.parse(argc, argv);

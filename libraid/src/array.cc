@@ -22,7 +22,7 @@ constexpr auto kSafemodeDelay = std::chrono::milliseconds(200);
 constexpr uint64_t kScanWindow = 1 << 20;
 // Member I/Os faster than this on average are run one after another by the
 // calling thread; slower ones in parallel (see Submit).
-constexpr int64_t kParallelIoThresholdNs = 30'000;
+// (kParallelIoThresholdNs: array_impl.h)
 
 // 4 KiB blocks overlapping [x, y).
 uint64_t Blocks(uint64_t x, uint64_t y) {
@@ -54,6 +54,8 @@ Counters AtomicCounters::Snapshot() const {
   c.read_errors_corrected = read_errors_corrected.load();
   c.recovered_stripes = recovered_stripes.load();
   c.scrubbed_stripes = scrubbed_stripes.load();
+  c.resync_bitmap_chunks = resync_bitmap_chunks.load();
+  c.resync_bytes = resync_bytes.load();
   return c;
 }
 
@@ -69,6 +71,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       pool_(geometry.raid_disks() - 1),
       cache_(geometry.stripe_data_bytes(), read_only ? 0 : cache.bytes),
       cache_max_age_(cache.max_age_ms),
+      bypass_flush_ns_(int64_t{cache.bypass_flush_interval_ms} * 1'000'000),
       sb_(std::move(sb)),
       spares_(std::move(spares)),
       resync_stripe_(geometry.stripe_count()) {
@@ -149,6 +152,14 @@ absl::Status DoIo(Member& m, const MemberIo& io, uint64_t raw) {
 
 void ArrayImpl::RunIo(MemberIo& io) {
   Slot& slot = *slots_[io.slot];
+  const auto stale = [&] {
+    if (!io.check_gen || slot.gen.load() == io.gen) return false;
+    io.stale = true;
+    io.status = absl::AbortedError(absl::StrFormat(
+        "slot %d changed members while the request was planned", io.slot));
+    return true;
+  };
+  if (stale()) return;
   std::shared_ptr<Member> m =
       io.to_replacement ? slot.replacement.load() : slot.member.load();
   if (m == nullptr) {
@@ -189,6 +200,9 @@ void ArrayImpl::RunIo(MemberIo& io) {
       }
     }
   }
+  // The member changed under the I/O: whatever it did went to a member that
+  // no longer holds the slot (or read from one that does not yet).
+  if (stale()) return;
   // Flushes and discards say nothing about per-I/O latency.
   if (io.kind == MemberIo::kFlush || io.kind == MemberIo::kDiscard) return;
   // Moving average of data I/O latency (1/8 weight per sample). Racy
@@ -200,7 +214,23 @@ void ArrayImpl::RunIo(MemberIo& io) {
   io_latency_ns_.store(old + (ns - old) / 8, std::memory_order_relaxed);
 }
 
-void ArrayImpl::Submit(std::vector<MemberIo>& ios) {
+SlotGens ArrayImpl::CaptureGens() const {
+  SlotGens gens(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    uint64_t g;
+    while ((g = slots_[i]->gen.load()) & 1) std::this_thread::yield();
+    gens[i] = g;
+  }
+  return gens;
+}
+
+void ArrayImpl::Submit(std::vector<MemberIo>& ios, const SlotGens* gens) {
+  if (gens != nullptr) {
+    for (MemberIo& io : ios) {
+      io.check_gen = true;
+      io.gen = (*gens)[io.slot];
+    }
+  }
   // Members that answer within a few microseconds (page cache, memory) are
   // cheaper to call one after another than to hand to other threads: a
   // handoff costs more than the I/O. Slower members (disks, O_DIRECT,
@@ -224,6 +254,12 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
   absl::Status first;
   for (MemberIo& io : ios) {
     if (io.status.ok()) continue;
+    if (io.stale) {
+      // Not the member's fault: the caller replans with the new members.
+      *slot_failed = true;
+      if (first.ok()) first = io.status;
+      continue;
+    }
     if (io.to_replacement) {
       // The copy target failed: the replace ends, the slot is unharmed.
       std::shared_ptr<Member> r = slots_[io.slot]->replacement.load();
@@ -260,6 +296,42 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why) {
         "slot %d out of range 0..%d", slot, geo_.raid_disks() - 1));
   }
   Slot& sl = *slots_[slot];
+  // A member being replaced fails: its replacement already holds every
+  // stripe below repl_front, so it becomes a recovering member from there
+  // (md turns a replacement into an ordinary rebuild the same way). One
+  // step, inside a generation change: plans made before it are refused
+  // and redone, none is made halfway through it.
+  if (sl.replacement.load() != nullptr) {
+    std::shared_ptr<Member> r, old;
+    uint64_t f = 0;
+    ChangeSlot(sl, [&] {
+      r = sl.replacement.load();
+      SlotState active = SlotState::kActive;
+      if (r == nullptr ||
+          !sl.state.compare_exchange_strong(active, SlotState::kRebuilding)) {
+        r = nullptr;
+        return;
+      }
+      old = sl.member.load();
+      {
+        absl::MutexLock lock(&sb_mu_);
+        retired_devs_.push_back(sl.id.dev_number);
+        sl.id = sl.repl_id;
+      }
+      f = sl.repl_front.load();
+      sl.front.store(f);
+      sl.durable_front.store(0);  // not flushed yet: claim nothing
+      sl.member.store(r);
+      sl.replacement.store(nullptr);
+    });
+    if (r != nullptr) {
+      Log(absl::StrFormat(
+          "member %s (slot %d) failed during replace: %s; replacement %s "
+          "continues as a rebuild from stripe %d",
+          old ? old->Name() : "", slot, why, r->Name(), f));
+      return read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
+    }
+  }
   SlotState expected = SlotState::kActive;
   if (!sl.state.compare_exchange_strong(expected, SlotState::kFaulty)) {
     expected = SlotState::kRebuilding;
@@ -275,29 +347,9 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why) {
     MaybeStartRecovery();
     return st;
   }
+  UpdateBitmapDegraded();
   std::shared_ptr<Member> old = sl.member.load();
   std::string name = old ? old->Name() : "";
-  // A member being replaced fails: its replacement already holds every
-  // stripe below repl_front, so it becomes a recovering member from there
-  // (md turns a replacement into an ordinary rebuild the same way).
-  if (std::shared_ptr<Member> r = sl.replacement.load(); r != nullptr) {
-    {
-      absl::MutexLock lock(&sb_mu_);
-      retired_devs_.push_back(sl.id.dev_number);
-      sl.id = sl.repl_id;
-    }
-    const uint64_t f = sl.repl_front.load();
-    sl.front.store(f);
-    sl.durable_front.store(0);  // not flushed yet: claim nothing
-    sl.member.store(r);
-    sl.replacement.store(nullptr);
-    sl.state.store(SlotState::kRebuilding);
-    Log(absl::StrFormat(
-        "member %s (slot %d) failed during replace: %s; replacement %s "
-        "continues as a rebuild from stripe %d",
-        name, slot, why, r->Name(), f));
-    return read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
-  }
   const int gone = GoneSlots();
   if (gone > 1) {
     failed_.store(true);
@@ -322,6 +374,20 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why) {
 }
 
 absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
+  bool member_failed = false;
+  absl::Status st = WriteSuperblocksOnce(clean, &member_failed);
+  ProcessDeferredFailures();  // a member that failed the bitmap header
+  if (member_failed) {
+    // What FailSlot does after its own superblock write (it cannot be
+    // called from inside one): a spare steps in.
+    UpdateBitmapDegraded();
+    MaybeStartRecovery();
+  }
+  return st;
+}
+
+absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
+                                             bool* member_failed) {
   absl::MutexLock lock(&sb_mu_);
   for (int attempt = 0; attempt < 64; ++attempt) {
     sb_.events += 1;
@@ -383,6 +449,16 @@ absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
       set_role(sp.id.dev_number, kRoleSpare);
       targets.push_back(Target{sp.member, sp.id, -1, false, std::nullopt});
     }
+    // md writes the bitmap header (with the new events) before the
+    // superblocks: a crash in between leaves the bitmap one event ahead,
+    // which assembly accepts, never behind (which would mean stale).
+    if (bitmap_ != nullptr) {
+      absl::Status bs = bitmap_->SetEvents(sb_.events);
+      if (!bs.ok()) {
+        Log(absl::StrFormat("bitmap: writing events %d: %s", sb_.events,
+                            bs.message()));
+      }
+    }
     bool retry = false;
     for (const Target& t : targets) {
       Superblock mine = sb_;
@@ -411,6 +487,23 @@ absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
       Slot& s = *slots_[t.slot];
       if (t.replacement) {
         s.replacement.store(nullptr);
+        break;
+      }
+      *member_failed = true;
+      if (std::shared_ptr<Member> r = s.replacement.load();
+          r != nullptr && s.state.load() == SlotState::kActive) {
+        // As in FailSlot: the replacement goes on as a rebuild.
+        ChangeSlot(s, [&] {
+          retired_devs_.push_back(s.id.dev_number);
+          s.id = s.repl_id;
+          s.front.store(s.repl_front.load());
+          s.durable_front.store(0);
+          s.member.store(r);
+          s.replacement.store(nullptr);
+          s.state.store(SlotState::kRebuilding);
+        });
+        Log(absl::StrFormat("replacement %s continues as a rebuild of slot %d",
+                            r->Name(), t.slot));
         break;
       }
       const SlotState was = s.state.exchange(SlotState::kFaulty);
@@ -453,6 +546,7 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
   std::vector<MemberIo> ios;
   std::vector<size_t> io_piece;
   std::vector<bool> slow(pieces.size(), false);
+  const SlotGens gens = CaptureGens();
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
     if (SlotUsableAt(p.loc.disk, p.loc.stripe) &&
@@ -464,11 +558,13 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
       slow[i] = true;
     }
   }
-  Submit(ios);
+  Submit(ios, &gens);
   std::vector<absl::Status> errors(pieces.size());
   for (size_t j = 0; j < ios.size(); ++j) {
     if (ios[j].status.ok()) continue;
-    errors[io_piece[j]] = ios[j].status;
+    // A stale read (the slot changed members) is redone under the lock;
+    // only a real error calls for correction.
+    if (!ios[j].stale) errors[io_piece[j]] = ios[j].status;
     slow[io_piece[j]] = true;
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -516,8 +612,7 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
     return absl::UnavailableError(absl::StrFormat(
         "member %s (slot %d) failed reading at member offset %d (%s) and "
         "cannot be rebuilt from parity: %s",
-        name, slot, data_offset_ + member_offset, why.message(),
-        rs.message()));
+        name, slot, data_offset_ + member_offset, why.message(), rs.message()));
   }
   if (read_only_) {
     Log(absl::StrFormat(
@@ -563,11 +658,14 @@ absl::Status ArrayImpl::ReadPieceDegraded(uint64_t stripe, int slot,
                                           uint64_t chunk_offset, size_t len,
                                           uint8_t* dst) {
   const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
-  if (SlotUsableAt(slot, stripe)) {
+  for (int attempt = 0;; ++attempt) {
+    const SlotGens gens = CaptureGens();
+    if (!SlotUsableAt(slot, stripe)) break;
     std::vector<MemberIo> ios{
         MemberIo{MemberIo::kRead, slot, dst, len, member_offset, {}}};
-    Submit(ios);
+    Submit(ios, &gens);
     if (ios[0].status.ok()) return absl::OkStatus();
+    if (ios[0].stale && attempt < 8) continue;  // members changed: again
     return CorrectReadErrorLocked(stripe, slot, chunk_offset, len, dst,
                                   ios[0].status);
   }
@@ -582,6 +680,7 @@ absl::Status ArrayImpl::ReconstructLocked(uint64_t stripe, int slot,
   const int n = geo_.raid_disks();
   AlignedBuffer bufs(len * static_cast<size_t>(n - 1));
   std::vector<MemberIo> ios;
+  const SlotGens gens = CaptureGens();
   for (int i = 0, j = 0; i < n; ++i) {
     if (i == slot) continue;
     if (!SlotUsableAt(i, stripe)) {
@@ -593,9 +692,14 @@ absl::Status ArrayImpl::ReconstructLocked(uint64_t stripe, int slot,
     ios.push_back(MemberIo{
         MemberIo::kRead, i, bufs.data() + len * j++, len, member_offset, {}});
   }
-  Submit(ios);
+  Submit(ios, &gens);
   bool slot_failed;
   absl::Status st = AbsorbFailures(ios, &slot_failed);
+  if (!st.ok() && std::any_of(ios.begin(), ios.end(),
+                              [](const MemberIo& io) { return io.stale; })) {
+    // A member was swapped under us (replace hand-over): read again.
+    return ReconstructLocked(stripe, slot, chunk_offset, len, dst);
+  }
   if (!st.ok()) {
     return absl::UnavailableError(
         absl::StrFormat("cannot reconstruct slot %d at member offset %d: %s",
@@ -666,11 +770,18 @@ absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
   // stripe (a sequential writer crossing a stripe boundary; with a deep
   // queue the pieces arrive out of order), or lands in or beside a stripe
   // already being gathered. A random small write gains nothing from
-  // waiting, so it goes straight to RMW/RCW.
-  const bool cache = cache_.enabled() && !full && !fua &&
-                     (a == 0 || b == sd || cache_.MayContain(stripe) ||
-                      (stripe > 0 && cache_.MayContain(stripe - 1)) ||
-                      cache_.MayContain(stripe + 1));
+  // waiting, so it goes straight to RMW/RCW. Nor does anything while some
+  // client flushes every few milliseconds: each flush would write the
+  // half-gathered stripes back as partial stripes anyway, and it is the
+  // flushing client that would wait for them (the latency-isolation case:
+  // a 4K write+flush beside a stream); writing through puts that cost on
+  // the writer instead.
+  const bool cache =
+      cache_.enabled() && !full && !fua &&
+      flush_interval_ns_.load(std::memory_order_relaxed) >= bypass_flush_ns_ &&
+      (a == 0 || b == sd || cache_.MayContain(stripe) ||
+       (stripe > 0 && cache_.MayContain(stripe - 1)) ||
+       cache_.MayContain(stripe + 1));
   if (cache) {
     // Keep the cache within its bound before taking our stripe lock: never
     // hold one stripe lock while waiting for another.
@@ -739,23 +850,38 @@ absl::Status ArrayImpl::WriteStripeLocked(uint64_t stripe, uint64_t a,
     RETURN_IF_ERROR(WriteStripeLocked(stripe, a, mid, src, touched));
     return WriteStripeLocked(stripe, mid, b, src + (mid - a), touched);
   }
+  // md's write-intent rule: the region's bit is durable before the first
+  // member write into it, and is released when the write is done.
+  if (bitmap_ != nullptr) {
+    RETURN_IF_ERROR(bitmap_->StartWrite(stripe * C, C));
+    ProcessDeferredFailures();
+  }
+  absl::Status st = absl::InternalError("write retries exhausted");
+  bool whole = true;  // every member got its share (else keep the bit)
   for (int attempt = 0; attempt <= geo_.raid_disks(); ++attempt) {
-    RETURN_IF_ERROR(CheckUsable(true));
+    st = CheckUsable(true);
+    if (!st.ok()) break;
     bool slot_failed = false;
-    absl::Status st = PlanAndWriteStripe(
-        stripe, a, b, src, MissingSlotAt(stripe), &slot_failed, touched);
-    if (st.ok() || !slot_failed) return st;
+    const SlotGens gens = CaptureGens();
+    const int missing = MissingSlotAt(stripe);
+    whole = whole && missing < 0;
+    st = PlanAndWriteStripe(stripe, a, b, src, missing, gens,
+                            /*force_rcw=*/attempt > 0, &slot_failed, touched);
+    if (st.ok() || !slot_failed) break;
+    whole = false;
     // A member failed mid-plan: it is now marked faulty. Redo the stripe
     // around it; every plan is idempotent (it rewrites the same data and
     // parity from scratch), so partial writes of the failed attempt are
     // harmless.
   }
-  return absl::InternalError("write retries exhausted");
+  if (bitmap_ != nullptr) bitmap_->EndWrite(stripe * C, C, st.ok() && whole);
+  return st;
 }
 
 absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
                                            uint64_t b, const uint8_t* src,
-                                           int missing, bool* slot_failed,
+                                           int missing, const SlotGens& gens,
+                                           bool force_rcw, bool* slot_failed,
                                            std::vector<bool>* touched) {
   const uint64_t C = geo_.chunk_bytes();
   const int D = geo_.data_disks();
@@ -801,7 +927,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
   };
   auto run_writes = [&]() -> absl::Status {
     for (const MemberIo& io : writes) (*touched)[io.slot] = true;
-    Submit(writes);
+    Submit(writes, &gens);
     return AbsorbFailures(writes, slot_failed);
   };
 
@@ -833,8 +959,11 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
   enum { kRmw, kRcw, kReconstruct } mode;
   if (missing_k >= 0) {
     mode = ch[missing_k].written ? kReconstruct : kRmw;
-  } else if (stripe >= resync_stripe_.load(std::memory_order_acquire)) {
-    mode = kRcw;  // parity here is not trusted yet: never carry it forward
+  } else if (force_rcw ||
+             stripe >= resync_stripe_.load(std::memory_order_acquire)) {
+    // Parity here is not trusted yet (unfinished resync), or may already
+    // hold part of this write (a retry): never carry it forward.
+    mode = kRcw;
   } else {
     uint64_t rmw = Blocks(lo, hi), rcw = 0;
     for (int k = 0; k < D; ++k) {
@@ -863,7 +992,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
                                base + ch[k].x,
                                {}});
     }
-    Submit(reads);
+    Submit(reads, &gens);
     RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
     for (int k = 0; k < D; ++k) {
       if (!ch[k].written) continue;
@@ -909,7 +1038,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
     reads.push_back(
         MemberIo{MemberIo::kRead, pd, parity.data(), W, base + lo, {}});
   }
-  Submit(reads);
+  Submit(reads, &gens);
   RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
   if (mode == kReconstruct) {
     // Old contents of the missing chunk: P ^ every other data chunk.
@@ -962,10 +1091,20 @@ absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which) {
 
 absl::Status ArrayImpl::Flush() {
   RETURN_IF_ERROR(CheckUsable(false));
+  // Moving average of the time between flushes (1/8 weight per sample;
+  // racy updates lose a sample now and then, which is harmless).
+  const int64_t now = NowNs();
+  const int64_t gap = now - last_flush_ns_.exchange(now);
+  const int64_t avg = flush_interval_ns_.load(std::memory_order_relaxed);
+  flush_interval_ns_.store(avg + (gap - avg) / 8, std::memory_order_relaxed);
   // Everything acknowledged before this call is in the cache or on the
   // members: write the cache back, then make the members durable.
   RETURN_IF_ERROR(WritebackAll());
-  return FlushSlots(std::vector<bool>(geo_.raid_disks(), true));
+  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(geo_.raid_disks(), true)));
+  // Bits whose persist failed earlier go out now: after a flush the
+  // on-disk bitmap covers every write (FlushSlots made the data durable).
+  if (bitmap_ != nullptr) RETURN_IF_ERROR(bitmap_->Sync());
+  return absl::OkStatus();
 }
 
 absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
@@ -989,6 +1128,11 @@ absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
   for (uint64_t s = first; s < end && st.ok(); ++s) {
     StripeLock lock(&locks_, s);
     cache_.Erase(s);  // the whole stripe is being replaced by zeros
+    const uint64_t C = geo_.chunk_bytes();
+    if (bitmap_ != nullptr) {
+      st = bitmap_->StartWrite(s * C, C);
+      if (!st.ok()) break;
+    }
     // Every present chunk, parity included, becomes zeros: the stripe stays
     // consistent and a missing member's chunk reconstructs as zeros too.
     std::vector<MemberIo> ios;
@@ -1007,6 +1151,9 @@ absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
     st = AbsorbFailures(ios, &slot_failed);
     if (!st.ok() && slot_failed && CheckUsable(true).ok()) {
       st = absl::OkStatus();  // the failed member's chunk is implied by P=0
+    }
+    if (bitmap_ != nullptr) {
+      bitmap_->EndWrite(s * C, C, st.ok() && !slot_failed);
     }
   }
   if (st.ok() && fua) st = FlushSlots(touched);
@@ -1112,10 +1259,38 @@ absl::Status ArrayImpl::Resync() {
     return absl::OkStatus();  // another thread is already on it
   }
   uint64_t start = resync_stripe_.load();
-  Log(absl::StrFormat("resync: recomputing parity of stripes %d..%d", start,
-                      geo_.stripe_count() - 1));
+  const uint64_t C = geo_.chunk_bytes();
+  const uint64_t B = bitmap_ != nullptr ? bitmap_->chunk_bytes() : 0;
+  Log(absl::StrFormat(
+      "resync: recomputing parity of stripes %d..%d%s", start,
+      geo_.stripe_count() - 1,
+      B ? absl::StrFormat(" where the bitmap has bits set (%d "
+                          "of %d regions)",
+                          bitmap_->DirtyChunks(), bitmap_->chunks())
+        : ""));
   absl::Status st;
-  uint64_t repaired = 0, read = 0;
+  uint64_t repaired = 0, read = 0, regions = 0;
+  // With a bitmap only regions whose bit is set can be inconsistent; each
+  // is released (ClearChunk) once every stripe in it has been resynced, so
+  // progress survives a crash through the bits.
+  uint64_t next_region = B ? start * C / B : 0;
+  auto release_through = [&](uint64_t end_bytes) {
+    for (; B && next_region < bitmap_->chunks() &&
+           (next_region + 1) * B <= end_bytes;
+         ++next_region) {
+      if (bitmap_->IsChunkDirty(next_region)) {
+        ++regions;
+        counters_.resync_bitmap_chunks.fetch_add(1);
+      }
+      bitmap_->ClearChunk(next_region);
+    }
+  };
+  auto stripe_dirty = [&](uint64_t s) {
+    for (uint64_t k = s * C / B; k <= ((s + 1) * C - 1) / B; ++k) {
+      if (bitmap_->IsChunkDirty(k)) return true;
+    }
+    return false;
+  };
   for (uint64_t s = start; s < geo_.stripe_count(); ++s) {
     {
       absl::MutexLock lock(&state_mu_);
@@ -1124,8 +1299,10 @@ absl::Status ArrayImpl::Resync() {
     // Stripes that are holes on every member are zeros with zero parity:
     // consistent without reading them (a new array on sparse files).
     uint64_t skip_to = SkipHoles(s);
-    if (skip_to > s) {
+    if (skip_to > s || (B && !stripe_dirty(s))) {
+      skip_to = std::max(skip_to, s + 1);
       resync_stripe_.store(skip_to, std::memory_order_release);
+      release_through(skip_to * C);
       s = skip_to - 1;
       continue;
     }
@@ -1133,12 +1310,17 @@ absl::Status ArrayImpl::Resync() {
     st = ScanStripe(s, /*repair=*/true, &mismatch);
     if (!st.ok()) break;
     counters_.resynced_stripes.fetch_add(1, std::memory_order_relaxed);
+    counters_.resync_bytes.fetch_add(C, std::memory_order_relaxed);
     ++read;
     if (mismatch) {
       ++repaired;
       counters_.resync_repairs.fetch_add(1, std::memory_order_relaxed);
     }
     resync_stripe_.store(s + 1, std::memory_order_release);
+    release_through((s + 1) * C);
+  }
+  if (B && resync_stripe_.load() >= geo_.stripe_count()) {
+    release_through(bitmap_->chunks() * B);  // the last, partial region
   }
   resync_running_.store(false);
   if (!st.ok()) {
@@ -1148,9 +1330,10 @@ absl::Status ArrayImpl::Resync() {
   }
   if (resync_stripe_.load() < geo_.stripe_count()) return absl::OkStatus();
   Log(absl::StrFormat(
-      "resync: done: %d stripes read, %d skipped as never written, %d "
-      "repaired",
-      read, geo_.stripe_count() - start - read, repaired));
+      "resync: done: %d stripes read (%d bytes per member%s), %d skipped, "
+      "%d repaired",
+      read, read * C, B ? absl::StrFormat(", %d bitmap regions", regions) : "",
+      geo_.stripe_count() - start - read, repaired));
   absl::MutexLock lock(&state_mu_);
   if (writes_in_flight_ == 0 && !clean_) return MarkCleanLocked();
   return absl::OkStatus();
@@ -1209,6 +1392,7 @@ void ArrayImpl::WritebackLoop() {
       std::vector<uint64_t> v = cache_.Oldest(1, std::nullopt);
       if (v.empty() || !WritebackStripe(v[0]).ok()) break;
     }
+    BitmapTick();
   }
 }
 
@@ -1254,6 +1438,7 @@ void ArrayImpl::Shutdown() {
     if (!st.ok())
       Log(absl::StrFormat("marking clean failed: %s", st.message()));
   }
+  if (clean_ && !failed_.load()) ClearBitmapAtStop();
 }
 
 ArrayInfo ArrayImpl::Info() const {
@@ -1325,6 +1510,19 @@ ArrayInfo ArrayImpl::Info() const {
     info.job.done_bytes = info.resync_bytes;
   }
   info.counters = counters_.Snapshot();
+  if (bitmap_super_.has_value()) {
+    BitmapInfo& b = info.bitmap;
+    b.present = true;
+    b.offset_bytes = bitmap_area_offset_;
+    const BitmapSuper bs = bitmap_ ? bitmap_->super() : *bitmap_super_;
+    b.chunk_bytes = bs.chunksize;
+    b.chunks = BitmapChunks(bs);
+    b.dirty_chunks = bitmap_ ? bitmap_->DirtyChunks() : bitmap_dirty_at_load_;
+    b.events = bs.events;
+    b.events_cleared = bs.events_cleared;
+    b.sync_size_bytes = bs.sync_size * 512;
+    b.daemon_sleep_s = bs.daemon_sleep;
+  }
   return info;
 }
 

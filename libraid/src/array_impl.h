@@ -30,6 +30,7 @@
 #include "stripe_locks.h"
 #include "task_pool.h"
 #include "uraid/array.h"
+#include "uraid/bitmap.h"
 
 namespace uraid {
 
@@ -45,7 +46,16 @@ struct MemberIo {
   // Addressed to the slot's replacement (a replace job's copy target)
   // rather than its member.
   bool to_replacement = false;
+  // Set by Submit when given the slot generations the plan was made with:
+  // the I/O is refused (stale, status Aborted) if its slot's member or
+  // role changed since, before or while it ran, so the caller replans.
+  bool check_gen = false;
+  uint64_t gen = 0;
+  bool stale = false;
 };
+
+// Slot generations captured when a plan is decided (see Slot::gen).
+using SlotGens = std::vector<uint64_t>;
 
 // Identity of one member device in the superblocks.
 struct DeviceId {
@@ -70,6 +80,11 @@ struct Slot {
   std::atomic<uint64_t> repl_front{0};
   // Read errors corrected by rewriting (md's corrected read errors).
   std::atomic<uint32_t> read_errors{0};
+  // Bumped (to odd) before and (to even) after every change of `member`
+  // that happens without the stripe locks (replace hand-over, a replace
+  // target taking over a failed slot, a spare stepping in, removal), so
+  // that plans made before it can tell (MemberIo::check_gen).
+  std::atomic<uint64_t> gen{0};
   DeviceId id;       // guarded by ArrayImpl::sb_mu_ once the array exists
   DeviceId repl_id;  // the replacement's, likewise
 };
@@ -86,7 +101,8 @@ struct AtomicCounters {
       rmw_writes{0}, rcw_writes{0}, degraded_writes{0}, reconstructions{0},
       resynced_stripes{0}, resync_repairs{0}, cached_writes{0},
       cache_writebacks{0}, cache_evictions{0}, read_errors_corrected{0},
-      recovered_stripes{0}, scrubbed_stripes{0};
+      recovered_stripes{0}, scrubbed_stripes{0}, resync_bitmap_chunks{0},
+      resync_bytes{0};
   Counters Snapshot() const;
 };
 
@@ -132,12 +148,25 @@ class ArrayImpl {
   // superblocks say now (nullopt, for role changes).
   absl::Status WriteSuperblocks(std::optional<bool> clean)
       ABSL_LOCKS_EXCLUDED(sb_mu_);
+  absl::Status WriteSuperblocksOnce(std::optional<bool> clean,
+                                    bool* member_failed)
+      ABSL_LOCKS_EXCLUDED(sb_mu_);
 
   // Parity of stripes at or beyond this stripe is not trusted (unfinished
   // resync): writes there use reconstruct-write.
   void SetResyncStart(uint64_t stripe) { resync_stripe_.store(stripe); }
 
   void SetCacheBytes(uint64_t bytes) { cache_.set_capacity(bytes); }
+
+  // --- write-intent bitmap (array_bitmap.cc) ---
+  // Loads the bitmap described by `sb` from `member` (assembly) and
+  // attaches it. Read-only arrays keep only its header for Info.
+  absl::Status LoadBitmap(Member& member, const Superblock& sb);
+  // Writes a new bitmap area to every slot member (create).
+  absl::Status InitBitmap(uint64_t chunk_bytes, bool all_dirty);
+  // Writes the whole in-memory area to `member` (a member joining).
+  absl::Status CopyBitmapTo(Member& member);
+  bool has_bitmap() const { return bitmap_ != nullptr; }
   const Geometry& geometry() const { return geo_; }
   bool read_only() const { return read_only_; }
   ArrayInfo Info() const;
@@ -146,7 +175,17 @@ class ArrayImpl {
  private:
   // Runs a plan: every I/O in flight together. Counts member I/O. Returns OK
   // even when individual I/Os fail; their status is in each MemberIo.
-  void Submit(std::vector<MemberIo>& ios);
+  void Submit(std::vector<MemberIo>& ios, const SlotGens* gens = nullptr);
+  // Every slot's generation, waiting out a change in progress. Take it
+  // before looking at slot states to decide a plan.
+  SlotGens CaptureGens() const;
+  // Runs `change` between the two generation bumps of `slot`.
+  template <typename F>
+  void ChangeSlot(Slot& slot, F change) {
+    slot.gen.fetch_add(1);
+    change();
+    slot.gen.fetch_add(1);
+  }
   void RunIo(MemberIo& io);
   // The first failed I/O of a plan, marked on its slot (the slot is failed),
   // or OK. Sets *slot_failed when a member was failed, so the caller retries
@@ -187,6 +226,9 @@ class ArrayImpl {
                                  uint8_t* dst);
   // Lays newer cached bytes of the piece over `dst`. REQUIRES: stripe lock.
   void OverlayCacheLocked(const Location& loc, size_t len, uint8_t* dst);
+  // Member I/O faster than this (moving average) is cheaper to run on the
+  // calling thread than to hand to the pool (see Submit).
+  static constexpr int64_t kParallelIoThresholdNs = 30'000;
   // md's max_corr_read_errors: more corrected read errors fail the member.
   static constexpr uint32_t kMaxCorrectedReadErrors = 20;
   absl::Status CheckUsable(bool write) const;
@@ -217,11 +259,25 @@ class ArrayImpl {
   absl::Status WritebackAll();
   void WritebackLoop();
   // `missing` is the slot to write around, or -1. Fills `ios` outcome.
+  // `force_rcw`: never read-modify-write (a retry after a partly applied
+  // attempt: RMW would fold the new bytes into parity twice).
   absl::Status PlanAndWriteStripe(uint64_t stripe, uint64_t a, uint64_t b,
                                   const uint8_t* src, int missing,
+                                  const SlotGens& gens, bool force_rcw,
                                   bool* slot_failed,
                                   std::vector<bool>* touched);
   absl::Status FlushSlots(const std::vector<bool>& which);
+  // The bitmap's persist callback: `bytes` at `offset` of the area, onto
+  // every slot member (and replace target), then flushed.
+  absl::Status PersistBitmap(uint64_t offset, std::span<const uint8_t> bytes);
+  // Superblock work a member failure inside PersistBitmap had to leave
+  // for later (it cannot call back into the bitmap).
+  void ProcessDeferredFailures();
+  void UpdateBitmapDegraded();
+  void BitmapTick();
+  // At a clean stop: clears every bit not needed (md's bitmap flush).
+  void ClearBitmapAtStop();
+  WriteIntentBitmapOptions BitmapOptions(bool array_clean);
   absl::Status ScanStripe(uint64_t stripe, bool repair, bool* mismatch);
   // The first stripe at or after `stripe` that is not a hole on every
   // member (`stripe` itself when unknown).
@@ -291,6 +347,7 @@ class ArrayImpl {
   TaskPool pool_;
   StripeCache cache_;
   const std::chrono::milliseconds cache_max_age_;
+  const int64_t bypass_flush_ns_;
 
   mutable absl::Mutex sb_mu_;
   Superblock sb_ ABSL_GUARDED_BY(sb_mu_);
@@ -315,6 +372,30 @@ class ArrayImpl {
       ABSL_GUARDED_BY(job_mu_);
   std::thread job_thread_;  // touched only under job_mu_
   std::atomic<int64_t> last_client_io_ns_{0};
+
+  // Set once by create/assembly before any I/O; null without a bitmap (and
+  // on read-only arrays, which keep bitmap_super_ for Info only).
+  std::unique_ptr<WriteIntentBitmap> bitmap_;
+  std::optional<BitmapSuper> bitmap_super_;
+  uint64_t bitmap_area_offset_ = 0;  // raw member bytes
+  uint64_t bitmap_dirty_at_load_ = 0;
+  std::atomic<bool> deferred_sb_update_{false};
+  struct DeferredFailure {
+    int slot;
+    bool replacement;
+    std::shared_ptr<Member> member;
+    std::string why;
+  };
+  absl::Mutex deferred_mu_;  // leaf
+  std::vector<DeferredFailure> deferred_ ABSL_GUARDED_BY(deferred_mu_);
+  std::chrono::steady_clock::time_point last_tick_;
+  // Added to the bitmap's clock: a stop moves it on by daemon_sleep so
+  // that every idle region's bit is cleared at once (md's flush at stop).
+  std::atomic<int64_t> bitmap_clock_skew_ns_{0};
+  // Flush cadence: the cache stops gathering while flushes come more often
+  // than bypass_flush_ns_ on average (see WritePiece).
+  std::atomic<int64_t> last_flush_ns_{0};
+  std::atomic<int64_t> flush_interval_ns_{int64_t{1} << 40};
 
   mutable absl::Mutex state_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
   bool clean_ ABSL_GUARDED_BY(state_mu_) = true;

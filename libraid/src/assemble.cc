@@ -99,12 +99,6 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
           "(feature map 0x%x)",
           members[i]->Name(), fm));
     }
-    if ((fm & kFeatureBitmapOffset) && !options.read_only) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "%s: the array has a write-intent bitmap, which uraid cannot keep "
-          "up to date yet; assemble it read-only",
-          members[i]->Name()));
-    }
     if (fm & kFeatureReplacement) {
       return absl::UnimplementedError(absl::StrFormat(
           "%s: the member is an md replacement device being copied; uraid "
@@ -208,6 +202,9 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   std::vector<std::unique_ptr<Slot>> slots;
   for (int s = 0; s < n; ++s) slots.push_back(std::make_unique<Slot>());
   std::vector<Spare> spares;
+  // The bitmap is read from the freshest in-sync member.
+  std::shared_ptr<Member> bitmap_source;
+  uint64_t bitmap_source_events = 0;
   for (size_t i = 0; i < m; ++i) {
     DeviceId id{sbs[i].dev_number, sbs[i].device_uuid, sbs[i].data_size};
     if (slot_of[i] < 0) {
@@ -217,7 +214,13 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
     }
     Slot& slot = *slots[slot_of[i]];
     slot.id = id;
-    slot.member.store(std::shared_ptr<Member>(std::move(members[i])));
+    std::shared_ptr<Member> member(std::move(members[i]));
+    if (!(sbs[i].feature_map & kFeatureRecoveryOffset) &&
+        (bitmap_source == nullptr || sbs[i].events > bitmap_source_events)) {
+      bitmap_source = member;
+      bitmap_source_events = sbs[i].events;
+    }
+    slot.member.store(member);
     if (sbs[i].feature_map & kFeatureRecoveryOffset) {
       const uint64_t front =
           std::min(sbs[i].recovery_offset * 512 / chunk, geo->stripe_count());
@@ -232,13 +235,18 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   auto impl = std::make_unique<ArrayImpl>(
       *geo, top.data_offset * 512, tmpl, std::move(slots), std::move(spares),
       options.read_only, options.cache, logger);
+  if (top.feature_map & kFeatureBitmapOffset) {
+    RETURN_IF_ERROR(impl->LoadBitmap(*bitmap_source, top));
+  }
   if (dirty) {
     if (!gone.empty()) {
       impl->Log(
           "warning: starting a dirty degraded array by force; stripes "
           "written at the crash may reconstruct wrong data");
     } else {
-      uint64_t from = top.resync_offset * 512 / chunk;
+      // With a bitmap, the regions with bits set are what may be torn,
+      // wherever the resync checkpoint was.
+      uint64_t from = impl->has_bitmap() ? 0 : top.resync_offset * 512 / chunk;
       impl->SetResyncStart(std::min(from, geo->stripe_count()));
       impl->Log(absl::StrFormat(
           "array was not shut down cleanly: parity of stripes %d..%d will "

@@ -116,6 +116,42 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   }
   ASSIGN_OR_RETURN(Geometry geo, Geometry::Make(options.level, options.layout,
                                                 chunk, n, member_bytes));
+  // The internal bitmap sits 4 KiB after the superblock (mdadm's place for
+  // 1.2) and must end before the data.
+  constexpr uint64_t kBitmapAreaStart = kSb12OffsetBytes + 4096;
+  uint64_t bitmap_chunk = 0;
+  if (options.bitmap == BitmapMode::kInternal) {
+    if (data_offset <= kBitmapAreaStart + kBitmapSuperBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "data offset %d leaves no room for an internal bitmap (use "
+          "--bitmap none or a larger data offset)",
+          data_offset));
+    }
+    const uint64_t space = data_offset - kBitmapAreaStart;
+    if (options.bitmap_chunk_bytes == 0) {
+      // mdadm sizes the bitmap within 128 KiB unless told otherwise.
+      ASSIGN_OR_RETURN(bitmap_chunk,
+                       DefaultBitmapChunkBytes(
+                           member_bytes, std::min<uint64_t>(space, 128 << 10)));
+    } else {
+      bitmap_chunk = options.bitmap_chunk_bytes;
+      if (bitmap_chunk < kBitmapMinChunkBytes ||
+          (bitmap_chunk & (bitmap_chunk - 1)) != 0 ||
+          bitmap_chunk > (uint64_t{1} << 31)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "bitmap chunk %d must be a power of two from %d to 2 GiB",
+            bitmap_chunk, kBitmapMinChunkBytes));
+      }
+      const uint64_t area =
+          BitmapAreaBytes(BitmapChunks(member_bytes / 512, bitmap_chunk));
+      if (area > space) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "a bitmap with %d-byte chunks needs %d bytes but only %d fit "
+            "before the data; choose a larger bitmap chunk",
+            bitmap_chunk, area, space));
+      }
+    }
+  }
 
   Superblock sb;
   sb.set_uuid = options.uuid.has_value() ? *options.uuid : RandomUuid();
@@ -138,6 +174,11 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   // every stripe is by definition the XOR of the others.
   const bool start_clean = options.assume_clean || missing == 1;
   sb.resync_offset = start_clean ? kMaxSector : 0;
+  if (bitmap_chunk != 0) {
+    sb.feature_map |= kFeatureBitmapOffset;
+    sb.bitmap_offset =
+        static_cast<int32_t>((kBitmapAreaStart - kSb12OffsetBytes) / 512);
+  }
 
   std::vector<std::unique_ptr<Slot>> slots;
   for (int i = 0; i < n; ++i) {
@@ -155,6 +196,11 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
       geo, data_offset, sb, std::move(slots), std::vector<Spare>{}, false,
       options.cache, logger);
   if (!start_clean) impl->SetResyncStart(0);
+  // The bitmap before the superblocks that point at it; every region
+  // starts dirty unless the array starts clean.
+  if (bitmap_chunk != 0) {
+    RETURN_IF_ERROR(impl->InitBitmap(bitmap_chunk, !start_clean));
+  }
   RETURN_IF_ERROR(impl->WriteSuperblocks(start_clean));
   if (!start_clean) RETURN_IF_ERROR(impl->Resync());
   return std::unique_ptr<Array>(new Array(std::move(impl)));

@@ -202,13 +202,13 @@ absl::StatusOr<std::unique_ptr<Member>> OpenFileMember(
   struct stat pre;
   if (::stat(path.c_str(), &pre) == 0 && !S_ISREG(pre.st_mode) &&
       !S_ISBLK(pre.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: %s, not a regular file or block device", path,
-        S_ISDIR(pre.st_mode)    ? "is a directory"
-        : S_ISFIFO(pre.st_mode) ? "is a FIFO"
-        : S_ISSOCK(pre.st_mode) ? "is a socket"
-        : S_ISCHR(pre.st_mode)  ? "is a character device"
-                                : "unsupported file type"));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %s, not a regular file or block device", path,
+                        S_ISDIR(pre.st_mode)    ? "is a directory"
+                        : S_ISFIFO(pre.st_mode) ? "is a FIFO"
+                        : S_ISSOCK(pre.st_mode) ? "is a socket"
+                        : S_ISCHR(pre.st_mode)  ? "is a character device"
+                                                : "unsupported file type"));
   }
   int flags = (options.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
   if (options.direct) flags |= O_DIRECT;

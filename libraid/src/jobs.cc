@@ -418,6 +418,13 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
       return absl::AbortedError("the recovery target failed at the end");
     }
     s.durable_front.store(stripes);
+    // Whole again: the bits kept for writes made while degraded have done
+    // their job (every stripe was rebuilt after them).
+    UpdateBitmapDegraded();
+    if (bitmap_ != nullptr && GoneSlots() == 0) {
+      bitmap_->ForEachDirtyChunk(
+          [this](uint64_t k) { bitmap_->ClearChunk(k); });
+    }
     return WriteSuperblocks(std::nullopt);
   }
   // Replace: make the copy durable (FlushSlots also flushes the
@@ -428,13 +435,17 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
     return absl::AbortedError("the replacement failed at the end");
   }
   std::shared_ptr<Member> old = s.member.load();
-  {
-    absl::MutexLock lock(&sb_mu_);
-    retired_devs_.push_back(s.id.dev_number);
-    s.id = s.repl_id;
-  }
-  s.member.store(r);
-  s.replacement.store(nullptr);
+  // Writes in flight to the old member are refused (stale) and redone on
+  // the new one: see Slot::gen.
+  ChangeSlot(s, [&] {
+    {
+      absl::MutexLock lock(&sb_mu_);
+      retired_devs_.push_back(s.id.dev_number);
+      s.id = s.repl_id;
+    }
+    s.member.store(r);
+    s.replacement.store(nullptr);
+  });
   s.read_errors.store(0);
   Log(absl::StrFormat("replace: %s now holds slot %d; %s is released",
                       r->Name(), slot, old ? old->Name() : "?"));

@@ -107,8 +107,10 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
     retired_devs_.push_back(s.id.dev_number);
   }
   // In-flight I/O keeps its own reference; the member closes after it.
-  s.member.compare_exchange_strong(m, nullptr);
-  s.state.store(SlotState::kMissing);
+  ChangeSlot(s, [&] {
+    s.member.compare_exchange_strong(m, nullptr);
+    s.state.store(SlotState::kMissing);
+  });
   Log(absl::StrFormat("faulty member %s removed from slot %d", name, slot));
   return WriteSuperblocks(std::nullopt);
 }
@@ -180,6 +182,7 @@ absl::StatusOr<DeviceId> ArrayImpl::PrepareNewMember(Member& member) {
 absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
   if (member == nullptr) return absl::InvalidArgumentError("no member given");
   ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*member));
+  RETURN_IF_ERROR(CopyBitmapTo(*member));
   std::shared_ptr<Member> m(std::move(member));
   {
     absl::MutexLock lock(&sb_mu_);
@@ -214,18 +217,38 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
         s.state.load() == SlotState::kRebuilding) {
       return absl::FailedPreconditionError("no spare or slot not gone");
     }
-    Spare sp = spares_.front();
-    spares_.erase(spares_.begin());
+    m = spares_.front().member;
+  }
+  // Its copy of the bitmap dates from when it joined. A spare that cannot
+  // take it is dropped (it would not survive the rebuild either).
+  if (absl::Status st = CopyBitmapTo(*m); !st.ok()) {
+    Log(absl::StrFormat("spare %s dropped: %s", m->Name(), st.message()));
+    {
+      absl::MutexLock lock(&sb_mu_);
+      std::erase_if(spares_, [&](const Spare& sp) { return sp.member == m; });
+    }
+    (void)WriteSuperblocks(std::nullopt);
+    return st;
+  }
+  {
+    absl::MutexLock lock(&sb_mu_);
+    auto it = std::find_if(spares_.begin(), spares_.end(),
+                           [&](const Spare& sp) { return sp.member == m; });
+    if (it == spares_.end()) {
+      return absl::FailedPreconditionError("the spare was removed");
+    }
     // The faulty member (if still there) leaves with its role kept faulty.
     if (s.member.load() != nullptr) retired_devs_.push_back(s.id.dev_number);
-    s.id = sp.id;
-    m = sp.member;
+    s.id = it->id;
+    spares_.erase(it);
   }
-  s.front.store(0);
-  s.durable_front.store(0);
-  s.read_errors.store(0);
-  s.member.store(m);
-  s.state.store(SlotState::kRebuilding);
+  ChangeSlot(s, [&] {
+    s.front.store(0);
+    s.durable_front.store(0);
+    s.read_errors.store(0);
+    s.member.store(m);
+    s.state.store(SlotState::kRebuilding);
+  });
   return WriteSuperblocks(std::nullopt);
 }
 
@@ -258,6 +281,7 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
     }
   }
   ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*replacement));
+  RETURN_IF_ERROR(CopyBitmapTo(*replacement));
   std::shared_ptr<Member> r(std::move(replacement));
   {
     absl::MutexLock lock(&sb_mu_);

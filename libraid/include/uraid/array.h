@@ -82,7 +82,16 @@ struct CacheOptions {
   uint64_t bytes = 64ull << 20;
   // Longest time a cached write waits for its stripe to fill.
   uint32_t max_age_ms = 100;
+  // Gathering pauses while flushes arrive more often than this on average
+  // (milliseconds): each flush would write half-gathered stripes back as
+  // partial stripes anyway, and the flushing client would wait for them.
+  // 0 gathers whatever the flush rate (tests of the cache use it).
+  uint32_t bypass_flush_interval_ms = 10;
 };
+
+// md's write-intent bitmap (see uraid/bitmap.h): records which regions may
+// have writes in flight, so that after a crash only those are resynced.
+enum class BitmapMode { kNone, kInternal };
 
 // Every field has mdadm's default; see Geometry::Make for what is valid.
 struct CreateOptions {
@@ -103,6 +112,13 @@ struct CreateOptions {
   uint64_t data_offset_bytes = 0;
   // Skip making parity consistent (md's --assume-clean).
   bool assume_clean = false;
+  // Internal bitmap (md's place: 4 KiB after the superblock, up to the
+  // data) unless kNone. The uraid default is on: it costs one small
+  // metadata write per 64 MiB region per few seconds of writing.
+  BitmapMode bitmap = BitmapMode::kInternal;
+  // Bytes of member data per bitmap bit; 0 = 64 MiB, doubled until the
+  // bits fit the space before data_offset.
+  uint64_t bitmap_chunk_bytes = 0;
   // Overwrite members that already hold an md superblock.
   bool force = false;
   // Fixed array uuid (tests); random when unset.
@@ -156,6 +172,8 @@ struct Counters {
   uint64_t read_errors_corrected = 0;  // rebuilt from parity and rewritten
   uint64_t recovered_stripes = 0;      // stripes rebuilt onto a new member
   uint64_t scrubbed_stripes = 0;       // stripes read by check/repair
+  uint64_t resync_bitmap_chunks = 0;   // bitmap chunks resync went through
+  uint64_t resync_bytes = 0;           // member bytes resync read, per member
 };
 
 // Background jobs, in md's words (sync_action): resync after an unclean
@@ -195,6 +213,19 @@ struct JobInfo {
 };
 inline constexpr size_t kMaxListedMismatches = 16;
 
+// The write-intent bitmap as the array holds it (ArrayInfo::bitmap).
+struct BitmapInfo {
+  bool present = false;
+  uint64_t offset_bytes = 0;  // of the area on each member
+  uint64_t chunk_bytes = 0;   // member data bytes per bit
+  uint64_t chunks = 0;
+  uint64_t dirty_chunks = 0;  // bits set (in memory)
+  uint64_t events = 0;
+  uint64_t events_cleared = 0;
+  uint64_t sync_size_bytes = 0;  // member data bytes covered
+  uint32_t daemon_sleep_s = 0;
+};
+
 // A snapshot of the array (Array::Info): a plain value, safe to keep.
 struct ArrayInfo {
   Geometry geometry;
@@ -217,6 +248,7 @@ struct ArrayInfo {
   JobInfo job;                   // kind kNone when idle
   JobInfo last_job;              // the last finished job (kNone if none)
   SpeedLimits speed;
+  BitmapInfo bitmap;
   Counters counters;
 };
 

@@ -1,0 +1,263 @@
+// The array's side of md's write-intent bitmap: where the area lives on
+// each member, loading it at assembly, writing a new one at create, the
+// persist callback that puts bitmap pages on every member, and the lazy
+// clear ("daemon") tick. The protocol itself is WriteIntentBitmap's.
+//
+// Every slot member holds an identical copy of the area (md writes the
+// bitmap to every in-sync and recovering device; spares get a copy when
+// they join so that any member can be read back).
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "array_impl.h"
+#include "status_macros.h"
+
+namespace uraid {
+namespace {
+
+// md's daemon wakes every few seconds; bits go after daemon_sleep idle,
+// so ticking once a second keeps clears prompt without extra flushes.
+constexpr auto kTickInterval = std::chrono::seconds(1);
+
+}  // namespace
+
+absl::Status ArrayImpl::PersistBitmap(uint64_t offset,
+                                      std::span<const uint8_t> bytes) {
+  struct Target {
+    std::shared_ptr<Member> member;
+    int slot;
+    bool replacement;
+    absl::Status status;
+  };
+  std::vector<Target> targets;
+  for (int i = 0; i < geo_.raid_disks(); ++i) {
+    if (SlotPresent(i)) {
+      if (auto m = slots_[i]->member.load()) targets.push_back({m, i, false});
+    }
+    if (auto r = slots_[i]->replacement.load()) {
+      targets.push_back({r, i, true});
+    }
+  }
+  const uint64_t raw = bitmap_area_offset_ + offset;
+  std::vector<std::function<void()>> tasks;
+  for (Target& t : targets) {
+    tasks.emplace_back([&t, raw, bytes] {
+      t.status = t.member->Write(bytes.data(), bytes.size(), raw);
+      if (t.status.ok()) t.status = t.member->Flush();
+    });
+  }
+  // One round trip on every member at once: this is on the first write to
+  // a region, so it is latency the client sees.
+  if (tasks.size() == 1 || io_latency_ns_.load() < kParallelIoThresholdNs) {
+    for (auto& task : tasks) task();
+  } else {
+    pool_.RunAll(tasks);
+  }
+  int written = 0;
+  absl::Status first;
+  for (Target& t : targets) {
+    if (t.status.ok()) {
+      ++written;
+      continue;
+    }
+    Log(absl::StrFormat("member %s failed writing the bitmap at %d: %s",
+                        t.member->Name(), raw, t.status.message()));
+    if (first.ok()) first = t.status;
+    // FailSlot writes superblocks, which writes the bitmap header: not
+    // from inside the bitmap. The failure is handled right after the
+    // bitmap call returns (ProcessDeferredFailures), before data is
+    // written under the bits.
+    absl::MutexLock lock(&deferred_mu_);
+    deferred_.push_back(DeferredFailure{t.slot, t.replacement, t.member,
+                                        std::string(t.status.message())});
+    deferred_sb_update_.store(true);
+  }
+  if (written == 0 && !targets.empty()) {
+    return absl::UnavailableError(absl::StrFormat(
+        "bitmap write failed on every member: %s", first.message()));
+  }
+  return absl::OkStatus();
+}
+
+void ArrayImpl::ProcessDeferredFailures() {
+  if (!deferred_sb_update_.exchange(false)) return;
+  std::vector<DeferredFailure> todo;
+  {
+    absl::MutexLock lock(&deferred_mu_);
+    todo.swap(deferred_);
+  }
+  for (DeferredFailure& d : todo) {
+    Slot& s = *slots_[d.slot];
+    if (d.replacement) {
+      if (s.replacement.compare_exchange_strong(d.member, nullptr)) {
+        Log(
+            absl::StrFormat("replacement %s for slot %d failed: %s; replace "
+                            "abandoned",
+                            d.member->Name(), d.slot, d.why));
+        (void)WriteSuperblocks(std::nullopt);
+      }
+    } else if (s.member.load() == d.member) {
+      (void)FailSlot(d.slot, "bitmap write failed: " + d.why);
+    }
+  }
+}
+
+void ArrayImpl::UpdateBitmapDegraded() {
+  if (bitmap_ != nullptr) bitmap_->SetDegraded(GoneSlots() > 0);
+}
+
+WriteIntentBitmapOptions ArrayImpl::BitmapOptions(bool array_clean) {
+  WriteIntentBitmapOptions opts;
+  opts.array_clean = array_clean;
+  opts.clock = [this] {
+    return std::chrono::steady_clock::now() +
+           std::chrono::nanoseconds(bitmap_clock_skew_ns_.load());
+  };
+  return opts;
+}
+
+void ArrayImpl::ClearBitmapAtStop() {
+  if (bitmap_ == nullptr) return;
+  // Regions idle "long enough" at once: nothing is being written any more
+  // and Tick flushes the data before it clears a bit.
+  bitmap_clock_skew_ns_.fetch_add((int64_t{bitmap_->super().daemon_sleep} + 1) *
+                                  1'000'000'000);
+  absl::Status st = bitmap_->Tick([this] {
+    return FlushSlots(std::vector<bool>(geo_.raid_disks(), true));
+  });
+  if (!st.ok()) Log(absl::StrFormat("bitmap: clear at stop: %s", st.message()));
+}
+
+void ArrayImpl::BitmapTick() {
+  if (bitmap_ == nullptr) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_tick_ < kTickInterval) return;
+  last_tick_ = now;
+  absl::Status st = bitmap_->Tick([this] {
+    return FlushSlots(std::vector<bool>(geo_.raid_disks(), true));
+  });
+  if (!st.ok()) Log(absl::StrFormat("bitmap: lazy clear: %s", st.message()));
+  ProcessDeferredFailures();
+}
+
+absl::Status ArrayImpl::LoadBitmap(Member& member, const Superblock& sb) {
+  bitmap_area_offset_ =
+      kSb12OffsetBytes + static_cast<int64_t>(sb.bitmap_offset) * 512;
+  std::vector<uint8_t> head(kBitmapSuperBytes);
+  if (absl::Status st =
+          member.Read(head.data(), head.size(), bitmap_area_offset_);
+      !st.ok()) {
+    return absl::Status(
+        st.code(), absl::StrFormat("%s: reading the bitmap: %s", member.Name(),
+                                   st.message()));
+  }
+  absl::StatusOr<BitmapSuper> bs = DecodeBitmapSuper(head);
+  if (!bs.ok()) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: the write-intent bitmap at byte %d is corrupt: %s", member.Name(),
+        bitmap_area_offset_, bs.status().message()));
+  }
+  absl::StatusOr<BitmapVerdict> verdict =
+      ValidateBitmapForArray(*bs, sb.set_uuid, sb.events, sb.size);
+  if (!verdict.ok()) {
+    return absl::Status(
+        verdict.status().code(),
+        absl::StrFormat("%s: the write-intent bitmap does not belong to "
+                        "this array: %s",
+                        member.Name(), verdict.status().message()));
+  }
+  const uint64_t chunks = BitmapChunks(*bs);
+  const uint64_t area = BitmapAreaBytes(chunks);
+  if (bitmap_area_offset_ + area > data_offset_) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: the bitmap (%d bytes at %d) overlaps the data at %d",
+        member.Name(), area, bitmap_area_offset_, data_offset_));
+  }
+  std::vector<uint8_t> bits(area - kBitmapSuperBytes);
+  RETURN_IF_ERROR(member.Read(bits.data(), bits.size(),
+                              bitmap_area_offset_ + kBitmapSuperBytes));
+  bitmap_super_ = *bs;
+  bitmap_dirty_at_load_ = CountBitmapDirty(bits, chunks);
+  if (read_only_) return absl::OkStatus();
+  WriteIntentBitmapOptions opts =
+      BitmapOptions(sb.clean() && *verdict == BitmapVerdict::kCurrent);
+  ASSIGN_OR_RETURN(bitmap_,
+                   WriteIntentBitmap::Create(
+                       *bs, bits,
+                       [this](uint64_t off, std::span<const uint8_t> b) {
+                         return PersistBitmap(off, b);
+                       },
+                       opts));
+  UpdateBitmapDegraded();
+  if (*verdict == BitmapVerdict::kStale) {
+    Log(absl::StrFormat(
+        "bitmap on %s is older than the superblocks (events %d < %d): "
+        "treating every region as dirty",
+        member.Name(), bs->events, sb.events));
+    RETURN_IF_ERROR(bitmap_->MarkAllDirty());
+    SetResyncStart(0);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::InitBitmap(uint64_t chunk_bytes, bool all_dirty) {
+  BitmapSuper bs;
+  {
+    absl::MutexLock lock(&sb_mu_);
+    bs.uuid = sb_.set_uuid;
+    bs.events = sb_.events;
+    bs.events_cleared = sb_.events;
+    bs.sync_size = sb_.size;
+    bitmap_area_offset_ =
+        kSb12OffsetBytes + static_cast<int64_t>(sb_.bitmap_offset) * 512;
+  }
+  bs.chunksize = static_cast<uint32_t>(chunk_bytes);
+  bs.sectors_reserved =
+      static_cast<uint32_t>((data_offset_ - bitmap_area_offset_) / 512);
+  std::vector<uint8_t> area = NewBitmapArea(bs);
+  const uint64_t chunks = BitmapChunks(bs);
+  // mdadm writes whole pages of ones; a clean start wants the bits zero.
+  if (!all_dirty) {
+    std::fill(area.begin() + kBitmapSuperBytes, area.end(), 0);
+  }
+  area.resize(
+      std::min<uint64_t>(area.size(), data_offset_ - bitmap_area_offset_));
+  for (int i = 0; i < geo_.raid_disks(); ++i) {
+    std::shared_ptr<Member> m = slots_[i]->member.load();
+    if (m == nullptr) continue;
+    absl::Status st = m->Write(area.data(), area.size(), bitmap_area_offset_);
+    if (!st.ok()) {
+      return absl::Status(
+          st.code(), absl::StrFormat("%s: writing the bitmap: %s", m->Name(),
+                                     st.message()));
+    }
+  }
+  bitmap_super_ = bs;
+  std::span<const uint8_t> bits(area.data() + kBitmapSuperBytes,
+                                BitmapBitBytes(chunks));
+  ASSIGN_OR_RETURN(bitmap_,
+                   WriteIntentBitmap::Create(
+                       bs, bits,
+                       [this](uint64_t off, std::span<const uint8_t> b) {
+                         return PersistBitmap(off, b);
+                       },
+                       BitmapOptions(false)));
+  UpdateBitmapDegraded();
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::CopyBitmapTo(Member& member) {
+  if (bitmap_ == nullptr) return absl::OkStatus();
+  std::vector<uint8_t> area = bitmap_->AreaImage();
+  absl::Status st = member.Write(area.data(), area.size(), bitmap_area_offset_);
+  if (st.ok()) st = member.Flush();
+  if (!st.ok()) {
+    return absl::Status(
+        st.code(), absl::StrFormat("%s: writing the bitmap: %s", member.Name(),
+                                   st.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace uraid

@@ -1,0 +1,49 @@
+// ArrayInfo <-> JSON, losslessly: the "detail" of the control channel's
+// detail reply. The server encodes Array::Info(); `uraid detail --control`
+// decodes it and renders it exactly as an offline `uraid detail`.
+//
+// Shape (every field of ArrayInfo, snake_case; uuids in mdadm's
+// "xxxxxxxx:xxxxxxxx:xxxxxxxx:xxxxxxxx"; states and job kinds as words):
+//   {"level":5,"layout":2,"chunk_bytes":524288,"raid_disks":4,
+//    "member_bytes":...,"uuid":"...","name":"...","data_offset_bytes":...,
+//    "events":...,"ctime":...,"utime":...,"clean":true,"degraded":false,
+//    "failed":false,"read_only":false,"resyncing":false,"resync_bytes":0,
+//    "slots":[{"slot":0,"state":"active","recovery_bytes":0,"name":"...",
+//              "dev_number":0,"device_uuid":"..."}, ...],
+//    "spares":[...same...],
+//    "job":{"kind":"recover","done_bytes":...,"total_bytes":...,
+//           "bytes_per_s":...,"slot":1,"target":"...","mismatches":0,
+//           "first_mismatches":[],"result":""},
+//    "last_job":{...same...},
+//    "speed":{"min_kib_s":1000,"max_kib_s":200000},
+//    "counters":{"member_reads":...,...}}
+// Decoding needs the five geometry fields; any other missing field keeps
+// its default (a server of another version), a field of the wrong type is
+// an error naming it.
+
+#ifndef URAID_SRC_INFO_JSON_H_
+#define URAID_SRC_INFO_JSON_H_
+
+#include <optional>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "uraid/array.h"
+
+namespace uraid {
+
+nlohmann::ordered_json InfoToJson(const ArrayInfo& info);
+absl::StatusOr<ArrayInfo> InfoFromJson(const nlohmann::ordered_json& j);
+
+// "active", "faulty", "missing", "rebuilding", "spare".
+const char* SlotStateName(SlotState state);
+std::optional<SlotState> SlotStateFromName(std::string_view name);
+// JobKindName's inverse ("idle" -> kNone).
+std::optional<JobKind> JobKindFromName(std::string_view name);
+// mdadm's uuid text back to bytes.
+std::optional<std::array<uint8_t, 16>> ParseUuid(std::string_view text);
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_INFO_JSON_H_

@@ -1,0 +1,476 @@
+// The commands that change a served array through its control socket
+// (uraid/control.h): fail, remove, add, replace, repair, stop, set; and the
+// remote half of `check --control`. `repair MEMBER...` also works offline
+// (the array assembled writable, parity rewritten where it is wrong).
+
+#include <cctype>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "commands.h"
+#include "common.h"
+#include "control_client.h"
+#include "control_protocol.h"
+#include "job_progress.h"
+#include "nlohmann/json.hpp"
+#include "size_parse.h"
+#include "uraid/array.h"
+#include "uraid/control.h"
+#include "uraid/geometry.h"
+
+namespace uraid::tool {
+namespace {
+
+using control::Cmd;
+using control::Request;
+using json = nlohmann::ordered_json;
+
+const char* kControlHelp =
+    "The served array's control socket (the plugin's control=SOCKET)";
+
+// A rate: plain digits are KiB/s (md's unit for sync_speed_min/max);
+// with a K/M/G suffix it is that many bytes per second ("100M").
+absl::StatusOr<uint64_t> ParseRate(const std::string& text) {
+  bool digits = !text.empty();
+  for (char c : text)
+    digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  if (digits) {
+    absl::StatusOr<uint64_t> v = ParseSize(text);  // plain number, checked
+    if (!v.ok()) return v.status();
+    return *v;
+  }
+  absl::StatusOr<uint64_t> bytes = ParseSize(text);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rate \"%s\": give KiB/s (\"50000\") or bytes per second with a "
+        "suffix (\"100M\")",
+        text));
+  }
+  if (*bytes < 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rate \"%s\" is below 1 KiB/s", text));
+  }
+  return *bytes / 1024;
+}
+
+CLI::Validator RateValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        absl::StatusOr<uint64_t> r = ParseRate(text);
+        return r.ok() ? std::string() : std::string(r.status().message());
+      },
+      "RATE");
+}
+
+// Connects, or prints why not. nullptr after printing.
+std::unique_ptr<ControlClient> Connect(const std::string& socket) {
+  absl::StatusOr<std::unique_ptr<ControlClient>> client =
+      ControlClient::Connect(socket);
+  if (!client.ok()) {
+    Fail(client.status());
+    return nullptr;
+  }
+  return *std::move(client);
+}
+
+// Follows the job a command just started (--wait / --watch); exit code.
+int FollowJob(ControlClient& client, bool watch, const JobInfo& before) {
+  absl::StatusOr<ArrayInfo> info = WaitForJobs(client, watch, &before);
+  if (!info.ok()) return Fail(info.status());
+  if (!JobSucceeded(info->last_job)) {
+    return Fail(absl::StrCat("last job: ", JobOutcome(info->last_job)));
+  }
+  return 0;
+}
+
+// The last_job before starting one, for FollowJob.
+absl::StatusOr<JobInfo> LastJob(ControlClient& client) {
+  absl::StatusOr<ArrayInfo> info = client.Detail();
+  if (!info.ok()) return info.status();
+  return info->last_job;
+}
+
+struct MemberArgs {
+  std::string control;
+  std::vector<std::string> members;
+  bool wait = false;
+  bool watch = false;
+};
+
+// fail / remove / add: one request per member, in order; stops at the
+// first error.
+int RunMembers(const MemberArgs& args, Cmd cmd) {
+  std::unique_ptr<ControlClient> client = Connect(args.control);
+  if (!client) return 1;
+  JobInfo before;
+  if (args.wait || args.watch) {
+    absl::StatusOr<JobInfo> last = LastJob(*client);
+    if (!last.ok()) return Fail(last.status());
+    before = *last;
+  }
+  for (const std::string& m : args.members) {
+    Request r{.cmd = cmd};
+    r.member =
+        cmd == Cmd::kAdd ? MemberPathForServer(m) : MemberNameForServer(m);
+    absl::StatusOr<json> reply = client->Call(r);
+    if (!reply.ok()) return Fail(reply.status());
+    switch (cmd) {
+      case Cmd::kFail:
+        std::printf("set %s faulty\n", r.member.c_str());
+        break;
+      case Cmd::kRemove:
+        std::printf("removed %s\n", r.member.c_str());
+        break;
+      default:
+        std::printf("added %s\n", r.member.c_str());
+        break;
+    }
+  }
+  std::fflush(stdout);
+  if (args.wait || args.watch) return FollowJob(*client, args.watch, before);
+  return 0;
+}
+
+void AddMemberCommand(CLI::App& app, Action* action, const char* name, Cmd cmd,
+                      const char* help, const char* member_help,
+                      bool can_wait) {
+  auto args = std::make_shared<MemberArgs>();
+  CLI::App* sub = app.add_subcommand(name, help);
+  sub->add_option("--control", args->control, kControlHelp)->required();
+  sub->add_option("MEMBER", args->members, member_help)->required();
+  if (can_wait) {
+    CLI::Option* wait = sub->add_flag(
+        "--wait", args->wait,
+        "Wait until the rebuild ends (exit 1 unless it completed)");
+    sub->add_flag("--watch", args->watch,
+                  "Draw the rebuild's progress until it ends")
+        ->excludes(wait);
+  }
+  sub->final_callback([args, action, cmd] {
+    *action = [args, cmd] { return RunMembers(*args, cmd); };
+  });
+}
+
+struct ReplaceArgs {
+  std::string control;
+  std::string old_member;
+  std::string new_member;
+  bool wait = false;
+  bool watch = false;
+};
+
+int RunReplace(const ReplaceArgs& args) {
+  std::unique_ptr<ControlClient> client = Connect(args.control);
+  if (!client) return 1;
+  JobInfo before;
+  if (args.wait || args.watch) {
+    absl::StatusOr<JobInfo> last = LastJob(*client);
+    if (!last.ok()) return Fail(last.status());
+    before = *last;
+  }
+  Request r{.cmd = Cmd::kReplace,
+            .member = MemberNameForServer(args.old_member),
+            .replacement = MemberPathForServer(args.new_member)};
+  absl::StatusOr<json> reply = client->Call(r);
+  if (!reply.ok()) return Fail(reply.status());
+  std::printf("replacing %s with %s\n", r.member.c_str(),
+              r.replacement.c_str());
+  std::fflush(stdout);
+  if (args.wait || args.watch) return FollowJob(*client, args.watch, before);
+  return 0;
+}
+
+// check --control / repair --control.
+struct ScrubArgs {
+  std::string control;
+  bool json = false;
+  bool wait = false;
+  bool watch = false;
+  bool force = false;
+  std::vector<std::string> members;  // offline repair
+};
+
+int RunRemoteScrub(const ScrubArgs& args, bool repair) {
+  std::unique_ptr<ControlClient> client = Connect(args.control);
+  if (!client) return 1;
+  const bool follow = args.wait || args.watch;
+  JobInfo before;
+  if (follow) {
+    absl::StatusOr<JobInfo> last = LastJob(*client);
+    if (!last.ok()) return Fail(last.status());
+    before = *last;
+  }
+  absl::StatusOr<json> reply =
+      client->Call({.cmd = repair ? Cmd::kRepair : Cmd::kCheck});
+  if (!reply.ok()) return Fail(reply.status());
+  const char* what = repair ? "repair" : "check";
+  if (!follow) {
+    if (args.json) {
+      std::printf("%s\n", json({{"started", what}}).dump(2).c_str());
+    } else {
+      std::printf(
+          "%s started; follow it with uraid detail --control %s "
+          "--watch\n",
+          what, args.control.c_str());
+    }
+    return 0;
+  }
+  absl::StatusOr<ArrayInfo> info = WaitForJobs(*client, args.watch, &before);
+  if (!info.ok()) return Fail(info.status());
+  const JobInfo& last = info->last_job;
+  if (args.json) {
+    json j = {{"job", JobKindName(last.kind)},
+              {"result", last.result},
+              {"stripes", info->geometry.stripe_count()},
+              {"mismatches", last.mismatches},
+              {"first_mismatched_stripes", last.first_mismatches}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else if (!args.watch) {
+    std::printf("%s\n", JobOutcome(last).c_str());
+  }
+  if (!JobSucceeded(last)) {
+    return Fail(absl::StrCat("last job: ", JobOutcome(last)));
+  }
+  // Like the offline check: mismatches found (and not repaired) fail.
+  return !repair && last.mismatches > 0 ? 1 : 0;
+}
+
+// Offline repair: assemble writable, rewrite wrong parity, close clean.
+int RunOfflineRepair(const ScrubArgs& args) {
+  absl::StatusOr<std::vector<std::unique_ptr<Member>>> members =
+      OpenMembers(args.members, MemberOptions{});
+  if (!members.ok()) return Fail(members.status());
+  AssembleOptions options;
+  options.force = args.force;
+  absl::StatusOr<std::unique_ptr<Array>> array =
+      Array::Assemble(*std::move(members), options);
+  if (!array.ok()) return Fail(array.status());
+  if (absl::Status s = (*array)->StartScrub(/*repair=*/true); !s.ok()) {
+    return Fail(s);
+  }
+  const absl::Status done = (*array)->WaitForJob();
+  const ArrayInfo info = (*array)->Info();
+  if (!done.ok()) return Fail(done);
+  const JobInfo& last = info.last_job;
+  if (args.json) {
+    json j = {{"stripes", info.geometry.stripe_count()},
+              {"mismatches", last.mismatches},
+              {"first_mismatched_stripes", last.first_mismatches},
+              {"result", last.result}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("checked %llu stripes: %llu had wrong parity (rewritten)\n",
+                static_cast<unsigned long long>(info.geometry.stripe_count()),
+                static_cast<unsigned long long>(last.mismatches));
+    if (!last.first_mismatches.empty()) {
+      std::printf("first repaired stripes: %s\n",
+                  absl::StrJoin(last.first_mismatches, " ").c_str());
+    }
+  }
+  return JobSucceeded(last) ? 0 : 1;
+}
+
+struct SetArgs {
+  std::string control;
+  std::string speed_min;
+  std::string speed_max;
+  std::string cache;
+};
+
+int RunSet(const SetArgs& args) {
+  Request r{.cmd = Cmd::kSet};
+  if (!args.speed_min.empty()) r.speed_min_kib_s = *ParseRate(args.speed_min);
+  if (!args.speed_max.empty()) r.speed_max_kib_s = *ParseRate(args.speed_max);
+  if (!args.cache.empty()) r.cache_bytes = *ParseSize(args.cache);
+  std::unique_ptr<ControlClient> client = Connect(args.control);
+  if (!client) return 1;
+  absl::StatusOr<json> reply = client->Call(r);
+  if (!reply.ok()) return Fail(reply.status());
+  if (r.speed_min_kib_s || r.speed_max_kib_s) {
+    std::printf("speed limits: min %s KiB/s, max %s KiB/s\n",
+                reply->value("speed_min", json()).dump().c_str(),
+                reply->value("speed_max", json()).dump().c_str());
+  }
+  if (r.cache_bytes) {
+    std::printf("stripe cache: %s\n", FormatSize(*r.cache_bytes).c_str());
+  }
+  return 0;
+}
+
+int RunStop(const std::string& socket) {
+  std::unique_ptr<ControlClient> client = Connect(socket);
+  if (!client) return 1;
+  absl::StatusOr<json> reply = client->Call({.cmd = Cmd::kStop});
+  if (!reply.ok()) return Fail(reply.status());
+  std::printf("stopped the running job, if any\n");
+  return 0;
+}
+
+}  // namespace
+
+int RunControlScrub(const std::string& socket, bool repair, bool wait,
+                    bool watch, bool json_output) {
+  return RunRemoteScrub(
+      {.control = socket, .json = json_output, .wait = wait, .watch = watch},
+      repair);
+}
+
+void AddFailCommand(CLI::App& app, Action* action) {
+  AddMemberCommand(app, action, "fail", Cmd::kFail,
+                   "Mark members of a served array faulty (md's --fail); "
+                   "the array carries on degraded",
+                   "Members, by the name `detail --control` shows (or "
+                   "another path to the same file)",
+                   false);
+}
+
+void AddRemoveCommand(CLI::App& app, Action* action) {
+  AddMemberCommand(app, action, "remove", Cmd::kRemove,
+                   "Remove faulty members or spares from a served array "
+                   "(md's --remove); an active member must be failed first",
+                   "Members, by the name `detail --control` shows", false);
+}
+
+void AddAddCommand(CLI::App& app, Action* action) {
+  AddMemberCommand(app, action, "add", Cmd::kAdd,
+                   "Add members to a served array as spares (md's --add); "
+                   "a degraded array rebuilds onto the first at once",
+                   "Member files, devices or NBD URIs (opened by the server)",
+                   true);
+}
+
+void AddReplaceCommand(CLI::App& app, Action* action) {
+  auto args = std::make_shared<ReplaceArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "replace",
+      "Copy an active member of a served array onto a new one while it "
+      "keeps serving (md's --replace); the old one is then marked faulty");
+  sub->add_option("--control", args->control, kControlHelp)->required();
+  sub->add_option("OLD", args->old_member, "The member to replace")->required();
+  sub->add_option("NEW", args->new_member,
+                  "The replacement: a file, device or NBD URI (opened by "
+                  "the server)")
+      ->required();
+  CLI::Option* wait =
+      sub->add_flag("--wait", args->wait,
+                    "Wait until the copy ends (exit 1 unless it "
+                    "completed)");
+  sub->add_flag("--watch", args->watch,
+                "Draw the copy's progress until it ends")
+      ->excludes(wait);
+  sub->final_callback(
+      [args, action] { *action = [args] { return RunReplace(*args); }; });
+}
+
+void AddRepairCommand(CLI::App& app, Action* action) {
+  auto args = std::make_shared<ScrubArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "repair",
+      "Rewrite parity where it does not match the data (md's repair): on "
+      "a served array with --control, or offline on MEMBER...");
+  CLI::Option* control =
+      sub->add_option("--control", args->control, kControlHelp);
+  sub->add_flag("--json", args->json, "Print one JSON object");
+  CLI::Option* wait = sub->add_flag(
+      "--wait", args->wait,
+      "With --control: wait until the repair ends (exit 1 unless it "
+      "completed)");
+  CLI::Option* watch =
+      sub->add_flag("--watch", args->watch,
+                    "With --control: draw the repair's progress until it "
+                    "ends");
+  wait->needs(control)->excludes(watch);
+  watch->needs(control);
+  CLI::Option* force =
+      sub->add_flag("--force", args->force,
+                    "Offline: repair an array that is dirty and "
+                    "degraded");
+  sub->add_option("MEMBER", args->members,
+                  "Offline: member files, devices or NBD URIs")
+      ->excludes(control);
+  force->excludes(control);
+  sub->final_callback([args, action] {
+    *action = [args] {
+      if (!args->control.empty()) return RunRemoteScrub(*args, true);
+      if (args->members.empty()) {
+        std::fprintf(stderr,
+                     "uraid: repair needs MEMBER... or --control SOCKET\n");
+        return 2;
+      }
+      return RunOfflineRepair(*args);
+    };
+  });
+}
+
+void AddStopCommand(CLI::App& app, Action* action) {
+  auto control = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand(
+      "stop",
+      "Stop the running background job of a served array (md's idle); "
+      "a rebuild resumes at the next start. The array keeps serving");
+  sub->add_option("--control", *control, kControlHelp)->required();
+  sub->final_callback(
+      [control, action] { *action = [control] { return RunStop(*control); }; });
+}
+
+void AddGrowCommand(CLI::App& app, Action* action) {
+  auto control = std::make_shared<std::string>();
+  auto devices = std::make_shared<int>(0);
+  CLI::App* sub =
+      app.add_subcommand("grow",
+                         "Reshape a served array to more members (md's --grow "
+                         "--raid-devices); not implemented yet");
+  sub->add_option("--control", *control, kControlHelp)->required();
+  sub->add_option("--raid-devices", *devices, "The new member count")
+      ->required()
+      ->check(CLI::Range(kMinDisks, kMaxDisks));
+  sub->final_callback([control, devices, action] {
+    *action = [control, devices] {
+      std::unique_ptr<ControlClient> client = Connect(*control);
+      if (!client) return 1;
+      // The server knows the request and answers "not implemented yet".
+      absl::StatusOr<json> reply = client->CallLine(
+          json({{"cmd", "grow"}, {"raid_devices", *devices}}).dump() + "\n");
+      if (!reply.ok()) return Fail(reply.status());
+      return 0;
+    };
+  });
+}
+
+void AddSetCommand(CLI::App& app, Action* action) {
+  auto args = std::make_shared<SetArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "set",
+      "Change a served array's rebuild/check speed limits (md's "
+      "sync_speed_min/max, per member) or its stripe cache size");
+  sub->add_option("--control", args->control, kControlHelp)->required();
+  sub->add_option("--speed-min", args->speed_min,
+                  "Lowest rate a job keeps while clients are busy: KiB/s, "
+                  "or bytes/s with a suffix (100M)")
+      ->check(RateValidator());
+  sub->add_option("--speed-max", args->speed_max,
+                  "Highest rate of a job: KiB/s, or bytes/s with a suffix")
+      ->check(RateValidator());
+  sub->add_option("--cache", args->cache,
+                  "Stripe cache bound (0 turns it off), e.g. 256M")
+      ->check(SizeValidator());
+  sub->final_callback([args, action] {
+    *action = [args] {
+      if (args->speed_min.empty() && args->speed_max.empty() &&
+          args->cache.empty()) {
+        std::fprintf(stderr,
+                     "uraid: set needs --speed-min, --speed-max or "
+                     "--cache\n");
+        return 2;
+      }
+      return RunSet(*args);
+    };
+  });
+}
+
+}  // namespace uraid::tool

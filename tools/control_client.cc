@@ -1,0 +1,164 @@
+#include "control_client.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "info_json.h"
+#include "uraid/member.h"
+
+namespace uraid::tool {
+namespace {
+
+// A detail reply of 64 members is a few tens of KiB; anything near this is
+// not our server.
+constexpr size_t kMaxReplyBytes = 16 << 20;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
+    const std::string& path, int timeout_ms) {
+  const auto fail = [&](const std::string& why) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot connect to control socket %s: %s", path, why));
+  };
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.empty()) return fail("no path given");
+  if (path.size() >= sizeof addr.sun_path) {
+    return fail(absl::StrFormat("the path is longer than %d bytes",
+                                sizeof addr.sun_path - 1));
+  }
+  memcpy(addr.sun_path, path.data(), path.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail(strerror(errno));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    close(fd);
+    std::string why = strerror(err);
+    struct stat st;
+    if (err == ENOENT) {
+      why += " (is the array served with control=" + path + "?)";
+    } else if (err == ECONNREFUSED) {
+      why += " (a stale socket: its server is gone)";
+    } else if (err == ENOTSOCK ||
+               (stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))) {
+      why = "not a socket";
+    }
+    return fail(why);
+  }
+  return std::unique_ptr<ControlClient>(
+      new ControlClient(fd, path, timeout_ms));
+}
+
+ControlClient::~ControlClient() { close(fd_); }
+
+absl::StatusOr<std::string> ControlClient::ReadLine() {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+  while (true) {
+    const size_t nl = buf_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buf_.substr(0, nl);
+      buf_.erase(0, nl + 1);
+      return line;
+    }
+    if (buf_.size() > kMaxReplyBytes) {
+      return absl::InternalError(
+          absl::StrFormat("control socket %s: a reply longer than %d bytes",
+                          path_, kMaxReplyBytes));
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return absl::DeadlineExceededError(
+          absl::StrFormat("control socket %s: no reply within %d s", path_,
+                          timeout_ms_ / 1000));
+    }
+    pollfd p = {fd_, POLLIN, 0};
+    const int n = poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("control socket ", path_));
+    }
+    if (n <= 0) continue;
+    char chunk[65536];
+    const ssize_t got = recv(fd_, chunk, sizeof chunk, 0);
+    if (got == 0) {
+      return absl::UnavailableError(absl::StrFormat(
+          "control socket %s: the server closed the connection", path_));
+    }
+    if (got < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return absl::ErrnoToStatus(errno, absl::StrCat("control socket ", path_));
+    }
+    buf_.append(chunk, static_cast<size_t>(got));
+  }
+}
+
+absl::StatusOr<nlohmann::ordered_json> ControlClient::CallLine(
+    const std::string& line) {
+  std::string_view data = line;
+  while (!data.empty()) {
+    const ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat("control socket ", path_, ": send"));
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  absl::StatusOr<std::string> reply = ReadLine();
+  if (!reply.ok()) return reply.status();
+  return control::ParseReply(*reply);
+}
+
+absl::StatusOr<nlohmann::ordered_json> ControlClient::Call(
+    const control::Request& request) {
+  return CallLine(control::RequestLine(request));
+}
+
+absl::StatusOr<ArrayInfo> ControlClient::Detail() {
+  absl::StatusOr<nlohmann::ordered_json> reply =
+      Call({.cmd = control::Cmd::kDetail});
+  if (!reply.ok()) return reply.status();
+  auto it = reply->find("detail");
+  if (it == reply->end()) {
+    return absl::InternalError(absl::StrFormat(
+        "control socket %s: the detail reply has no \"detail\"", path_));
+  }
+  return InfoFromJson(*it);
+}
+
+std::string MemberNameForServer(const std::string& arg) {
+  if (IsMemberUri(arg) || arg.empty() || arg[0] == '/') return arg;
+  std::error_code ec;
+  if (!std::filesystem::exists(arg, ec)) return arg;
+  std::filesystem::path abs = std::filesystem::absolute(arg, ec);
+  return ec ? arg : abs.lexically_normal().string();
+}
+
+std::string MemberPathForServer(const std::string& arg) {
+  if (IsMemberUri(arg) || arg.empty()) return arg;
+  char* real = realpath(arg.c_str(), nullptr);
+  if (real != nullptr) {
+    std::string out = real;
+    free(real);
+    return out;
+  }
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(arg, ec);
+  return ec ? arg : abs.lexically_normal().string();
+}
+
+}  // namespace uraid::tool

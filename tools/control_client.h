@@ -1,0 +1,58 @@
+// The `uraid` side of the control channel (uraid/control.h): connect to a
+// served array's control socket, send one request line, read its reply.
+
+#ifndef URAID_TOOLS_CONTROL_CLIENT_H_
+#define URAID_TOOLS_CONTROL_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "control_protocol.h"
+#include "nlohmann/json.hpp"
+#include "uraid/array.h"
+
+namespace uraid::tool {
+
+class ControlClient {
+ public:
+  // Connects to the socket at `path`; every later call fails when the
+  // server does not answer within `timeout_ms`. The error says "cannot
+  // connect to control socket PATH: <why>".
+  static absl::StatusOr<std::unique_ptr<ControlClient>> Connect(
+      const std::string& path, int timeout_ms = 60000);
+  ~ControlClient();
+  ControlClient(const ControlClient&) = delete;
+  ControlClient& operator=(const ControlClient&) = delete;
+
+  // Sends `request` and returns the reply object when it says ok; the
+  // server's error (its code and message) otherwise.
+  absl::StatusOr<nlohmann::ordered_json> Call(const control::Request& request);
+  // A raw line (for tests and odd requests); same reply handling.
+  absl::StatusOr<nlohmann::ordered_json> CallLine(const std::string& line);
+
+  // The "detail" request, decoded.
+  absl::StatusOr<ArrayInfo> Detail();
+
+ private:
+  ControlClient(int fd, std::string path, int timeout_ms)
+      : fd_(fd), path_(std::move(path)), timeout_ms_(timeout_ms) {}
+  absl::StatusOr<std::string> ReadLine();
+
+  int fd_;
+  std::string path_;
+  int timeout_ms_;
+  std::string buf_;
+};
+
+// A member argument as the server should see it: a relative path to an
+// existing file becomes absolute (the server's working directory is not
+// ours); URIs and names of no local file are kept as given.
+std::string MemberNameForServer(const std::string& arg);
+// A member the server will open (add, replace): URIs as given, paths made
+// absolute with symlinks resolved (as the plugin names its members).
+std::string MemberPathForServer(const std::string& arg);
+
+}  // namespace uraid::tool
+
+#endif  // URAID_TOOLS_CONTROL_CLIENT_H_

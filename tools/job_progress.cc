@@ -1,0 +1,148 @@
+#include "job_progress.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace uraid::tool {
+
+double JobPercent(const JobInfo& job) {
+  if (job.total_bytes == 0) return 0;
+  const double pct = 100.0 * static_cast<double>(job.done_bytes) /
+                     static_cast<double>(job.total_bytes);
+  return std::clamp(pct, 0.0, 100.0);
+}
+
+int64_t JobEtaSeconds(const JobInfo& job) {
+  if (!(job.bytes_per_s > 0) || !std::isfinite(job.bytes_per_s)) return -1;
+  if (job.done_bytes >= job.total_bytes) return 0;
+  const double left =
+      static_cast<double>(job.total_bytes - job.done_bytes) / job.bytes_per_s;
+  if (left > 1e9) return -1;
+  return static_cast<int64_t>(std::ceil(left));
+}
+
+std::string FormatEta(int64_t seconds) {
+  if (seconds < 0) return "-";
+  return absl::StrFormat("%d:%02d:%02d", seconds / 3600, seconds / 60 % 60,
+                         seconds % 60);
+}
+
+std::string FormatRate(double bytes_per_s) {
+  if (!std::isfinite(bytes_per_s) || bytes_per_s < 0) bytes_per_s = 0;
+  return absl::StrFormat("%.1f MB/s", bytes_per_s / 1e6);
+}
+
+const char* JobStatusLabel(JobKind kind) {
+  switch (kind) {
+    case JobKind::kResync:
+      return "Resync";
+    case JobKind::kRecover:
+    case JobKind::kReplace:
+      return "Rebuild";
+    case JobKind::kCheck:
+      return "Check";
+    case JobKind::kRepair:
+      return "Repair";
+    case JobKind::kNone:
+      break;
+  }
+  return "Job";
+}
+
+std::string JobOutcome(const JobInfo& last) {
+  if (last.kind == JobKind::kNone) return "no job has run";
+  std::string out = absl::StrCat(JobKindName(last.kind), " ",
+                                 last.result.empty() ? "ended" : last.result);
+  if (last.kind == JobKind::kCheck || last.kind == JobKind::kRepair) {
+    absl::StrAppendFormat(&out, ", %d mismatched stripe%s", last.mismatches,
+                          last.mismatches == 1 ? "" : "s");
+    if (last.kind == JobKind::kRepair && last.mismatches > 0) {
+      out += " (parity rewritten)";
+    }
+  }
+  if (!last.target.empty()) {
+    absl::StrAppendFormat(&out, " (%s, slot %d)", last.target, last.slot);
+  }
+  return out;
+}
+
+bool JobSucceeded(const JobInfo& last) {
+  return last.kind == JobKind::kNone || last.result == "completed";
+}
+
+std::string ProgressLine(const JobInfo& job) {
+  constexpr int kWidth = 30;
+  const double pct = JobPercent(job);
+  const int filled = static_cast<int>(pct / 100.0 * kWidth);
+  std::string bar(kWidth, ' ');
+  for (int i = 0; i < filled && i < kWidth; ++i) bar[i] = '=';
+  if (filled < kWidth) bar[filled] = '>';
+  return absl::StrFormat("[%s] %5.1f%% %s  %s  ETA %s", bar, pct,
+                         JobKindName(job.kind), FormatRate(job.bytes_per_s),
+                         FormatEta(JobEtaSeconds(job)));
+}
+
+namespace {
+
+bool SameJob(const JobInfo& a, const JobInfo& b) {
+  return a.kind == b.kind && a.result == b.result &&
+         a.done_bytes == b.done_bytes && a.total_bytes == b.total_bytes &&
+         a.mismatches == b.mismatches && a.target == b.target &&
+         a.slot == b.slot;
+}
+
+}  // namespace
+
+absl::StatusOr<ArrayInfo> WaitForJobs(ControlClient& client, bool watch,
+                                      const JobInfo* started_after) {
+  const bool tty = isatty(STDOUT_FILENO) == 1;
+  const auto pickup_deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool drew = false;
+  int last_pct = -1;
+  JobKind last_kind = JobKind::kNone;
+  while (true) {
+    absl::StatusOr<ArrayInfo> info = client.Detail();
+    if (!info.ok()) {
+      if (drew && tty) std::printf("\n");
+      return info.status();
+    }
+    if (info->job.kind == JobKind::kNone && started_after != nullptr &&
+        SameJob(info->last_job, *started_after) &&
+        std::chrono::steady_clock::now() < pickup_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;  // not picked up yet
+    }
+    started_after = nullptr;  // seen running or finished
+    if (info->job.kind == JobKind::kNone) {
+      if (drew && tty) std::printf("\n");
+      if (watch) std::printf("%s\n", JobOutcome(info->last_job).c_str());
+      std::fflush(stdout);
+      return info;
+    }
+    if (watch) {
+      const std::string line = ProgressLine(info->job);
+      const int pct = static_cast<int>(JobPercent(info->job));
+      if (tty) {
+        std::printf("\r%s\033[K", line.c_str());
+        drew = true;
+      } else if (pct != last_pct || info->job.kind != last_kind) {
+        std::printf("%s\n", line.c_str());
+      }
+      last_pct = pct;
+      last_kind = info->job.kind;
+      std::fflush(stdout);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace uraid::tool

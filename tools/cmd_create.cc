@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-
 #include "commands.h"
 #include "common.h"
 #include "size_parse.h"
@@ -28,7 +27,7 @@ struct CreateArgs {
   std::string level = "5";
   std::string layout;  // empty: the level's default
   std::string chunk = "512K";
-  std::string bitmap = "none";
+  std::string bitmap = "internal";
   std::string bitmap_chunk;
   std::string name = "uraid";
   std::string size;  // empty: the most every member allows
@@ -75,13 +74,26 @@ absl::StatusOr<CreateOptions> BuildOptions(const CreateArgs& args) {
   if (!chunk.ok()) return chunk.status();
   options.chunk_bytes = *chunk;
 
-  if (args.bitmap != "none") {
-    // Refuse rather than silently create an array without the bitmap the
-    // user asked for: they would find out only after an unclean shutdown.
+  if (args.bitmap == "internal") {
+    options.bitmap = BitmapMode::kInternal;
+  } else if (args.bitmap == "none") {
+    options.bitmap = BitmapMode::kNone;
+    if (!args.bitmap_chunk.empty()) {
+      return absl::InvalidArgumentError(
+          "--bitmap-chunk makes no sense with --bitmap none");
+    }
+  } else {
+    // An external bitmap file (md's --bitmap FILE) is not supported: refuse
+    // rather than create an array without the bitmap the user asked for.
     return absl::UnimplementedError(absl::StrFormat(
-        "--bitmap %s is not supported yet (write-intent bitmap lands with "
-        "issue 4); use --bitmap none",
-        args.bitmap == "internal" ? "internal" : args.bitmap));
+        "--bitmap %s: external bitmap files are not supported; use "
+        "--bitmap internal (the default) or none",
+        args.bitmap));
+  }
+  if (!args.bitmap_chunk.empty()) {
+    absl::StatusOr<uint64_t> bc = ParseSize(args.bitmap_chunk);
+    if (!bc.ok()) return bc.status();
+    options.bitmap_chunk_bytes = *bc;
   }
 
   if (args.name.size() > 32) {
@@ -131,6 +143,13 @@ void PrintSummary(const ArrayInfo& info) {
               static_cast<unsigned long long>(info.data_offset_bytes / 512),
               FormatSize(info.data_offset_bytes).c_str());
   std::printf("          State : %s\n", info.clean ? "clean" : "active");
+  if (info.bitmap.present) {
+    std::printf("  Intent Bitmap : Internal, %s chunks (%llu bits)\n",
+                FormatSize(info.bitmap.chunk_bytes).c_str(),
+                static_cast<unsigned long long>(info.bitmap.chunks));
+  } else {
+    std::printf("  Intent Bitmap : none\n");
+  }
 }
 
 int RunCreate(const CreateArgs& args) {
@@ -199,7 +218,8 @@ void AddCreateCommand(CLI::App& app, Action* action) {
       ->check(SizeValidator())
       ->capture_default_str();
   sub->add_option("--bitmap,-b", args->bitmap,
-                  "internal, none or FILE (only none for now)")
+                  "internal (default) or none (external files are not "
+                  "supported)")
       ->capture_default_str();
   sub->add_option("--bitmap-chunk", args->bitmap_chunk, "Bitmap chunk size")
       ->check(SizeValidator());

@@ -158,6 +158,15 @@ void PrintText(const ArrayInfo& info, bool live) {
               static_cast<unsigned long long>(g.member_bytes() >> 10),
               MdHumanSize(g.member_bytes()).c_str());
   std::printf("   Raid Devices : %d\n", g.raid_disks());
+  if (info.bitmap.present) {
+    std::printf(
+        "  Intent Bitmap : Internal (%s chunks, %llu of %llu dirty, "
+        "events %llu)\n",
+        FormatSize(info.bitmap.chunk_bytes).c_str(),
+        static_cast<unsigned long long>(info.bitmap.dirty_chunks),
+        static_cast<unsigned long long>(info.bitmap.chunks),
+        static_cast<unsigned long long>(info.bitmap.events));
+  }
   std::printf("    Update Time : %s\n", FormatMdTime(info.utime).c_str());
   std::printf("          State : %s\n", StateText(info).c_str());
   std::printf(" Active Devices : %d\n", active);

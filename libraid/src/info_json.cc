@@ -39,6 +39,11 @@ std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields() {
       {"cached_writes", &Counters::cached_writes},
       {"cache_writebacks", &Counters::cache_writebacks},
       {"cache_evictions", &Counters::cache_evictions},
+      {"read_errors_corrected", &Counters::read_errors_corrected},
+      {"recovered_stripes", &Counters::recovered_stripes},
+      {"scrubbed_stripes", &Counters::scrubbed_stripes},
+      {"resync_bitmap_chunks", &Counters::resync_bitmap_chunks},
+      {"resync_bytes", &Counters::resync_bytes},
   };
 }
 
@@ -324,6 +329,16 @@ Json InfoToJson(const ArrayInfo& info) {
     counters[name] = info.counters.*field;
   }
   j["counters"] = std::move(counters);
+  const BitmapInfo& b = info.bitmap;
+  j["bitmap"] = {{"present", b.present},
+                 {"offset_bytes", b.offset_bytes},
+                 {"chunk_bytes", b.chunk_bytes},
+                 {"chunks", b.chunks},
+                 {"dirty_chunks", b.dirty_chunks},
+                 {"events", b.events},
+                 {"events_cleared", b.events_cleared},
+                 {"sync_size_bytes", b.sync_size_bytes},
+                 {"daemon_sleep_s", b.daemon_sleep_s}};
   return j;
 }
 
@@ -378,6 +393,20 @@ absl::StatusOr<ArrayInfo> InfoFromJson(const Json& j) {
     for (const auto& [name, field] : CounterFields()) {
       cr.U64(name, &(info.counters.*field));
     }
+  }
+  if (const Json* bm = r.Get("bitmap"); bm != nullptr && status.ok()) {
+    Reader br(*bm, "bitmap", &status);
+    br.Bool("present", &info.bitmap.present);
+    br.U64("offset_bytes", &info.bitmap.offset_bytes);
+    br.U64("chunk_bytes", &info.bitmap.chunk_bytes);
+    br.U64("chunks", &info.bitmap.chunks);
+    br.U64("dirty_chunks", &info.bitmap.dirty_chunks);
+    br.U64("events", &info.bitmap.events);
+    br.U64("events_cleared", &info.bitmap.events_cleared);
+    br.U64("sync_size_bytes", &info.bitmap.sync_size_bytes);
+    uint64_t sleep = 0;
+    br.U64("daemon_sleep_s", &sleep);
+    info.bitmap.daemon_sleep_s = static_cast<uint32_t>(sleep);
   }
   if (!status.ok()) return status;
   return info;

@@ -13,6 +13,7 @@ URAID=build/tools/uraid
 DEMO=demo
 SOCK="$PWD/$DEMO/uraid.sock"
 PIDFILE="$PWD/$DEMO/uraid.pid"
+CONTROL="$PWD/$DEMO/control.sock"
 MEMBERS=("$DEMO"/m0.img "$DEMO"/m1.img "$DEMO"/m2.img "$DEMO"/m3.img)
 URI="nbd+unix:///?socket=$SOCK"
 
@@ -47,7 +48,8 @@ if pid=$(running_pid); then
   echo "demo: nbdkit already serving (pid $pid)"
 else
   # nbdkit daemonises and writes the pid file once it accepts connections.
-  "$URAID" serve --socket "$SOCK" --pidfile "$PIDFILE" "${MEMBERS[@]}"
+  "$URAID" serve --socket "$SOCK" --pidfile "$PIDFILE" --control "$CONTROL" \
+    "${MEMBERS[@]}"
   for _ in $(seq 1 100); do
     [[ -s "$PIDFILE" ]] && break
     sleep 0.1
@@ -87,11 +89,16 @@ Attach it
        nbd-client -b 4096 -unix $SOCK /dev/nbd0
        nbd-client -d /dev/nbd0          # to detach
 
-Status
+Status (live, through the control socket)
+  $URAID detail --control $CONTROL
+  $URAID detail --control $CONTROL --watch     # progress of a rebuild/check
+  $URAID check --control $CONTROL --wait       # scrub parity
+  $URAID fail --control $CONTROL $DEMO/m1.img  # try a failure...
+  truncate -s 1G $DEMO/spare.img && $URAID add --control $CONTROL --watch \
+      $PWD/$DEMO/spare.img                     # ...and a rebuild onto a spare
+Status (offline, from the superblocks)
   $URAID detail ${MEMBERS[*]}
   $URAID examine ${MEMBERS[*]}
-  (offline detail reads the superblocks only, so while the array is served
-   it shows their state, not live counters)
 
 Stop it
   kill \$(cat $DEMO/uraid.pid)

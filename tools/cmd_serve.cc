@@ -41,6 +41,7 @@ struct ServeArgs {
   bool foreground = false;
   bool readonly = false;
   bool verbose = false;
+  std::string control;  // control socket path, empty: none
   std::vector<std::string> members;
 };
 
@@ -158,6 +159,12 @@ int RunServe(const ServeArgs& args) {
   if (args.force) argv.push_back("force=true");
   // Open the members read-only too, so read-only storage can be served.
   if (args.readonly) argv.push_back("readonly=true");
+  if (!args.control.empty()) {
+    // nbdkit daemonises into /, so the plugin gets an absolute path.
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::absolute(args.control, ec);
+    argv.push_back("control=" + (ec ? args.control : p.string()));
+  }
 
   std::printf("serving array %s (%llu bytes%s) on %s%s%s\n", uuid.c_str(),
               static_cast<unsigned long long>(array_bytes),
@@ -199,6 +206,8 @@ void AddServeCommand(CLI::App& app, Action* action) {
                 "Stay in the foreground (default: nbdkit daemonises)");
   sub->add_flag("--readonly,-r", args->readonly, "Export read-only");
   sub->add_flag("--verbose,-v", args->verbose, "nbdkit -v");
+  sub->add_option("--control,-C", args->control,
+                  "Open a control socket here (uraid fail/add/... --control)");
   sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
       ->required();
   sub->final_callback(

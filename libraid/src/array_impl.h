@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "aligned_buffer.h"
@@ -55,7 +56,7 @@ struct MemberIo {
 };
 
 // Slot generations captured when a plan is decided (see Slot::gen).
-using SlotGens = std::vector<uint64_t>;
+using SlotGens = absl::InlinedVector<uint64_t, 16>;
 
 // Identity of one member device in the superblocks.
 struct DeviceId {

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "le_bytes.h"
 #include "status_macros.h"
 #include "uraid/bitmap.h"
 #include "uraid/superblock.h"
@@ -45,29 +46,10 @@ constexpr uint32_t kVersionClustered = 5;
 constexpr uint32_t kVersionLockless = 6;
 constexpr uint64_t kSectorBytes = 512;
 
-uint32_t Le32(std::span<const uint8_t> b, size_t off) {
-  return static_cast<uint32_t>(b[off]) |
-         (static_cast<uint32_t>(b[off + 1]) << 8) |
-         (static_cast<uint32_t>(b[off + 2]) << 16) |
-         (static_cast<uint32_t>(b[off + 3]) << 24);
-}
-
-uint64_t Le64(std::span<const uint8_t> b, size_t off) {
-  return static_cast<uint64_t>(Le32(b, off)) |
-         (static_cast<uint64_t>(Le32(b, off + 4)) << 32);
-}
-
-void Put32(std::vector<uint8_t>& b, size_t off, uint32_t v) {
-  for (size_t i = 0; i < 4; ++i) {
-    b[off + i] = static_cast<uint8_t>(v >> (8 * i));
-  }
-}
-
-void Put64(std::vector<uint8_t>& b, size_t off, uint64_t v) {
-  for (size_t i = 0; i < 8; ++i) {
-    b[off + i] = static_cast<uint8_t>(v >> (8 * i));
-  }
-}
+using le::Get32;
+using le::Get64;
+using le::Put32;
+using le::Put64;
 
 uint64_t DivRoundUp(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
@@ -141,23 +123,23 @@ absl::StatusOr<BitmapSuper> DecodeBitmapSuper(std::span<const uint8_t> bytes) {
         absl::StrFormat("bitmap superblock buffer too short: %u bytes, need %u",
                         bytes.size(), kBitmapSuperBytes));
   }
-  const uint32_t magic = Le32(bytes, kOffMagic);
+  const uint32_t magic = Get32(bytes, kOffMagic);
   if (magic != kBitmapMagic) {
     return absl::DataLossError(absl::StrFormat(
         "not an md bitmap: magic 0x%08x (want 0x%08x)", magic, kBitmapMagic));
   }
   BitmapSuper sb;
-  sb.version = Le32(bytes, kOffVersion);
+  sb.version = Get32(bytes, kOffVersion);
   std::copy_n(bytes.begin() + kOffUuid, sb.uuid.size(), sb.uuid.begin());
-  sb.events = Le64(bytes, kOffEvents);
-  sb.events_cleared = Le64(bytes, kOffEventsCleared);
-  sb.sync_size = Le64(bytes, kOffSyncSize);
-  sb.state = Le32(bytes, kOffState);
-  sb.chunksize = Le32(bytes, kOffChunksize);
-  sb.daemon_sleep = Le32(bytes, kOffDaemonSleep);
-  sb.write_behind = Le32(bytes, kOffWriteBehind);
-  sb.sectors_reserved = Le32(bytes, kOffSectorsReserved);
-  sb.nodes = Le32(bytes, kOffNodes);
+  sb.events = Get64(bytes, kOffEvents);
+  sb.events_cleared = Get64(bytes, kOffEventsCleared);
+  sb.sync_size = Get64(bytes, kOffSyncSize);
+  sb.state = Get32(bytes, kOffState);
+  sb.chunksize = Get32(bytes, kOffChunksize);
+  sb.daemon_sleep = Get32(bytes, kOffDaemonSleep);
+  sb.write_behind = Get32(bytes, kOffWriteBehind);
+  sb.sectors_reserved = Get32(bytes, kOffSectorsReserved);
+  sb.nodes = Get32(bytes, kOffNodes);
   size_t name_len = kClusterNameBytes;
   while (name_len > 0 && bytes[kOffClusterName + name_len - 1] == 0) {
     --name_len;

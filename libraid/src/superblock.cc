@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "le_bytes.h"
 #include "status_macros.h"
 
 namespace uraid {
@@ -75,42 +76,16 @@ size_t UsedBytes(uint32_t max_dev) {
 
 // --- Little-endian loads; callers guarantee `off + width <= b.size()`. ---
 
-uint16_t Le16(std::span<const uint8_t> b, size_t off) {
-  return static_cast<uint16_t>(b[off] | (b[off + 1] << 8));
-}
-
-uint32_t Le32(std::span<const uint8_t> b, size_t off) {
-  return static_cast<uint32_t>(b[off]) |
-         (static_cast<uint32_t>(b[off + 1]) << 8) |
-         (static_cast<uint32_t>(b[off + 2]) << 16) |
-         (static_cast<uint32_t>(b[off + 3]) << 24);
-}
-
-uint64_t Le64(std::span<const uint8_t> b, size_t off) {
-  return static_cast<uint64_t>(Le32(b, off)) |
-         (static_cast<uint64_t>(Le32(b, off + 4)) << 32);
-}
+using le::Get16;
+using le::Get32;
+using le::Get64;
+using le::Put16;
+using le::Put32;
+using le::Put64;
 
 // Two's-complement reinterpretation, well defined since C++20.
 int32_t LeS32(std::span<const uint8_t> b, size_t off) {
-  return static_cast<int32_t>(Le32(b, off));
-}
-
-// --- Little-endian stores into a buffer already sized by the caller. ---
-
-void Put16(std::vector<uint8_t>& b, size_t off, uint16_t v) {
-  b[off] = static_cast<uint8_t>(v);
-  b[off + 1] = static_cast<uint8_t>(v >> 8);
-}
-
-void Put32(std::vector<uint8_t>& b, size_t off, uint32_t v) {
-  for (size_t i = 0; i < 4; ++i)
-    b[off + i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
-void Put64(std::vector<uint8_t>& b, size_t off, uint64_t v) {
-  for (size_t i = 0; i < 8; ++i)
-    b[off + i] = static_cast<uint8_t>(v >> (8 * i));
+  return static_cast<int32_t>(Get32(b, off));
 }
 
 template <size_t N>
@@ -130,12 +105,12 @@ std::array<uint8_t, N> GetBytes(std::span<const uint8_t> b, size_t off) {
 
 // The identity checks: is this a v1 md superblock at all, one we understand?
 absl::Status CheckIdentity(std::span<const uint8_t> b) {
-  const uint32_t magic = Le32(b, kOffMagic);
+  const uint32_t magic = Get32(b, kOffMagic);
   if (magic != kSbMagic) {
     return absl::DataLossError(absl::StrFormat(
         "not an md superblock: magic 0x%08x (want 0x%08x)", magic, kSbMagic));
   }
-  const uint32_t major = Le32(b, kOffMajorVersion);
+  const uint32_t major = Get32(b, kOffMajorVersion);
   if (major != 1) {
     return absl::UnimplementedError(absl::StrFormat(
         "unsupported md superblock major_version %u (want 1): foreign or "
@@ -148,7 +123,7 @@ absl::Status CheckIdentity(std::span<const uint8_t> b) {
 // max_dev bounds the dev_roles table, so it must be sane before the table's
 // length can be trusted.
 absl::Status CheckMaxDev(std::span<const uint8_t> b) {
-  const uint32_t max_dev = Le32(b, kOffMaxDev);
+  const uint32_t max_dev = Get32(b, kOffMaxDev);
   if (max_dev > kSbMaxDevLimit) {
     return absl::DataLossError(absl::StrFormat(
         "superblock max_dev %u exceeds the limit %u", max_dev, kSbMaxDevLimit));
@@ -165,13 +140,13 @@ absl::Status CheckMaxDev(std::span<const uint8_t> b) {
 // Unknown feature bits and non-zero padding both signal a format we do not
 // know; the kernel refuses both rather than guess.
 absl::Status CheckFeaturesAndPadding(std::span<const uint8_t> b) {
-  const uint32_t features = Le32(b, kOffFeatureMap);
+  const uint32_t features = Get32(b, kOffFeatureMap);
   if ((features & ~kFeatureAllKnown) != 0) {
     return absl::UnimplementedError(absl::StrFormat(
         "unknown feature bits 0x%x in feature_map 0x%x: foreign or newer md",
         features & ~kFeatureAllKnown, features));
   }
-  const uint32_t pad0 = Le32(b, kOffPad0);
+  const uint32_t pad0 = Get32(b, kOffPad0);
   if (pad0 != 0) {
     return absl::DataLossError(absl::StrFormat(
         "superblock pad0 (offset %u) is 0x%08x, want 0", kOffPad0, pad0));
@@ -186,8 +161,8 @@ absl::Status CheckFeaturesAndPadding(std::span<const uint8_t> b) {
 }
 
 absl::Status CheckChecksum(std::span<const uint8_t> b) {
-  const uint32_t stored = Le32(b, kOffSbCsum);
-  const uint32_t computed = SuperblockChecksum(b, Le32(b, kOffMaxDev));
+  const uint32_t stored = Get32(b, kOffSbCsum);
+  const uint32_t computed = SuperblockChecksum(b, Get32(b, kOffMaxDev));
   if (stored != computed) {
     return absl::DataLossError(
         absl::StrFormat("bad superblock checksum: stored 0x%08x, computed "
@@ -242,45 +217,45 @@ absl::Status CheckPlacement(const Superblock& sb,
 // (the buffer holds UsedBytes(max_dev) bytes, max_dev <= kSbMaxDevLimit).
 Superblock Unpack(std::span<const uint8_t> b) {
   Superblock sb;
-  sb.major_version = Le32(b, kOffMajorVersion);
-  sb.feature_map = Le32(b, kOffFeatureMap);
+  sb.major_version = Get32(b, kOffMajorVersion);
+  sb.feature_map = Get32(b, kOffFeatureMap);
   sb.set_uuid = GetBytes<16>(b, kOffSetUuid);
   size_t name_len = kSetNameBytes;
   while (name_len > 0 && b[kOffSetName + name_len - 1] == 0) --name_len;
   sb.set_name.assign(reinterpret_cast<const char*>(b.data() + kOffSetName),
                      name_len);
-  sb.ctime = Le64(b, kOffCtime);
+  sb.ctime = Get64(b, kOffCtime);
   sb.level = LeS32(b, kOffLevel);
-  sb.layout = Le32(b, kOffLayout);
-  sb.size = Le64(b, kOffSize);
-  sb.chunksize = Le32(b, kOffChunksize);
-  sb.raid_disks = Le32(b, kOffRaidDisks);
+  sb.layout = Get32(b, kOffLayout);
+  sb.size = Get64(b, kOffSize);
+  sb.chunksize = Get32(b, kOffChunksize);
+  sb.raid_disks = Get32(b, kOffRaidDisks);
   sb.bitmap_offset = LeS32(b, kOffBitmapOffset);
-  sb.new_level = Le32(b, kOffNewLevel);
-  sb.reshape_position = Le64(b, kOffReshapePosition);
+  sb.new_level = Get32(b, kOffNewLevel);
+  sb.reshape_position = Get64(b, kOffReshapePosition);
   sb.delta_disks = LeS32(b, kOffDeltaDisks);
-  sb.new_layout = Le32(b, kOffNewLayout);
-  sb.new_chunk = Le32(b, kOffNewChunk);
+  sb.new_layout = Get32(b, kOffNewLayout);
+  sb.new_chunk = Get32(b, kOffNewChunk);
   sb.new_offset = LeS32(b, kOffNewOffset);
-  sb.data_offset = Le64(b, kOffDataOffset);
-  sb.data_size = Le64(b, kOffDataSize);
-  sb.super_offset = Le64(b, kOffSuperOffset);
-  sb.recovery_offset = Le64(b, kOffRecoveryOffset);
-  sb.dev_number = Le32(b, kOffDevNumber);
-  sb.cnt_corrected_read = Le32(b, kOffCntCorrectedRead);
+  sb.data_offset = Get64(b, kOffDataOffset);
+  sb.data_size = Get64(b, kOffDataSize);
+  sb.super_offset = Get64(b, kOffSuperOffset);
+  sb.recovery_offset = Get64(b, kOffRecoveryOffset);
+  sb.dev_number = Get32(b, kOffDevNumber);
+  sb.cnt_corrected_read = Get32(b, kOffCntCorrectedRead);
   sb.device_uuid = GetBytes<16>(b, kOffDeviceUuid);
   sb.devflags = b[kOffDevflags];
   sb.bblog_shift = b[kOffBblogShift];
-  sb.bblog_size = Le16(b, kOffBblogSize);
+  sb.bblog_size = Get16(b, kOffBblogSize);
   sb.bblog_offset = LeS32(b, kOffBblogOffset);
-  sb.utime = Le64(b, kOffUtime);
-  sb.events = Le64(b, kOffEvents);
-  sb.resync_offset = Le64(b, kOffResyncOffset);
-  sb.sb_csum = Le32(b, kOffSbCsum);
-  sb.max_dev = Le32(b, kOffMaxDev);
+  sb.utime = Get64(b, kOffUtime);
+  sb.events = Get64(b, kOffEvents);
+  sb.resync_offset = Get64(b, kOffResyncOffset);
+  sb.sb_csum = Get32(b, kOffSbCsum);
+  sb.max_dev = Get32(b, kOffMaxDev);
   sb.dev_roles.resize(sb.max_dev);
   for (uint32_t i = 0; i < sb.max_dev; ++i) {
-    sb.dev_roles[i] = Le16(b, kOffDevRoles + 2 * static_cast<size_t>(i));
+    sb.dev_roles[i] = Get16(b, kOffDevRoles + 2 * static_cast<size_t>(i));
   }
   return sb;
 }
@@ -296,11 +271,11 @@ uint32_t SuperblockChecksum(std::span<const uint8_t> bytes, uint32_t max_dev) {
   size_t off = 0;
   for (; off + 4 <= end; off += 4) {
     // sb_csum itself counts as zero.
-    if (off != kOffSbCsum) acc += Le32(bytes, off);
+    if (off != kOffSbCsum) acc += Get32(bytes, off);
   }
   // 256 + 2*max_dev is a multiple of 4 unless max_dev is odd; md adds the
   // trailing half word on its own.
-  if (off + 2 <= end) acc += Le16(bytes, off);
+  if (off + 2 <= end) acc += Get16(bytes, off);
   return static_cast<uint32_t>((acc & 0xFFFFFFFFu) + (acc >> 32));
 }
 

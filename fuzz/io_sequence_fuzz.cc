@@ -9,14 +9,18 @@
 // order; a gone member offered back must be refused, writing nothing), a
 // crash (members cut back to a snapshot taken after a flush, then assembled
 // dirty: refused while degraded unless forced, resynced otherwise), a
-// parity check, a cache resize, and a second member failing (the array must
-// then fail cleanly).
+// parity check, a cache resize, a spare added to a degraded array and
+// rebuilt onto or a member replaced by a copy (with reads and writes while
+// the job runs), and a second member failing (the array must then fail
+// cleanly).
 //
 // Abort (a crash for libFuzzer) when: a read differs from the reference; a
 // request that must succeed fails; a request past the end succeeds; parity
 // is inconsistent on a healthy array after a clean stop, a flush or a
-// resync; a refused assembly changed member bytes; or a failed array
-// serves a request.
+// resync; a refused assembly changed member bytes; a failed array accepts
+// a write (its reads may succeed only where every byte is on a working
+// member, and must then be right); or a rebuild or replace does not end
+// with the new member active in its slot.
 
 #include <algorithm>
 #include <cstddef>
@@ -29,23 +33,23 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_check.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "fuzz_check.h"
 #include "fuzzer/FuzzedDataProvider.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
 
 namespace {
 
-#define FUZZ_CHECK_OK(expr)                                                 \
-  do {                                                                      \
-    const absl::Status _st = (expr);                                        \
-    if (!_st.ok()) {                                                        \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__,   \
-                   #expr, std::string(_st.ToString()).c_str());             \
-      std::abort();                                                         \
-    }                                                                       \
+#define FUZZ_CHECK_OK(expr)                                              \
+  do {                                                                   \
+    const absl::Status _st = (expr);                                     \
+    if (!_st.ok()) {                                                     \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, \
+                   #expr, std::string(_st.ToString()).c_str());          \
+      std::abort();                                                      \
+    }                                                                    \
   } while (0)
 
 using uraid::Array;
@@ -84,9 +88,10 @@ class Run {
   // Returns false when the input does not describe a run worth doing.
   bool Create() {
     level_ = in_.ConsumeBool() ? 4 : 5;
-    layout_ = level_ == 4 ? uraid::Layout::kParityLast
-                          : static_cast<uraid::Layout>(
-                                in_.ConsumeIntegralInRange<int>(0, 5));
+    layout_ =
+        level_ == 4
+            ? uraid::Layout::kParityLast
+            : static_cast<uraid::Layout>(in_.ConsumeIntegralInRange<int>(0, 5));
     chunk_ = uint64_t{4096} << in_.ConsumeIntegralInRange<int>(0, 2);
     disks_ = in_.ConsumeIntegralInRange<int>(3, 5);
     const uint64_t stripes = in_.ConsumeIntegralInRange<uint64_t>(2, 8);
@@ -118,10 +123,12 @@ class Run {
     // 0 = what the members allow: the slack must be rounded away.
     o.member_bytes = in_.ConsumeBool() ? member_bytes_ : 0;
     o.assume_clean = in_.ConsumeBool();
+    // No write-intent bitmap: it needs room before the data (bitmap_fuzz
+    // covers its format).
+    o.bitmap = uraid::BitmapMode::kNone;
     SetCache(o, cache_);
     const int missing =
-        in_.ConsumeBool() ? in_.ConsumeIntegralInRange<int>(0, disks_ - 1)
-                          : -1;
+        in_.ConsumeBool() ? in_.ConsumeIntegralInRange<int>(0, disks_ - 1) : -1;
     std::vector<std::unique_ptr<Member>> v;
     for (int i = 0; i < disks_; ++i) {
       v.push_back(i == missing ? nullptr : uraid::ShareMember(faulty_[i]));
@@ -129,6 +136,7 @@ class Run {
     auto a = Array::Create(std::move(v), o);
     FUZZ_CHECK_OK(a.status());
     array_ = std::move(*a);
+    Unthrottle();
     FUZZ_CHECK(array_->size() == member_bytes_ * (disks_ - 1));
     ref_.assign(array_->size(), 0);
     gone_ = missing;
@@ -180,13 +188,24 @@ class Run {
         }
         return true;
       default:
-        if (in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
-          FailSecond();
-          return false;
+        switch (in_.ConsumeIntegralInRange<int>(0, 3)) {
+          case 0:
+            FailSecond();
+            return false;
+          case 1:
+            MemberChange();
+            return true;
+          default:
+            Read();
+            return true;
         }
-        Read();
-        return true;
     }
+  }
+
+  // Jobs at memory speed: md's minimum while clients are busy (1 MB/s)
+  // would make every rebuild here take a tenth of a second.
+  void Unthrottle() {
+    array_->SetSpeedLimits({.min_kib_s = 1 << 30, .max_kib_s = 1 << 30});
   }
 
   void VerifyAll() {
@@ -265,8 +284,8 @@ class Run {
     const uint64_t len = in_.ConsumeIntegralInRange<uint64_t>(1, 3 * chunk_);
     const uint64_t off =
         in_.ConsumeBool()
-            ? size - std::min<uint64_t>(size, in_.ConsumeIntegralInRange<
-                                                  uint64_t>(0, len - 1))
+            ? size - std::min<uint64_t>(
+                         size, in_.ConsumeIntegralInRange<uint64_t>(0, len - 1))
             : in_.ConsumeIntegral<uint64_t>() | (uint64_t{1} << 63);
     std::vector<uint8_t> buf(len, 0x5A);
     absl::Status st;
@@ -302,6 +321,52 @@ class Run {
       FUZZ_CHECK(info.slots[k].state == SlotState::kFaulty);
       gone_ = k;
     }
+  }
+
+  // Member management: a degraded array gets a spare and rebuilds onto it;
+  // a healthy one has a member replaced by a copy. Reads and writes go on
+  // while the job runs in the background; when it ends the new member
+  // holds the slot, every byte reads back and parity is consistent.
+  void MemberChange() {
+    const bool degraded = gone_ >= 0 || (failing_ >= 0 && Noticed());
+    if (failing_ >= 0 && !degraded) return;  // not seen yet: nothing to do
+    const int k = degraded ? (gone_ >= 0 ? gone_ : failing_)
+                           : in_.ConsumeIntegralInRange<int>(0, disks_ - 1);
+    const std::string name =
+        absl::StrFormat("%s%d", degraded ? "s" : "r", next_member_++);
+    // Sometimes larger than needed: only member_bytes_ is used.
+    const uint64_t extra = in_.ConsumeBool() ? chunk_ : 0;
+    auto mem = std::shared_ptr<Member>(
+        uraid::NewMemoryMember(name, kDataOffset + member_bytes_ + extra));
+    auto faulty = std::make_shared<uraid::FaultyMember>(mem);
+    if (degraded) {
+      FUZZ_CHECK_OK(array_->AddMember(uraid::ShareMember(faulty)));
+    } else {
+      FUZZ_CHECK_OK(array_->ReplaceMember(faulty_[k]->Name(),
+                                          uraid::ShareMember(faulty)));
+    }
+    const int during = in_.ConsumeIntegralInRange<int>(0, 3);
+    for (int i = 0; i < during && in_.remaining_bytes() > 0; ++i) {
+      if (in_.ConsumeBool()) {
+        Write();
+      } else {
+        Read();
+      }
+    }
+    FUZZ_CHECK_OK(array_->WaitForJob());
+    const ArrayInfo info = array_->Info();
+    FUZZ_CHECK(!info.degraded && !info.failed);
+    FUZZ_CHECK(info.slots[k].name == name);
+    FUZZ_CHECK(info.slots[k].state == SlotState::kActive);
+    FUZZ_CHECK(info.last_job.kind == (degraded ? uraid::JobKind::kRecover
+                                               : uraid::JobKind::kReplace));
+    // The old member is out of the array for good; the new one is slot k.
+    mem_[k] = mem;
+    faulty_[k] = faulty;
+    gone_ = -1;
+    failing_ = -1;
+    VerifyAll();
+    CheckParity();
   }
 
   std::vector<std::vector<uint8_t>> SnapshotMembers() {
@@ -359,6 +424,7 @@ class Run {
         // are then current and everything must read back.
         FUZZ_CHECK(!noticed);
         array_ = std::move(*a);
+        Unthrottle();
         gone_ = -1;
         FinishAssembly(dirty);
         return;
@@ -376,6 +442,7 @@ class Run {
     auto a = Array::Assemble(Members(false), AssembleOpts(dirty && degraded));
     FUZZ_CHECK_OK(a.status());
     array_ = std::move(*a);
+    Unthrottle();
     FUZZ_CHECK(array_->Info().degraded == degraded);
     FinishAssembly(dirty);
   }
@@ -428,7 +495,8 @@ class Run {
   }
 
   // A second member goes: reads that succeed must still be right; once the
-  // array reports failure, every request fails.
+  // array reports failure, writes fail, and reads fail unless every byte
+  // lies on a working member (array.h), when they must be right.
   void FailSecond() {
     int k = in_.ConsumeIntegralInRange<int>(0, disks_ - 1);
     const int first = gone_ >= 0 ? gone_ : failing_;
@@ -445,9 +513,10 @@ class Run {
       std::vector<uint8_t> got(len);
       const absl::Status st = array_->Read(got.data(), len, off);
       if (array_->Info().failed && len > 0) {
-        // Once failed, nothing is served.
         std::vector<uint8_t> more(len);
-        FUZZ_CHECK(!array_->Read(more.data(), len, off).ok());
+        if (array_->Read(more.data(), len, off).ok()) {
+          FUZZ_CHECK(std::equal(more.begin(), more.end(), ref_.begin() + off));
+        }
         FUZZ_CHECK(!array_->Write(more.data(), len, off, false).ok());
       }
       if (st.ok()) {
@@ -468,8 +537,9 @@ class Run {
   std::vector<std::shared_ptr<uraid::FaultyMember>> faulty_;
   std::vector<uint8_t> ref_;
   std::unique_ptr<Array> array_;
-  int gone_ = -1;     // slot left out of the array (missing or faulty)
-  int failing_ = -1;  // member failing every I/O, not yet left out
+  int next_member_ = 0;  // names of added members
+  int gone_ = -1;        // slot left out of the array (missing or faulty)
+  int failing_ = -1;     // member failing every I/O, not yet left out
 };
 
 }  // namespace

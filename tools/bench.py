@@ -158,7 +158,29 @@ def main():
     ap.add_argument("--uraid-arg", action="append", default=[],
                     help="extra plugin key=value for uraid (repeatable)")
     ap.add_argument("--json", default="")
+    # Bitmap cost, rebuild, resync and scrub (EXTRA_PARTS, filtered by --only).
+    ap.add_argument("--rebuild-member-size", default=0, type=int,
+                    help="MiB per member of the rebuild/scrub array "
+                         "(default: --member-size)")
+    ap.add_argument("--throttle-kib", default=51200, type=int,
+                    help="speed-max (KiB/s) of the throttled rebuild")
+    ap.add_argument("--load-min-kib", default=20480, type=int,
+                    help="speed-min (KiB/s) of the rebuild beside a client")
+    ap.add_argument("--extra-window", default=6.0, type=float,
+                    help="seconds over which a throttled rebuild's rate is "
+                         "measured")
+    ap.add_argument("--resync-repeat", default=1, type=int,
+                    help="kill -9 / resync cycles per array")
+    ap.add_argument("--resync-regions", default="1,5",
+                    type=lambda t: [int(x) for x in t.split(",") if x],
+                    help="bitmap regions written before the kill -9")
+    ap.add_argument("--resync-write-s", default=1.5, type=float,
+                    help="seconds of writes before the kill -9")
+    ap.add_argument("--delay-ms", default=0, type=int,
+                    help="also run the members-behind-the-delay-filter "
+                         "benchmark with this member latency (e.g. 2)")
     args = ap.parse_args()
+    args.rebuild_member_size = args.rebuild_member_size or args.member_size
 
     plugin = os.path.join(args.build, "nbdplugin", "nbdkit-uraid-plugin.so")
     tool = os.path.join(args.build, "tools", "uraid")
@@ -264,11 +286,17 @@ def main():
                     log(f"bench: sweep cache={cache} {name}: "
                         f"{statistics.median(vals):.0f} MB/s")
         report(rows, sweep, args)
+        sys.stdout.flush()  # the tables above survive a failing part below
+        extras = run_extras(args, plugin, tool, work)
+        report_extras(extras, args)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"rows": rows, "sweep": sweep}, f, indent=1)
+                json.dump({"rows": rows, "sweep": sweep, "extras": extras},
+                          f, indent=1)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if args.delay_ms:
+        bench_delay_members(args, plugin, tool)
 
 
 def report(rows, sweep, args):
@@ -323,6 +351,730 @@ def report(rows, sweep, args):
             vals = {s["cache"]: s["mbs"] for s in sweep if s["workload"] == n}
             print(f"| {n} | " + " | ".join(f"{vals[c]:.0f}" for c in caches) +
                   " |")
+
+
+# --- Bitmap cost, rebuild, resync after a crash, scrub ----------------------
+#
+# Each part below runs on arrays of its own, created here in the bench's work
+# directory, whose members are filled with data (so that recovery, resync
+# and scrub cannot skip holes), and compares uraid with a peer measured in
+# the same run: the same array without a bitmap, or one member's sequential
+# read bandwidth. Each part is named in EXTRA_PARTS; --only TEXT keeps the
+# parts whose name contains TEXT, like the workloads above.
+
+EXTRA_PARTS = [
+    "bitmap cost: seq write 1M qd8",
+    "bitmap cost: rand write 4K qd32",
+    "rebuild: unthrottled",
+    "rebuild: throttled",
+    "rebuild: under client load",
+    "scrub: check",
+    "scrub: repair",
+    "resync after crash: bitmap",
+    "resync after crash: no bitmap",
+]
+# Speed limits as `uraid set` takes them (KiB/s per member); the highest the
+# control protocol accepts (1 TiB/s) means unthrottled.
+UNTHROTTLED_KIB_S = 1 << 30
+
+
+def wanted(args, name):
+    return not args.only or args.only in name
+
+
+def run_tool(tool, *argv):
+    """Runs `uraid ARGV...`; returns stdout, raises with its stderr."""
+    p = subprocess.run([tool, *argv], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"uraid {' '.join(argv)}: exit {p.returncode}: "
+                           f"{p.stderr.strip()}")
+    return p.stdout
+
+
+def ctl_request(path, request):
+    """One request on a control socket (JSON lines); returns the reply."""
+    import socket
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(30)
+        s.connect(path)
+        s.sendall(json.dumps(request).encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                break
+            buf += chunk
+    reply = json.loads(buf)
+    if not reply.get("ok"):
+        raise RuntimeError(f"control {request}: {reply}")
+    return reply
+
+
+class CtlServer:
+    """nbdkit serving a uraid array with control=SOCKET; its stderr (the
+    array's log lines) goes to NAME.log in `workdir`."""
+
+    def __init__(self, plugin_args, workdir, name):
+        self.sock = os.path.join(workdir, f"{name}.sock")
+        self.pidfile = os.path.join(workdir, f"{name}.pid")
+        self.ctl = os.path.join(workdir, f"{name}.ctl")
+        self.log = os.path.join(workdir, f"{name}.log")
+        for f in (self.sock, self.pidfile):
+            if os.path.exists(f):
+                os.unlink(f)
+        # A stale control socket of a killed server stays: the plugin must
+        # replace it.
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(
+                ["nbdkit", "-U", self.sock, "-P", self.pidfile, "-f",
+                 "--exit-with-parent"] + plugin_args + [f"control={self.ctl}"],
+                stderr=log)
+        self.uri = f"nbd+unix:///?socket={self.sock}"
+        deadline = time.time() + 30
+        while True:
+            if self.proc.poll() is not None or time.time() > deadline:
+                with open(self.log) as f:
+                    raise RuntimeError(f"{name} did not start: {f.read()}")
+            if os.path.exists(self.pidfile):
+                try:
+                    self.detail()
+                    break
+                except (OSError, ValueError):
+                    pass
+            time.sleep(0.01)
+
+    def detail(self):
+        return ctl_request(self.ctl, {"cmd": "detail"})["detail"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=300)
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait(timeout=60)
+
+
+def make_array(tool, directory, args, size_mib, bitmap=True):
+    """Creates args.members sparse member files of size_mib MiB in
+    `directory` and an array on them; returns (members, offline detail)."""
+    os.makedirs(directory, exist_ok=True)
+    members = []
+    for i in range(args.members):
+        p = os.path.join(directory, f"m{i}.img")
+        with open(p, "wb") as f:
+            f.truncate(size_mib * MIB)
+        members.append(p)
+    run_tool(tool, "create", "--force", "--chunk", args.chunk,
+             *([] if bitmap else ["--bitmap", "none"]), *members)
+    info = json.loads(run_tool(tool, "detail", "--json", *members))
+    return members, info
+
+
+def member_args(plugin, members, args, extra=()):
+    return ([plugin] + [f"member={m}" for m in members] +
+            list(args.uraid_arg) + list(extra))
+
+
+def fill_array(args, plugin, members, work, size):
+    s = Server(args, "fill", member_args(plugin, members, args), work)
+    try:
+        fio(s.uri, [dict(rw="write", bs="1m", iodepth=8, time_based=0)], 600,
+            size)
+    finally:
+        s.stop()
+
+
+def member_read_mbs(path, runtime, repeat):
+    """One member's sequential read bandwidth: fio, ioengine=psync, bs=1M,
+    on the member file itself (buffered; O_DIRECT does not exist on tmpfs);
+    median MB/s of `repeat` runs of `runtime` seconds."""
+    vals = []
+    for _ in range(repeat):
+        out = subprocess.run(
+            ["fio", "--output-format=json", "--name=member", f"--filename={path}",
+             "--ioengine=psync", "--rw=read", "--bs=1m",
+             f"--size={os.path.getsize(path)}", "--time_based=1",
+             f"--runtime={runtime}"],
+            capture_output=True, text=True, check=True).stdout
+        r = json.loads(out[out.index("{"):])
+        vals.append(r["jobs"][0]["read"]["bw_bytes"] / 1e6)
+    return statistics.median(vals)
+
+
+def fio_in_background(uri, jobs, runtime, size):
+    """fio() in a thread; returns a function that joins it and returns the
+    parsed JSON (or the exception it raised)."""
+    import threading
+    box = {}
+
+    def run():
+        try:
+            box["r"] = fio(uri, jobs, runtime, size)
+        except Exception as e:  # the server may be killed under it
+            box["r"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+
+    def join(timeout=None):
+        t.join(timeout)
+        return box.get("r")
+    return join
+
+
+def wait_job(srv, kind, before_last, timeout=900, poll=0.02):
+    """Polls until the `kind` job started after `before_last` (the previous
+    last_job) has ended; returns (end time, detail)."""
+    deadline = time.time() + timeout
+    seen = False
+    while time.time() < deadline:
+        d = srv.detail()
+        t = time.time()
+        if d["job"]["kind"] == kind:
+            seen = True
+        elif d["job"]["kind"] == "idle" and (
+                seen or (d["last_job"] != before_last and
+                         d["last_job"]["kind"] == kind)):
+            return t, d
+        time.sleep(poll)
+    raise RuntimeError(f"{kind} did not end within {timeout}s")
+
+
+def sample_done(srv):
+    """(time, job done_bytes, job kind) from one detail request, the time
+    taken half-way through the request."""
+    t0 = time.time()
+    d = srv.detail()
+    t1 = time.time()
+    return (t0 + t1) / 2, d["job"]["done_bytes"], d["job"]["kind"], d
+
+
+def bench_bitmap_cost(args, plugin, tool, work):
+    names = [n for n in EXTRA_PARTS if n.startswith("bitmap cost")
+             and wanted(args, n)]
+    if not names:
+        return []
+    jobs_of = {
+        "bitmap cost: seq write 1M qd8": [dict(rw="write", bs="1m",
+                                               iodepth=8)],
+        "bitmap cost: rand write 4K qd32": [dict(rw="randwrite", bs="4k",
+                                                 iodepth=32)],
+    }
+    target_of = {"bitmap cost: seq write 1M qd8": 0.95,
+                 "bitmap cost: rand write 4K qd32": 0.90}
+    arrays = {}
+    for side, bitmap in (("bitmap", True), ("none", False)):
+        members, info = make_array(tool, os.path.join(work, f"bm-{side}"),
+                                   args, args.member_size, bitmap)
+        size = info["array_bytes"]
+        log(f"bench: bitmap cost: filling the array with bitmap={side}")
+        fill_array(args, plugin, members, work, size)
+        arrays[side] = members
+    rows = []
+    stats = os.path.join(work, "bm-stats.json")
+    for name in names:
+        samples = {"bitmap": [], "none": []}
+        for rep in range(args.repeat):
+            # Alternate which side goes first against drift on a noisy box.
+            for side in (("bitmap", "none") if rep % 2 == 0
+                         else ("none", "bitmap")):
+                s = Server(args, f"bm-{side}", member_args(
+                    plugin, arrays[side], args, [f"stats={stats}"]), work)
+                cpu0 = s.cpu_seconds()
+                r = fio(s.uri, jobs_of[name], args.runtime, size)
+                cpu = s.cpu_seconds() - cpu0
+                s.stop()
+                m = summarize(r, [0])
+                m["cpu_s_per_gib"] = cpu / max(
+                    m["mbs"] * args.runtime * 1e6 / (1 << 30), 1e-9)
+                with open(stats) as f:
+                    c = json.load(f)
+                os.unlink(stats)
+                writes = r["jobs"][0]["write"]["total_ios"]
+                m["writes_per_write"] = (c["member_writes"] / writes
+                                         if writes else 0.0)
+                samples[side].append(m)
+        med = {side: {k: statistics.median(x[k] for x in v) for k in v[0]}
+               for side, v in samples.items()}
+        ratio = (med["bitmap"]["mbs"] / med["none"]["mbs"]
+                 if med["none"]["mbs"] else 0.0)
+        # Ratio within each repetition (the two runs next to each other),
+        # less sensitive to a noisy neighbour's drift than the medians'.
+        paired = statistics.median(
+            b["mbs"] / n["mbs"] for b, n in zip(samples["bitmap"],
+                                                samples["none"])
+            if n["mbs"])
+        rows.append({"part": name, "bitmap": med["bitmap"],
+                     "none": med["none"], "ratio": ratio, "paired": paired,
+                     "target": target_of[name],
+                     "samples": {k: [x["mbs"] for x in v]
+                                 for k, v in samples.items()}})
+        log(f"bench: {name}: no bitmap {med['none']['mbs']:.0f} MB/s, "
+            f"bitmap {med['bitmap']['mbs']:.0f} MB/s, ratio {ratio:.2f}")
+    for side in arrays:
+        shutil.rmtree(os.path.join(work, f"bm-{side}"), ignore_errors=True)
+    return rows
+
+
+def bench_rebuild_scrub(args, plugin, tool, work):
+    """Rebuild onto a fresh sparse member (unthrottled, throttled, beside a
+    client) and check/repair scrubs, all on one filled array, against one
+    member's sequential read bandwidth."""
+    parts = [n for n in EXTRA_PARTS
+             if n.startswith(("rebuild", "scrub")) and wanted(args, n)]
+    if not parts:
+        return {}
+    d = os.path.join(work, "rb")
+    members, info = make_array(tool, d, args, args.rebuild_member_size)
+    size = info["array_bytes"]
+    member_bytes = info["member_bytes"]
+    log(f"bench: rebuild: filling {size // MIB} MiB")
+    fill_array(args, plugin, members, work, size)
+    read_mbs = member_read_mbs(members[1], 3, args.repeat)
+    log(f"bench: one member's sequential read (fio psync 1M): "
+        f"{read_mbs:.0f} MB/s")
+    out = {"member_read_mbs": read_mbs, "member_bytes": member_bytes,
+           "member_mib": args.rebuild_member_size, "rows": []}
+    srv = CtlServer(member_args(plugin, members, args), work, "rb")
+    ctl = srv.ctl
+    state = {"cur": members[-1], "n": 0}
+
+    def set_speed(min_kib, max_kib):
+        # Raise max before min (and lower min before max): min > max is
+        # refused.
+        run_tool(tool, "set", "--control", ctl, "--speed-min", str(min_kib),
+                 "--speed-max", str(max_kib))
+
+    def start_rebuild():
+        """Fails and removes the last slot's member, adds a fresh sparse
+        file as the rebuild target; returns (time of the add, last_job
+        before it)."""
+        cur = state["cur"]
+        run_tool(tool, "fail", "--control", ctl, cur)
+        run_tool(tool, "remove", "--control", ctl, cur)
+        os.unlink(cur)
+        state["n"] += 1
+        new = os.path.join(d, f"new{state['n']}.img")
+        with open(new, "wb") as f:
+            f.truncate(args.rebuild_member_size * MIB)
+        before = srv.detail()["last_job"]
+        t0 = time.time()
+        run_tool(tool, "add", "--control", ctl, new)
+        state["cur"] = new
+        return t0, before
+
+    def finish(before):
+        t1, det = wait_job(srv, "recover", before)
+        lj = det["last_job"]
+        if lj["result"] != "completed":
+            raise RuntimeError(f"rebuild: {lj}")
+        # The tool's own view of it: exit 0 when the last job completed.
+        run_tool(tool, "detail", "--control", ctl, "--wait")
+        return t1, lj
+
+    def windowed(t0, settle, window):
+        """Rate of the running job over [t0+settle, t0+settle+window]."""
+        time.sleep(max(0.0, t0 + settle - time.time()))
+        ta, da, ka, _ = sample_done(srv)
+        time.sleep(max(0.0, t0 + settle + window - time.time()))
+        tb, db, kb, det = sample_done(srv)
+        if ka != "recover" or kb != "recover":
+            raise RuntimeError(
+                "rebuild ended inside the measuring window: use larger "
+                "--rebuild-member-size")
+        return (db - da) / (tb - ta), db / (tb - t0), det
+
+    try:
+        if wanted(args, "rebuild: unthrottled"):
+            set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
+            walls, engines = [], []
+            for _ in range(args.repeat):
+                t0, before = start_rebuild()
+                t1, lj = finish(before)
+                walls.append(lj["total_bytes"] / (t1 - t0) / 1e6)
+                engines.append(lj["bytes_per_s"] / 1e6)
+                log(f"bench: rebuild unthrottled: {lj['total_bytes'] // MIB}"
+                    f" MiB per member in {t1 - t0:.2f}s = {walls[-1]:.0f} "
+                    f"MB/s (engine {engines[-1]:.0f} MB/s)")
+            wall = statistics.median(walls)
+            out["rows"].append({
+                "part": "rebuild: unthrottled", "mbs": wall,
+                "engine_mbs": statistics.median(engines),
+                "vs_read": wall / read_mbs, "target": "≥ 0.70× member read",
+                "pass": wall / read_mbs >= 0.7, "samples": walls,
+                "how": f"median of {args.repeat} whole rebuilds, add → "
+                       f"done, polled every 20 ms"})
+        if wanted(args, "rebuild: throttled"):
+            lim = args.throttle_kib
+            set_speed(min(1000, lim), lim)
+            t0, before = start_rebuild()
+            rate, avg, _ = windowed(t0, 1.0, args.extra_window)
+            set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
+            finish(before)
+            err = rate / (lim * 1024) - 1
+            log(f"bench: rebuild throttled to {lim} KiB/s: {rate / 1e6:.1f}"
+                f" MB/s ({err * 100:+.1f}%), from the add {avg / 1e6:.1f} MB/s")
+            out["rows"].append({
+                "part": "rebuild: throttled", "mbs": rate / 1e6,
+                "engine_mbs": None, "avg_from_start_mbs": avg / 1e6,
+                "vs_read": rate / 1e6 / read_mbs,
+                "limit_kib_s": lim, "limit_mbs": lim * 1024 / 1e6,
+                "error": err, "target": "±15% of --speed-max",
+                "pass": abs(err) <= 0.15,
+                "how": f"slope of done_bytes over {args.extra_window}s, "
+                       f"from 1s after the add; speed-min {min(1000, lim)}"})
+        if wanted(args, "rebuild: under client load"):
+            lo = args.load_min_kib
+            set_speed(lo, UNTHROTTLED_KIB_S)
+            runtime = 1.5 + 1.0 + args.extra_window + 1.5
+            join = fio_in_background(
+                srv.uri, [dict(rw="randwrite", bs="4k", iodepth=32)],
+                int(runtime + 0.999), size)
+            time.sleep(1.5)  # fio's ramp
+            t0, before = start_rebuild()
+            rate, avg, _ = windowed(t0, 1.0, args.extra_window)
+            r = join(timeout=120)
+            set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
+            finish(before)
+            if isinstance(r, Exception) or r is None:
+                raise RuntimeError(f"fio beside the rebuild: {r}")
+            client = summarize(r, [0])
+            ratio = rate / (lo * 1024)
+            log(f"bench: rebuild beside fio randwrite 4K qd32 (min {lo} "
+                f"KiB/s): {rate / 1e6:.1f} MB/s = {ratio:.2f}x min; client "
+                f"{client['iops']:.0f} IOPS")
+            out["rows"].append({
+                "part": "rebuild: under client load", "mbs": rate / 1e6,
+                "engine_mbs": None, "avg_from_start_mbs": avg / 1e6,
+                "vs_read": rate / 1e6 / read_mbs,
+                "limit_kib_s": lo, "limit_mbs": lo * 1024 / 1e6,
+                "error": ratio - 1,
+                "target": "≥ --speed-min (-5% for measuring)",
+                "pass": ratio >= 0.95, "client": client,
+                "how": f"slope of done_bytes over {args.extra_window}s, "
+                       f"from 1s after the add, fio randwrite 4K qd32 "
+                       f"running; speed-max unthrottled"})
+        for kind in ("check", "repair"):
+            name = f"scrub: {kind}"
+            if not wanted(args, name):
+                continue
+            set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
+            walls, engines, mism = [], [], 0
+            for _ in range(args.repeat):
+                before = srv.detail()["last_job"]
+                t0 = time.time()
+                run_tool(tool, kind, "--control", ctl)
+                t1, det = wait_job(srv, kind, before)
+                lj = det["last_job"]
+                if lj["result"] != "completed":
+                    raise RuntimeError(f"{kind}: {lj}")
+                mism += lj["mismatches"]
+                walls.append(lj["total_bytes"] / (t1 - t0) / 1e6)
+                engines.append(lj["bytes_per_s"] / 1e6)
+                log(f"bench: {kind} unthrottled: {walls[-1]:.0f} MB/s "
+                    f"(engine {engines[-1]:.0f} MB/s), {lj['mismatches']} "
+                    f"mismatches")
+            wall = statistics.median(walls)
+            out["rows"].append({
+                "part": name, "mbs": wall,
+                "engine_mbs": statistics.median(engines),
+                "vs_read": wall / read_mbs, "target": "-", "pass": None,
+                "mismatches": mism, "samples": walls,
+                "how": f"median of {args.repeat} whole scrubs"})
+    finally:
+        srv.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def bench_resync(args, plugin, tool, work):
+    """Random writes into a few bitmap regions, kill -9, serve again: how
+    much the resync goes through and how long until the array is clean,
+    with the bitmap and without."""
+    rows = []
+    bitmap_chunk = None
+    for side, bitmap in (("bitmap", True), ("no bitmap", False)):
+        name = f"resync after crash: {side}"
+        if not wanted(args, name):
+            continue
+        d = os.path.join(work, "rs-" + side.replace(" ", ""))
+        members, info = make_array(tool, d, args, args.member_size, bitmap)
+        size = info["array_bytes"]
+        member_bytes = info["member_bytes"]
+        dd = info["data_disks"]
+        log(f"bench: {name}: filling {size // MIB} MiB")
+        fill_array(args, plugin, members, work, size)
+        samples = []
+        for rep in range(args.resync_repeat):
+            srv = CtlServer(member_args(plugin, members, args), work, "rs")
+            try:
+                det = srv.detail()
+                if det["bitmap"]["present"]:
+                    bitmap_chunk = det["bitmap"]["chunk_bytes"]
+                # The same array offsets on both sides: regions of the
+                # bitmap's chunk (64 MiB of each member by default).
+                b = bitmap_chunk or 64 * MIB
+                regions = [r for r in args.resync_regions if
+                           (r + 1) * b <= member_bytes]
+                jobs = [dict(rw="randwrite", bs="4k", iodepth=16,
+                             offset=r * b * dd + b * dd // 4,
+                             size=b * dd // 2) for r in regions]
+                join = fio_in_background(srv.uri, jobs, 60, size)
+                time.sleep(1.0 + args.resync_write_s)  # ramp + writes
+                det = srv.detail()
+                srv.kill9()
+                join(timeout=60)
+            finally:
+                srv.stop()
+            dirty = det["bitmap"]["dirty_chunks"] if bitmap else None
+            was_clean = det["clean"]
+            t0 = time.time()
+            srv = CtlServer(member_args(plugin, members, args), work, "rs")
+            try:
+                saw = False
+                while True:
+                    d2 = srv.detail()
+                    saw = saw or d2["resyncing"]
+                    if not d2["resyncing"] and d2["job"]["kind"] == "idle":
+                        t1 = time.time()
+                        break
+                    if time.time() - t0 > 900:
+                        raise RuntimeError("resync did not end in 900 s")
+                    time.sleep(0.02)
+                c = d2["counters"]
+                # Parity must be right afterwards.
+                before = d2["last_job"]
+                run_tool(tool, "set", "--control", srv.ctl, "--speed-min",
+                         str(UNTHROTTLED_KIB_S), "--speed-max",
+                         str(UNTHROTTLED_KIB_S))
+                run_tool(tool, "check", "--control", srv.ctl)
+                _, d3 = wait_job(srv, "check", before)
+                mism = d3["last_job"]["mismatches"]
+            finally:
+                srv.stop()
+            expect = (dirty * bitmap_chunk if bitmap else member_bytes)
+            samples.append({
+                "regions_written": len(regions), "dirty_chunks": dirty,
+                "clean_at_kill": was_clean, "saw_resyncing": saw,
+                "bitmap_chunk": bitmap_chunk if bitmap else None,
+                "expected_bytes": expect,
+                "resync_bytes": c["resync_bytes"],
+                "resync_bitmap_chunks": c["resync_bitmap_chunks"],
+                "resynced_stripes": c["resynced_stripes"],
+                "resync_repairs": c["resync_repairs"],
+                "seconds": t1 - t0, "mismatches_after": mism})
+            log(f"bench: {name}: {dirty} dirty regions at the kill, resync "
+                f"went through {c['resync_bytes'] // MIB} MiB per member "
+                f"({c['resync_bitmap_chunks']} bitmap chunks) in "
+                f"{t1 - t0:.2f}s; check after: {mism} mismatches")
+        row = dict(samples[-1])
+        row["seconds"] = statistics.median(s["seconds"] for s in samples)
+        row["part"] = name
+        row["member_bytes"] = member_bytes
+        row["mismatches_after"] = sum(s["mismatches_after"] for s in samples)
+        row["samples"] = samples
+        rows.append(row)
+        shutil.rmtree(d, ignore_errors=True)
+    for f in ("rs.ctl",):
+        p = os.path.join(work, f)
+        if os.path.exists(p):
+            os.unlink(p)
+    return rows
+
+
+def run_extras(args, plugin, tool, work):
+    """Runs the parts of EXTRA_PARTS that --only selects."""
+    return {"bitmap_cost": bench_bitmap_cost(args, plugin, tool, work),
+            "rebuild": bench_rebuild_scrub(args, plugin, tool, work),
+            "resync": bench_resync(args, plugin, tool, work)}
+
+
+def report_extras(extras, args):
+    rows = extras.get("bitmap_cost") or []
+    if rows:
+        print(f"\nwrite-intent bitmap cost: the same array created with the "
+              f"bitmap (default) and with --bitmap none, {args.members} x "
+              f"{args.member_size} MiB each, same run, {args.runtime}s x "
+              f"{args.repeat} (medians):\n")
+        print("| workload | no bitmap MB/s | bitmap MB/s | bitmap/none | "
+              "paired ratio | target | no bitmap p99 µs | bitmap p99 µs | CPU s/GiB none "
+              "| CPU s/GiB bitmap |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            n, b = r["none"], r["bitmap"]
+            ok = "pass" if r["ratio"] >= r["target"] else "FAIL"
+            print(f"| {r['part'].split(': ', 1)[1]} | {n['mbs']:.0f} | "
+                  f"{b['mbs']:.0f} | {r['ratio']:.2f} | {r['paired']:.2f} | "
+                  f"≥ {r['target']:.2f} "
+                  f"{ok} | {n['p99_us']:.0f} | {b['p99_us']:.0f} | "
+                  f"{n['cpu_s_per_gib']:.2f} | {b['cpu_s_per_gib']:.2f} |")
+    rb = extras.get("rebuild") or {}
+    if rb.get("rows"):
+        print(f"\nrebuild and scrub: {args.members} x {rb['member_mib']} MiB "
+              f"members filled with data, rebuild onto a fresh sparse file; "
+              f"rates are member bytes per second (per member, as md's "
+              f"speed limits). One member's sequential read (fio psync "
+              f"bs=1M on the member file, median of {args.repeat} x 3s): "
+              f"{rb['member_read_mbs']:.0f} MB/s.\n")
+        print("| measurement | MB/s | engine MB/s | / member read | limit "
+              "MB/s | vs limit | target | | how |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in rb["rows"]:
+            eng = (f"{r['engine_mbs']:.0f}" if r.get("engine_mbs") is not None
+                   else "-")
+            lim = (f"{r['limit_mbs']:.1f}" if r.get("limit_mbs") else "-")
+            err = (f"{r['error'] * 100:+.1f}%" if r.get("limit_mbs") else "-")
+            ok = {True: "pass", False: "FAIL", None: ""}[r["pass"]]
+            extra = ""
+            if "mismatches" in r:
+                extra = f"; {r['mismatches']} mismatches"
+            if "client" in r:
+                extra = (f"; client {r['client']['mbs']:.0f} MB/s, "
+                         f"{r['client']['iops']:.0f} IOPS, p99 "
+                         f"{r['client']['p99_us']:.0f} µs")
+            print(f"| {r['part']} | {r['mbs']:.1f} | {eng} | "
+                  f"{r['vs_read']:.2f} | {lim} | {err} | {r['target']} | "
+                  f"{ok} | {r['how']}{extra} |")
+    rows = extras.get("resync") or []
+    if rows:
+        print(f"\nresync after kill -9 during random 4K writes into "
+              f"{len(args.resync_regions)} regions of {args.members} x "
+              f"{args.member_size} MiB filled members (time: new server "
+              f"start to resyncing=false, median of {args.resync_repeat}; "
+              f"uraid's resync ignores the speed limits):\n")
+        print("| array | dirty bits at kill | bitmap chunk | expected "
+              "MiB/member | resync MiB/member (resync_bytes) | "
+              "resync_bitmap_chunks | stripes resynced | repaired | "
+              "seconds | MB/s | mismatches after |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            secs = r["seconds"]
+            print(f"| {r['part'].split(': ', 1)[1]} | "
+                  f"{'-' if r['dirty_chunks'] is None else r['dirty_chunks']}"
+                  f" | {'-' if not r['bitmap_chunk'] else str(r['bitmap_chunk'] // MIB) + ' MiB'}"
+                  f" | {r['expected_bytes'] / MIB:.0f} | "
+                  f"{r['resync_bytes'] / MIB:.0f} | "
+                  f"{r['resync_bitmap_chunks']} | {r['resynced_stripes']} | "
+                  f"{r['resync_repairs']} | {secs:.2f} | "
+                  f"{r['resync_bytes'] / secs / 1e6:.0f} | "
+                  f"{r['mismatches_after']} |")
+        by = {r["part"]: r for r in rows}
+        a = by.get("resync after crash: bitmap")
+        b = by.get("resync after crash: no bitmap")
+        if a and b and b["resync_bytes"]:
+            print(f"\nbitmap / no bitmap: resync bytes "
+                  f"{a['resync_bytes'] / b['resync_bytes']:.3f}x, time "
+                  f"{a['seconds'] / b['seconds']:.3f}x")
+
+
+# ---------------------------------------------------------------------------
+# Members behind the delay filter (--delay-ms): HDD-like member latency.
+# Self-contained: uses only Server, fio, summarize and log from above.
+
+
+def bench_delay_members(args, plugin, tool):
+    """Four (--members) member exports, each nbdkit's file plugin behind the
+    delay filter (--delay-ms per read and per write, like a disk's seek) on
+    a unix socket; the uraid array over their nbd+unix URIs. fio sequential
+    64K and random 4K writes, with the stripe cache on (default) and off
+    (cache=0). Prints MB/s and member I/Os per client write (plugin stats=)
+    as a markdown table: with slow members every member I/O saved is
+    throughput, so this shows what write gathering (full stripes, no
+    reads) and the RMW/RCW choice are worth. Returns the rows."""
+    delay = args.delay_ms
+    work = tempfile.mkdtemp(prefix="uraid-bench-delay-", dir=args.dir)
+    servers = []
+    rows = []
+    try:
+        uris = []
+        for i in range(args.members):
+            img = os.path.join(work, f"d{i}.img")
+            with open(img, "wb") as f:
+                f.truncate(args.member_size * MIB)
+            s = Server(args, f"d{i}",
+                       ["--filter=delay", "file", img,
+                        f"delay-read={delay}ms", f"delay-write={delay}ms"],
+                       work)
+            servers.append(s)
+            uris.append(s.uri)
+        subprocess.run([tool, "create", "--force", "--assume-clean",
+                        "--chunk", args.chunk, *uris], check=True,
+                       capture_output=True)
+        size = json.loads(subprocess.run(
+            [tool, "detail", "--json", *uris], check=True,
+            capture_output=True, text=True).stdout)["array_bytes"]
+        workloads = [("seq write 64K qd8", dict(rw="write", bs="64k",
+                                                iodepth=8)),
+                     ("rand write 4K qd32", dict(rw="randwrite", bs="4k",
+                                                 iodepth=32))]
+        for name, job in workloads:
+            for cache in ("default", "0"):
+                samples = []
+                for rep in range(args.repeat):
+                    stats = os.path.join(work, "delay-stats.json")
+                    if os.path.exists(stats):
+                        os.unlink(stats)
+                    extra = [] if cache == "default" else [f"cache={cache}"]
+                    s = Server(args, "delay-uraid",
+                               [plugin] + [f"member={u}" for u in uris] +
+                               list(args.uraid_arg) + extra +
+                               [f"stats={stats}"], work)
+                    try:
+                        # No ramp: the counters cover the whole run.
+                        r = fio(s.uri, [dict(job, ramp_time=0)],
+                                args.runtime, size)
+                    finally:
+                        s.stop()
+                    m = summarize(r, [0])
+                    with open(stats) as f:
+                        c = json.load(f)
+                    writes = max(r["jobs"][0]["write"]["total_ios"], 1)
+                    m.update(
+                        reads_per_write=c["member_reads"] / writes,
+                        writes_per_write=c["member_writes"] / writes,
+                        ios_per_write=(c["member_reads"] +
+                                       c["member_writes"]) / writes,
+                        full_stripe=c["full_stripe_writes"],
+                        rmw=c["rmw_writes"], rcw=c["rcw_writes"],
+                        gathered=c["cached_writes"] / writes,
+                        evictions=c["cache_evictions"])
+                    samples.append(m)
+                med = {k: statistics.median(x[k] for x in samples)
+                       for k in samples[0]}
+                rows.append(dict(med, workload=name, cache=cache))
+                log(f"bench: delay {delay} ms, {name}, cache={cache}: "
+                    f"{med['mbs']:.1f} MB/s, "
+                    f"{med['ios_per_write']:.2f} member I/Os per write")
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"\nmembers behind nbdkit's delay filter: {args.members} x "
+          f"{args.member_size} MiB, file plugin + delay-read/delay-write="
+          f"{delay} ms on unix sockets, chunk {args.chunk}, array over "
+          f"nbd+unix URIs; fio {args.runtime}s x {args.repeat} (medians), "
+          f"member I/Os from stats= (write-back at exit included):\n")
+    print("| workload | cache | MB/s | IOPS | p99 µs | member reads/write | "
+          "member writes/write | member I/Os/write | full-stripe | RMW | "
+          "RCW | gathered/write | cache evictions |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['workload']} | {r['cache']} | {r['mbs']:.1f} | "
+              f"{r['iops']:.0f} | {r['p99_us']:.0f} | "
+              f"{r['reads_per_write']:.2f} | {r['writes_per_write']:.2f} | "
+              f"{r['ios_per_write']:.2f} | {r['full_stripe']:.0f} | "
+              f"{r['rmw']:.0f} | {r['rcw']:.0f} | {r['gathered']:.2f} | "
+              f"{r['evictions']:.0f} |")
+    by = {(r["workload"], r["cache"]): r for r in rows}
+    for name, _ in workloads:
+        on, off = by.get((name, "default")), by.get((name, "0"))
+        if on and off and off["mbs"] and on["ios_per_write"]:
+            print(f"{name}: cache on / off = {on['mbs'] / off['mbs']:.2f}x "
+                  f"MB/s, {off['ios_per_write'] / on['ios_per_write']:.2f}x "
+                  f"fewer member I/Os per write")
+    return rows
 
 
 if __name__ == "__main__":

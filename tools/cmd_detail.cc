@@ -122,20 +122,11 @@ void PrintJob(const ArrayInfo& info) {
 
 // Counter names, in print order, with their values.
 std::vector<std::pair<const char*, uint64_t>> CounterList(const Counters& c) {
-  return {
-      {"member_reads", c.member_reads},
-      {"member_read_bytes", c.member_read_bytes},
-      {"member_writes", c.member_writes},
-      {"member_write_bytes", c.member_write_bytes},
-      {"member_flushes", c.member_flushes},
-      {"full_stripe_writes", c.full_stripe_writes},
-      {"rmw_writes", c.rmw_writes},
-      {"rcw_writes", c.rcw_writes},
-      {"degraded_writes", c.degraded_writes},
-      {"reconstructions", c.reconstructions},
-      {"resynced_stripes", c.resynced_stripes},
-      {"resync_repairs", c.resync_repairs},
-  };
+  std::vector<std::pair<const char*, uint64_t>> out;
+  for (const auto& [name, field] : CounterFields()) {
+    out.emplace_back(name, c.*field);
+  }
+  return out;
 }
 
 // `live`: the state comes from a running server (--control).
@@ -274,6 +265,8 @@ json ToJson(const ArrayInfo& info, bool live) {
     counters[name] = value;
   }
   j["counters"] = std::move(counters);
+  // The bitmap object exactly as the control protocol carries it.
+  j["bitmap"] = InfoToJson(info)["bitmap"];
   const MkfsHints hints = HintsFor(g);
   j["mkfs"] = {{"ext4_stride", hints.ext4_stride},
                {"ext4_stripe_width", hints.ext4_stripe_width},

@@ -27,7 +27,8 @@ class AlignedBuffer {
     if (zero) std::memset(data_, 0, rounded);
   }
   AlignedBuffer(AlignedBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+      : data_(std::exchange(o.data_, nullptr)),
+        size_(std::exchange(o.size_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
@@ -44,6 +45,41 @@ class AlignedBuffer {
  private:
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
+};
+
+// Scratch space for the background jobs (rebuild, scrub, resync), which
+// work stripe after stripe with buffers of one size: allocating and freeing
+// a multi-megabyte buffer per stripe costs more than the XOR (page faults
+// and munmap on every stripe). Only a thread that called
+// EnableThreadScratch() keeps its buffers; elsewhere (client threads, of
+// which nbdkit has many) the buffer is the caller's own and freed as usual.
+// `user` keeps apart the callers that can be active at once on one thread
+// (a scan whose read error is corrected by a reconstruction).
+enum class ScratchUser { kReconstruct = 0, kScan = 1 };
+
+class ScratchOrOwned {
+ public:
+  static void EnableThreadScratch() { enabled() = true; }
+  ScratchOrOwned(ScratchUser user, size_t size) {
+    if (!enabled()) {
+      owned_ = AlignedBuffer(size);
+      data_ = owned_.data();
+      return;
+    }
+    thread_local AlignedBuffer bufs[2];
+    AlignedBuffer& b = bufs[static_cast<int>(user)];
+    if (b.size() < size) b = AlignedBuffer(size);
+    data_ = b.data();
+  }
+  uint8_t* data() { return data_; }
+
+ private:
+  static bool& enabled() {
+    thread_local bool on = false;
+    return on;
+  }
+  AlignedBuffer owned_;
+  uint8_t* data_ = nullptr;
 };
 
 }  // namespace uraid

@@ -75,7 +75,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       sb_(std::move(sb)),
       spares_(std::move(spares)),
       resync_stripe_(geometry.stripe_count()) {
-  absl::MutexLock lock(&state_mu_);
+  MutexLock lock(&state_mu_);
   clean_ = sb_.clean();
   last_write_ = std::chrono::steady_clock::now();
   if (GoneSlots() > 1) failed_.store(true);
@@ -168,6 +168,7 @@ void ArrayImpl::RunIo(MemberIo& io) {
   }
   const uint64_t raw = data_offset_ + io.offset;
   const auto start = std::chrono::steady_clock::now();
+  io.used = m.get();
   io.status = DoIo(*m, io, raw);
   switch (io.kind) {
     case MemberIo::kRead:
@@ -281,7 +282,7 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
                           data_offset_ + io.offset, io.status.message()));
     }
     if (SlotPresent(io.slot)) {
-      (void)FailSlot(io.slot, std::string(io.status.message()));
+      (void)FailSlot(io.slot, std::string(io.status.message()), io.used);
     }
     // Failed by us or, racing us, by another request that hit the same
     // dying member: either way the caller should redo its plan around it.
@@ -290,12 +291,20 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
   return first;
 }
 
-absl::Status ArrayImpl::FailSlot(int slot, const std::string& why) {
+absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
+                                 const Member* only_if) {
   if (slot < 0 || slot >= geo_.raid_disks()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "slot %d out of range 0..%d", slot, geo_.raid_disks() - 1));
   }
   Slot& sl = *slots_[slot];
+  if (only_if != nullptr && sl.member.load().get() != only_if) {
+    Log(
+        absl::StrFormat("slot %d: ignoring a late error from %s, which no "
+                        "longer holds the slot: %s",
+                        slot, only_if->Name(), why));
+    return absl::OkStatus();
+  }
   // A member being replaced fails: its replacement already holds every
   // stripe below repl_front, so it becomes a recovering member from there
   // (md turns a replacement into an ordinary rebuild the same way). One
@@ -314,7 +323,7 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why) {
       }
       old = sl.member.load();
       {
-        absl::MutexLock lock(&sb_mu_);
+        MutexLock lock(&sb_mu_);
         retired_devs_.push_back(sl.id.dev_number);
         sl.id = sl.repl_id;
       }
@@ -388,7 +397,7 @@ absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
 
 absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
                                              bool* member_failed) {
-  absl::MutexLock lock(&sb_mu_);
+  MutexLock lock(&sb_mu_);
   for (int attempt = 0; attempt < 64; ++attempt) {
     sb_.events += 1;
     sb_.utime = NowSeconds();
@@ -560,11 +569,15 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
   }
   Submit(ios, &gens);
   std::vector<absl::Status> errors(pieces.size());
+  std::vector<const Member*> failed(pieces.size(), nullptr);
   for (size_t j = 0; j < ios.size(); ++j) {
     if (ios[j].status.ok()) continue;
     // A stale read (the slot changed members) is redone under the lock;
     // only a real error calls for correction.
-    if (!ios[j].stale) errors[io_piece[j]] = ios[j].status;
+    if (!ios[j].stale) {
+      errors[io_piece[j]] = ios[j].status;
+      failed[io_piece[j]] = ios[j].used;
+    }
     slow[io_piece[j]] = true;
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -574,7 +587,7 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
     if (!errors[i].ok() && SlotUsableAt(p.loc.disk, p.loc.stripe)) {
       RETURN_IF_ERROR(CorrectReadErrorLocked(p.loc.stripe, p.loc.disk,
                                              p.loc.chunk_offset, p.len, p.dst,
-                                             errors[i]));
+                                             errors[i], failed[i]));
       OverlayCacheLocked(p.loc, p.len, p.dst);
     } else {
       RETURN_IF_ERROR(ReadPieceLocked(p.loc, p.len, p.dst));
@@ -601,19 +614,25 @@ void ArrayImpl::OverlayCacheLocked(const Location& loc, size_t len,
 absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
                                                uint64_t chunk_offset,
                                                size_t len, uint8_t* dst,
-                                               const absl::Status& why) {
+                                               const absl::Status& why,
+                                               const Member* failed) {
   Slot& s = *slots_[slot];
+  const SlotGens gens = CaptureGens();
   std::shared_ptr<Member> m = s.member.load();
-  const std::string name = m ? m->Name() : "?";
+  const std::string name = failed ? failed->Name() : "?";
   const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
+  // The slot changed hands since the read (a spare took over): the error
+  // belongs to a member that is gone; the bytes come from parity.
+  const bool same = failed == nullptr || m.get() == failed;
   if (absl::Status rs = ReconstructLocked(stripe, slot, chunk_offset, len, dst);
       !rs.ok()) {
-    (void)FailSlot(slot, std::string(why.message()));
+    if (same) (void)FailSlot(slot, std::string(why.message()), failed);
     return absl::UnavailableError(absl::StrFormat(
         "member %s (slot %d) failed reading at member offset %d (%s) and "
         "cannot be rebuilt from parity: %s",
         name, slot, data_offset_ + member_offset, why.message(), rs.message()));
   }
+  if (!same) return absl::OkStatus();
   if (read_only_) {
     Log(absl::StrFormat(
         "read error on %s (slot %d) at member offset %d: %s; served from "
@@ -625,11 +644,13 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
   // when the drive remaps it. Only a member that keeps failing is dropped.
   std::vector<MemberIo> w{
       MemberIo{MemberIo::kWrite, slot, dst, len, member_offset, {}}};
-  Submit(w);
+  Submit(w, &gens);
+  if (w[0].stale) return absl::OkStatus();
   if (!w[0].status.ok()) {
     return FailSlot(slot,
                     absl::StrFormat("read error (%s) and rewrite failed (%s)",
-                                    why.message(), w[0].status.message()));
+                                    why.message(), w[0].status.message()),
+                    failed);
   }
   const uint32_t n = s.read_errors.fetch_add(1) + 1;
   counters_.read_errors_corrected.fetch_add(1, std::memory_order_relaxed);
@@ -638,9 +659,11 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
       "parity and rewritten (%d corrected on this member)",
       name, slot, data_offset_ + member_offset, why.message(), n));
   if (n > kMaxCorrectedReadErrors) {
-    return FailSlot(slot, absl::StrFormat("%d read errors corrected, more than "
-                                          "md's limit of %d",
-                                          n, kMaxCorrectedReadErrors));
+    return FailSlot(slot,
+                    absl::StrFormat("%d read errors corrected, more than "
+                                    "md's limit of %d",
+                                    n, kMaxCorrectedReadErrors),
+                    failed);
   }
   return absl::OkStatus();
 }
@@ -667,7 +690,7 @@ absl::Status ArrayImpl::ReadPieceDegraded(uint64_t stripe, int slot,
     if (ios[0].status.ok()) return absl::OkStatus();
     if (ios[0].stale && attempt < 8) continue;  // members changed: again
     return CorrectReadErrorLocked(stripe, slot, chunk_offset, len, dst,
-                                  ios[0].status);
+                                  ios[0].status, ios[0].used);
   }
   return ReconstructLocked(stripe, slot, chunk_offset, len, dst);
 }
@@ -678,7 +701,8 @@ absl::Status ArrayImpl::ReconstructLocked(uint64_t stripe, int slot,
   RETURN_IF_ERROR(CheckUsable(false));
   const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
   const int n = geo_.raid_disks();
-  AlignedBuffer bufs(len * static_cast<size_t>(n - 1));
+  ScratchOrOwned bufs(ScratchUser::kReconstruct,
+                      len * static_cast<size_t>(n - 1));
   std::vector<MemberIo> ios;
   const SlotGens gens = CaptureGens();
   for (int i = 0, j = 0; i < n; ++i) {
@@ -715,7 +739,7 @@ absl::Status ArrayImpl::ReconstructLocked(uint64_t stripe, int slot,
 // ---------------------------------------------------------------- writes
 
 absl::Status ArrayImpl::BeginWrite() {
-  absl::MutexLock lock(&state_mu_);
+  MutexLock lock(&state_mu_);
   RETURN_IF_ERROR(CheckUsable(true));
   ++writes_in_flight_;
   wrote_since_open_.store(true);
@@ -733,7 +757,7 @@ absl::Status ArrayImpl::BeginWrite() {
 }
 
 void ArrayImpl::EndWrite() {
-  absl::MutexLock lock(&state_mu_);
+  MutexLock lock(&state_mu_);
   --writes_in_flight_;
   last_write_ = std::chrono::steady_clock::now();
 }
@@ -993,6 +1017,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
                                {}});
     }
     Submit(reads, &gens);
+    RETURN_IF_ERROR(CorrectPreReads(stripe, reads));
     RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
     for (int k = 0; k < D; ++k) {
       if (!ch[k].written) continue;
@@ -1039,6 +1064,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
         MemberIo{MemberIo::kRead, pd, parity.data(), W, base + lo, {}});
   }
   Submit(reads, &gens);
+  RETURN_IF_ERROR(CorrectPreReads(stripe, reads));
   RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
   if (mode == kReconstruct) {
     // Old contents of the missing chunk: P ^ every other data chunk.
@@ -1066,6 +1092,30 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
   (mode == kReconstruct ? counters_.degraded_writes : counters_.rcw_writes)
       .fetch_add(1, std::memory_order_relaxed);
   return run_writes();
+}
+
+absl::Status ArrayImpl::CorrectPreReads(uint64_t stripe,
+                                        std::vector<MemberIo>& reads) {
+  // A write's reads of old data or parity met a read error on a working
+  // member: rebuild those bytes from the rest of the stripe and rewrite
+  // them, as for a client read, and go on with the plan. Only what cannot
+  // be corrected is left for AbsorbFailures.
+  const uint64_t base = stripe * geo_.chunk_bytes();
+  for (MemberIo& io : reads) {
+    if (io.status.ok() || io.stale || io.to_replacement ||
+        !SlotUsableAt(io.slot, stripe)) {
+      continue;
+    }
+    absl::Status st = CorrectReadErrorLocked(
+        stripe, io.slot, io.offset - base, io.len,
+        static_cast<uint8_t*>(io.buf), io.status, io.used);
+    if (st.ok()) {
+      io.status = absl::OkStatus();
+    } else if (!CheckUsable(false).ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which) {
@@ -1187,7 +1237,7 @@ absl::Status ArrayImpl::ScanStripe(uint64_t stripe, bool repair,
   const uint64_t C = geo_.chunk_bytes();
   const uint64_t win = std::min(C, kScanWindow);
   const int pd = geo_.ParityDisk(stripe);
-  AlignedBuffer bufs(win * n);
+  ScratchOrOwned bufs(ScratchUser::kScan, win * n);
   StripeLock lock(&locks_, stripe);
   RETURN_IF_ERROR(CheckUsable(false));
   if (MissingSlotAt(stripe) >= 0) {
@@ -1200,7 +1250,11 @@ absl::Status ArrayImpl::ScanStripe(uint64_t stripe, bool repair,
       ios.push_back(MemberIo{
           MemberIo::kRead, i, bufs.data() + win * i, win, stripe * C + w, {}});
     }
-    Submit(ios);
+    const SlotGens gens = CaptureGens();
+    Submit(ios, &gens);
+    // A read error met by the scrub is corrected like any other (md does
+    // the same); only an uncorrectable one stops it.
+    RETURN_IF_ERROR(CorrectPreReads(stripe, ios));
     bool slot_failed;
     RETURN_IF_ERROR(AbsorbFailures(ios, &slot_failed));
     std::vector<const void*> all;
@@ -1291,11 +1345,17 @@ absl::Status ArrayImpl::Resync() {
     }
     return false;
   };
+  ThrottleState throttle;
   for (uint64_t s = start; s < geo_.stripe_count(); ++s) {
     {
-      absl::MutexLock lock(&state_mu_);
+      MutexLock lock(&state_mu_);
       if (stop_) break;
     }
+    // md's speed limits hold for resync too (StopJob does not stop it:
+    // parity must become trustworthy; a restart resumes it).
+    // Counts stripes actually read: skipped holes and clean regions cost
+    // nothing and must not make it sleep.
+    if (!Throttle(throttle, read * C, /*honour_cancel=*/false)) break;
     // Stripes that are holes on every member are zeros with zero parity:
     // consistent without reading them (a new array on sparse files).
     uint64_t skip_to = SkipHoles(s);
@@ -1334,7 +1394,7 @@ absl::Status ArrayImpl::Resync() {
       "%d repaired",
       read, read * C, B ? absl::StrFormat(", %d bitmap regions", regions) : "",
       geo_.stripe_count() - start - read, repaired));
-  absl::MutexLock lock(&state_mu_);
+  MutexLock lock(&state_mu_);
   if (writes_in_flight_ == 0 && !clean_) return MarkCleanLocked();
   return absl::OkStatus();
 }
@@ -1353,10 +1413,10 @@ absl::Status ArrayImpl::MarkCleanLocked() {
 }
 
 void ArrayImpl::SafemodeLoop() {
-  absl::MutexLock lock(&state_mu_);
+  MutexLock lock(&state_mu_);
   while (!stop_) {
     state_mu_.AwaitWithTimeout(
-        absl::Condition(&stop_),
+        Condition(&stop_),
         absl::FromChrono(std::chrono::milliseconds(100)));
     if (stop_) break;
     if (!clean_ && writes_in_flight_ == 0 &&
@@ -1371,9 +1431,9 @@ void ArrayImpl::SafemodeLoop() {
 void ArrayImpl::WritebackLoop() {
   for (;;) {
     {
-      absl::MutexLock lock(&state_mu_);
+      MutexLock lock(&state_mu_);
       state_mu_.AwaitWithTimeout(
-          absl::Condition(&stop_),
+          Condition(&stop_),
           absl::FromChrono(std::chrono::milliseconds(10)));
       if (stop_) return;
     }
@@ -1401,10 +1461,13 @@ void ArrayImpl::StartBackground() {
   safemode_thread_ = std::thread([this] { SafemodeLoop(); });
   writeback_thread_ = std::thread([this] { WritebackLoop(); });
   if (resync_stripe_.load() < geo_.stripe_count() && !failed_.load()) {
-    resync_thread_ = std::thread([this] { (void)Resync(); });
+    resync_thread_ = std::thread([this] {
+      ScratchOrOwned::EnableThreadScratch();
+      (void)Resync();
+    });
   }
   {
-    absl::MutexLock lock(&job_mu_);
+    MutexLock lock(&job_mu_);
     background_ = true;
   }
   MaybeStartRecovery();
@@ -1414,14 +1477,14 @@ void ArrayImpl::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   {
-    absl::MutexLock lock(&state_mu_);
+    MutexLock lock(&state_mu_);
     stop_ = true;
   }
   if (safemode_thread_.joinable()) safemode_thread_.join();
   if (writeback_thread_.joinable()) writeback_thread_.join();
   if (resync_thread_.joinable()) resync_thread_.join();
   {
-    absl::MutexLock lock(&job_mu_);
+    MutexLock lock(&job_mu_);
     job_stop_ = true;
     pending_job_.reset();
   }
@@ -1432,7 +1495,7 @@ void ArrayImpl::Shutdown() {
     Log(absl::StrFormat("writing back cached data at shutdown failed: %s",
                         wb.message()));
   }
-  absl::MutexLock lock(&state_mu_);
+  MutexLock lock(&state_mu_);
   if (!read_only_ && !failed_.load() && !clean_) {
     absl::Status st = MarkCleanLocked();
     if (!st.ok())
@@ -1444,7 +1507,7 @@ void ArrayImpl::Shutdown() {
 ArrayInfo ArrayImpl::Info() const {
   ArrayInfo info{.geometry = geo_};
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     info.uuid = sb_.set_uuid;
     info.name = sb_.set_name;
     info.events = sb_.events;
@@ -1452,7 +1515,7 @@ ArrayInfo ArrayImpl::Info() const {
     info.utime = sb_.utime;
   }
   {
-    absl::MutexLock lock(&state_mu_);
+    MutexLock lock(&state_mu_);
     info.clean = clean_;
   }
   info.data_offset_bytes = data_offset_;
@@ -1462,7 +1525,7 @@ ArrayInfo ArrayImpl::Info() const {
   info.resync_bytes = resync_stripe_.load() * geo_.chunk_bytes();
   int gone = 0;
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     for (int i = 0; i < geo_.raid_disks(); ++i) {
       const Slot& s = *slots_[i];
       SlotInfo si;
@@ -1499,7 +1562,7 @@ ArrayInfo ArrayImpl::Info() const {
   }
   info.degraded = gone == 1;
   {
-    absl::MutexLock lock(&job_mu_);
+    MutexLock lock(&job_mu_);
     info.job = job_;
     info.last_job = last_job_;
     info.speed = speed_;

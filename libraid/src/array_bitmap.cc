@@ -68,7 +68,7 @@ absl::Status ArrayImpl::PersistBitmap(uint64_t offset,
     // from inside the bitmap. The failure is handled right after the
     // bitmap call returns (ProcessDeferredFailures), before data is
     // written under the bits.
-    absl::MutexLock lock(&deferred_mu_);
+    MutexLock lock(&deferred_mu_);
     deferred_.push_back(DeferredFailure{t.slot, t.replacement, t.member,
                                         std::string(t.status.message())});
     deferred_sb_update_.store(true);
@@ -84,7 +84,7 @@ void ArrayImpl::ProcessDeferredFailures() {
   if (!deferred_sb_update_.exchange(false)) return;
   std::vector<DeferredFailure> todo;
   {
-    absl::MutexLock lock(&deferred_mu_);
+    MutexLock lock(&deferred_mu_);
     todo.swap(deferred_);
   }
   for (DeferredFailure& d : todo) {
@@ -204,7 +204,7 @@ absl::Status ArrayImpl::LoadBitmap(Member& member, const Superblock& sb) {
 absl::Status ArrayImpl::InitBitmap(uint64_t chunk_bytes, bool all_dirty) {
   BitmapSuper bs;
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     bs.uuid = sb_.set_uuid;
     bs.events = sb_.events;
     bs.events_cleared = sb_.events;

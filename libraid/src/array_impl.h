@@ -25,7 +25,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "uraid/sync.h"
 #include "aligned_buffer.h"
 #include "stripe_cache.h"
 #include "stripe_locks.h"
@@ -53,6 +53,9 @@ struct MemberIo {
   bool check_gen = false;
   uint64_t gen = 0;
   bool stale = false;
+  // The member the I/O went to (set by RunIo): an error is held against
+  // that member only, not whatever holds the slot by the time it is seen.
+  const Member* used = nullptr;
 };
 
 // Slot generations captured when a plan is decided (see Slot::gen).
@@ -124,7 +127,11 @@ class ArrayImpl {
   // --- maintenance ---
   absl::Status Resync();
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
-  absl::Status FailSlot(int slot, const std::string& why);
+  // Marks `slot` faulty. With `only_if`, only while that member still holds
+  // the slot: a late error from a member already replaced (a request that
+  // was in flight when a spare took over) must not fail its successor.
+  absl::Status FailSlot(int slot, const std::string& why,
+                        const Member* only_if = nullptr);
   void StartBackground();
 
   // --- member management (slot_admin.cc) ---
@@ -218,9 +225,11 @@ class ArrayImpl {
   // A read of a healthy piece failed: rebuild it from parity and rewrite it
   // to its member (md's read-error correction); fails the member when the
   // rewrite fails or it has had too many. REQUIRES: the stripe lock.
+  // `failed` is the member whose read failed (MemberIo::used).
   absl::Status CorrectReadErrorLocked(uint64_t stripe, int slot,
                                       uint64_t chunk_offset, size_t len,
-                                      uint8_t* dst, const absl::Status& why);
+                                      uint8_t* dst, const absl::Status& why,
+                                      const Member* failed);
   // Rebuilds `slot`'s bytes from every other slot. REQUIRES: stripe lock.
   absl::Status ReconstructLocked(uint64_t stripe, int slot,
                                  uint64_t chunk_offset, size_t len,
@@ -268,6 +277,9 @@ class ArrayImpl {
                                   bool* slot_failed,
                                   std::vector<bool>* touched);
   absl::Status FlushSlots(const std::vector<bool>& which);
+  // Corrects read errors among a write plan's pre-reads (see array.cc).
+  // REQUIRES: the stripe lock.
+  absl::Status CorrectPreReads(uint64_t stripe, std::vector<MemberIo>& reads);
   // The bitmap's persist callback: `bytes` at `offset` of the area, onto
   // every slot member (and replace target), then flushed.
   absl::Status PersistBitmap(uint64_t offset, std::span<const uint8_t> bytes);
@@ -314,7 +326,8 @@ class ArrayImpl {
   };
   // Sleeps as md's speed limits require after `done_bytes` (per member) of
   // job work; false when the job should stop.
-  bool Throttle(ThrottleState& t, uint64_t done_bytes);
+  bool Throttle(ThrottleState& t, uint64_t done_bytes,
+                bool honour_cancel = true);
   // Marks stripes [from, from + count) rebuilt on `slot` when they are
   // holes on every member and on the target; returns how many were
   // skipped (0 when any holds data). Takes their locks.
@@ -350,7 +363,7 @@ class ArrayImpl {
   const std::chrono::milliseconds cache_max_age_;
   const int64_t bypass_flush_ns_;
 
-  mutable absl::Mutex sb_mu_;
+  mutable Mutex sb_mu_;
   Superblock sb_ ABSL_GUARDED_BY(sb_mu_);
   std::vector<Spare> spares_ ABSL_GUARDED_BY(sb_mu_);
   // Devices that left the array (removed, replaced): listed as faulty in
@@ -358,7 +371,7 @@ class ArrayImpl {
   std::vector<uint32_t> retired_devs_ ABSL_GUARDED_BY(sb_mu_);
 
   // Jobs: job_mu_ is a leaf lock (never held while taking another lock).
-  mutable absl::Mutex job_mu_;
+  mutable Mutex job_mu_;
   std::optional<JobRequest> pending_job_ ABSL_GUARDED_BY(job_mu_);
   bool job_thread_running_ ABSL_GUARDED_BY(job_mu_) = false;
   bool job_stop_ ABSL_GUARDED_BY(job_mu_) = false;
@@ -387,7 +400,7 @@ class ArrayImpl {
     std::shared_ptr<Member> member;
     std::string why;
   };
-  absl::Mutex deferred_mu_;  // leaf
+  Mutex deferred_mu_;  // leaf
   std::vector<DeferredFailure> deferred_ ABSL_GUARDED_BY(deferred_mu_);
   std::chrono::steady_clock::time_point last_tick_;
   // Added to the bitmap's clock: a stop moves it on by daemon_sleep so
@@ -398,7 +411,7 @@ class ArrayImpl {
   std::atomic<int64_t> last_flush_ns_{0};
   std::atomic<int64_t> flush_interval_ns_{int64_t{1} << 40};
 
-  mutable absl::Mutex state_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
+  mutable Mutex state_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
   bool clean_ ABSL_GUARDED_BY(state_mu_) = true;
   int writes_in_flight_ ABSL_GUARDED_BY(state_mu_) = 0;
   // Any write since assembly: the persisted resync checkpoint must then be 0

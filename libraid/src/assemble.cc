@@ -1,6 +1,7 @@
 // Array::Assemble: form an array from members' superblocks, in any order,
 // refusing (and writing nothing) when the members cannot safely form it.
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_format.h"
@@ -195,7 +196,8 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
         "array is dirty (unclean shutdown) and degraded (slot %s missing): "
         "stripes being written at the crash may have stale parity, so slot "
         "%s cannot be trusted to reconstruct; md refuses this too (\"cannot "
-        "start dirty degraded array\"). Force it to start anyway",
+        "start dirty degraded array\"). Force it to start anyway (plugin "
+        "key force=true, uraid --force)",
         gone[0], gone[0]));
   }
 
@@ -237,6 +239,16 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
       options.read_only, options.cache, logger);
   if (top.feature_map & kFeatureBitmapOffset) {
     RETURN_IF_ERROR(impl->LoadBitmap(*bitmap_source, top));
+  }
+  // Members one event apart (a crash in the middle of a superblock update)
+  // are brought level now, as mdadm does when it starts an array: left as
+  // they are, a second such crash could leave two members two events
+  // behind, and the array could not be started at all.
+  if (!options.read_only &&
+      std::any_of(sbs.begin(), sbs.end(), [&](const Superblock& sb) {
+        return sb.events != top.events;
+      })) {
+    RETURN_IF_ERROR(impl->WriteSuperblocks(std::nullopt));
   }
   if (dirty) {
     if (!gone.empty()) {

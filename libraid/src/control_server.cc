@@ -29,7 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include "uraid/sync.h"
 #include "control_protocol.h"
 #include "info_json.h"
 #include "uraid/control.h"
@@ -125,9 +125,9 @@ class ControlServer::Impl {
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
   std::list<std::unique_ptr<Conn>> conns_;  // the accept thread's only
-  absl::Mutex stop_mu_;
+  Mutex stop_mu_;
   bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
-  absl::Mutex set_mu_;  // serializes "set" (read-modify-write of limits)
+  Mutex set_mu_;  // serializes "set" (read-modify-write of limits)
 };
 
 absl::Status ControlServer::Impl::Listen() {
@@ -227,7 +227,7 @@ absl::Status ControlServer::Impl::Listen() {
 }
 
 void ControlServer::Impl::Stop() {
-  absl::MutexLock lock(&stop_mu_);
+  MutexLock lock(&stop_mu_);
   if (stopped_) return;
   stopped_ = true;
   if (listen_fd_ < 0) return;  // never listened
@@ -445,7 +445,7 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
       st = array_->StopJob();
       break;
     case Cmd::kSet: {
-      absl::MutexLock lock(&set_mu_);
+      MutexLock lock(&set_mu_);
       SpeedLimits limits = array_->Info().speed;
       if (r.speed_min_kib_s) limits.min_kib_s = *r.speed_min_kib_s;
       if (r.speed_max_kib_s) limits.max_kib_s = *r.speed_max_kib_s;

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include "uraid/sync.h"
 #include "uraid/member.h"
 
 namespace uraid {
@@ -46,7 +46,7 @@ void FaultyMember::SetFailed(bool failed) { failed_.store(failed); }
 bool FaultyMember::failed() const { return failed_.load(); }
 
 void FaultyMember::SetPlan(FaultPlan plan) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   planned_.store(!PlanIsEmpty(plan));
   plan_ = std::move(plan);
   data_ios_ = 0;
@@ -54,7 +54,7 @@ void FaultyMember::SetPlan(FaultPlan plan) {
 }
 
 FaultPlan FaultyMember::plan() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return plan_;
 }
 
@@ -94,7 +94,7 @@ FaultyMember::Decision FaultyMember::Decide(Kind kind, size_t len,
                    : kind == Kind::kWrite ? "write"
                    : kind == Kind::kFlush ? "flush"
                                           : "discard";
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto error = [&](absl::StatusCode code, const std::string& why) {
     return absl::Status(code,
                         absl::StrFormat("%s: %s at %d: injected I/O error (%s)",

@@ -21,32 +21,6 @@ constexpr JobKind kJobKinds[] = {JobKind::kNone,    JobKind::kResync,
                                  JobKind::kRecover, JobKind::kReplace,
                                  JobKind::kCheck,   JobKind::kRepair};
 
-// Every counter by name, for both directions.
-std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields() {
-  return {
-      {"member_reads", &Counters::member_reads},
-      {"member_read_bytes", &Counters::member_read_bytes},
-      {"member_writes", &Counters::member_writes},
-      {"member_write_bytes", &Counters::member_write_bytes},
-      {"member_flushes", &Counters::member_flushes},
-      {"full_stripe_writes", &Counters::full_stripe_writes},
-      {"rmw_writes", &Counters::rmw_writes},
-      {"rcw_writes", &Counters::rcw_writes},
-      {"degraded_writes", &Counters::degraded_writes},
-      {"reconstructions", &Counters::reconstructions},
-      {"resynced_stripes", &Counters::resynced_stripes},
-      {"resync_repairs", &Counters::resync_repairs},
-      {"cached_writes", &Counters::cached_writes},
-      {"cache_writebacks", &Counters::cache_writebacks},
-      {"cache_evictions", &Counters::cache_evictions},
-      {"read_errors_corrected", &Counters::read_errors_corrected},
-      {"recovered_stripes", &Counters::recovered_stripes},
-      {"scrubbed_stripes", &Counters::scrubbed_stripes},
-      {"resync_bitmap_chunks", &Counters::resync_bitmap_chunks},
-      {"resync_bytes", &Counters::resync_bytes},
-  };
-}
-
 Json SlotToJson(const SlotInfo& s) {
   return {{"slot", s.slot},
           {"state", SlotStateName(s.state)},
@@ -231,6 +205,32 @@ void ReadJob(const Json* j, const std::string& path, JobInfo* job,
 }
 
 }  // namespace
+
+// Every counter by name, for both directions.
+std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields() {
+  return {
+      {"member_reads", &Counters::member_reads},
+      {"member_read_bytes", &Counters::member_read_bytes},
+      {"member_writes", &Counters::member_writes},
+      {"member_write_bytes", &Counters::member_write_bytes},
+      {"member_flushes", &Counters::member_flushes},
+      {"full_stripe_writes", &Counters::full_stripe_writes},
+      {"rmw_writes", &Counters::rmw_writes},
+      {"rcw_writes", &Counters::rcw_writes},
+      {"degraded_writes", &Counters::degraded_writes},
+      {"reconstructions", &Counters::reconstructions},
+      {"resynced_stripes", &Counters::resynced_stripes},
+      {"resync_repairs", &Counters::resync_repairs},
+      {"cached_writes", &Counters::cached_writes},
+      {"cache_writebacks", &Counters::cache_writebacks},
+      {"cache_evictions", &Counters::cache_evictions},
+      {"read_errors_corrected", &Counters::read_errors_corrected},
+      {"recovered_stripes", &Counters::recovered_stripes},
+      {"scrubbed_stripes", &Counters::scrubbed_stripes},
+      {"resync_bitmap_chunks", &Counters::resync_bitmap_chunks},
+      {"resync_bytes", &Counters::resync_bytes},
+  };
+}
 
 const char* SlotStateName(SlotState state) {
   switch (state) {

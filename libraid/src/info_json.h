@@ -26,6 +26,8 @@
 
 #include <optional>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -38,6 +40,10 @@ absl::StatusOr<ArrayInfo> InfoFromJson(const nlohmann::ordered_json& j);
 
 // "active", "faulty", "missing", "rebuilding", "spare".
 const char* SlotStateName(SlotState state);
+
+// Every Counters field with its JSON name, in display order: the one list
+// the JSON codec and the tool's counter table both use.
+std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields();
 std::optional<SlotState> SlotStateFromName(std::string_view name);
 // JobKindName's inverse ("idle" -> kNone).
 std::optional<JobKind> JobKindFromName(std::string_view name);

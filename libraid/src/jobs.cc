@@ -57,7 +57,7 @@ int64_t ArrayImpl::NowNs() {
 }
 
 absl::Status ArrayImpl::RequestJob(JobRequest req) {
-  absl::MutexLock lock(&job_mu_);
+  MutexLock lock(&job_mu_);
   if (job_stop_) {
     return absl::FailedPreconditionError("the array is shutting down");
   }
@@ -86,7 +86,7 @@ void ArrayImpl::MaybeStartRecovery() {
   if (read_only_ || failed_.load()) return;
   bool needed = false;
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     for (const auto& s : slots_) {
       const SlotState st = s->state.load();
       if (st == SlotState::kRebuilding ||
@@ -97,7 +97,7 @@ void ArrayImpl::MaybeStartRecovery() {
   }
   if (!needed) return;
   {
-    absl::MutexLock lock(&job_mu_);
+    MutexLock lock(&job_mu_);
     if (job_stop_) return;
     const auto busy_with_recovery = [](JobKind k) {
       return k == JobKind::kRecover || k == JobKind::kReplace;
@@ -116,15 +116,16 @@ void ArrayImpl::MaybeStartRecovery() {
 }
 
 bool ArrayImpl::JobStopRequested() const {
-  absl::MutexLock lock(&job_mu_);
+  MutexLock lock(&job_mu_);
   return job_stop_ || job_cancel_;
 }
 
 void ArrayImpl::JobThread() {
+  ScratchOrOwned::EnableThreadScratch();
   for (;;) {
     JobRequest req;
     {
-      absl::MutexLock lock(&job_mu_);
+      MutexLock lock(&job_mu_);
       if (!pending_job_.has_value() || job_stop_) {
         if (job_.kind != JobKind::kNone) {
           // Queued, then stopped before it began.
@@ -155,13 +156,13 @@ void ArrayImpl::JobThread() {
         }
       }
       if (slot < 0 || failed_.load()) {  // nothing to do
-        absl::MutexLock lock(&job_mu_);
+        MutexLock lock(&job_mu_);
         job_ = JobInfo{};
         continue;
       }
     }
     {
-      absl::MutexLock lock(&job_mu_);
+      MutexLock lock(&job_mu_);
       job_ = JobInfo{};
       job_.kind = kind;
       job_.total_bytes = geo_.stripe_count() * geo_.chunk_bytes();
@@ -192,7 +193,7 @@ void ArrayImpl::JobThread() {
     bool cancelled;
     JobInfo done;
     {
-      absl::MutexLock lock(&job_mu_);
+      MutexLock lock(&job_mu_);
       cancelled = job_cancel_ || job_stop_;
       const bool finished = job_.done_bytes >= job_.total_bytes;
       job_.result = !st.ok()                   ? std::string(st.message())
@@ -225,7 +226,7 @@ void ArrayImpl::JobThread() {
 
 void ArrayImpl::JobProgress(uint64_t done_bytes) {
   const int64_t now = NowNs();
-  absl::MutexLock lock(&job_mu_);
+  MutexLock lock(&job_mu_);
   job_.done_bytes = done_bytes;
   if (job_samples_.empty() || now - job_samples_.back().first > 250'000'000) {
     job_samples_.emplace_back(now, done_bytes);
@@ -241,12 +242,13 @@ void ArrayImpl::JobProgress(uint64_t done_bytes) {
   }
 }
 
-bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes) {
+bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
+                         bool honour_cancel) {
   for (;;) {
     SpeedLimits lim;
     {
-      absl::MutexLock lock(&job_mu_);
-      if (job_stop_ || job_cancel_) return false;
+      MutexLock lock(&job_mu_);
+      if (job_stop_ || (honour_cancel && job_cancel_)) return false;
       lim = speed_;
     }
     const int64_t now = NowNs();
@@ -379,9 +381,11 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   }
   int64_t last_checkpoint = NowNs();
   uint64_t done = stripe * C;
+  uint64_t work = 0;  // bytes actually rebuilt (the speed limits count these)
   JobProgress(done);
   while (stripe < stripes) {
-    if (!Throttle(throttle, done)) break;
+    // The limit is on work done: skipped holes cost nothing.
+    if (!Throttle(throttle, work)) break;
     const bool rebuilding = s.state.load() == SlotState::kRebuilding;
     uint64_t skipped =
         rebuilding ? SkipRecoveryHoles(slot, stripe, kHoleWindowStripes) : 0;
@@ -396,6 +400,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
                             replace ? "replace" : "recovery", slot));
       }
       skipped = 1;
+      work += C;
     }
     stripe += skipped;
     done = stripe * C;
@@ -439,7 +444,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   // the new one: see Slot::gen.
   ChangeSlot(s, [&] {
     {
-      absl::MutexLock lock(&sb_mu_);
+      MutexLock lock(&sb_mu_);
       retired_devs_.push_back(s.id.dev_number);
       s.id = s.repl_id;
     }
@@ -456,9 +461,10 @@ absl::Status ArrayImpl::RunScrub(bool repair) {
   const uint64_t C = geo_.chunk_bytes();
   const uint64_t stripes = geo_.stripe_count();
   ThrottleState throttle;
+  uint64_t work = 0;  // bytes actually scanned
   uint64_t stripe = 0;
   while (stripe < stripes) {
-    if (!Throttle(throttle, stripe * C)) break;
+    if (!Throttle(throttle, work)) break;
     // Stripes that are holes on every member are zeros with zero parity.
     const uint64_t next = SkipHoles(stripe);
     if (next > stripe) {
@@ -468,9 +474,10 @@ absl::Status ArrayImpl::RunScrub(bool repair) {
     }
     bool mismatch;
     RETURN_IF_ERROR(ScanStripe(stripe, repair, &mismatch));
+    work += C;
     counters_.scrubbed_stripes.fetch_add(1, std::memory_order_relaxed);
     if (mismatch) {
-      absl::MutexLock lock(&job_mu_);
+      MutexLock lock(&job_mu_);
       ++job_.mismatches;
       if (job_.first_mismatches.size() < kMaxListedMismatches) {
         job_.first_mismatches.push_back(stripe);
@@ -493,7 +500,7 @@ absl::Status ArrayImpl::StartScrub(bool repair) {
         "a resync is running; it checks and repairs parity itself");
   }
   {
-    absl::MutexLock lock(&job_mu_);
+    MutexLock lock(&job_mu_);
     if (job_thread_running_) {
       return absl::FailedPreconditionError(
           absl::StrFormat("a %s job is running; stop it first or wait for it",
@@ -505,21 +512,21 @@ absl::Status ArrayImpl::StartScrub(bool repair) {
 }
 
 absl::Status ArrayImpl::StopJob() {
-  absl::MutexLock lock(&job_mu_);
+  MutexLock lock(&job_mu_);
   job_cancel_ = true;
   pending_job_.reset();
   return absl::OkStatus();
 }
 
 absl::Status ArrayImpl::WaitForJob() {
-  absl::MutexLock lock(&job_mu_);
-  job_mu_.Await(absl::Condition(
+  MutexLock lock(&job_mu_);
+  job_mu_.Await(Condition(
       +[](bool* running) { return !*running; }, &job_thread_running_));
   return last_job_status_;
 }
 
 void ArrayImpl::SetSpeedLimits(const SpeedLimits& limits) {
-  absl::MutexLock lock(&job_mu_);
+  MutexLock lock(&job_mu_);
   speed_ = limits;
 }
 

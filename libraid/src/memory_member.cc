@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include "uraid/sync.h"
 #include "uraid/member.h"
 
 namespace uraid {
@@ -32,14 +32,14 @@ class MemoryMember final : public Member {
   absl::Status Read(void* buf, size_t len, uint64_t offset) override {
     absl::Status s = RangeCheck(name_, "read", len, offset, size_);
     if (!s.ok()) return s;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::memcpy(buf, data_.data() + offset, len);
     return absl::OkStatus();
   }
   absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
     absl::Status s = RangeCheck(name_, "write", len, offset, size_);
     if (!s.ok()) return s;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::memcpy(data_.data() + offset, buf, len);
     return absl::OkStatus();
   }
@@ -47,7 +47,7 @@ class MemoryMember final : public Member {
   absl::Status Discard(size_t len, uint64_t offset) override {
     absl::Status s = RangeCheck(name_, "discard", len, offset, size_);
     if (!s.ok()) return s;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::memset(data_.data() + offset, 0, len);
     return absl::OkStatus();
   }
@@ -58,7 +58,7 @@ class MemoryMember final : public Member {
  private:
   const std::string name_;
   const uint64_t size_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<uint8_t> data_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -80,7 +80,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include "uraid/sync.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "uraid/member.h"
@@ -198,7 +198,7 @@ class Conn {
 
   // True when writes completed on this connection since its last flush.
   bool HasUnflushedWrites() {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     return writes_completed_ > writes_flushed_;
   }
 
@@ -238,7 +238,7 @@ class Conn {
   const ExportInfo info_;
   std::atomic<bool> broken_{false};
 
-  absl::Mutex mu_;
+  Mutex mu_;
   bool driving_ ABSL_GUARDED_BY(mu_) = false;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool killed_ ABSL_GUARDED_BY(mu_) = false;
@@ -366,7 +366,7 @@ void Conn::Wake() {
 }
 
 void Conn::MarkBroken(const std::string& why) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   if (broken_why_.empty()) broken_why_ = why;
   broken_.store(true);
 }
@@ -385,7 +385,7 @@ void Conn::KillLocked(const std::string& why) {
 int Conn::OnComplete(void* user_data, int* error) {
   Op* op = static_cast<Op*>(user_data);
   Conn* c = op->conn;
-  absl::MutexLock l(&c->mu_);
+  MutexLock l(&c->mu_);
   op->error = *error;
   --*op->pending;
   --c->in_flight_;
@@ -447,7 +447,7 @@ bool Conn::WaitLocked(absl::FunctionRef<bool()> cond, absl::Time deadline) {
       auto ready = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return cond() || !driving_;
       };
-      mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+      mu_.AwaitWithDeadline(Condition(&ready), deadline);
     }
   }
   return true;
@@ -558,7 +558,7 @@ RunResult Conn::Run(std::span<Op> ops, absl::Time deadline) {
     // Whatever the commands say, the transport is at fault: worth a retry,
     // unless a request on this connection timed out (the server is not
     // answering; retrying would only wait for it again).
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     result.kind = RunResult::kLost;
     result.killed_by_timeout = killed_;
     result.message = broken_why_.empty() ? "connection lost" : broken_why_;
@@ -620,7 +620,7 @@ class NbdMember final : public Member {
       std::vector<Op> ops{MakeOp(Op::kFlush, nullptr, 0, 0)};
       s = Execute(ops, "flush");
     }
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     if (s.ok() && lost_unflushed_writes_) {
       return absl::DataLossError(absl::StrFormat(
           "%s: flush: a connection was lost after the server acknowledged "
@@ -759,7 +759,7 @@ class NbdMember final : public Member {
   // export's minimum block is larger than the array's 4 KiB granularity.
   absl::Status BounceWrite(const uint8_t* buf, uint64_t len, uint64_t offset,
                            const std::string& what) {
-    absl::MutexLock l(&rmw_mu_);
+    MutexLock l(&rmw_mu_);
     const uint64_t b = info_.min_block;
     uint64_t start, end;
     Window(len, offset, &start, &end);
@@ -786,11 +786,11 @@ class NbdMember final : public Member {
                                                 absl::Time deadline) {
     std::shared_ptr<Conn> old;
     {
-      absl::MutexLock l(&mu_);
+      MutexLock l(&mu_);
       auto idle = [this, slot]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return !slots_[slot].connecting;
       };
-      if (!mu_.AwaitWithDeadline(absl::Condition(&idle), deadline)) {
+      if (!mu_.AwaitWithDeadline(Condition(&idle), deadline)) {
         return absl::DeadlineExceededError(
             "no connection: reconnecting took longer than the timeout");
       }
@@ -809,7 +809,7 @@ class NbdMember final : public Member {
     absl::StatusOr<std::unique_ptr<Conn>> fresh = Conn::Open(uri_, deadline);
     absl::Status check =
         fresh.ok() ? SameExport((*fresh)->info()) : fresh.status();
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     slots_[slot].connecting = false;
     if (!check.ok()) return check;
     slots_[slot].conn = std::shared_ptr<Conn>(std::move(*fresh));
@@ -835,7 +835,7 @@ class NbdMember final : public Member {
   // would otherwise wait for them one pool-full at a time). After that a
   // call tries again.
   void NotAnswering() {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     fail_fast_until_ =
         absl::Now() + absl::Milliseconds(options_.nbd_timeout_ms);
   }
@@ -848,7 +848,7 @@ class NbdMember final : public Member {
     const absl::Duration timeout = absl::Milliseconds(options_.nbd_timeout_ms);
     const absl::Time deadline = now + timeout;
     {
-      absl::MutexLock l(&mu_);
+      MutexLock l(&mu_);
       if (now < fail_fast_until_) {
         return absl::UnavailableError(absl::StrFormat(
             "%s: %s: the server is not answering (a request got no reply "
@@ -920,8 +920,8 @@ class NbdMember final : public Member {
   const MemberOptions options_;
   const ExportInfo info_;
   std::atomic<uint64_t> next_slot_{0};
-  absl::Mutex rmw_mu_;
-  absl::Mutex mu_;
+  Mutex rmw_mu_;
+  Mutex mu_;
   // Sized once; entries guarded by mu_.
   std::vector<Slot> slots_;
   bool lost_unflushed_writes_ ABSL_GUARDED_BY(mu_) = false;

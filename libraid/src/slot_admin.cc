@@ -21,7 +21,7 @@ std::shared_ptr<Member> ArrayImpl::FindByName(const std::string& name,
       return m;
     }
   }
-  absl::MutexLock lock(&sb_mu_);
+  MutexLock lock(&sb_mu_);
   for (size_t i = 0; i < spares_.size(); ++i) {
     if (spares_[i].member->Name() == name) {
       *spare = static_cast<int>(i);
@@ -89,7 +89,7 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
   if (m == nullptr) return NotAMember(name);
   if (spare >= 0) {
     {
-      absl::MutexLock lock(&sb_mu_);
+      MutexLock lock(&sb_mu_);
       std::erase_if(spares_, [&](const Spare& sp) { return sp.member == m; });
     }
     Log(absl::StrFormat("spare %s removed", name));
@@ -103,7 +103,7 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
         st == SlotState::kRebuilding ? "rebuilding" : "active", slot));
   }
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     retired_devs_.push_back(s.id.dev_number);
   }
   // In-flight I/O keeps its own reference; the member closes after it.
@@ -168,7 +168,7 @@ absl::StatusOr<DeviceId> ArrayImpl::PrepareNewMember(Member& member) {
   }
   std::array<uint8_t, 16> set_uuid;
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     set_uuid = sb_.set_uuid;
   }
   RETURN_IF_ERROR(
@@ -185,7 +185,7 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
   RETURN_IF_ERROR(CopyBitmapTo(*member));
   std::shared_ptr<Member> m(std::move(member));
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     id.dev_number = NextDevNumber();
     if (id.dev_number >= kSbMaxDevLimit) {
       return absl::ResourceExhaustedError(
@@ -195,7 +195,7 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
   }
   RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     if (std::none_of(spares_.begin(), spares_.end(),
                      [&](const Spare& sp) { return sp.member == m; })) {
       return absl::UnavailableError(absl::StrFormat(
@@ -212,7 +212,7 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
   Slot& s = *slots_[slot];
   std::shared_ptr<Member> m;
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     if (spares_.empty() || s.state.load() == SlotState::kActive ||
         s.state.load() == SlotState::kRebuilding) {
       return absl::FailedPreconditionError("no spare or slot not gone");
@@ -224,14 +224,14 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
   if (absl::Status st = CopyBitmapTo(*m); !st.ok()) {
     Log(absl::StrFormat("spare %s dropped: %s", m->Name(), st.message()));
     {
-      absl::MutexLock lock(&sb_mu_);
+      MutexLock lock(&sb_mu_);
       std::erase_if(spares_, [&](const Spare& sp) { return sp.member == m; });
     }
     (void)WriteSuperblocks(std::nullopt);
     return st;
   }
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     auto it = std::find_if(spares_.begin(), spares_.end(),
                            [&](const Spare& sp) { return sp.member == m; });
     if (it == spares_.end()) {
@@ -273,7 +273,7 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
         absl::StrFormat("slot %d is already being replaced", slot));
   }
   {
-    absl::MutexLock lock(&job_mu_);
+    MutexLock lock(&job_mu_);
     if (job_thread_running_) {
       return absl::FailedPreconditionError(
           absl::StrFormat("a %s job is running; replace when it has finished",
@@ -284,7 +284,7 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
   RETURN_IF_ERROR(CopyBitmapTo(*replacement));
   std::shared_ptr<Member> r(std::move(replacement));
   {
-    absl::MutexLock lock(&sb_mu_);
+    MutexLock lock(&sb_mu_);
     id.dev_number = NextDevNumber();
     if (id.dev_number >= kSbMaxDevLimit) {
       return absl::ResourceExhaustedError(

@@ -27,19 +27,19 @@ bool RangeSet::Covers(uint64_t size) const {
 
 bool StripeCache::MayContain(uint64_t stripe) const {
   if (entries_.load(std::memory_order_acquire) == 0) return false;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return map_.contains(stripe);
 }
 
 StripeCache::Entry* StripeCache::Find(uint64_t stripe) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = map_.find(stripe);
   return it == map_.end() ? nullptr : it->second.get();
 }
 
 StripeCache::Entry* StripeCache::GetOrCreate(uint64_t stripe) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(stripe);
     if (it != map_.end()) return it->second.get();
   }
@@ -50,7 +50,7 @@ StripeCache::Entry* StripeCache::GetOrCreate(uint64_t stripe) {
   e->data = TakeBuffer();
   e->since = Clock::now();
   Entry* raw = e.get();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   map_.emplace(stripe, std::move(e));
   entries_.fetch_add(1, std::memory_order_release);
   return raw;
@@ -58,7 +58,7 @@ StripeCache::Entry* StripeCache::GetOrCreate(uint64_t stripe) {
 
 void StripeCache::Erase(uint64_t stripe) {
   std::unique_ptr<Entry> victim;  // freed outside the lock
-  absl::ReleasableMutexLock lock(&mu_);
+  ReleasableMutexLock lock(&mu_);
   auto it = map_.find(stripe);
   if (it == map_.end()) return;
   victim = std::move(it->second);
@@ -70,7 +70,7 @@ void StripeCache::Erase(uint64_t stripe) {
 
 AlignedBuffer StripeCache::TakeBuffer() {
   {
-    absl::MutexLock lock(&free_mu_);
+    MutexLock lock(&free_mu_);
     if (!free_.empty()) {
       AlignedBuffer b = std::move(free_.back());
       free_.pop_back();
@@ -81,7 +81,7 @@ AlignedBuffer StripeCache::TakeBuffer() {
 }
 
 void StripeCache::ReturnBuffer(AlignedBuffer b) {
-  absl::MutexLock lock(&free_mu_);
+  MutexLock lock(&free_mu_);
   // Keep what the capacity allows beside the live entries.
   if ((free_.size() + entries_.load()) * stripe_bytes_ < capacity_.load()) {
     free_.push_back(std::move(b));
@@ -92,7 +92,7 @@ std::vector<uint64_t> StripeCache::Oldest(
     size_t max, std::optional<Clock::time_point> older_than) {
   std::vector<std::pair<Clock::time_point, uint64_t>> all;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [stripe, e] : map_) {
       if (!older_than || e->since < *older_than) {
         all.emplace_back(e->since, stripe);

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "uraid/sync.h"
 #include "aligned_buffer.h"
 
 namespace uraid {
@@ -90,10 +90,10 @@ class StripeCache {
 
   const uint64_t stripe_bytes_;
   std::atomic<uint64_t> capacity_;
-  absl::Mutex free_mu_;
+  Mutex free_mu_;
   std::vector<AlignedBuffer> free_ ABSL_GUARDED_BY(free_mu_);
   std::atomic<size_t> entries_{0};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Entry>> map_
       ABSL_GUARDED_BY(mu_);
 };

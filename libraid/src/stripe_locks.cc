@@ -7,7 +7,7 @@ namespace uraid {
 void StripeLocks::Lock(uint64_t stripe) {
   Shard& shard = ShardFor(stripe);
   std::pair<Shard*, uint64_t> arg(&shard, stripe);
-  shard.mu.LockWhen(absl::Condition(
+  shard.mu.LockWhen(Condition(
       +[](std::pair<Shard*, uint64_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return !a->first->held.contains(a->second);
       },
@@ -18,7 +18,7 @@ void StripeLocks::Lock(uint64_t stripe) {
 
 void StripeLocks::Unlock(uint64_t stripe) {
   Shard& shard = ShardFor(stripe);
-  absl::MutexLock lock(&shard.mu);
+  MutexLock lock(&shard.mu);
   shard.held.erase(stripe);
 }
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 
@@ -26,7 +26,7 @@ class StripeLocks {
  private:
   // Sharded so that unrelated stripes do not contend on one mutex.
   struct Shard {
-    absl::Mutex mu;
+    Mutex mu;
     absl::flat_hash_set<uint64_t> held ABSL_GUARDED_BY(mu);
   };
   static constexpr int kShards = 32;

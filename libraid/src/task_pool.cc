@@ -4,7 +4,7 @@ namespace uraid {
 
 TaskPool::~TaskPool() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   for (std::thread& t : threads_) t.join();
@@ -19,7 +19,7 @@ void TaskPool::StartLocked() {
 
 void TaskPool::RunItem(const Item& item) {
   (*item.fn)();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   --item.batch->remaining;
 }
 
@@ -27,8 +27,8 @@ void TaskPool::WorkerLoop() {
   for (;;) {
     Item item;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
+      MutexLock lock(&mu_);
+      mu_.Await(Condition(
           +[](TaskPool* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
             return p->stop_ || !p->queue_.empty();
           },
@@ -50,7 +50,7 @@ void TaskPool::RunAll(std::span<const std::function<void()>> tasks) {
   Batch batch;
   std::pair<TaskPool*, Batch*> wait_arg(this, &batch);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!started_) StartLocked();
     batch.remaining = static_cast<int>(tasks.size()) - 1;
     for (size_t i = 1; i < tasks.size(); ++i) {
@@ -62,10 +62,10 @@ void TaskPool::RunAll(std::span<const std::function<void()>> tasks) {
   for (;;) {
     Item item;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (batch.remaining == 0) return;
       if (queue_.empty()) {
-        mu_.Await(absl::Condition(
+        mu_.Await(Condition(
             +[](std::pair<TaskPool*, Batch*>* a)
                  ABSL_NO_THREAD_SAFETY_ANALYSIS {
                    return a->second->remaining == 0 ||

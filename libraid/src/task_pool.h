@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 
@@ -49,7 +49,7 @@ class TaskPool {
   void RunItem(const Item& item);
 
   const int max_threads_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

@@ -56,7 +56,7 @@ WriteIntentBitmap::WriteIntentBitmap(const BitmapSuper& sb,
       persist_(std::move(persist)),
       clock_(options.clock ? std::move(options.clock)
                            : std::function<Clock::time_point()>(Clock::now)) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   sb_ = sb;
   // We always write little-endian bits, which is what version 3 meant on
   // the little-endian hosts we run on; say so in the header we write.
@@ -155,7 +155,7 @@ absl::Status WriteIntentBitmap::StartWrite(uint64_t member_offset_bytes,
   }
   const uint64_t first = member_offset_bytes / chunk_bytes_;
   const uint64_t last = (member_offset_bytes + len - 1) / chunk_bytes_;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (uint64_t c = first; c <= last; ++c) {
     ++active_[c];
     idle_.erase(c);
@@ -178,7 +178,7 @@ void WriteIntentBitmap::EndWrite(uint64_t member_offset_bytes, uint64_t len,
   len = std::min(len, sync_bytes_ - member_offset_bytes);
   const uint64_t first = member_offset_bytes / chunk_bytes_;
   const uint64_t last = (member_offset_bytes + len - 1) / chunk_bytes_;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ReleaseLocked(first, last, success);
 }
 
@@ -199,7 +199,7 @@ absl::Status WriteIntentBitmap::Tick(
     absl::FunctionRef<absl::Status()> flush_data) {
   std::vector<std::pair<uint64_t, uint64_t>> ready;  // chunk, Idle::seq
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (degraded_) return absl::OkStatus();
     const Clock::time_point now = Now();
     for (const auto& [chunk, idle] : idle_) {
@@ -211,7 +211,7 @@ absl::Status WriteIntentBitmap::Tick(
   // which was before the snapshot above; this makes it durable.
   RETURN_IF_ERROR(flush_data());
 
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (degraded_) return absl::OkStatus();
   if (sb_.events_cleared < sb_.events) {
     // A member that left at an event before this one may miss the writes
@@ -248,17 +248,17 @@ absl::Status WriteIntentBitmap::Tick(
 }
 
 absl::Status WriteIntentBitmap::Sync() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return PersistAllLocked();
 }
 
 void WriteIntentBitmap::SetDegraded(bool degraded) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   degraded_ = degraded;
 }
 
 absl::Status WriteIntentBitmap::SetEvents(uint64_t events) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   sb_.events = events;
   sb_.events_cleared = std::min(sb_.events_cleared, events);
   UpdateHeader();
@@ -266,7 +266,7 @@ absl::Status WriteIntentBitmap::SetEvents(uint64_t events) {
 }
 
 absl::Status WriteIntentBitmap::MarkAllDirty() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   pinned_.assign(chunks_, true);
   idle_.clear();
   // A byte at a time: this can be a million chunks.
@@ -292,7 +292,7 @@ absl::Status WriteIntentBitmap::MarkAllDirty() {
 }
 
 void WriteIntentBitmap::ClearChunk(uint64_t chunk) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (chunk >= chunks_) return;
   pinned_[chunk] = false;
   if (!active_.contains(chunk) && MemBit(chunk)) {
@@ -308,7 +308,7 @@ absl::Status WriteIntentBitmap::PersistUntil(absl::FunctionRef<bool()> done) {
       auto ready = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return !persisting_ || done();
       };
-      mu_.Await(absl::Condition(&ready));
+      mu_.Await(Condition(&ready));
       continue;
     }
     if (dirty_pages_.empty()) {
@@ -398,12 +398,12 @@ absl::Status WriteIntentBitmap::RunBatchLocked() {
 }
 
 uint64_t WriteIntentBitmap::DirtyChunks() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return dirty_count_;
 }
 
 bool WriteIntentBitmap::IsChunkDirty(uint64_t chunk) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return chunk < chunks_ && MemBit(chunk);
 }
 
@@ -411,7 +411,7 @@ void WriteIntentBitmap::ForEachDirtyChunk(
     absl::FunctionRef<void(uint64_t chunk)> fn) const {
   std::vector<uint8_t> bits;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     bits.assign(image_.begin() + kBitmapSuperBytes,
                 image_.begin() + kBitmapSuperBytes + BitmapBitBytes(chunks_));
   }
@@ -424,22 +424,22 @@ void WriteIntentBitmap::ForEachDirtyChunk(
 }
 
 uint64_t WriteIntentBitmap::events() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return sb_.events;
 }
 
 uint64_t WriteIntentBitmap::events_cleared() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return sb_.events_cleared;
 }
 
 BitmapSuper WriteIntentBitmap::super() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return sb_;
 }
 
 std::vector<uint8_t> WriteIntentBitmap::AreaImage() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return image_;
 }
 

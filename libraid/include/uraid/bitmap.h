@@ -41,7 +41,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 
@@ -379,7 +379,7 @@ class WriteIntentBitmap {
   const BitmapPersistFn persist_;
   const std::function<Clock::time_point()> clock_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   BitmapSuper sb_ ABSL_GUARDED_BY(mu_);
   // The area as it should be (image_) and as of the last completed batch
   // (disk_); both BitmapAreaSectors * 512 bytes, header included.

@@ -35,7 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 
@@ -288,7 +288,7 @@ class FaultyMember : public Member {
   std::atomic<bool> failed_{false};
   // Fast path: false while the plan is empty.
   std::atomic<bool> planned_{false};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   FaultPlan plan_ ABSL_GUARDED_BY(mu_);
   uint64_t data_ios_ ABSL_GUARDED_BY(mu_) = 0;    // since SetPlan
   uint64_t rate_calls_ ABSL_GUARDED_BY(mu_) = 0;  // since SetPlan

@@ -302,6 +302,41 @@ def patch_all(off, fmt, value):
     return setup
 
 
+# --- bitmap surgery (md's bitmap_super_t; see uraid/bitmap.h) ------------
+
+BITMAP = 8192  # the bitmap area: 8 sectors after the v1.2 superblock
+BM_MAGIC, BM_UUID, BM_EVENTS, BM_SYNC_SIZE, BM_CHUNK = 0, 8, 24, 40, 52
+OFF_EVENTS = 200  # md superblock events
+
+
+def bitmap_header(path):
+    with open(path, "rb") as f:
+        f.seek(BITMAP)
+        head = f.read(256)
+    assert struct.unpack_from("<I", head, BM_MAGIC)[0] == 0x6d746962, (
+        f"{path}: no bitmap at byte {BITMAP} (the default is internal)")
+    return head
+
+
+def patch_bitmap_all(off, value_of):
+    """Writes value_of(member path) (bytes) at `off` of the bitmap header of
+    every member: a bitmap that decodes but does not fit this array."""
+    def setup(c):
+        array(c)
+        for p in c.a:
+            bitmap_header(p)
+            poke(p, BITMAP + off, value_of(p))
+    return setup
+
+
+def member_events(path):
+    return struct.unpack_from("<Q", read_sb(path), OFF_EVENTS)[0]
+
+
+def bitmap_sync_size(path):
+    return struct.unpack_from("<Q", bitmap_header(path), BM_SYNC_SIZE)[0]
+
+
 def small_file(c):
     array(c)
     with open(c.path("small.img"), "wb") as f:
@@ -444,6 +479,35 @@ ROWS = [
         ("tiny.img", "too small")),
     Row("existing superblock: create without --force", array,
         tool("create", A), ("m0.img", "already holds an md superblock")),
+    # The write-intent bitmap (md's bitmap_super_t at byte 8192), patched
+    # the same in every member.
+    Row("bitmap: wrong magic: plugin",
+        patch_bitmap_all(BM_MAGIC, lambda p: struct.pack("<I", 0x12345678)),
+        plugin(A), ("bitmap", "corrupt", "magic 0x12345678")),
+    Row("bitmap: wrong magic: serve",
+        patch_bitmap_all(BM_MAGIC, lambda p: struct.pack("<I", 0x12345678)),
+        serve(A), ("bitmap", "magic 0x12345678")),
+    Row("bitmap: foreign uuid: plugin",
+        patch_bitmap_all(BM_UUID, lambda p: bytes(range(1, 17))),
+        plugin(A), ("bitmap", "another array",
+                    "01020304:05060708:090a0b0c:0d0e0f10")),
+    Row("bitmap: wrong sync size: plugin",
+        patch_bitmap_all(BM_SYNC_SIZE, lambda p: struct.pack(
+            "<Q", bitmap_sync_size(p) + 128)),
+        plugin(A), ("bitmap sync_size", "differs from the component size")),
+    Row("bitmap: events far ahead of the superblocks: plugin",
+        patch_bitmap_all(BM_EVENTS, lambda p: struct.pack(
+            "<Q", member_events(p) + 1000)),
+        plugin(A), ("bitmap events", "1000 ahead")),
+    Row("bitmap: chunksize not a power of two: plugin",
+        patch_bitmap_all(BM_CHUNK, lambda p: struct.pack("<I", 3 * MIB)),
+        plugin(A), ("bitmap chunksize", "not a power of two")),
+    Row("bitmap: external bitmap file: create --bitmap FILE", array,
+        tool("create", "--force", "--bitmap", lambda c: c.path("ext.bitmap"),
+             A), ("ext.bitmap", "external bitmap", "not supported")),
+    Row("bitmap: create --bitmap none --bitmap-chunk 1M", array,
+        tool("create", "--force", "--bitmap", "none", "--bitmap-chunk", "1M",
+             A), ("--bitmap-chunk", "--bitmap none")),
     # Members that cannot be opened, or are not files.
     Row("member path does not exist: plugin", array,
         plugin(lambda c: c.a[:2] + [c.path("nope.img")]),

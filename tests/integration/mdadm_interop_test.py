@@ -2,14 +2,19 @@
 `mdadm --examine` must find the checksum correct and report the same level,
 layout, chunk, raid devices, array size, data offset, events and role as
 `uraid examine --json`; `blkid` must see a linux_raid_member with our
-uuid. Also after the array has been served, written and a member failed."""
+uuid. Also after the array has been served, written and a member failed.
+The internal write-intent bitmap (on by default) as `mdadm -X` reads it
+from a member on a read-only loop device: clean after create, dirty bits
+after kill -9 of a server that was writing, clean again after the resync."""
 
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
 import harness
@@ -29,6 +34,51 @@ def mdadm_examine(path):
         if m:
             fields[m.group(1).strip()] = m.group(2).strip()
     return fields
+
+
+def mdadm_x(dev):
+    """`mdadm -X DEV` (--examine-bitmap) as {field: value}."""
+    r = subprocess.run(["mdadm", "-X", dev], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError(f"mdadm -X {dev} ({r.returncode}): "
+                             f"{r.stdout}{r.stderr}")
+    fields = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*([A-Za-z ]+?) : (.*)$", line)
+        if m:
+            fields[m.group(1).strip()] = m.group(2).strip()
+    return fields, r.stdout
+
+
+class ReadOnlyLoop:
+    """`losetup -r -f --show FILE`; detached on exit whatever happens.
+    Raises SkipTest when no loop device can be attached (no root, no
+    /dev/loop-control, a container without loop devices)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.dev = None
+
+    def __enter__(self):
+        r = subprocess.run(["losetup", "-r", "-f", "--show", self.path],
+                           capture_output=True, text=True)
+        if r.returncode != 0 or not r.stdout.strip():
+            raise unittest.SkipTest(f"losetup cannot attach a loop device: "
+                                    f"{r.stderr.strip()}")
+        self.dev = r.stdout.strip()
+        return self.dev
+
+    def __exit__(self, *exc):
+        subprocess.run(["losetup", "-d", self.dev], capture_output=True)
+        return False
+
+
+def md_chunk_text(n):
+    """mdadm's bitmap Chunksize text (human_chunksize)."""
+    for unit, name in ((1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "KB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit} {name}"
+    return f"{n} B"
 
 
 def blkid(path):
@@ -142,6 +192,94 @@ class MdadmInteropTest(unittest.TestCase):
         out = harness.start_fails(self.tmp, paths)
         self.assertIn("stale", out)
         self.assertIn("m0.img", out)
+
+    @unittest.skipUnless(shutil.which("losetup"),
+                         "losetup is needed to show mdadm -X a member")
+    def test_bitmap_read_by_mdadm(self):
+        """The internal bitmap `uraid create` writes by default, as mdadm
+        reads it from a member attached read-only on a loop device
+        (mdadm -X and --examine); then after a served write and kill -9
+        (no clean stop) mdadm sees dirty bits."""
+        # Every default (parity computed, 64 MiB bitmap chunk), then a
+        # small chunk on an --assume-clean array.
+        for args, member in (((), 96 * MIB),
+                             (("--bitmap-chunk", "1M", "--assume-clean"),
+                              64 * MIB)):
+            with self.subTest(args=args):
+                d = tempfile.mkdtemp(dir=self.tmp)
+                paths = make_members(d, 4, member)
+                run_tool("create", "--force", *args, *paths)
+                chunk_args = args[:2]
+                self.check_bitmap(paths, chunk_args, d)
+
+    def check_bitmap(self, paths, chunk_args, d):
+        ours = json.loads(run_tool("examine", "--json", *paths).stdout)
+        chunk = MIB if chunk_args else 64 * MIB  # mdadm's default rule
+        member_bytes = ours[0]["used_dev_size_sectors"] * 512
+        bits = -(-member_bytes // chunk)
+        for p, o in zip(paths, ours):
+            with ReadOnlyLoop(p) as dev:
+                x, text = mdadm_x(dev)
+                md = mdadm_examine(dev)
+            self.assertEqual(x["Magic"], "6d746962", text)
+            self.assertEqual(x["Version"], "4", text)
+            self.assertEqual(x["UUID"], o["array_uuid"], text)
+            self.assertEqual(int(x["Events"]), o["events"], text)
+            self.assertLessEqual(int(x["Events Cleared"]), o["events"], text)
+            self.assertEqual(x["State"], "OK", text)
+            self.assertEqual(x["Chunksize"], md_chunk_text(chunk), text)
+            self.assertEqual(x["Daemon"], "5s flush period", text)
+            self.assertEqual(x["Write Mode"], "Normal", text)
+            self.assertEqual(x["Sync Size"].split()[0],
+                             str(member_bytes // 1024), text)
+            self.assertRegex(x["Bitmap"],
+                             rf"^{bits} bits \(chunks\), 0 dirty \(0\.0%\)$")
+            self.assertEqual(md["Internal Bitmap"],
+                             "8 sectors from superblock")
+            self.assertRegex(md["Checksum"], r" - correct$")
+        # What uraid says about its own bitmap agrees.
+        text = run_tool("detail", *paths).stdout
+        m = re.search(r"Intent Bitmap : Internal \((\S+) chunks, (\d+) of "
+                      r"(\d+) dirty, events (\d+)\)", text)
+        self.assertIsNotNone(m, text)
+        self.assertEqual(m.group(1), "1M" if chunk_args else "64M")
+        self.assertEqual((int(m.group(2)), int(m.group(3))), (0, bits))
+        self.assertEqual(int(m.group(4)), int(x["Events"]))
+        # Serve, write all over, flush, and kill -9 before the bits are
+        # lazily cleared (daemon_sleep 5 s): mdadm sees them set.
+        srv = Server(d, paths)
+        try:
+            h = srv.connect()
+            size = h.get_size()
+            for off in range(0, size, size // 8):
+                h.pwrite(os.urandom(65536), off - off % 65536)
+            h.flush()
+        finally:
+            srv.stop(signal.SIGKILL)
+        with ReadOnlyLoop(paths[0]) as dev:
+            x, text = mdadm_x(dev)
+            md = mdadm_examine(dev)
+        m = re.match(r"^(\d+) bits \(chunks\), (\d+) dirty", x["Bitmap"])
+        self.assertIsNotNone(m, text)
+        self.assertEqual(int(m.group(1)), bits)
+        self.assertGreater(int(m.group(2)), 0, text)
+        self.assertLessEqual(int(m.group(2)), bits)
+        self.assertEqual(md["State"], "active", md)  # dirty, like md's
+        # The next assembly resyncs those regions and a clean stop leaves
+        # no bit set.
+        srv = Server(d, paths)
+        try:
+            deadline = time.time() + 60
+            while "resync: done" not in srv.output():
+                self.assertLess(time.time(), deadline, srv.output())
+                time.sleep(0.05)
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.output())
+        with ReadOnlyLoop(paths[0]) as dev:
+            x, text = mdadm_x(dev)
+            md = mdadm_examine(dev)
+        self.assertRegex(x["Bitmap"], r", 0 dirty", text)
+        self.assertEqual(md["State"], "clean")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ PACKAGES=(
   libisal-dev libabsl-dev libgtest-dev libgmock-dev googletest
   libbenchmark-dev liburing-dev nlohmann-json3-dev libcli11-dev
   nbdkit nbdkit-plugin-dev libnbd-dev libnbd-bin python3-libnbd
-  nbdfuse fuse3 mdadm fio jq util-linux e2fsprogs xfsprogs
+  nbdfuse fuse3 mdadm fio jq util-linux e2fsprogs xfsprogs iproute2
 )
 
 # Names provided by installed packages: some of ours are virtual (bookworm's

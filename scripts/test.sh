@@ -1,9 +1,10 @@
 #!/bin/bash
 # Installs what is missing, builds, and runs every test (unit and
-# integration) with ctest, then the unit tests again under ASan+UBSan.
-# .ci/run calls this.
+# integration) with ctest, then the unit tests again under ASan+UBSan, then
+# the multi-threaded tests under ThreadSanitizer. .ci/run calls this.
 #
 #   URAID_ASAN=0 ./scripts/test.sh    # skip the ASan+UBSan pass (local use)
+#   URAID_TSAN=0 ...                  # skip the TSan pass
 #   FUZZ_SECONDS=0 ...                # fuzz targets built and run for 0 s
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,54 @@ if [[ "${URAID_ASAN:-1}" != 0 ]]; then
     ctest --test-dir build-asan -L unit --output-on-failure -j2 ||
     failed+=("ctest -L unit (build-asan/, ASan+UBSan)")
   echo "test.sh: ASan+UBSan unit tests took $((SECONDS - t))s"
+fi
+
+# ThreadSanitizer: a separate build (build-tsan/) of only the tests that run
+# threads against the library: concurrent writers, the background jobs
+# (rebuild, replace, scrub) with I/O running, the control server's
+# connections, the NBD member's connection pools, the bitmap under array
+# writes. -DURAID_TSAN=ON switches uraid/sync.h's mutexes to std::mutex,
+# which TSan sees (Debian's libabsl is not built with TSan: absl::Mutex would
+# give false reports on every guarded field). halt_on_error: the first
+# report fails the binary (exit code 66); tests/tsan.supp, if present, holds
+# suppressions (each with its reason). Two binaries at a time, the longest
+# first; each one's output is shown when it fails.
+if [[ "${URAID_TSAN:-1}" != 0 ]]; then
+  tsan_tests=(nbd_member_test jobs_test array_bitmap_test control_test
+              concurrency_test)
+  t=$SECONDS
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DURAID_TSAN=ON -DURAID_FUZZ=OFF >/dev/null
+  cmake --build build-tsan -j2 --target "${tsan_tests[@]}"
+  echo "test.sh: TSan build took $((SECONDS - t))s"
+  t=$SECONDS
+  tsan_supp="$PWD/tests/tsan.supp"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  if [[ -f "$tsan_supp" ]]; then
+    TSAN_OPTIONS+=":suppressions=$tsan_supp"
+  fi
+  run_tsan() {  # runs build-tsan/tests/$1; $1.failed marks a failure
+    local log="build-tsan/$1.log" s=$SECONDS
+    rm -f "build-tsan/$1.failed"
+    if timeout 600 "build-tsan/tests/$1" >"$log" 2>&1; then
+      echo "test.sh: TSan $1 passed ($((SECONDS - s))s)"
+    else
+      cat "$log"
+      echo "test.sh: TSan $1 FAILED ($((SECONDS - s))s; log: $log)"
+      touch "build-tsan/$1.failed"
+    fi
+  }
+  for test in "${tsan_tests[@]}"; do
+    while [[ $(jobs -rp | wc -l) -ge 2 ]]; do wait -n || true; done
+    run_tsan "$test" &
+  done
+  wait
+  for test in "${tsan_tests[@]}"; do
+    if [[ -e "build-tsan/$test.failed" ]]; then
+      failed+=("$test (build-tsan/, TSan)")
+    fi
+  done
+  echo "test.sh: TSan tests took $((SECONDS - t))s"
 fi
 
 if [[ ${#failed[@]} -eq 0 ]]; then

@@ -414,12 +414,13 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
       }
     }
     std::fill(sb_.dev_roles.begin(), sb_.dev_roles.end(), kRoleSpare);
-    auto set_role = [&](uint32_t dev, uint16_t role) {
-      if (dev >= sb_.dev_roles.size()) {
-        sb_.dev_roles.resize(dev + 1, kRoleSpare);
-      }
-      sb_.dev_roles[dev] = role;
-    };
+    auto set_role = [&](uint32_t dev, uint16_t role)
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_) {
+                          if (dev >= sb_.dev_roles.size()) {
+                            sb_.dev_roles.resize(dev + 1, kRoleSpare);
+                          }
+                          sb_.dev_roles[dev] = role;
+                        };
     for (uint32_t dev : retired_devs_) set_role(dev, kRoleFaulty);
     // Every device that gets this superblock: slot members (active or
     // recovering), a replace target, spares.
@@ -502,7 +503,9 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
       if (std::shared_ptr<Member> r = s.replacement.load();
           r != nullptr && s.state.load() == SlotState::kActive) {
         // As in FailSlot: the replacement goes on as a rebuild.
-        ChangeSlot(s, [&] {
+        // sb_mu_ is held here; the analysis cannot see into the lambda
+        // that ChangeSlot runs.
+        ChangeSlot(s, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
           retired_devs_.push_back(s.id.dev_number);
           s.id = s.repl_id;
           s.front.store(s.repl_front.load());
@@ -1416,8 +1419,7 @@ void ArrayImpl::SafemodeLoop() {
   MutexLock lock(&state_mu_);
   while (!stop_) {
     state_mu_.AwaitWithTimeout(
-        Condition(&stop_),
-        absl::FromChrono(std::chrono::milliseconds(100)));
+        Condition(&stop_), absl::FromChrono(std::chrono::milliseconds(100)));
     if (stop_) break;
     if (!clean_ && writes_in_flight_ == 0 &&
         std::chrono::steady_clock::now() - last_write_ >= kSafemodeDelay) {
@@ -1433,8 +1435,7 @@ void ArrayImpl::WritebackLoop() {
     {
       MutexLock lock(&state_mu_);
       state_mu_.AwaitWithTimeout(
-          Condition(&stop_),
-          absl::FromChrono(std::chrono::milliseconds(10)));
+          Condition(&stop_), absl::FromChrono(std::chrono::milliseconds(10)));
       if (stop_) return;
     }
     // Aged entries first, then the oldest while the cache is over 3/4 full

@@ -4,7 +4,7 @@
 // Properties checked on every input (one request line, as the server would
 // see it before the newline):
 //  * ParseRequest never crashes, reads out of bounds or hits UB, and fails
-//    only with InvalidArgument or Unimplemented and a message.
+//    only with InvalidArgument and a message.
 //  * Every refusal becomes a reply line that ParseReply reads back with the
 //    same code: whatever bytes the message quotes, the reply is valid JSON.
 //  * Whatever it accepts obeys the documented limits, and RequestLine gives
@@ -23,6 +23,7 @@
 #include "fuzz_check.h"
 #include "info_json.h"
 #include "uraid/control.h"
+#include "uraid/geometry.h"
 #include "uraid/member.h"
 
 namespace {
@@ -43,8 +44,7 @@ void CheckRequest(std::string_view line) {
   absl::StatusOr<Request> r = uraid::control::ParseRequest(line);
   if (!r.ok()) {
     const absl::StatusCode code = r.status().code();
-    FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument ||
-               code == absl::StatusCode::kUnimplemented);
+    FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument);
     FUZZ_CHECK(!r.status().message().empty());
     const std::string reply = uraid::control::ErrorReply(r.status());
     FUZZ_CHECK(!reply.empty() && reply.back() == '\n');
@@ -85,8 +85,32 @@ void CheckRequest(std::string_view line) {
         FUZZ_CHECK(*r->cache_bytes <= uraid::kControlMaxCacheBytes);
       }
       break;
+    case Cmd::kGrow:
+      FUZZ_CHECK(r->raid_devices || !r->add.empty() || r->layout ||
+                 r->chunk_bytes || r->level);
+      FUZZ_CHECK(r->add.size() <= uraid::control::kMaxGrowAdd);
+      FUZZ_CHECK(r->add.empty() || r->raid_devices);
+      for (const std::string& m : r->add) CheckName(m, true);
+      if (r->raid_devices) {
+        FUZZ_CHECK(*r->raid_devices >= uraid::kMinDisks &&
+                   *r->raid_devices <= uraid::kMaxDisks);
+      }
+      if (r->layout) {
+        FUZZ_CHECK(static_cast<int>(*r->layout) >= 0 &&
+                   *r->layout <= uraid::Layout::kParityLast);
+      }
+      if (r->chunk_bytes) {
+        FUZZ_CHECK(*r->chunk_bytes >= uraid::kMinChunkBytes &&
+                   *r->chunk_bytes <= uraid::kMaxChunkBytes &&
+                   (*r->chunk_bytes & (*r->chunk_bytes - 1)) == 0);
+      }
+      if (r->level) FUZZ_CHECK(*r->level == 4 || *r->level == 5);
+      FUZZ_CHECK(r->member.empty() && r->replacement.empty());
+      break;
     default:
       FUZZ_CHECK(r->member.empty() && r->replacement.empty());
+      FUZZ_CHECK(r->add.empty() && !r->raid_devices && !r->layout &&
+                 !r->chunk_bytes && !r->level);
       break;
   }
   const std::string again = uraid::control::RequestLine(*r);
@@ -125,6 +149,10 @@ void CheckReplyAndInfo(std::string_view line) {
              info->last_job.first_mismatches);
   FUZZ_CHECK(back->speed.max_kib_s == info->speed.max_kib_s);
   FUZZ_CHECK(back->counters.cache_evictions == info->counters.cache_evictions);
+  FUZZ_CHECK(back->reshape.active == info->reshape.active);
+  FUZZ_CHECK(back->reshape.from == info->reshape.from);
+  FUZZ_CHECK(back->reshape.to == info->reshape.to);
+  FUZZ_CHECK(back->reshape.position_bytes == info->reshape.position_bytes);
 }
 
 }  // namespace

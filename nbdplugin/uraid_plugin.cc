@@ -20,6 +20,8 @@
 //   control=SOCKET serve the live control channel (uraid/control.h) on a
 //                  unix socket, mode 0600: `uraid detail|fail|add|...
 //                  --control SOCKET`
+//   bitmap=FILE    the array's external write-intent bitmap file (md's
+//                  --assemble --bitmap=FILE; uraid create --bitmap FILE)
 
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
@@ -45,12 +47,14 @@ struct Config {
   std::vector<std::string> members;
   bool direct = false;
   bool force = false;
-  bool read_only = false;  // readonly=: open members read-only, never write
+  bool read_only = false;      // readonly=: open members read-only, never write
   int nbd_timeout_ms = 30000;  // timeout=
   uraid::CacheOptions cache;
   std::string stats;  // write counters here as JSON at shutdown
   // The control socket (an absolute path); empty = none.
   std::string control;
+  // The external bitmap file (an absolute path); empty = none.
+  std::string bitmap;
 };
 
 Config config;
@@ -96,9 +100,10 @@ int Config(const char* key, const char* value) {
     }
     for (const std::string& m : config.members) {
       if (m == path) {
-        nbdkit_error("uraid: member %s given twice (same device): give each "
-                     "member once",
-                     value);
+        nbdkit_error(
+            "uraid: member %s given twice (same device): give each "
+            "member once",
+            value);
         return -1;
       }
     }
@@ -111,8 +116,9 @@ int Config(const char* key, const char* value) {
       nbdkit_error("uraid: %s=%s: expected true or false", key, value);
       return -1;
     }
-    (k == "direct" ? config.direct
-                   : k == "force" ? config.force : config.read_only) = b;
+    (k == "direct"  ? config.direct
+     : k == "force" ? config.force
+                    : config.read_only) = b;
     return 0;
   }
   if (k == "cache") {
@@ -145,6 +151,15 @@ int Config(const char* key, const char* value) {
     config.nbd_timeout_ms = static_cast<int>(ms);
     return 0;
   }
+  if (k == "bitmap") {
+    // Absolute: nbdkit changes directory to / when it daemonises. The
+    // library checks the file and names it in its errors.
+    char* abs = nbdkit_absolute_path(value);
+    if (abs == nullptr) return -1;
+    config.bitmap = abs;
+    free(abs);
+    return 0;
+  }
   if (k == "control") {
     // Absolute: nbdkit changes directory to / when it daemonises.
     char* abs = nbdkit_absolute_path(value);
@@ -155,7 +170,7 @@ int Config(const char* key, const char* value) {
   }
   nbdkit_error(
       "uraid: unknown parameter '%s' (expected member=, direct=, force=, "
-      "readonly=, cache=, cache-age=, timeout=, stats=, control=)",
+      "readonly=, cache=, cache-age=, timeout=, stats=, control=, bitmap=)",
       key);
   return -1;
 }
@@ -213,6 +228,7 @@ int ConfigComplete() {
   ao.force = config.force;
   ao.read_only = config.read_only;
   ao.cache = config.cache;
+  ao.bitmap_file = config.bitmap;
   // Assembly only reads superblocks; nothing runs threads before the fork.
   absl::StatusOr<std::unique_ptr<uraid::Array>> a = uraid::Array::Assemble(
       std::move(members), ao,
@@ -252,27 +268,27 @@ void WriteStats(const uraid::Counters& c, const std::string& path) {
     nbdkit_error("uraid: stats=%s: %m", path.c_str());
     return;
   }
-  std::fprintf(
-      f,
-      "{\"member_reads\": %llu, \"member_read_bytes\": %llu, "
-      "\"member_writes\": %llu, \"member_write_bytes\": %llu, "
-      "\"member_flushes\": %llu, \"full_stripe_writes\": %llu, "
-      "\"rmw_writes\": %llu, \"rcw_writes\": %llu, "
-      "\"degraded_writes\": %llu, \"reconstructions\": %llu, "
-      "\"cached_writes\": %llu, \"cache_writebacks\": %llu, "
-      "\"cache_evictions\": %llu}\n",
-      (unsigned long long)c.member_reads,
-      (unsigned long long)c.member_read_bytes,
-      (unsigned long long)c.member_writes,
-      (unsigned long long)c.member_write_bytes,
-      (unsigned long long)c.member_flushes,
-      (unsigned long long)c.full_stripe_writes,
-      (unsigned long long)c.rmw_writes, (unsigned long long)c.rcw_writes,
-      (unsigned long long)c.degraded_writes,
-      (unsigned long long)c.reconstructions,
-      (unsigned long long)c.cached_writes,
-      (unsigned long long)c.cache_writebacks,
-      (unsigned long long)c.cache_evictions);
+  std::fprintf(f,
+               "{\"member_reads\": %llu, \"member_read_bytes\": %llu, "
+               "\"member_writes\": %llu, \"member_write_bytes\": %llu, "
+               "\"member_flushes\": %llu, \"full_stripe_writes\": %llu, "
+               "\"rmw_writes\": %llu, \"rcw_writes\": %llu, "
+               "\"degraded_writes\": %llu, \"reconstructions\": %llu, "
+               "\"cached_writes\": %llu, \"cache_writebacks\": %llu, "
+               "\"cache_evictions\": %llu}\n",
+               (unsigned long long)c.member_reads,
+               (unsigned long long)c.member_read_bytes,
+               (unsigned long long)c.member_writes,
+               (unsigned long long)c.member_write_bytes,
+               (unsigned long long)c.member_flushes,
+               (unsigned long long)c.full_stripe_writes,
+               (unsigned long long)c.rmw_writes,
+               (unsigned long long)c.rcw_writes,
+               (unsigned long long)c.degraded_writes,
+               (unsigned long long)c.reconstructions,
+               (unsigned long long)c.cached_writes,
+               (unsigned long long)c.cache_writebacks,
+               (unsigned long long)c.cache_evictions);
   std::fclose(f);
 }
 
@@ -333,8 +349,7 @@ int Flush(void*, uint32_t) {
 }
 
 int Trim(void*, uint32_t count, uint64_t offset, uint32_t flags) {
-  absl::Status st =
-      array->Trim(count, offset, (flags & NBDKIT_FLAG_FUA) != 0);
+  absl::Status st = array->Trim(count, offset, (flags & NBDKIT_FLAG_FUA) != 0);
   return st.ok() ? 0 : Fail("trim", st);
 }
 
@@ -343,8 +358,7 @@ int Zero(void*, uint32_t count, uint64_t offset, uint32_t flags) {
     errno = ENOTSUP;  // zeroing costs a full write here
     return -1;
   }
-  absl::Status st =
-      array->Zero(count, offset, (flags & NBDKIT_FLAG_FUA) != 0);
+  absl::Status st = array->Zero(count, offset, (flags & NBDKIT_FLAG_FUA) != 0);
   return st.ok() ? 0 : Fail("zero", st);
 }
 
@@ -371,7 +385,10 @@ nbdkit_plugin MakePlugin() {
       "cache-age=MS     longest a cached write waits (default 100)\n"
       "stats=FILE       write member-I/O counters to FILE (JSON) at exit\n"
       "control=SOCKET   live control channel on a unix socket (mode 0600)\n"
-      "                 for uraid detail|fail|add|... --control SOCKET";
+      "                 for uraid detail|fail|add|... --control SOCKET\n"
+      "bitmap=FILE      the array's external write-intent bitmap file\n"
+      "                 (uraid create --bitmap FILE); without it such an\n"
+      "                 array runs with no bitmap (a crash: full resync)";
   p.after_fork = AfterFork;
   p.cleanup = Cleanup;
   p.open = Open;

@@ -3,8 +3,18 @@
 // with bits set (a crash is simulated by copying the members while the
 // array is active), stale and foreign bitmaps, and refusal of corrupt ones.
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -295,6 +305,443 @@ TEST(ArrayBitmap, RebuiltMemberCarriesTheBitmap) {
   ASSERT_TRUE(bs.ok()) << bs.status();
   a.reset();
   auto b = Array::Assemble(Handles({spare, m[1], m[2], m[3]}), {});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE((*b)->Info().bitmap.present);
+}
+
+// --- External bitmap file (md's --bitmap FILE) ---
+
+std::vector<uint8_t> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteWholeFile(const std::string& path, const std::vector<uint8_t>& b) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(b.data()), b.size());
+  ASSERT_TRUE(out.good()) << path;
+}
+
+// Collects log lines (thread-safe, as the Logger contract asks).
+struct LogLines {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  Logger logger() {
+    return [this](const std::string& l) {
+      std::lock_guard<std::mutex> lock(mu);
+      lines.push_back(l);
+    };
+  }
+  bool Has(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& l : lines) {
+      if (l.find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+class ArrayBitmapFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "uraid_bmfile_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << strerror(errno);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  absl::StatusOr<std::unique_ptr<Array>> Create(const std::vector<Shared>& m,
+                                                const std::string& file,
+                                                bool assume_clean = false,
+                                                bool force = false) {
+    CreateOptions o;
+    o.chunk_bytes = kChunk;
+    o.data_offset_bytes = kOffset;
+    o.bitmap = BitmapMode::kFile;
+    o.bitmap_file = file;
+    o.bitmap_chunk_bytes = kBitmapChunk;
+    o.assume_clean = assume_clean;
+    o.force = force;
+    o.cache.bytes = 0;
+    return Array::Create(Handles(m), o);
+  }
+  std::unique_ptr<Array> MustCreateWithFile(const std::vector<Shared>& m,
+                                            const std::string& file,
+                                            bool assume_clean = false) {
+    auto a = Create(m, file, assume_clean);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() ? std::move(*a) : nullptr;
+  }
+  static absl::StatusOr<std::unique_ptr<Array>> AssembleWith(
+      const std::vector<Shared>& m, const std::string& file,
+      Logger logger = nullptr) {
+    AssembleOptions o;
+    o.bitmap_file = file;
+    o.cache.bytes = 0;
+    return Array::Assemble(Handles(m), o, logger);
+  }
+  // The set bits of the file's bit array.
+  static std::vector<uint64_t> FileBits(const std::string& path) {
+    std::vector<uint8_t> f = ReadWholeFile(path);
+    std::vector<uint64_t> set;
+    for (uint64_t c = 0; c < kMemberBytes / kBitmapChunk; ++c) {
+      if (256 + c / 8 < f.size() && (f[256 + c / 8] >> (c % 8)) & 1) {
+        set.push_back(c);
+      }
+    }
+    return set;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ArrayBitmapFile, CreatedInMdsFileFormatAndNotOnTheMembers) {
+  auto m = MakeMembers(kDisks);
+  const std::string file = Path("md0.bitmap");
+  auto a = MustCreateWithFile(m, file);
+  ASSERT_NE(a, nullptr);
+  ArrayInfo info = a->Info();
+  ASSERT_TRUE(info.bitmap.present);
+  EXPECT_EQ(info.bitmap.offset_bytes, 0u);
+  EXPECT_EQ(info.bitmap.chunk_bytes, kBitmapChunk);
+  const uint64_t chunks = kMemberBytes / kBitmapChunk;
+  EXPECT_EQ(info.bitmap.chunks, chunks);
+  a.reset();
+  // md's file: the header, then exactly ceil(bits / 8) bytes.
+  std::vector<uint8_t> f = ReadWholeFile(file);
+  ASSERT_EQ(f.size(), 256 + (chunks + 7) / 8);
+  auto bs = DecodeBitmapSuper(f);
+  ASSERT_TRUE(bs.ok()) << bs.status();
+  EXPECT_EQ(bs->chunksize, kBitmapChunk);
+  EXPECT_EQ(bs->sync_size, kMemberBytes / 512);
+  EXPECT_EQ(bs->sectors_reserved, 0u);
+  for (const auto& x : m) {
+    std::vector<uint8_t> sbb(kSbBlockBytes);
+    ASSERT_TRUE(x->Read(sbb.data(), sbb.size(), kSb12OffsetBytes).ok());
+    auto sb = DecodeSuperblock(sbb);
+    ASSERT_TRUE(sb.ok());
+    // The superblocks do not mention an external bitmap (md's way).
+    EXPECT_FALSE(sb->feature_map & kFeatureBitmapOffset);
+    EXPECT_EQ(bs->uuid, sb->set_uuid);
+    EXPECT_GE(bs->events, sb->events);
+    // Nothing was written where an internal bitmap would be.
+    EXPECT_FALSE(ReadBitmapSuper(*x).ok());
+  }
+  auto b = AssembleWith(m, file);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE((*b)->Info().bitmap.present);
+  EXPECT_EQ((*b)->Info().bitmap.offset_bytes, 0u);
+}
+
+TEST_F(ArrayBitmapFile, WritesSetTheirBitsInTheFileFirst) {
+  auto m = MakeMembers(kDisks);
+  const std::string file = Path("bm");
+  auto a = MustCreateWithFile(m, file, /*assume_clean=*/true);
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(FileBits(file).empty());
+  const uint64_t sd = (kDisks - 1) * kChunk;
+  auto d = Pattern(sd, 7);
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 40 * sd).ok());  // stripe 40
+  // Durable before the write returned, without any flush: bit 40 / 4.
+  EXPECT_EQ(FileBits(file), std::vector<uint64_t>{10});
+  ASSERT_TRUE(a->Flush().ok());
+  a.reset();  // a clean stop clears the idle bit
+  EXPECT_TRUE(FileBits(file).empty());
+}
+
+// The crash case with the bitmap in a file: only the regions whose bits
+// the file holds are resynced.
+TEST_F(ArrayBitmapFile, CrashResyncsOnlyDirtyRegions) {
+  auto m = MakeMembers(kDisks);
+  const std::string file = Path("bm");
+  auto a = MustCreateWithFile(m, file);
+  ASSERT_NE(a, nullptr);
+  EXPECT_GT(a->Info().counters.resync_bitmap_chunks, 0u);
+  a.reset();
+  auto b = AssembleWith(m, file);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const uint64_t sd = (kDisks - 1) * kChunk;
+  auto d1 = Pattern(sd, 1), d2 = Pattern(2 * sd, 2);
+  ASSERT_TRUE((*b)->Write(d1.data(), d1.size(), 1 * sd).ok());
+  ASSERT_TRUE((*b)->Write(d2.data(), d2.size(), 40 * sd).ok());
+  ASSERT_TRUE((*b)->Flush().ok());
+  auto image = CrashImage(m);
+  const std::string crashed = Path("bm.crash");
+  WriteWholeFile(crashed, ReadWholeFile(file));
+  b->reset();
+  {
+    uint8_t junk[512];
+    std::memset(junk, 0xEE, sizeof junk);
+    // Stripe 41's parity (slot 2) torn, as a crash mid-write would.
+    ASSERT_TRUE(
+        image[2]->Write(junk, sizeof junk, kOffset + 41 * kChunk + 4096).ok());
+  }
+  auto c = AssembleWith(image, crashed);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->Info().bitmap.dirty_chunks, 2u);
+  ASSERT_TRUE((*c)->Resync().ok());
+  Counters k = (*c)->Info().counters;
+  EXPECT_EQ(k.resync_bitmap_chunks, 2u);
+  EXPECT_EQ(k.resynced_stripes, 2 * kBitmapChunk / kChunk);
+  EXPECT_EQ(k.resync_repairs, 1u);
+  EXPECT_EQ(*(*c)->CheckParity(nullptr), 0u);
+  std::vector<uint8_t> got(2 * sd);
+  ASSERT_TRUE((*c)->Read(got.data(), got.size(), 40 * sd).ok());
+  EXPECT_EQ(got, d2);
+}
+
+// md's behaviour: without its file the array assembles with no bitmap,
+// and the log says why the resync covers everything.
+TEST_F(ArrayBitmapFile, AssembledWithoutTheFileResyncsEverything) {
+  auto m = MakeMembers(kDisks);
+  const std::string file = Path("bm");
+  auto a = MustCreateWithFile(m, file, /*assume_clean=*/true);
+  ASSERT_NE(a, nullptr);
+  auto d = Pattern(4096, 3);
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 0).ok());
+  ASSERT_TRUE(a->Flush().ok());
+  auto image = CrashImage(m);
+  a.reset();
+  LogLines log;
+  auto c = Array::Assemble(Handles(image), {}, log.logger());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE((*c)->Info().bitmap.present);
+  EXPECT_TRUE(log.Has("no write-intent bitmap")) << "log line missing";
+  EXPECT_TRUE(log.Has("--bitmap FILE"));
+  ASSERT_TRUE((*c)->Resync().ok());
+  EXPECT_EQ((*c)->Info().counters.resynced_stripes, kStripes);
+}
+
+// After a run without its file the file missed writes: it is stale, and
+// every region is treated as dirty.
+TEST_F(ArrayBitmapFile, FileOlderThanTheSuperblocksMeansEverythingDirty) {
+  auto m = MakeMembers(kDisks);
+  const std::string file = Path("bm");
+  MustCreateWithFile(m, file, /*assume_clean=*/true).reset();
+  {
+    auto b = Array::Assemble(Handles(m), {});
+    ASSERT_TRUE(b.ok()) << b.status();
+    auto d = Pattern(4096, 4);
+    ASSERT_TRUE((*b)->Write(d.data(), d.size(), 0).ok());
+  }
+  LogLines log;
+  auto c = AssembleWith(m, file, log.logger());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->Info().bitmap.dirty_chunks, kMemberBytes / kBitmapChunk);
+  EXPECT_TRUE((*c)->Info().resyncing);
+  EXPECT_TRUE(log.Has("file " + file)) << "the log names the file";
+  // The stale verdict reached the file itself: all bits set on disk.
+  EXPECT_EQ(FileBits(file).size(), kMemberBytes / kBitmapChunk);
+}
+
+TEST_F(ArrayBitmapFile, WrongCorruptOrTruncatedFileIsRefusedWritingNothing) {
+  auto m = MakeMembers(kDisks);
+  const std::string file = Path("bm");
+  MustCreateWithFile(m, file).reset();
+  auto other = MakeMembers(kDisks, "o");
+  const std::string foreign = Path("foreign");
+  MustCreateWithFile(other, foreign).reset();
+  std::vector<uint8_t> good = ReadWholeFile(file);
+  auto snapshot = [&] {
+    std::vector<std::vector<uint8_t>> s;
+    for (const auto& x : m) {
+      std::vector<uint8_t> b(kSize);
+      EXPECT_TRUE(x->Read(b.data(), b.size(), 0).ok());
+      s.push_back(std::move(b));
+    }
+    return s;
+  };
+  auto before = snapshot();
+  struct Case {
+    const char* what;
+    std::string path;
+    std::vector<uint8_t> bytes;  // written to `path` first unless empty
+    std::vector<std::string> error;
+  };
+  std::vector<uint8_t> bad_magic = good;
+  bad_magic[0] ^= 1;
+  std::vector<uint8_t> truncated(good.begin(), good.end() - 1);
+  auto bigger = DecodeBitmapSuper(good);
+  ASSERT_TRUE(bigger.ok());
+  bigger->sync_size += 8;
+  std::vector<uint8_t> resized = good;
+  auto hdr = EncodeBitmapSuper(*bigger);
+  std::copy(hdr.begin(), hdr.end(), resized.begin());
+  std::vector<Case> cases = {
+      {"another array's file", foreign, {}, {"another array"}},
+      {"wrong magic", Path("magic"), bad_magic, {"corrupt", "magic"}},
+      {"truncated", Path("short"), truncated, {"truncated"}},
+      {"other size", Path("size"), resized, {"sync_size"}},
+      {"missing", Path("nonexistent"), {}, {"No such file"}},
+      {"a directory", dir_, {}, {"directory"}},
+      {"empty", Path("empty"), {}, {"too short"}},
+  };
+  WriteWholeFile(Path("empty"), {});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    if (!c.bytes.empty()) WriteWholeFile(c.path, c.bytes);
+    absl::Status st = AssembleWith(m, c.path).status();
+    ASSERT_FALSE(st.ok());
+    const std::string msg(st.message());
+    EXPECT_THAT(msg, HasSubstr("bitmap file " + c.path));
+    for (const std::string& e : c.error) EXPECT_THAT(msg, HasSubstr(e));
+    EXPECT_TRUE(before == snapshot()) << "assembly wrote to the members";
+  }
+  // The foreign file was not touched either.
+  EXPECT_TRUE(AssembleWith(other, foreign).ok());
+}
+
+TEST_F(ArrayBitmapFile, FileForAnArrayWithAnInternalBitmapIsRefused) {
+  auto m = MakeMembers(kDisks);
+  MustCreate(m).reset();
+  auto n = MakeMembers(kDisks, "n");
+  const std::string file = Path("bm");
+  MustCreateWithFile(n, file).reset();
+  absl::Status st = AssembleWith(m, file).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("internal bitmap"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr(file));
+}
+
+TEST_F(ArrayBitmapFile, CreateRefusalsWriteNothingToTheMembers) {
+  auto m = MakeMembers(kDisks);
+  auto untouched = [&] {
+    for (const auto& x : m) {
+      std::vector<uint8_t> b(kOffset);
+      EXPECT_TRUE(x->Read(b.data(), b.size(), 0).ok());
+      if (std::any_of(b.begin(), b.end(), [](uint8_t v) { return v != 0; })) {
+        return false;
+      }
+    }
+    return true;
+  };
+  // The directory does not exist.
+  const std::string lost = Path("no/such/dir/bm");
+  absl::Status st = Create(m, lost).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr(lost));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("directory"));
+  EXPECT_TRUE(untouched());
+  // An existing non-empty file needs force (mdadm's --force).
+  const std::string used = Path("used");
+  WriteWholeFile(used, {1, 2, 3});
+  st = Create(m, used).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("already exists"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr(used));
+  EXPECT_EQ(ReadWholeFile(used), (std::vector<uint8_t>{1, 2, 3}));
+  EXPECT_TRUE(untouched());
+  // Not a regular file.
+  st = Create(m, dir_).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("regular file"));
+  // The mode and the path go together.
+  st = Create(m, "").status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  CreateOptions o;
+  o.bitmap_file = used;
+  EXPECT_EQ(Array::Create(Handles(m), o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(untouched());
+  // With force the used file is overwritten; an empty file needs nothing.
+  EXPECT_TRUE(Create(m, used, false, /*force=*/true).ok());
+  auto n = MakeMembers(kDisks, "n");
+  const std::string empty = Path("empty");
+  WriteWholeFile(empty, {});
+  EXPECT_TRUE(Create(n, empty).ok());
+  EXPECT_TRUE(DecodeBitmapSuper(ReadWholeFile(empty)).ok());
+}
+
+// File-backed members: the bitmap file may not be one of them, under any
+// name, and nothing is written when it is.
+TEST_F(ArrayBitmapFile, FileThatIsAMemberIsRefused) {
+  std::vector<std::string> paths;
+  for (int i = 0; i < kDisks; ++i) {
+    paths.push_back(Path(absl::StrFormat("d%d.img", i)));
+    const int fd = open(paths.back().c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, kSize), 0);
+    close(fd);
+  }
+  std::vector<std::unique_ptr<Member>> members;
+  for (const auto& p : paths) {
+    auto mem = OpenFileMember(p);
+    ASSERT_TRUE(mem.ok()) << mem.status();
+    members.push_back(std::move(*mem));
+  }
+  CreateOptions o;
+  o.chunk_bytes = kChunk;
+  o.data_offset_bytes = kOffset;
+  o.bitmap = BitmapMode::kFile;
+  o.bitmap_file = dir_ + "/./d2.img";  // another name for a member
+  o.force = true;
+  o.assume_clean = true;
+  absl::Status st = Array::Create(std::move(members), o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("member " + paths[2]));
+  struct stat sb;
+  ASSERT_EQ(stat(paths[2].c_str(), &sb), 0);
+  EXPECT_EQ(static_cast<uint64_t>(sb.st_size), kSize) << "member truncated";
+  std::vector<uint8_t> sbb = ReadWholeFile(paths[0]);
+  EXPECT_FALSE(DecodeSuperblock(std::span<const uint8_t>(sbb).subspan(
+                                    kSb12OffsetBytes, kSbBlockBytes))
+                   .ok());
+}
+
+// A writable array holds the file's lock: a second server of the same
+// array is refused.
+TEST_F(ArrayBitmapFile, SecondWritableOpenIsRefusedReadOnlyIsNot) {
+  auto m = MakeMembers(kDisks);
+  const std::string file = Path("bm");
+  auto a = MustCreateWithFile(m, file, /*assume_clean=*/true);
+  ASSERT_NE(a, nullptr);
+  absl::Status st = AssembleWith(m, file).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("locked"));
+  AssembleOptions ro;
+  ro.read_only = true;
+  ro.bitmap_file = file;
+  auto r = Array::Assemble(Handles(m), ro);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE((*r)->Info().bitmap.present);
+  EXPECT_EQ((*r)->Info().bitmap.chunks, kMemberBytes / kBitmapChunk);
+}
+
+// create --force over the bitmap file of a running array is refused by
+// the lock before anything is truncated.
+TEST_F(ArrayBitmapFile, ForcedCreateOverARunningArraysFileIsRefused) {
+  auto m = MakeMembers(kDisks);
+  const std::string file = Path("bm");
+  auto a = MustCreateWithFile(m, file, /*assume_clean=*/true);
+  ASSERT_NE(a, nullptr);
+  const std::vector<uint8_t> before = ReadWholeFile(file);
+  auto n = MakeMembers(kDisks, "n");
+  absl::Status st = Create(n, file, true, /*force=*/true).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("locked"));
+  EXPECT_EQ(ReadWholeFile(file), before);
+}
+
+// A member joining gets no copy of an external bitmap (nothing at byte 0
+// of it), and the array still assembles with the file afterwards.
+TEST_F(ArrayBitmapFile, RebuiltMemberGetsNoCopy) {
+  auto m = MakeMembers(kDisks);
+  const std::string file = Path("bm");
+  auto a = MustCreateWithFile(m, file, /*assume_clean=*/true);
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(a->FailSlot(0).ok());
+  Shared spare(NewMemoryMember("s0", kSize));
+  ASSERT_TRUE(a->AddMember(ShareMember(spare)).ok());
+  ASSERT_TRUE(a->WaitForJob().ok());
+  std::vector<uint8_t> head(kSb12OffsetBytes);
+  ASSERT_TRUE(spare->Read(head.data(), head.size(), 0).ok());
+  EXPECT_TRUE(
+      std::all_of(head.begin(), head.end(), [](uint8_t v) { return v == 0; }));
+  EXPECT_FALSE(ReadBitmapSuper(*spare).ok());
+  a.reset();
+  auto b = AssembleWith({spare, m[1], m[2], m[3]}, file);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_TRUE((*b)->Info().bitmap.present);
 }

@@ -34,6 +34,8 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "uraid/array.h"
+#include "uraid/member.h"
 #include "uraid/superblock.h"
 
 namespace uraid {
@@ -1066,6 +1068,43 @@ TEST_F(BitmapInterop, MdadmReadsOurBitmapArea) {
   std::copy(header.begin(), header.end(), area.begin());
   WriteFile(area, 0, area.size());
   EXPECT_EQ(ExamineBitmap()["State"], "Out of date");
+}
+
+// The external bitmap file an array keeps (md's --bitmap FILE) is what
+// `mdadm -X FILE` reads: header at byte 0, the bits after it, and the bit
+// a write set is there as soon as the write returns.
+TEST_F(BitmapInterop, MdadmReadsAnArraysBitmapFile) {
+  constexpr uint64_t kChunk = 64 * 1024;
+  constexpr uint64_t kOffset = 1 * kMiB;
+  constexpr uint64_t kMemberData = 4 * kMiB;
+  std::vector<std::unique_ptr<Member>> members;
+  for (int i = 0; i < 4; ++i) {
+    members.push_back(
+        NewMemoryMember(absl::StrCat("m", i), kOffset + kMemberData));
+  }
+  CreateOptions o;
+  o.chunk_bytes = kChunk;
+  o.data_offset_bytes = kOffset;
+  o.bitmap = BitmapMode::kFile;
+  o.bitmap_file = path_;
+  o.bitmap_chunk_bytes = 256 * 1024;  // 16 bits
+  o.assume_clean = true;
+  o.cache.bytes = 0;
+  absl::StatusOr<std::unique_ptr<Array>> a =
+      Array::Create(std::move(members), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::vector<uint8_t> data(3 * kChunk, 0x5a);
+  ASSERT_TRUE((*a)->Write(data.data(), data.size(), 3 * kChunk * 9).ok());
+  const ArrayInfo info = (*a)->Info();
+  std::map<std::string, std::string> kv = ExamineBitmap();
+  EXPECT_EQ(kv["UUID"], FormatUuid(info.uuid));
+  EXPECT_EQ(kv["Events"], absl::StrCat(info.bitmap.events));
+  EXPECT_EQ(kv["State"], "OK");
+  EXPECT_EQ(kv["Chunksize"], "256 KB");
+  // KiB; mdadm adds the size in MiB/GiB only when it is large.
+  EXPECT_EQ(kv["Sync Size"].substr(0, kv["Sync Size"].find(' ')), "4096");
+  // Stripe 9 is member bytes [576K, 640K): chunk 2.
+  EXPECT_THAT(kv["Bitmap"], ::testing::StartsWith("16 bits (chunks), 1 dirty"));
 }
 
 // A 1.2 member whose bitmap area (+8 sectors from the superblock, byte

@@ -72,6 +72,21 @@ TEST(ControlProtocol, ParsesEveryCommand) {
        {.cmd = Cmd::kSet, .speed_max_kib_s = 1073741824}},
       {R"({"cmd":"fail","member":"caf\u00e9"})",
        {.cmd = Cmd::kFail, .member = "caf\xc3\xa9"}},
+      {R"({"cmd":"grow","raid_devices":5,"add":["/srv/m4.img"]})",
+       {.cmd = Cmd::kGrow, .raid_devices = 5, .add = {"/srv/m4.img"}}},
+      {R"({"cmd":"grow","add":["/a","nbd://h/x"],"raid_devices":6,)"
+       R"("layout":"ra","chunk":131072})",
+       {.cmd = Cmd::kGrow,
+        .raid_devices = 6,
+        .add = {"/a", "nbd://h/x"},
+        .layout = Layout::kRightAsymmetric,
+        .chunk_bytes = 131072}},
+      {R"({"cmd":"grow","level":4,"layout":"5"})",
+       {.cmd = Cmd::kGrow, .layout = Layout::kParityLast, .level = 4}},
+      {R"({"cmd":"grow","chunk":4096})",
+       {.cmd = Cmd::kGrow, .chunk_bytes = 4096}},
+      {R"({"cmd":"grow","raid_devices":64,"add":[]})",
+       {.cmd = Cmd::kGrow, .raid_devices = 64}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.line);
@@ -101,6 +116,11 @@ TEST(ControlProtocol, RefusesHostileInput) {
       R"({"cmd":"fail","member":")" + std::string(5000, 'a') + R"("})";
   std::string overlong =
       R"({"cmd":"fail","member":")" + std::string(70000, 'a') + R"("})";
+  std::string too_many_adds = R"({"cmd":"grow","raid_devices":64,"add":[)";
+  for (int i = 0; i < 65; ++i) {
+    too_many_adds += absl::StrFormat("%s\"/m%d\"", i ? "," : "", i);
+  }
+  too_many_adds += "]}";
   const std::vector<Case> cases = {
       {"", k, "empty request"},
       {"   \r", k, "empty request"},
@@ -121,8 +141,56 @@ TEST(ControlProtocol, RefusesHostileInput) {
       {R"({"cmd":["detail"]})", k, "\"cmd\" must be a string, not an array"},
       {R"({"cmd":"DETAIL"})", k, "unknown cmd \"DETAIL\""},
       {R"({"cmd":"format-all-disks"})", k, "expected one of detail, fail"},
-      {R"({"cmd":"grow","raid_devices":5})", absl::StatusCode::kUnimplemented,
-       "not implemented yet"},
+      {R"({"cmd":"grow"})", k,
+       "a grow request needs at least one of raid_devices, add, layout"},
+      {R"({"cmd":"grow","add":[]})", k, "needs at least one of"},
+      {R"({"cmd":"grow","raid_devices":5,"add":"/srv/m4.img"})", k,
+       "\"add\" must be an array of member paths or NBD URIs, not a string"},
+      {R"({"cmd":"grow","raid_devices":5,"add":{"m":"/x"}})", k,
+       "\"add\" must be an array of member paths or NBD URIs, not an object"},
+      {R"({"cmd":"grow","raid_devices":5,"add":[5]})", k,
+       "\"add[0]\" must be a string, not a number"},
+      {R"({"cmd":"grow","raid_devices":6,"add":["/a",["/b"]]})", k,
+       "\"add[1]\" must be a string, not an array"},
+      {R"({"cmd":"grow","raid_devices":5,"add":[{"p":"/b"}]})", k,
+       "\"add[0]\" must be a string, not an object"},
+      {R"({"cmd":"grow","raid_devices":5,"add":[null]})", k,
+       "\"add[0]\" must be a string, not null"},
+      {R"({"cmd":"grow","raid_devices":5,"add":[""]})", k,
+       "\"add[0]\" is empty"},
+      {R"({"cmd":"grow","raid_devices":5,"add":["m4.img"]})", k,
+       "\"add[0]\" \"m4.img\" must be an absolute path or an NBD URI"},
+      {R"({"cmd":"grow","raid_devices":5,"add":[[[[["/x"]]]]]})", k,
+       "nests deeper than 4 levels"},
+      {too_many_adds, k, "\"add\" lists 65 members; the limit is 64"},
+      {R"({"cmd":"grow","add":["/srv/m4.img"]})", k,
+       "\"add\" needs \"raid_devices\""},
+      {R"({"cmd":"grow","raid_devices":5,"add":["/a"],"add":["/b"]})", k,
+       "field \"add\" is given twice"},
+      {R"({"cmd":"grow","layout":"diagonal"})", k,
+       "\"layout\": unknown layout \"diagonal\" (expected left-asymmetric"},
+      {R"({"cmd":"grow","layout":"6"})", k, "unknown layout \"6\""},
+      {R"({"cmd":"grow","layout":2})", k,
+       "\"layout\" must be a string such as \"left-symmetric\", not a number"},
+      {R"({"cmd":"grow","chunk":-65536})", k,
+       "\"chunk\" must be between 4096 and 16777216 (bytes)"},
+      {R"({"cmd":"grow","chunk":1099511627776})", k,
+       "\"chunk\" must be between"},
+      {R"({"cmd":"grow","chunk":18446744073709551616})", k, "must be between"},
+      {R"({"cmd":"grow","chunk":2048})", k, "must be between"},
+      {R"({"cmd":"grow","chunk":100000})", k,
+       "\"chunk\" 100000 is not a power of two"},
+      {R"({"cmd":"grow","chunk":"64K"})", k,
+       "\"chunk\" must be a number (bytes), not a string"},
+      {R"({"cmd":"grow","chunk":65536.5})", k, "without a fraction"},
+      {R"({"cmd":"grow","level":6})", k, "\"level\" must be between 4 and 5"},
+      {R"({"cmd":"grow","level":"5"})", k, "\"level\" must be a number"},
+      {R"({"cmd":"grow","raid_devices":2})", k,
+       "\"raid_devices\" must be between 3 and 64"},
+      {R"({"cmd":"grow","raid_devices":65})", k, "must be between 3 and 64"},
+      {R"({"cmd":"grow","raid_devices":5,"force":true})", k,
+       "unknown field \"force\" in a grow request (expected raid_devices, "
+       "add, layout, chunk, level)"},
       {R"({"cmd":"detail","verbose":true})", k,
        "unknown field \"verbose\" in a detail request (it takes no fields)"},
       {R"({"cmd":"fail","member":"m1","force":true})", k,
@@ -268,7 +336,21 @@ ArrayInfo SampleInfo() {
   info.speed = {.min_kib_s = 5, .max_kib_s = 6};
   info.counters.member_reads = 1;
   info.counters.cache_evictions = 15;
+  info.reshape.active = true;
+  info.reshape.from = info.geometry;
+  info.reshape.to =
+      *Geometry::Make(4, Layout::kParityLast, 131072, 5, 65536 * 100);
+  info.reshape.position_bytes = 131072 * 4 * 7;
+  info.reshape.to_data_offset_bytes = (1 << 20) - 393216;
   return info;
+}
+
+void ExpectSameReshape(const ReshapeInfo& a, const ReshapeInfo& b) {
+  EXPECT_EQ(a.active, b.active);
+  EXPECT_EQ(a.from, b.from);
+  EXPECT_EQ(a.to, b.to);
+  EXPECT_EQ(a.position_bytes, b.position_bytes);
+  EXPECT_EQ(a.to_data_offset_bytes, b.to_data_offset_bytes);
 }
 
 void ExpectSameSlot(const SlotInfo& a, const SlotInfo& b) {
@@ -323,6 +405,40 @@ TEST(InfoJson, RoundTripsEveryField) {
   EXPECT_EQ(b->speed.max_kib_s, 6u);
   EXPECT_EQ(b->counters.member_reads, 1u);
   EXPECT_EQ(b->counters.cache_evictions, 15u);
+  ExpectSameReshape(b->reshape, a.reshape);
+}
+
+TEST(InfoJson, RoundTripsAReshapeJobAndNoReshape) {
+  ArrayInfo a = SampleInfo();
+  a.job.kind = JobKind::kReshape;
+  a.last_job.kind = JobKind::kReshape;
+  Json j = InfoToJson(a);
+  EXPECT_EQ(j["job"]["kind"], "reshape");
+  EXPECT_EQ(j["reshape"]["to"]["raid_disks"], 5);
+  EXPECT_EQ(j["reshape"]["to"]["layout"], 5);
+  absl::StatusOr<ArrayInfo> b = InfoFromJson(Json::parse(j.dump()));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->job.kind, JobKind::kReshape);
+  EXPECT_EQ(b->last_job.kind, JobKind::kReshape);
+  ExpectSameReshape(b->reshape, a.reshape);
+
+  // No reshape: the shapes are null and come back unset.
+  a.reshape = ReshapeInfo{};
+  j = InfoToJson(a);
+  EXPECT_TRUE(j["reshape"]["from"].is_null());
+  EXPECT_TRUE(j["reshape"]["to"].is_null());
+  EXPECT_EQ(j["reshape"]["active"], false);
+  b = InfoFromJson(Json::parse(j.dump()));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ExpectSameReshape(b->reshape, a.reshape);
+  EXPECT_FALSE(b->reshape.from.has_value());
+
+  // An older server sends no reshape object: no reshape.
+  j.erase("reshape");
+  b = InfoFromJson(j);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_FALSE(b->reshape.active);
+  EXPECT_FALSE(b->reshape.to.has_value());
 }
 
 TEST(InfoJson, RefusesWrongTypesNamingTheField) {
@@ -345,6 +461,14 @@ TEST(InfoJson, RefusesWrongTypesNamingTheField) {
       {"/speed", 5, "field speed must be an object"},
       {"/counters/rmw_writes", 1.5, "counters.rmw_writes must be"},
       {"/slots", "none", "field slots must be an array"},
+      {"/job/kind", "grow", "or reshape"},
+      {"/reshape", 1, "field reshape must be an object"},
+      {"/reshape/active", "yes", "field reshape.active must be a boolean"},
+      {"/reshape/position_bytes", -5,
+       "field reshape.position_bytes must be an unsigned integer"},
+      {"/reshape/to/layout", 9, "reshape.to: layout 9 is not one of md's"},
+      {"/reshape/from/chunk_bytes", 1000, "reshape.from: bad geometry"},
+      {"/reshape/to", "5 disks", "field reshape.to must be an object"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.pointer);
@@ -358,6 +482,10 @@ TEST(InfoJson, RefusesWrongTypesNamingTheField) {
   missing.erase("raid_disks");
   EXPECT_THAT(std::string(InfoFromJson(missing).status().message()),
               HasSubstr("missing field raid_disks"));
+  missing = good;
+  missing["reshape"]["from"].erase("member_bytes");
+  EXPECT_THAT(std::string(InfoFromJson(missing).status().message()),
+              HasSubstr("missing field reshape.from.member_bytes"));
   EXPECT_FALSE(InfoFromJson(Json::array()).ok());
   // Fields a newer or older server lacks keep their defaults.
   Json sparse = good;
@@ -583,7 +711,11 @@ TEST_F(ControlServerTest, MalformedRequestsGetErrorsAndTheConnectionLives) {
                        R"({"cmd":"detail","x":[[[[[[[1]]]]]]]})",
                        "[]",
                        "\xff\xff",
-                       R"({"cmd":"grow","raid_devices":5})"};
+                       R"({"cmd":"grow"})",
+                       R"({"cmd":"grow","raid_devices":5,"add":"/mem/x"})",
+                       R"({"cmd":"grow","raid_devices":5,"add":[7]})",
+                       R"({"cmd":"grow","layout":"zigzag"})",
+                       R"({"cmd":"grow","chunk":-4096})"};
   for (const char* line : bad) {
     SCOPED_TRACE(line);
     Json reply = c.Call(line);
@@ -788,6 +920,117 @@ TEST_F(ControlServerTest, CheckAndStop) {
   const ArrayInfo info = Detail(c);
   EXPECT_EQ(info.job.kind, JobKind::kNone);
   EXPECT_EQ(info.last_job.kind, JobKind::kCheck);
+}
+
+// Grow over the socket: the reshape starts (slowed down so that detail
+// sees it running), detail shows the job and both shapes, and once it ends
+// the array has the new shape and still holds what was written.
+TEST_F(ControlServerTest, GrowReshapesTheArray) {
+  StartServer();
+  Client c(path_);
+  std::vector<uint8_t> pattern(array_->size());
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    pattern[i] = static_cast<uint8_t>(i * 7 + i / 4096);
+  }
+  ASSERT_TRUE(array_->Write(pattern.data(), pattern.size(), 0).ok());
+  ASSERT_TRUE(array_->Flush().ok());
+  const Geometry before = array_->geometry();
+
+  Json reply = c.Call(R"({"cmd":"set","speed_min":1,"speed_max":64})");
+  ASSERT_EQ(reply["ok"], true) << reply.dump();
+  reply = c.Call(R"({"cmd":"grow","raid_devices":5,"add":["/mem/m4"]})");
+  ASSERT_EQ(reply["ok"], true) << reply.dump();
+  EXPECT_EQ(reply.size(), 1u) << reply.dump();  // just {"ok":true}
+
+  Json raw = c.Call(R"({"cmd":"detail"})");
+  EXPECT_EQ(raw["detail"]["job"]["kind"], "reshape") << raw.dump();
+  EXPECT_EQ(raw["detail"]["reshape"]["active"], true);
+  EXPECT_EQ(raw["detail"]["reshape"]["to"]["raid_disks"], 5);
+  ArrayInfo info = Detail(c);
+  EXPECT_EQ(info.job.kind, JobKind::kReshape);
+  EXPECT_TRUE(info.reshape.active);
+  ASSERT_TRUE(info.reshape.from.has_value());
+  ASSERT_TRUE(info.reshape.to.has_value());
+  EXPECT_EQ(*info.reshape.from, before);
+  EXPECT_EQ(info.reshape.to->raid_disks(), 5);
+  EXPECT_LT(info.reshape.to_data_offset_bytes, kOffset);
+  EXPECT_EQ(info.geometry, before);  // the old shape until the end
+  ASSERT_EQ(info.slots.size(), 5u);
+  EXPECT_EQ(info.slots[4].name, "/mem/m4");
+
+  // A second grow while one runs is refused, naming the reason.
+  reply = c.Call(R"({"cmd":"grow","layout":"right-symmetric"})");
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_EQ(reply["code"], "FAILED_PRECONDITION") << reply.dump();
+
+  reply = c.Call(R"({"cmd":"set","speed_max":1000000})");
+  ASSERT_EQ(reply["ok"], true) << reply.dump();
+  ASSERT_TRUE(array_->WaitForJob().ok());
+  info = Detail(c);
+  EXPECT_EQ(info.job.kind, JobKind::kNone);
+  EXPECT_EQ(info.last_job.kind, JobKind::kReshape);
+  EXPECT_EQ(info.last_job.result, "completed");
+  EXPECT_FALSE(info.reshape.active);
+  EXPECT_EQ(info.geometry.raid_disks(), 5);
+  EXPECT_EQ(info.geometry.layout(), before.layout());
+  EXPECT_EQ(info.geometry.chunk_bytes(), before.chunk_bytes());
+  EXPECT_GT(array_->size(), pattern.size());
+
+  std::vector<uint8_t> back(pattern.size());
+  ASSERT_TRUE(array_->Read(back.data(), back.size(), 0).ok());
+  EXPECT_TRUE(back == pattern);
+  {
+    absl::MutexLock lock(&log_mu_);
+    EXPECT_THAT(log_, testing::Contains(
+                          "control: grow raid_devices=5 add=/mem/m4: done"));
+  }
+}
+
+TEST_F(ControlServerTest, GrowLayoutAndChunkWithoutNewMembers) {
+  StartServer();
+  Client c(path_);
+  Json reply =
+      c.Call(R"({"cmd":"grow","layout":"right-asymmetric","chunk":32768})");
+  ASSERT_EQ(reply["ok"], true) << reply.dump();
+  ASSERT_TRUE(array_->WaitForJob().ok());
+  const ArrayInfo info = Detail(c);
+  EXPECT_EQ(info.geometry.layout(), Layout::kRightAsymmetric);
+  EXPECT_EQ(info.geometry.chunk_bytes(), 32768u);
+  EXPECT_EQ(info.geometry.raid_disks(), 4);
+}
+
+TEST_F(ControlServerTest, GrowErrorsChangeNothing) {
+  StartServer();
+  Client c(path_);
+  const Geometry before = array_->geometry();
+  // A new member that does not open: its error, naming it.
+  Json reply = c.Call(R"({"cmd":"grow","raid_devices":5,"add":["/nope/m4"]})");
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_EQ(reply["code"], "NOT_FOUND") << reply.dump();
+  EXPECT_THAT(reply["error"].get<std::string>(), HasSubstr("/nope/m4"));
+  // The wrong number of new members: the array's answer.
+  reply = c.Call(R"({"cmd":"grow","raid_devices":6,"add":["/mem/m4"]})");
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_EQ(reply["code"], "INVALID_ARGUMENT") << reply.dump();
+  EXPECT_THAT(reply["error"].get<std::string>(), HasSubstr("new member"));
+  // A shrink, and no change at all.
+  reply = c.Call(R"({"cmd":"grow","raid_devices":3})");
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_THAT(reply["error"].get<std::string>(), HasSubstr("shrinking"));
+  reply = c.Call(R"({"cmd":"grow","level":5})");
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_THAT(reply["error"].get<std::string>(),
+              HasSubstr("nothing to change"));
+  // Malformed: refused by the parser before anything opens.
+  reply = c.Call(R"({"cmd":"grow","raid_devices":5,"add":["/mem/a",3]})");
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_THAT(reply["error"].get<std::string>(),
+              HasSubstr("\"add[1]\" must be a string"));
+  const ArrayInfo info = Detail(c);
+  EXPECT_EQ(info.geometry, before);
+  EXPECT_FALSE(info.reshape.active);
+  EXPECT_EQ(info.slots.size(), 4u);
+  EXPECT_EQ(info.job.kind, JobKind::kNone);
 }
 
 // ------------------------------------------------------- socket creation

@@ -372,6 +372,8 @@ EXTRA_PARTS = [
     "scrub: repair",
     "resync after crash: bitmap",
     "resync after crash: no bitmap",
+    "reshape: grow unthrottled",
+    "reshape: client during grow",
 ]
 # Speed limits as `uraid set` takes them (KiB/s per member); the highest the
 # control protocol accepts (1 TiB/s) means unthrottled.
@@ -500,6 +502,34 @@ def member_read_mbs(path, runtime, repeat):
             capture_output=True, text=True, check=True).stdout
         r = json.loads(out[out.index("{"):])
         vals.append(r["jobs"][0]["read"]["bw_bytes"] / 1e6)
+    return statistics.median(vals)
+
+
+def rebuild_io_ceiling_mbs(sources, scratch, repeat):
+    """What a rebuild's member I/O alone runs at on these members: fio
+    reading each source member once, sequentially (psync, 512K pieces like
+    the rebuild's), while writing a fresh sparse file of the same size, one
+    job per file, all at once; median over `repeat` runs of member size /
+    time of the slowest job. That is the most a rebuild that copies through
+    read()/write() can reach here: on memory members a CPU (copy) bound,
+    not a device one."""
+    size = os.path.getsize(sources[0])
+    vals = []
+    for _ in range(repeat):
+        with open(scratch, "wb") as f:
+            f.truncate(size)
+        jobs = []
+        for i, src in enumerate(sources):
+            jobs += [f"--name=src{i}", "--rw=read", f"--filename={src}"]
+        jobs += ["--name=dst", "--rw=write", f"--filename={scratch}"]
+        out = subprocess.run(
+            ["fio", "--output-format=json", "--ioengine=psync", "--bs=512k",
+             f"--size={size}", *jobs],
+            capture_output=True, text=True, check=True).stdout
+        os.unlink(scratch)
+        r = json.loads(out[out.index("{"):])
+        secs = max(j["job_runtime"] for j in r["jobs"]) / 1e3
+        vals.append(size / secs / 1e6)
     return statistics.median(vals)
 
 
@@ -634,7 +664,12 @@ def bench_rebuild_scrub(args, plugin, tool, work):
     read_mbs = member_read_mbs(members[1], 3, args.repeat)
     log(f"bench: one member's sequential read (fio psync 1M): "
         f"{read_mbs:.0f} MB/s")
+    ceiling_mbs = rebuild_io_ceiling_mbs(
+        members[:-1], os.path.join(d, "ceiling.img"), args.repeat)
+    log(f"bench: a rebuild's member I/O alone ({len(members) - 1} reads and "
+        f"a write, fio): {ceiling_mbs:.0f} MB/s per member")
     out = {"member_read_mbs": read_mbs, "member_bytes": member_bytes,
+           "rebuild_io_ceiling_mbs": ceiling_mbs,
            "member_mib": args.rebuild_member_size, "rows": []}
     srv = CtlServer(member_args(plugin, members, args), work, "rb")
     ctl = srv.ctl
@@ -702,6 +737,7 @@ def bench_rebuild_scrub(args, plugin, tool, work):
                 "part": "rebuild: unthrottled", "mbs": wall,
                 "engine_mbs": statistics.median(engines),
                 "vs_read": wall / read_mbs, "target": "≥ 0.70× member read",
+                "vs_io_ceiling": wall / ceiling_mbs,
                 "pass": wall / read_mbs >= 0.7, "samples": walls,
                 "how": f"median of {args.repeat} whole rebuilds, add → "
                        f"done, polled every 20 ms"})
@@ -883,14 +919,139 @@ def bench_resync(args, plugin, tool, work):
     return rows
 
 
+def bench_reshape(args, plugin, tool, work):
+    """Online grow by one member of a filled array: the reshape rate
+    (member bytes per second, per member, as md reports it) unthrottled and
+    idle, against one member's sequential read; then a client's sequential
+    1M writes while a grow runs at the default limits, against the same
+    client on the idle array."""
+    parts = [n for n in EXTRA_PARTS
+             if n.startswith("reshape") and wanted(args, n)]
+    if not parts:
+        return {}
+    d = os.path.join(args.dir, "uraid-bench-reshape")
+    out = {"rows": [], "member_mib": args.rebuild_member_size}
+    read_mbs = None
+
+    def fresh_array():
+        shutil.rmtree(d, ignore_errors=True)
+        members, _ = make_array(tool, d, args, args.rebuild_member_size)
+        extra = os.path.join(d, "new.img")
+        with open(extra, "wb") as f:
+            f.truncate(args.rebuild_member_size * MIB)
+        return members, extra
+
+    def grow(srv, extra):
+        before = srv.detail()["last_job"]
+        t0 = time.time()
+        ctl_request(srv.ctl, {"cmd": "grow", "raid_devices": args.members + 1,
+                              "add": [extra]})
+        t1, det = wait_job(srv, "reshape", before)
+        lj = det["last_job"]
+        if lj["result"] != "completed":
+            raise RuntimeError(f"reshape: {lj}")
+        return t1 - t0, lj
+
+    try:
+        if wanted(args, "reshape: grow unthrottled"):
+            vals, engine = [], []
+            for _ in range(args.repeat):
+                members, extra = fresh_array()
+                if read_mbs is None:
+                    read_mbs = member_read_mbs(members[0], 3, args.repeat)
+                srv = CtlServer(member_args(plugin, members, args), work,
+                                "reshape")
+                try:
+                    size = srv.detail()["member_bytes"] * (args.members - 1)
+                    fio(srv.uri, [dict(rw="write", bs="1m", iodepth=8,
+                                       time_based=0)], 600, size)
+                    ctl_request(srv.ctl, {"cmd": "set",
+                                          "speed_max": UNTHROTTLED_KIB_S})
+                    secs, lj = grow(srv, extra)
+                    vals.append(lj["total_bytes"] / secs / 1e6)
+                    engine.append(lj["bytes_per_s"] / 1e6)
+                    log(f"bench: reshape {args.members}->{args.members + 1}: "
+                        f"{lj['total_bytes'] // MIB} MiB/member in "
+                        f"{secs:.2f}s = {vals[-1]:.0f} MB/s per member")
+                finally:
+                    srv.stop()
+            mbs = statistics.median(vals)
+            out["rows"].append({
+                "part": "reshape: grow unthrottled", "mbs": mbs,
+                "engine_mbs": statistics.median(engine),
+                "vs_read": mbs / read_mbs, "target": "≥ 0.50",
+                "pass": mbs / read_mbs >= 0.5,
+                "how": f"median of {args.repeat} whole grows "
+                       f"{args.members}->{args.members + 1}, request to "
+                       f"job end, idle array"})
+        if wanted(args, "reshape: client during grow"):
+            members, extra = fresh_array()
+            srv = CtlServer(member_args(plugin, members, args), work,
+                            "reshape")
+            try:
+                size = srv.detail()["member_bytes"] * (args.members - 1)
+                fio(srv.uri, [dict(rw="write", bs="1m", iodepth=8,
+                                   time_based=0)], 600, size)
+                jobs = [dict(rw="write", bs="1m", iodepth=8)]
+                idle = summarize(fio(srv.uri, jobs, args.runtime, size), [0])
+                before = srv.detail()["last_job"]
+                ctl_request(srv.ctl, {"cmd": "grow",
+                                      "raid_devices": args.members + 1,
+                                      "add": [extra]})
+                during = summarize(fio(srv.uri, jobs, args.runtime, size),
+                                   [0])
+                still = srv.detail()["job"]["kind"] == "reshape"
+                t1, det = wait_job(srv, "reshape", before)
+                out["rows"].append({
+                    "part": "reshape: client during grow",
+                    "mbs": during["mbs"], "idle_mbs": idle["mbs"],
+                    "p99_us": during["p99_us"],
+                    "idle_p99_us": idle["p99_us"],
+                    "covered": still,
+                    "how": f"fio seq write 1M qd8 for {args.runtime}s, "
+                           f"idle vs during a grow at the default speed "
+                           f"limits (the reshape yields to clients down to "
+                           f"its minimum)"})
+            finally:
+                srv.stop()
+        out["member_read_mbs"] = read_mbs
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
 def run_extras(args, plugin, tool, work):
     """Runs the parts of EXTRA_PARTS that --only selects."""
     return {"bitmap_cost": bench_bitmap_cost(args, plugin, tool, work),
             "rebuild": bench_rebuild_scrub(args, plugin, tool, work),
-            "resync": bench_resync(args, plugin, tool, work)}
+            "resync": bench_resync(args, plugin, tool, work),
+            "reshape": bench_reshape(args, plugin, tool, work)}
 
 
 def report_extras(extras, args):
+    rs = extras.get("reshape") or {}
+    if rs.get("rows"):
+        rd = rs.get("member_read_mbs")
+        print(f"\nonline reshape: grow {args.members} -> {args.members + 1} "
+              f"members of {rs['member_mib']} MiB, filled; rate in member "
+              f"bytes per second per member (md's unit)"
+              + (f"; one member's sequential read: {rd:.0f} MB/s" if rd
+                 else "") + ".\n")
+        print("| measurement | MB/s | engine MB/s | / member read | target "
+              "| | how |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rs["rows"]:
+            if "vs_read" in r:
+                ok = "pass" if r["pass"] else "FAIL"
+                print(f"| {r['part']} | {r['mbs']:.0f} | "
+                      f"{r['engine_mbs']:.0f} | {r['vs_read']:.2f} | "
+                      f"{r['target']} | {ok} | {r['how']} |")
+            else:
+                print(f"| {r['part']} | {r['mbs']:.0f} (idle "
+                      f"{r['idle_mbs']:.0f}; p99 {r['p99_us']:.0f} µs, idle "
+                      f"{r['idle_p99_us']:.0f} µs) | - | - | - | "
+                      f"{'' if r['covered'] else 'reshape ended early'} | "
+                      f"{r['how']} |")
     rows = extras.get("bitmap_cost") or []
     if rows:
         print(f"\nwrite-intent bitmap cost: the same array created with the "
@@ -916,7 +1077,10 @@ def report_extras(extras, args):
               f"rates are member bytes per second (per member, as md's "
               f"speed limits). One member's sequential read (fio psync "
               f"bs=1M on the member file, median of {args.repeat} x 3s): "
-              f"{rb['member_read_mbs']:.0f} MB/s.\n")
+              f"{rb['member_read_mbs']:.0f} MB/s. A rebuild's member I/O "
+              f"alone ({args.members - 1} member reads and a write to a "
+              f"fresh file at once, fio psync 512K, no XOR): "
+              f"{rb['rebuild_io_ceiling_mbs']:.0f} MB/s per member.\n")
         print("| measurement | MB/s | engine MB/s | / member read | limit "
               "MB/s | vs limit | target | | how |")
         print("|---|---|---|---|---|---|---|---|---|")
@@ -929,6 +1093,9 @@ def report_extras(extras, args):
             extra = ""
             if "mismatches" in r:
                 extra = f"; {r['mismatches']} mismatches"
+            if "vs_io_ceiling" in r:
+                extra = (f"; {r['vs_io_ceiling']:.2f}x the member I/O "
+                         f"alone")
             if "client" in r:
                 extra = (f"; client {r['client']['mbs']:.0f} MB/s, "
                          f"{r['client']['iops']:.0f} IOPS, p99 "

@@ -418,30 +418,6 @@ void AddStopCommand(CLI::App& app, Action* action) {
       [control, action] { *action = [control] { return RunStop(*control); }; });
 }
 
-void AddGrowCommand(CLI::App& app, Action* action) {
-  auto control = std::make_shared<std::string>();
-  auto devices = std::make_shared<int>(0);
-  CLI::App* sub =
-      app.add_subcommand("grow",
-                         "Reshape a served array to more members (md's --grow "
-                         "--raid-devices); not implemented yet");
-  sub->add_option("--control", *control, kControlHelp)->required();
-  sub->add_option("--raid-devices", *devices, "The new member count")
-      ->required()
-      ->check(CLI::Range(kMinDisks, kMaxDisks));
-  sub->final_callback([control, devices, action] {
-    *action = [control, devices] {
-      std::unique_ptr<ControlClient> client = Connect(*control);
-      if (!client) return 1;
-      // The server knows the request and answers "not implemented yet".
-      absl::StatusOr<json> reply = client->CallLine(
-          json({{"cmd", "grow"}, {"raid_devices", *devices}}).dump() + "\n");
-      if (!reply.ok()) return Fail(reply.status());
-      return 0;
-    };
-  });
-}
-
 void AddSetCommand(CLI::App& app, Action* action) {
   auto args = std::make_shared<SetArgs>();
   CLI::App* sub = app.add_subcommand(

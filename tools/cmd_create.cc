@@ -82,13 +82,15 @@ absl::StatusOr<CreateOptions> BuildOptions(const CreateArgs& args) {
       return absl::InvalidArgumentError(
           "--bitmap-chunk makes no sense with --bitmap none");
     }
+  } else if (args.bitmap.empty()) {
+    return absl::InvalidArgumentError(
+        "--bitmap needs internal, none or a file name");
   } else {
-    // An external bitmap file (md's --bitmap FILE) is not supported: refuse
-    // rather than create an array without the bitmap the user asked for.
-    return absl::UnimplementedError(absl::StrFormat(
-        "--bitmap %s: external bitmap files are not supported; use "
-        "--bitmap internal (the default) or none",
-        args.bitmap));
+    // Anything else names an external bitmap file, as in mdadm (write
+    // ./internal for a file called "internal"). Serve and assemble the
+    // array with the same --bitmap FILE.
+    options.bitmap = BitmapMode::kFile;
+    options.bitmap_file = args.bitmap;
   }
   if (!args.bitmap_chunk.empty()) {
     absl::StatusOr<uint64_t> bc = ParseSize(args.bitmap_chunk);
@@ -116,7 +118,7 @@ absl::StatusOr<CreateOptions> BuildOptions(const CreateArgs& args) {
   return options;
 }
 
-void PrintSummary(const ArrayInfo& info) {
+void PrintSummary(const ArrayInfo& info, const CreateOptions& options) {
   const Geometry& g = info.geometry;
   int missing = 0;
   for (const SlotInfo& slot : info.slots) {
@@ -144,9 +146,19 @@ void PrintSummary(const ArrayInfo& info) {
               FormatSize(info.data_offset_bytes).c_str());
   std::printf("          State : %s\n", info.clean ? "clean" : "active");
   if (info.bitmap.present) {
-    std::printf("  Intent Bitmap : Internal, %s chunks (%llu bits)\n",
+    // mdadm --detail names an external bitmap by its path.
+    std::printf("  Intent Bitmap : %s, %s chunks (%llu bits)\n",
+                options.bitmap == BitmapMode::kFile
+                    ? options.bitmap_file.c_str()
+                    : "Internal",
                 FormatSize(info.bitmap.chunk_bytes).c_str(),
                 static_cast<unsigned long long>(info.bitmap.chunks));
+    if (options.bitmap == BitmapMode::kFile) {
+      std::printf(
+          "                 (give --bitmap %s to serve and detail: the "
+          "superblocks do not name it)\n",
+          options.bitmap_file.c_str());
+    }
   } else {
     std::printf("  Intent Bitmap : none\n");
   }
@@ -199,7 +211,7 @@ int RunCreate(const CreateArgs& args) {
         std::fprintf(stderr, "uraid: %s\n", line.c_str());
       });
   if (!array.ok()) return Fail(array.status());
-  PrintSummary((*array)->Info());
+  PrintSummary((*array)->Info(), *options);
   return 0;
 }
 
@@ -218,8 +230,10 @@ void AddCreateCommand(CLI::App& app, Action* action) {
       ->check(SizeValidator())
       ->capture_default_str();
   sub->add_option("--bitmap,-b", args->bitmap,
-                  "internal (default) or none (external files are not "
-                  "supported)")
+                  "internal (default), none, or FILE: an external bitmap "
+                  "file in md's format (not on the array; an existing "
+                  "non-empty file needs --force); serve it with --bitmap "
+                  "FILE")
       ->capture_default_str();
   sub->add_option("--bitmap-chunk", args->bitmap_chunk, "Bitmap chunk size")
       ->check(SizeValidator());
@@ -232,7 +246,8 @@ void AddCreateCommand(CLI::App& app, Action* action) {
                 "Skip the initial parity sync (members must be zeroed or "
                 "already consistent)");
   sub->add_flag("--force,-f", args->force,
-                "Overwrite members that already hold an md superblock");
+                "Overwrite members that already hold an md superblock, and "
+                "an existing --bitmap FILE");
   sub->add_flag("--direct", args->direct, "Open members with O_DIRECT");
   sub->add_option("MEMBER", args->members,
                   "Member files, devices or NBD URIs in slot order; "

@@ -36,6 +36,7 @@ struct DetailArgs {
   bool watch = false;
   bool wait = false;
   std::string control;
+  std::string bitmap;  // external bitmap file, empty: none
   std::vector<std::string> members;
 };
 
@@ -73,6 +74,7 @@ std::string StateText(const ArrayInfo& info) {
   if (info.resyncing) {
     words.push_back(info.read_only ? "resyncing (PENDING)" : "resyncing");
   }
+  if (info.reshape.active) words.push_back("reshaping");
   return absl::StrJoin(words, ", ");
 }
 
@@ -120,6 +122,35 @@ void PrintJob(const ArrayInfo& info) {
   }
 }
 
+// A reshape in progress, in mdadm's words: how far (KiB of the new shape's
+// array, as mdadm prints md's reshape_position) and what changes.
+void PrintReshape(const ArrayInfo& info) {
+  const ReshapeInfo& r = info.reshape;
+  if (!r.active || !r.from || !r.to) return;
+  const Geometry& from = *r.from;
+  const Geometry& to = *r.to;
+  const uint64_t end = to.array_bytes();
+  std::printf("  Reshape pos'n : %llu KiB (%d%%)\n",
+              static_cast<unsigned long long>(r.position_bytes >> 10),
+              end ? static_cast<int>(r.position_bytes * 100 / end) : 0);
+  if (to.raid_disks() != from.raid_disks()) {
+    std::printf("  Delta Devices : %+d, (%d->%d)\n",
+                to.raid_disks() - from.raid_disks(), from.raid_disks(),
+                to.raid_disks());
+  }
+  if (to.level() != from.level()) {
+    std::printf("      New Level : %s\n", LevelName(to.level()).c_str());
+  }
+  if (to.layout() != from.layout() || to.level() != from.level()) {
+    std::printf("     New Layout : %s\n",
+                std::string(LayoutName(to.layout())).c_str());
+  }
+  if (to.chunk_bytes() != from.chunk_bytes()) {
+    std::printf("  New Chunksize : %lluK\n",
+                static_cast<unsigned long long>(to.chunk_bytes() >> 10));
+  }
+}
+
 // Counter names, in print order, with their values.
 std::vector<std::pair<const char*, uint64_t>> CounterList(const Counters& c) {
   std::vector<std::pair<const char*, uint64_t>> out;
@@ -150,9 +181,12 @@ void PrintText(const ArrayInfo& info, bool live) {
               MdHumanSize(g.member_bytes()).c_str());
   std::printf("   Raid Devices : %d\n", g.raid_disks());
   if (info.bitmap.present) {
+    // An external file's area starts at byte 0; an internal one never
+    // does (it follows the superblock).
     std::printf(
-        "  Intent Bitmap : Internal (%s chunks, %llu of %llu dirty, "
+        "  Intent Bitmap : %s (%s chunks, %llu of %llu dirty, "
         "events %llu)\n",
+        info.bitmap.offset_bytes == 0 ? "External file" : "Internal",
         FormatSize(info.bitmap.chunk_bytes).c_str(),
         static_cast<unsigned long long>(info.bitmap.dirty_chunks),
         static_cast<unsigned long long>(info.bitmap.chunks),
@@ -183,6 +217,7 @@ void PrintText(const ArrayInfo& info, bool live) {
         static_cast<unsigned long long>(pct),
         info.read_only ? " (pending: runs when the array is served)" : "");
   }
+  PrintReshape(info);
   if (info.last_job.kind != JobKind::kNone) {
     std::printf("       Last Job : %s\n", JobOutcome(info.last_job).c_str());
   }
@@ -267,6 +302,8 @@ json ToJson(const ArrayInfo& info, bool live) {
   j["counters"] = std::move(counters);
   // The bitmap object exactly as the control protocol carries it.
   j["bitmap"] = InfoToJson(info)["bitmap"];
+  // The reshape too (position and both shapes; null shapes when none).
+  j["reshape"] = InfoToJson(info)["reshape"];
   const MkfsHints hints = HintsFor(g);
   j["mkfs"] = {{"ext4_stride", hints.ext4_stride},
                {"ext4_stripe_width", hints.ext4_stripe_width},
@@ -313,8 +350,23 @@ int RunDetail(const DetailArgs& args) {
     std::fprintf(stderr, "uraid: detail needs MEMBER... or --control SOCKET\n");
     return 2;
   }
-  absl::StatusOr<std::unique_ptr<Array>> array =
-      AssembleReadOnly(args.members, args.force);
+  absl::StatusOr<std::unique_ptr<Array>> array;
+  if (args.bitmap.empty()) {
+    array = AssembleReadOnly(args.members, args.force);
+  } else {
+    // AssembleReadOnly plus the bitmap file, read-only and unlocked too.
+    MemberOptions member_options;
+    member_options.read_only = true;
+    member_options.lock = false;
+    absl::StatusOr<std::vector<std::unique_ptr<Member>>> members =
+        OpenMembers(args.members, member_options);
+    if (!members.ok()) return Fail(members.status());
+    AssembleOptions options;
+    options.read_only = true;
+    options.force = args.force;
+    options.bitmap_file = args.bitmap;
+    array = Array::Assemble(*std::move(members), options);
+  }
   if (!array.ok()) return Fail(array.status());
   Print((*array)->Info(), args.json, false);
   return 0;
@@ -338,6 +390,10 @@ void AddDetailCommand(CLI::App& app, Action* action) {
       "Ask the server of a running array through its control socket (the "
       "plugin's control=SOCKET): live state, jobs, speed limits");
   sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
+      ->excludes(control);
+  sub->add_option("--bitmap", args->bitmap,
+                  "The array's external bitmap file (uraid create --bitmap "
+                  "FILE), to show its state")
       ->excludes(control);
   CLI::Option* watch = sub->add_flag(
       "--watch", args->watch,

@@ -25,6 +25,7 @@
 #include "common.h"
 #include "size_parse.h"
 #include "uraid/array.h"
+#include "uraid/member.h"
 #include "uraid/superblock.h"
 
 namespace uraid::tool {
@@ -42,6 +43,7 @@ struct ServeArgs {
   bool readonly = false;
   bool verbose = false;
   std::string control;  // control socket path, empty: none
+  std::string bitmap;   // external bitmap file, empty: none
   std::vector<std::string> members;
 };
 
@@ -115,14 +117,31 @@ int RunServe(const ServeArgs& args) {
                           : fs::absolute(m).lexically_normal().string());
   }
 
-  // Assemble read-only first: a bad member set is reported here instead of
-  // by a daemon the user never sees. No lock, so it cannot collide with
-  // the server this command is about to start.
+  // The same for the bitmap file, which the plugin opens after the
+  // daemon has changed directory.
+  const std::string bitmap =
+      args.bitmap.empty()
+          ? ""
+          : fs::absolute(args.bitmap).lexically_normal().string();
+
+  // Assemble read-only first: a bad member set (or bitmap file) is
+  // reported here instead of by a daemon the user never sees. No lock, so
+  // it cannot collide with the server this command is about to start.
   uint64_t array_bytes = 0;
   std::string uuid;
   {
+    MemberOptions member_options;
+    member_options.read_only = true;
+    member_options.lock = false;
+    absl::StatusOr<std::vector<std::unique_ptr<Member>>> opened =
+        OpenMembers(members, member_options);
+    if (!opened.ok()) return Fail(opened.status());
+    AssembleOptions options;
+    options.read_only = true;
+    options.force = args.force;
+    options.bitmap_file = bitmap;
     absl::StatusOr<std::unique_ptr<Array>> array =
-        AssembleReadOnly(members, args.force);
+        Array::Assemble(*std::move(opened), options);
     if (!array.ok()) return Fail(array.status());
     array_bytes = (*array)->size();
     uuid = FormatUuid((*array)->Info().uuid);
@@ -157,6 +176,7 @@ int RunServe(const ServeArgs& args) {
   for (const std::string& m : members) argv.push_back("member=" + m);
   if (args.direct) argv.push_back("direct=true");
   if (args.force) argv.push_back("force=true");
+  if (!bitmap.empty()) argv.push_back("bitmap=" + bitmap);
   // Open the members read-only too, so read-only storage can be served.
   if (args.readonly) argv.push_back("readonly=true");
   if (!args.control.empty()) {
@@ -208,6 +228,10 @@ void AddServeCommand(CLI::App& app, Action* action) {
   sub->add_flag("--verbose,-v", args->verbose, "nbdkit -v");
   sub->add_option("--control,-C", args->control,
                   "Open a control socket here (uraid fail/add/... --control)");
+  sub->add_option("--bitmap,-b", args->bitmap,
+                  "The array's external bitmap file (uraid create --bitmap "
+                  "FILE; md's --assemble --bitmap=FILE). Without it such an "
+                  "array runs with no bitmap: a crash means a full resync");
   sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
       ->required();
   sub->final_callback(

@@ -31,6 +31,8 @@ void AddReplaceCommand(CLI::App& app, Action* action);
 void AddRepairCommand(CLI::App& app, Action* action);
 void AddStopCommand(CLI::App& app, Action* action);
 void AddSetCommand(CLI::App& app, Action* action);
+
+// Reshape (cmd_grow.cc): on a served array with --control, or offline.
 void AddGrowCommand(CLI::App& app, Action* action);
 
 // `check --control SOCKET` (and `repair --control`): starts a scrub on a

@@ -51,6 +51,8 @@ const char* JobStatusLabel(JobKind kind) {
       return "Check";
     case JobKind::kRepair:
       return "Repair";
+    case JobKind::kReshape:
+      return "Reshape";
     case JobKind::kNone:
       break;
   }

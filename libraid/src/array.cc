@@ -63,8 +63,9 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                      Superblock sb, std::vector<std::unique_ptr<Slot>> slots,
                      std::vector<Spare> spares, bool read_only,
                      const CacheOptions& cache, Logger logger)
-    : geo_(geometry),
-      data_offset_(data_offset_bytes),
+    : shape_view_(this, &shape_),
+      geo_(shape_view_),
+      data_offset_(shape_view_),
       read_only_(read_only),
       logger_(std::move(logger)),
       slots_(std::move(slots)),
@@ -75,6 +76,9 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       sb_(std::move(sb)),
       spares_(std::move(spares)),
       resync_stripe_(geometry.stripe_count()) {
+  shapes_.push_back(
+      std::make_unique<Shape>(Shape{geometry, data_offset_bytes, 0}));
+  shape_.store(shapes_.back().get());
   MutexLock lock(&state_mu_);
   clean_ = sb_.clean();
   last_write_ = std::chrono::steady_clock::now();
@@ -166,9 +170,10 @@ void ArrayImpl::RunIo(MemberIo& io) {
     io.status = absl::UnavailableError("member is gone");
     return;
   }
-  const uint64_t raw = data_offset_ + io.offset;
+  const uint64_t raw = io.base + io.offset;
   const auto start = std::chrono::steady_clock::now();
   io.used = m.get();
+  io.used_ref = m;
   io.status = DoIo(*m, io, raw);
   switch (io.kind) {
     case MemberIo::kRead:
@@ -226,6 +231,8 @@ SlotGens ArrayImpl::CaptureGens() const {
 }
 
 void ArrayImpl::Submit(std::vector<MemberIo>& ios, const SlotGens* gens) {
+  const uint64_t base = data_offset_;
+  for (MemberIo& io : ios) io.base = base;
   if (gens != nullptr) {
     for (MemberIo& io : ios) {
       io.check_gen = true;
@@ -293,9 +300,9 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
 
 absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
                                  const Member* only_if) {
-  if (slot < 0 || slot >= geo_.raid_disks()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "slot %d out of range 0..%d", slot, geo_.raid_disks() - 1));
+  if (slot < 0 || slot >= SlotCount()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("slot %d out of range 0..%d", slot, SlotCount() - 1));
   }
   Slot& sl = *slots_[slot];
   if (only_if != nullptr && sl.member.load().get() != only_if) {
@@ -397,6 +404,9 @@ absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
 
 absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
                                              bool* member_failed) {
+  // Positions in the superblock (resync and recovery offsets) are in the
+  // current shape's stripes, whichever shape the caller was working in.
+  ShapeScope current(this, shape_.load());
   MutexLock lock(&sb_mu_);
   for (int attempt = 0; attempt < 64; ++attempt) {
     sb_.events += 1;
@@ -431,8 +441,12 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
       bool replacement = false;
       std::optional<uint64_t> recovery_sectors;
     };
+    // Highest slots first: at a reshape's start the new members get their
+    // superblocks before the old ones, so a crash in between leaves either
+    // the old array intact (new members without a superblock) or the
+    // reshape's superblock on the freshest members (see assemble.cc).
     std::vector<Target> targets;
-    for (int i = 0; i < geo_.raid_disks(); ++i) {
+    for (int i = SlotCount() - 1; i >= 0; --i) {
       const Slot& s = *slots_[i];
       std::shared_ptr<Member> m = s.member.load();
       const SlotState st = s.state.load();
@@ -535,6 +549,28 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
 // ---------------------------------------------------------------- reads
 
 absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
+  return Route(ReqKind::kRead, buf, len, offset, false,
+               [&] { return ReadShaped(buf, len, offset); });
+}
+
+absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
+                              bool fua) {
+  // The router only reads from `buf` for writes.
+  return Route(ReqKind::kWrite, const_cast<void*>(buf), len, offset, fua,
+               [&] { return WriteShaped(buf, len, offset, fua); });
+}
+
+absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
+  return Route(ReqKind::kTrim, nullptr, len, offset, fua,
+               [&] { return TrimShaped(len, offset, fua); });
+}
+
+absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
+  return Route(ReqKind::kZero, nullptr, len, offset, fua,
+               [&] { return ZeroShaped(len, offset, fua); });
+}
+
+absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
   RETURN_IF_ERROR(CheckRange("read", len, offset));
   auto* out = static_cast<uint8_t*>(buf);
   const uint64_t chunk = geo_.chunk_bytes();
@@ -586,7 +622,7 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!slow[i]) continue;
     const Piece& p = pieces[i];
-    StripeLock lock(&locks_, p.loc.stripe);
+    StripeLock lock(&locks_, LockKey(p.loc.stripe));
     if (!errors[i].ok() && SlotUsableAt(p.loc.disk, p.loc.stripe)) {
       RETURN_IF_ERROR(CorrectReadErrorLocked(p.loc.stripe, p.loc.disk,
                                              p.loc.chunk_offset, p.len, p.dst,
@@ -596,7 +632,6 @@ absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
       RETURN_IF_ERROR(ReadPieceLocked(p.loc, p.len, p.dst));
     }
   }
-  NoteClientIo();
   return absl::OkStatus();
 }
 
@@ -765,8 +800,8 @@ void ArrayImpl::EndWrite() {
   last_write_ = std::chrono::steady_clock::now();
 }
 
-absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
-                              bool fua) {
+absl::Status ArrayImpl::WriteShaped(const void* buf, size_t len,
+                                    uint64_t offset, bool fua) {
   RETURN_IF_ERROR(CheckRange("write", len, offset));
   if (len == 0) return CheckUsable(true);
   RETURN_IF_ERROR(BeginWrite());
@@ -784,7 +819,6 @@ absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
   }
   if (st.ok() && fua) st = FlushSlots(touched);
   EndWrite();
-  NoteClientIo();
   return st;
 }
 
@@ -803,8 +837,10 @@ absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
   // flushing client that would wait for them (the latency-isolation case:
   // a 4K write+flush beside a stream); writing through puts that cost on
   // the writer instead.
+  // The cache is keyed by stripes of one shape: a reshape writes it back
+  // and runs without it (reshape.cc).
   const bool cache =
-      cache_.enabled() && !full && !fua &&
+      cache_.enabled() && !reshaping_.load() && !full && !fua &&
       flush_interval_ns_.load(std::memory_order_relaxed) >= bypass_flush_ns_ &&
       (a == 0 || b == sd || cache_.MayContain(stripe) ||
        (stripe > 0 && cache_.MayContain(stripe - 1)) ||
@@ -819,7 +855,7 @@ absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
       counters_.cache_evictions.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  StripeLock lock(&locks_, stripe);
+  StripeLock lock(&locks_, LockKey(stripe));
   StripeCache::Entry* e = cache_.Find(stripe);
   if (cache || (e != nullptr && !full)) {
     // Gather: the bytes join the stripe's entry; a stripe that becomes
@@ -849,7 +885,7 @@ absl::Status ArrayImpl::WritebackLocked(StripeCache::Entry* e,
 }
 
 absl::Status ArrayImpl::WritebackStripe(uint64_t stripe) {
-  StripeLock lock(&locks_, stripe);
+  StripeLock lock(&locks_, LockKey(stripe));
   StripeCache::Entry* e = cache_.Find(stripe);
   if (e == nullptr) return absl::OkStatus();
   std::vector<bool> touched(geo_.raid_disks(), false);
@@ -1122,9 +1158,9 @@ absl::Status ArrayImpl::CorrectPreReads(uint64_t stripe,
 }
 
 absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which) {
-  for (int attempt = 0; attempt <= geo_.raid_disks(); ++attempt) {
+  for (int attempt = 0; attempt <= static_cast<int>(which.size()); ++attempt) {
     std::vector<MemberIo> ios;
-    for (int i = 0; i < geo_.raid_disks(); ++i) {
+    for (int i = 0; i < static_cast<int>(which.size()); ++i) {
       if (which[i] && SlotPresent(i)) {
         ios.push_back(MemberIo{MemberIo::kFlush, i, nullptr, 0, 0, {}});
       }
@@ -1153,14 +1189,14 @@ absl::Status ArrayImpl::Flush() {
   // Everything acknowledged before this call is in the cache or on the
   // members: write the cache back, then make the members durable.
   RETURN_IF_ERROR(WritebackAll());
-  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(geo_.raid_disks(), true)));
+  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
   // Bits whose persist failed earlier go out now: after a flush the
   // on-disk bitmap covers every write (FlushSlots made the data durable).
   if (bitmap_ != nullptr) RETURN_IF_ERROR(bitmap_->Sync());
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
+absl::Status ArrayImpl::TrimShaped(size_t len, uint64_t offset, bool fua) {
   RETURN_IF_ERROR(CheckRange("trim", len, offset));
   RETURN_IF_ERROR(CheckUsable(true));
   for (const auto& s : slots_) {
@@ -1179,7 +1215,7 @@ absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
   std::vector<bool> touched(geo_.raid_disks(), false);
   absl::Status st;
   for (uint64_t s = first; s < end && st.ok(); ++s) {
-    StripeLock lock(&locks_, s);
+    StripeLock lock(&locks_, LockKey(s));
     cache_.Erase(s);  // the whole stripe is being replaced by zeros
     const uint64_t C = geo_.chunk_bytes();
     if (bitmap_ != nullptr) {
@@ -1214,7 +1250,7 @@ absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
   return st;
 }
 
-absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
+absl::Status ArrayImpl::ZeroShaped(size_t len, uint64_t offset, bool fua) {
   RETURN_IF_ERROR(CheckRange("zero", len, offset));
   if (len == 0) return CheckUsable(true);
   const uint64_t sd = geo_.stripe_data_bytes();
@@ -1225,7 +1261,7 @@ absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
     uint64_t pos = offset + done;
     uint64_t n = std::min<uint64_t>(len - done, sd - pos % sd);
     n = std::min<uint64_t>(n, zeros.size());
-    RETURN_IF_ERROR(Write(zeros.data(), n, pos, false));
+    RETURN_IF_ERROR(WriteShaped(zeros.data(), n, pos, false));
     done += n;
   }
   return fua ? Flush() : absl::OkStatus();
@@ -1241,7 +1277,7 @@ absl::Status ArrayImpl::ScanStripe(uint64_t stripe, bool repair,
   const uint64_t win = std::min(C, kScanWindow);
   const int pd = geo_.ParityDisk(stripe);
   ScratchOrOwned bufs(ScratchUser::kScan, win * n);
-  StripeLock lock(&locks_, stripe);
+  StripeLock lock(&locks_, LockKey(stripe));
   RETURN_IF_ERROR(CheckUsable(false));
   if (MissingSlotAt(stripe) >= 0) {
     return absl::FailedPreconditionError(
@@ -1281,6 +1317,10 @@ absl::Status ArrayImpl::ScanStripe(uint64_t stripe, bool repair,
 
 absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
     std::vector<uint64_t>* first_bad) {
+  if (reshaping_.load()) {
+    return absl::FailedPreconditionError(
+        "a reshape is in progress: check parity after it ends");
+  }
   uint64_t bad = 0;
   for (uint64_t s = 0; s < geo_.stripe_count(); ++s) {
     bool mismatch;
@@ -1308,6 +1348,10 @@ uint64_t ArrayImpl::SkipHoles(uint64_t stripe) {
 }
 
 absl::Status ArrayImpl::Resync() {
+  if (reshaping_.load()) {
+    return absl::FailedPreconditionError(
+        "a reshape is in progress: it resyncs what it has moved itself");
+  }
   if (read_only_ || resync_stripe_.load() >= geo_.stripe_count()) {
     return absl::OkStatus();
   }
@@ -1409,7 +1453,7 @@ absl::Status ArrayImpl::MarkCleanLocked() {
   if (resync_stripe_.load() < geo_.stripe_count()) return absl::OkStatus();
   // Data first, then the claim that it is consistent.
   RETURN_IF_ERROR(WritebackAll());
-  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(geo_.raid_disks(), true)));
+  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
   RETURN_IF_ERROR(WriteSuperblocks(/*clean=*/true));
   clean_ = true;
   return absl::OkStatus();
@@ -1461,7 +1505,8 @@ void ArrayImpl::StartBackground() {
   if (read_only_ || safemode_thread_.joinable()) return;
   safemode_thread_ = std::thread([this] { SafemodeLoop(); });
   writeback_thread_ = std::thread([this] { WritebackLoop(); });
-  if (resync_stripe_.load() < geo_.stripe_count() && !failed_.load()) {
+  if (resync_stripe_.load() < geo_.stripe_count() && !failed_.load() &&
+      !reshaping_.load()) {
     resync_thread_ = std::thread([this] {
       ScratchOrOwned::EnableThreadScratch();
       (void)Resync();
@@ -1470,6 +1515,12 @@ void ArrayImpl::StartBackground() {
   {
     MutexLock lock(&job_mu_);
     background_ = true;
+  }
+  // A reshape found by assembly resumes before any recovery (which runs
+  // after it, in the new shape).
+  if (reshaping_.load() && !failed_.load() && !ReshapeJobQueued()) {
+    absl::Status st = RequestJob(JobRequest{JobKind::kReshape, -1});
+    if (!st.ok()) Log(absl::StrFormat("reshape not resumed: %s", st.message()));
   }
   MaybeStartRecovery();
 }
@@ -1527,7 +1578,7 @@ ArrayInfo ArrayImpl::Info() const {
   int gone = 0;
   {
     MutexLock lock(&sb_mu_);
-    for (int i = 0; i < geo_.raid_disks(); ++i) {
+    for (int i = 0; i < SlotCount(); ++i) {
       const Slot& s = *slots_[i];
       SlotInfo si;
       si.slot = i;
@@ -1574,6 +1625,13 @@ ArrayInfo ArrayImpl::Info() const {
     info.job.done_bytes = info.resync_bytes;
   }
   info.counters = counters_.Snapshot();
+  if (const ReshapeState* r = reshape_.load(); r != nullptr && reshaping_) {
+    info.reshape.active = true;
+    info.reshape.from = r->from->geo;
+    info.reshape.to = r->to->geo;
+    info.reshape.position_bytes = r->front.load();
+    info.reshape.to_data_offset_bytes = r->to->data_offset;
+  }
   if (bitmap_super_.has_value()) {
     BitmapInfo& b = info.bitmap;
     b.present = true;
@@ -1640,6 +1698,10 @@ absl::Status Array::ReplaceMember(const std::string& old_name,
 absl::Status Array::StartScrub(bool repair) {
   return impl_->StartScrub(repair);
 }
+absl::Status Array::Grow(GrowOptions options) {
+  return impl_->Grow(std::move(options));
+}
+absl::StatusOr<bool> Array::StepReshape() { return impl_->StepReshape(); }
 absl::Status Array::StopJob() { return impl_->StopJob(); }
 absl::Status Array::WaitForJob() { return impl_->WaitForJob(); }
 void Array::SetSpeedLimits(const SpeedLimits& limits) {

@@ -25,13 +25,15 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
-#include "uraid/sync.h"
 #include "aligned_buffer.h"
+#include "reshape_gate.h"
+#include "shape.h"
 #include "stripe_cache.h"
 #include "stripe_locks.h"
 #include "task_pool.h"
 #include "uraid/array.h"
 #include "uraid/bitmap.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 
@@ -56,6 +58,13 @@ struct MemberIo {
   // The member the I/O went to (set by RunIo): an error is held against
   // that member only, not whatever holds the slot by the time it is seen.
   const Member* used = nullptr;
+  // Keeps `used` alive as long as this MemberIo: the member may leave its
+  // slot (and be closed) while the I/O's error is still being handled,
+  // which then names it (FailSlot's only_if).
+  std::shared_ptr<Member> used_ref;
+  // The data offset (bytes) of the shape the plan was made in; set by
+  // Submit from the calling thread's shape (see shape.h).
+  uint64_t base = 0;
 };
 
 // Slot generations captured when a plan is decided (see Slot::gen).
@@ -93,6 +102,30 @@ struct Slot {
   DeviceId repl_id;  // the replacement's, likewise
 };
 
+// The array's slots. Fixed capacity so that a reshape can append slots
+// while the data path indexes them without a lock: an element is
+// constructed before size() (release) makes it visible, and never moves.
+// Appends are serialised by the caller (sb_mu_).
+class SlotTable {
+ public:
+  explicit SlotTable(std::vector<std::unique_ptr<Slot>> slots) {
+    for (auto& s : slots) Append(std::move(s));
+  }
+  size_t size() const { return n_.load(std::memory_order_acquire); }
+  const std::unique_ptr<Slot>& operator[](size_t i) const { return slots_[i]; }
+  const std::unique_ptr<Slot>* begin() const { return slots_.data(); }
+  const std::unique_ptr<Slot>* end() const { return slots_.data() + size(); }
+  void Append(std::unique_ptr<Slot> slot) {
+    const size_t n = n_.load();
+    slots_[n] = std::move(slot);
+    n_.store(n + 1, std::memory_order_release);
+  }
+
+ private:
+  std::array<std::unique_ptr<Slot>, kMaxDisks> slots_;
+  std::atomic<size_t> n_{0};
+};
+
 // A member that belongs to the array without a slot.
 struct Spare {
   std::shared_ptr<Member> member;
@@ -118,11 +151,31 @@ class ArrayImpl {
   ~ArrayImpl();
 
   // --- data path (array.cc) ---
+  // Client entry points: outside a reshape they run the shaped code below
+  // in the current shape; during one, the reshape router (reshape.cc)
+  // runs each part of the request in the shape that holds it.
   absl::Status Read(void* buf, size_t len, uint64_t offset);
   absl::Status Write(const void* buf, size_t len, uint64_t offset, bool fua);
   absl::Status Flush();
   absl::Status Trim(size_t len, uint64_t offset, bool fua);
   absl::Status Zero(size_t len, uint64_t offset, bool fua);
+
+  // --- reshape (reshape.cc) ---
+  // Starts a reshape to `to` (validated by the caller of Grow) with
+  // `add` joining as the new slots.
+  absl::Status Grow(GrowOptions options);
+  // Assembly found a reshape in progress: the array is in `from` (current
+  // shape) below nothing yet moved and in `to` below `front_bytes`.
+  // `unclean`: the array was not shut down cleanly, so the moved part's
+  // torn stripes are resynced before the copy goes on.
+  void ResumeReshape(const Geometry& to, uint64_t to_data_offset,
+                     uint64_t front_bytes, bool unclean);
+  // First byte of each member past the superblock and internal bitmap.
+  uint64_t MetadataEnd() const;
+  bool reshaping() const { return reshaping_.load(); }
+  // Copies the next window of a reshape started with start_job = false (or
+  // resumed by assembly with no background threads); true once it ended.
+  absl::StatusOr<bool> StepReshape();
 
   // --- maintenance ---
   absl::Status Resync();
@@ -165,14 +218,41 @@ class ArrayImpl {
   void SetResyncStart(uint64_t stripe) { resync_stripe_.store(stripe); }
 
   void SetCacheBytes(uint64_t bytes) { cache_.set_capacity(bytes); }
+  // Every slot, in whichever shape (loops over all members: superblocks,
+  // flushes, the bitmap); geo_.raid_disks() is the scoped shape's count.
+  int SlotCount() const { return static_cast<int>(slots_.size()); }
 
   // --- write-intent bitmap (array_bitmap.cc) ---
-  // Loads the bitmap described by `sb` from `member` (assembly) and
-  // attaches it. Read-only arrays keep only its header for Info.
+  // Assembly: attaches the bitmap of the array whose freshest superblock
+  // is `sb`: the internal one (read from `internal_source`, the freshest
+  // in-sync member) when sb has the bitmap feature, else the external
+  // `bitmap_file` when one is given, else none (logged when the array is
+  // dirty: the resync then covers everything). Refuses a bitmap file for
+  // an array with an internal bitmap.
+  absl::Status AttachBitmap(Member* internal_source, const Superblock& sb,
+                            const std::string& bitmap_file);
+  // Loads the internal bitmap described by `sb` from `member` (assembly)
+  // and attaches it. Read-only arrays keep only its header for Info.
   absl::Status LoadBitmap(Member& member, const Superblock& sb);
-  // Writes a new bitmap area to every slot member (create).
-  absl::Status InitBitmap(uint64_t chunk_bytes, bool all_dirty);
-  // Writes the whole in-memory area to `member` (a member joining).
+  // The same for the external bitmap file at `path`.
+  absl::Status LoadBitmapFile(const std::string& path, const Superblock& sb);
+  // The tail both loads share: keeps the checked header `bs` and `bits`,
+  // read from `where` (named in the log), and unless read-only builds the
+  // in-memory bitmap (all dirty when `verdict` is kStale).
+  absl::Status InstallBitmap(const BitmapSuper& bs,
+                             std::span<const uint8_t> bits,
+                             BitmapVerdict verdict, const Superblock& sb,
+                             const std::string& where);
+  // Names of the slot members, replacements and spares (a bitmap file
+  // must be none of them).
+  std::vector<std::string> MemberNames() const;
+  // Create: writes a new bitmap area to every slot member, or, with a
+  // non-empty `file`, to a new bitmap file there (see
+  // CreateOptions::bitmap_file; `force` overwrites an existing one).
+  absl::Status InitBitmap(uint64_t chunk_bytes, bool all_dirty,
+                          const std::string& file = "", bool force = false);
+  // Writes the whole in-memory area to `member` (a member joining); a
+  // no-op with an external bitmap, which members do not carry.
   absl::Status CopyBitmapTo(Member& member);
   bool has_bitmap() const { return bitmap_ != nullptr; }
   const Geometry& geometry() const { return geo_; }
@@ -181,6 +261,56 @@ class ArrayImpl {
   void Log(const std::string& line) const;
 
  private:
+  // The shaped data path: one request in the calling thread's shape.
+  absl::Status ReadShaped(void* buf, size_t len, uint64_t offset);
+  absl::Status WriteShaped(const void* buf, size_t len, uint64_t offset,
+                           bool fua);
+  absl::Status TrimShaped(size_t len, uint64_t offset, bool fua);
+  absl::Status ZeroShaped(size_t len, uint64_t offset, bool fua);
+  // Stripe-lock key of `stripe` in the calling thread's shape.
+  uint64_t LockKey(uint64_t stripe) const {
+    return stripe | shape_view_.get().lock_tag;
+  }
+
+  // --- reshape (reshape.cc) ---
+  enum class ReqKind { kRead, kWrite, kTrim, kZero };
+  // Runs a client request on the plain path unless a reshape runs. The
+  // counter lets a starting reshape wait out plain requests already
+  // running: they count themselves before they look at reshaping_, and the
+  // reshape sets reshaping_ before it waits for the count to drain.
+  template <typename F>
+  absl::Status Route(ReqKind kind, void* buf, size_t len, uint64_t offset,
+                     bool fua, F plain) {
+    if (kind == ReqKind::kRead || kind == ReqKind::kWrite) NoteClientIo();
+    plain_inflight_.fetch_add(1);
+    if (!reshaping_.load()) {
+      absl::Status st = plain();
+      plain_inflight_.fetch_sub(1);
+      return st;
+    }
+    plain_inflight_.fetch_sub(1);
+    return RouteDuringReshape(kind, buf, len, offset, fua);
+  }
+  // Runs one client request during a reshape (see ReshapeState).
+  absl::Status RouteDuringReshape(ReqKind kind, void* buf, size_t len,
+                                  uint64_t offset, bool fua);
+  absl::Status RunReshape();
+  // A reshape job is running or queued (so another is not requested).
+  bool ReshapeJobQueued() const;
+  // Copies one window (resyncing the moved part first after a crash), or
+  // finishes the reshape when the front is at the end.
+  absl::Status ReshapeStep(uint8_t* buf, uint64_t max_window);
+  uint64_t ReshapeMaxWindow() const;
+  // Copies [lo, hi) of the array from the old shape to the new one.
+  absl::Status ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf);
+  // After a crash during a reshape: resyncs the moved part's stripes the
+  // bitmap (or, without one, the whole moved part) says may be torn.
+  absl::Status ResyncMovedPart();
+  absl::Status FinishReshape();
+  // Fills the superblock template's reshape fields for `front_bytes`.
+  void SetReshapeFieldsLocked(uint64_t front_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+
   // Runs a plan: every I/O in flight together. Counts member I/O. Returns OK
   // even when individual I/Os fail; their status is in each MemberIo.
   void Submit(std::vector<MemberIo>& ios, const SlotGens* gens = nullptr);
@@ -316,8 +446,25 @@ class ArrayImpl {
   void JobThread();
   absl::Status RunRecovery(int slot, bool replace);
   absl::Status RunScrub(bool repair);
-  absl::Status RebuildStripe(int slot, uint64_t stripe, uint8_t* buf,
-                             size_t buf_len, bool* done_slot);
+  // Rebuilds one stripe of `slot` onto its target (its member when
+  // rebuilding, its replacement when replacing) in pieces of `buf_len`;
+  // *target_gone when the target failed or left. Moves no front.
+  // REQUIRES: the stripe's lock (held by the caller, maybe another thread).
+  absl::Status RebuildStripeLocked(int slot, uint64_t stripe, uint8_t* buf,
+                                   size_t buf_len, bool* target_gone);
+  // ReconstructLocked with the reads run one after another on the calling
+  // thread (a rebuild lane on fast members). REQUIRES: the stripe's lock.
+  absl::Status ReconstructInLane(uint64_t stripe, int slot,
+                                 uint64_t chunk_offset, size_t len,
+                                 uint8_t* dst);
+  // Rebuilds stripes [first, first + count), spread over the lanes (the
+  // calling thread plus `pool`'s threads, one buffer of `bufs` each), each
+  // stripe locked when its lane reaches it and until the front has moved;
+  // moves the slot's front past the leading stripes that were rebuilt and
+  // sets *rebuilt to their count.
+  absl::Status RebuildStripes(int slot, uint64_t first, uint64_t count,
+                              TaskPool& pool, std::vector<AlignedBuffer>& bufs,
+                              uint64_t* rebuilt, bool* target_gone);
   absl::Status CheckpointRecovery(int slot);
   struct ThrottleState {
     int64_t anchor_ns = 0;
@@ -348,11 +495,17 @@ class ArrayImpl {
   }
   static int64_t NowNs();
 
-  const Geometry geo_;
-  const uint64_t data_offset_;  // bytes
+  // Every shape the array has had (a reshape adds one; appended under
+  // sb_mu_, never freed before the array); `shape_` is the current one.
+  // geo_ and data_offset_ read the calling thread's shape (shape.h).
+  std::vector<std::unique_ptr<Shape>> shapes_;
+  std::atomic<const Shape*> shape_;
+  const LiveShape shape_view_;
+  const LiveGeometry geo_;
+  const LiveDataOffset data_offset_;
   const bool read_only_;
   const Logger logger_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  SlotTable slots_;
   std::atomic<bool> failed_{false};
   // Moving average of member data-I/O latency, in ns (see Submit).
   std::atomic<int64_t> io_latency_ns_{0};
@@ -391,8 +544,11 @@ class ArrayImpl {
   // on read-only arrays, which keep bitmap_super_ for Info only).
   std::unique_ptr<WriteIntentBitmap> bitmap_;
   std::optional<BitmapSuper> bitmap_super_;
-  uint64_t bitmap_area_offset_ = 0;  // raw member bytes
+  uint64_t bitmap_area_offset_ = 0;  // raw member bytes; 0 in a file
   uint64_t bitmap_dirty_at_load_ = 0;
+  // The external bitmap file (BitmapMode::kFile), open and locked for the
+  // array's life; null for an internal bitmap or none. Set with bitmap_.
+  std::unique_ptr<Member> bitmap_file_;
   std::atomic<bool> deferred_sb_update_{false};
   struct DeferredFailure {
     int slot;
@@ -428,6 +584,28 @@ class ArrayImpl {
   std::thread writeback_thread_;
   std::thread resync_thread_;
   bool shut_down_ = false;
+
+  // A reshape in progress: array bytes below `front` are in `to`, the
+  // rest in `from`; `front` moves only while the gate's window covers the
+  // bytes it passes, and is durable in the superblocks when it moves.
+  struct ReshapeState {
+    const Shape* from = nullptr;
+    const Shape* to = nullptr;
+    std::atomic<uint64_t> front{0};
+    uint64_t end = 0;  // array bytes of `to`: where the reshape ends
+    ReshapeGate gate;
+    bool resync_moved = false;              // set by assembly after a crash
+    std::vector<uint64_t> dirty_at_resume;  // bitmap chunks to clear at end
+  };
+  // Set before reshaping_ turns true and kept (with every earlier one)
+  // until the array goes: requests routed by an old state may still be
+  // finishing when a new reshape starts.
+  std::vector<std::unique_ptr<ReshapeState>> reshapes_;
+  std::atomic<ReshapeState*> reshape_{nullptr};
+  std::atomic<bool> reshaping_{false};
+  // Client requests on the plain (no reshape) path; a reshape starts
+  // copying only once those that began before it have finished.
+  std::atomic<int64_t> plain_inflight_{0};
 };
 
 // Helpers shared by create.cc and assemble.cc.

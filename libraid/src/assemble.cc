@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "array_impl.h"
+#include "reshape_math.h"
 #include "status_macros.h"
 
 namespace uraid {
@@ -83,16 +84,20 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
         "RAID5)",
         members[fresh]->Name(), top.level));
   }
+  const bool reshaping = top.feature_map & kFeatureReshapeActive;
   for (size_t i = 0; i < m; ++i) {
-    if (i != fresh) {
+    // A member one event behind that took part in a reshape's start or end
+    // (a crash between two superblock writes) has the other shape in its
+    // superblock; the freshest superblock's shape is the one the data is
+    // in (no data moves before every member has the reshape's first
+    // superblock, nor after the last window), so it is not compared.
+    const bool reshape_edge =
+        sbs[i].events + 1 == top.events &&
+        (reshaping || (sbs[i].feature_map & kFeatureReshapeActive));
+    if (i != fresh && !reshape_edge) {
       RETURN_IF_ERROR(CompareShape(*members[fresh], top, *members[i], sbs[i]));
     }
     const uint32_t fm = sbs[i].feature_map;
-    if (fm & kFeatureReshapeActive) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "%s: a reshape is in progress; uraid cannot resume reshapes yet",
-          members[i]->Name()));
-    }
     if (fm & (kFeatureJournal | kFeaturePpl | kFeatureMultiplePpls |
               kFeatureClustered)) {
       return absl::UnimplementedError(absl::StrFormat(
@@ -117,12 +122,48 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
         absl::StrFormat("%s: superblock describes an invalid array: layout %d",
                         members[fresh]->Name(), top.layout));
   }
+  // During a reshape raid_disks is the new count and level, layout and
+  // chunk the old shape's; the new_* fields and delta_disks give the new.
+  if (reshaping && top.delta_disks < 0) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: a shrinking reshape (delta_disks %d) is in progress; uraid only "
+        "resumes reshapes that grow or keep the device count",
+        members[fresh]->Name(), top.delta_disks));
+  }
+  const int old_n = reshaping ? n - top.delta_disks : n;
   absl::StatusOr<Geometry> geo =
-      Geometry::Make(top.level, layout, chunk, n, top.size * 512);
+      Geometry::Make(top.level, layout, chunk, old_n, top.size * 512);
   if (!geo.ok()) {
     return absl::DataLossError(
         absl::StrFormat("%s: superblock describes an invalid array: %s",
                         members[fresh]->Name(), geo.status().message()));
+  }
+  std::optional<Geometry> new_geo;
+  uint64_t new_offset_bytes = 0;
+  if (reshaping) {
+    const int new_level = static_cast<int>(top.new_level);
+    const Layout new_layout = new_level == 4
+                                  ? Layout::kParityLast
+                                  : static_cast<Layout>(top.new_layout);
+    absl::StatusOr<Geometry> g =
+        top.new_layout > 5
+            ? absl::InvalidArgumentError("new layout > 5")
+            : Geometry::Make(new_level, new_layout,
+                             uint64_t{top.new_chunk} * 512, n, top.size * 512);
+    const int64_t off =
+        (static_cast<int64_t>(top.data_offset) +
+         ((top.feature_map & kFeatureNewOffset) ? int64_t{top.new_offset}
+                                                : 0)) *
+        512;
+    if (!g.ok() || off <= 0) {
+      return absl::DataLossError(
+          absl::StrFormat("%s: superblock describes an invalid reshape: %s",
+                          members[fresh]->Name(),
+                          g.ok() ? absl::StrFormat("new data offset %d", off)
+                                 : std::string(g.status().message())));
+    }
+    new_geo = *g;
+    new_offset_bytes = static_cast<uint64_t>(off);
   }
 
   std::vector<int> slot_of(m, -1);
@@ -237,8 +278,21 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   auto impl = std::make_unique<ArrayImpl>(
       *geo, top.data_offset * 512, tmpl, std::move(slots), std::move(spares),
       options.read_only, options.cache, logger);
-  if (top.feature_map & kFeatureBitmapOffset) {
-    RETURN_IF_ERROR(impl->LoadBitmap(*bitmap_source, top));
+  // The internal bitmap, or the external file the caller named.
+  RETURN_IF_ERROR(
+      impl->AttachBitmap(bitmap_source.get(), top, options.bitmap_file));
+  if (reshaping) {
+    const uint64_t position = top.reshape_position * 512;
+    absl::Status rs =
+        ValidateReshapeResume(*geo, top.data_offset * 512, *new_geo,
+                              new_offset_bytes, position, impl->MetadataEnd());
+    if (!rs.ok()) {
+      return absl::Status(
+          rs.code(),
+          absl::StrFormat("%s: %s", members[fresh]->Name(), rs.message()));
+    }
+    impl->ResumeReshape(*new_geo, new_offset_bytes, position,
+                        dirty && gone.empty());
   }
   // Members one event apart (a crash in the middle of a superblock update)
   // are brought level now, as mdadm does when it starts an array: left as
@@ -255,6 +309,9 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
       impl->Log(
           "warning: starting a dirty degraded array by force; stripes "
           "written at the crash may reconstruct wrong data");
+    } else if (reshaping) {
+      // The reshape job resyncs the moved part first (ResumeReshape); the
+      // rest gets fresh parity as it is copied.
     } else {
       // With a bitmap, the regions with bits set are what may be torn,
       // wherever the resync checkpoint was.

@@ -33,6 +33,7 @@ const std::vector<CmdSpec>& Specs() {
       {Cmd::kRepair, "repair", {}},
       {Cmd::kStop, "stop", {}},
       {Cmd::kSet, "set", {"speed_min", "speed_max", "cache"}},
+      {Cmd::kGrow, "grow", {"raid_devices", "add", "layout", "chunk", "level"}},
   };
   return *specs;
 }
@@ -113,7 +114,7 @@ absl::Status PreScan(std::string_view line) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> GetName(const Json& j, const char* field,
+absl::StatusOr<std::string> GetName(const Json& j, const std::string& field,
                                     bool server_opens) {
   if (!j.is_string()) {
     return absl::InvalidArgumentError(
@@ -168,6 +169,81 @@ absl::StatusOr<uint64_t> GetNumber(const Json& j, const char* field,
   }
   return absl::InvalidArgumentError(absl::StrFormat(
       "\"%s\" must be a number (%s), not %s", field, unit, TypeName(j)));
+}
+
+// The fields of a grow request (each optional, at least one). "add" is the
+// one array a request may carry: of member paths or URIs, which the server
+// opens, so each is checked like add's "member".
+absl::Status ParseGrow(const Json& j, Request* r) {
+  if (auto it = j.find("raid_devices"); it != j.end()) {
+    absl::StatusOr<uint64_t> v =
+        GetNumber(*it, "raid_devices", kMinDisks, kMaxDisks, "devices");
+    if (!v.ok()) return v.status();
+    r->raid_devices = static_cast<int>(*v);
+  }
+  if (auto it = j.find("add"); it != j.end()) {
+    if (!it->is_array()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "\"add\" must be an array of member paths or NBD URIs, not %s",
+          TypeName(*it)));
+    }
+    if (it->size() > kMaxGrowAdd) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("\"add\" lists %d members; the limit is %d",
+                          it->size(), kMaxGrowAdd));
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      absl::StatusOr<std::string> name =
+          GetName((*it)[i], absl::StrFormat("add[%d]", i), true);
+      if (!name.ok()) return name.status();
+      r->add.push_back(*std::move(name));
+    }
+    if (!r->add.empty() && !r->raid_devices) {
+      return absl::InvalidArgumentError(
+          "\"add\" needs \"raid_devices\" (the new member count, the added "
+          "members included)");
+    }
+  }
+  if (auto it = j.find("layout"); it != j.end()) {
+    if (!it->is_string()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "\"layout\" must be a string such as \"left-symmetric\", not %s",
+          TypeName(*it)));
+    }
+    absl::StatusOr<Layout> layout =
+        ParseLayout(it->get_ref<const std::string&>());
+    if (!layout.ok()) {
+      // Not ParseLayout's message: that quotes the input uncut.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"layout\": unknown layout ",
+          Quote(it->get_ref<const std::string&>()),
+          " (expected left-asymmetric, right-asymmetric, left-symmetric, "
+          "right-symmetric, parity-first, parity-last or 0-5)"));
+    }
+    r->layout = *layout;
+  }
+  if (auto it = j.find("chunk"); it != j.end()) {
+    absl::StatusOr<uint64_t> v =
+        GetNumber(*it, "chunk", kMinChunkBytes, kMaxChunkBytes, "bytes");
+    if (!v.ok()) return v.status();
+    if ((*v & (*v - 1)) != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "\"chunk\" %d is not a power of two (md's chunk sizes are)", *v));
+    }
+    r->chunk_bytes = *v;
+  }
+  if (auto it = j.find("level"); it != j.end()) {
+    absl::StatusOr<uint64_t> v = GetNumber(*it, "level", 4, 5, "RAID level");
+    if (!v.ok()) return v.status();
+    r->level = static_cast<int>(*v);
+  }
+  if (!r->raid_devices && r->add.empty() && !r->layout && !r->chunk_bytes &&
+      !r->level) {
+    return absl::InvalidArgumentError(
+        "a grow request needs at least one of raid_devices, add, layout, "
+        "chunk, level");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -229,10 +305,6 @@ absl::StatusOr<Request> ParseRequest(std::string_view line) {
         absl::StrFormat("\"cmd\" must be a string, not %s", TypeName(*cmd_it)));
   }
   const std::string& name = cmd_it->get_ref<const std::string&>();
-  if (name == "grow") {
-    return absl::UnimplementedError(
-        "grow: not implemented yet (reshape lands with a later release)");
-  }
   const CmdSpec* spec = nullptr;
   for (const CmdSpec& s : Specs()) {
     if (name == s.name) spec = &s;
@@ -323,6 +395,11 @@ absl::StatusOr<Request> ParseRequest(std::string_view line) {
       }
       break;
     }
+    case Cmd::kGrow: {
+      absl::Status s = ParseGrow(j, &r);
+      if (!s.ok()) return s;
+      break;
+    }
     case Cmd::kDetail:
     case Cmd::kCheck:
     case Cmd::kRepair:
@@ -349,6 +426,15 @@ std::string RequestLine(const Request& request) {
       if (request.speed_min_kib_s) j["speed_min"] = *request.speed_min_kib_s;
       if (request.speed_max_kib_s) j["speed_max"] = *request.speed_max_kib_s;
       if (request.cache_bytes) j["cache"] = *request.cache_bytes;
+      break;
+    case Cmd::kGrow:
+      if (request.raid_devices) j["raid_devices"] = *request.raid_devices;
+      if (!request.add.empty()) j["add"] = request.add;
+      if (request.layout) {
+        j["layout"] = std::string(LayoutName(*request.layout));
+      }
+      if (request.chunk_bytes) j["chunk"] = *request.chunk_bytes;
+      if (request.level) j["level"] = *request.level;
       break;
     default:
       break;

@@ -10,10 +10,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "uraid/geometry.h"
 
 namespace uraid::control {
 
@@ -28,7 +30,8 @@ enum class Cmd {
   kCheck,
   kRepair,
   kStop,
-  kSet
+  kSet,
+  kGrow
 };
 
 // "detail", "fail", ... as on the wire.
@@ -39,6 +42,8 @@ inline constexpr size_t kMaxNameBytes = 4096;
 // Deepest nesting of arrays/objects in a request line (a request is one
 // flat object; a little room lets wrong-type errors name the field).
 inline constexpr int kMaxDepth = 4;
+// Most members one grow request may add (md's limit on raid devices).
+inline constexpr size_t kMaxGrowAdd = 64;
 
 struct Request {
   Cmd cmd = Cmd::kDetail;
@@ -50,13 +55,20 @@ struct Request {
   std::optional<uint64_t> speed_min_kib_s;
   std::optional<uint64_t> speed_max_kib_s;
   std::optional<uint64_t> cache_bytes;
+  // grow: each field given (at least one). `add` is empty when not given;
+  // a non-empty `add` comes with raid_devices.
+  std::optional<int> raid_devices;
+  std::vector<std::string> add;  // paths or URIs the server opens
+  std::optional<Layout> layout;
+  std::optional<uint64_t> chunk_bytes;
+  std::optional<int> level;
 
   friend bool operator==(const Request&, const Request&) = default;
 };
 
 // Parses one request line (without its newline; a trailing "\r" is
 // whitespace). InvalidArgument naming the problem for anything but a valid
-// request; Unimplemented for known-but-unimplemented commands ("grow").
+// request.
 absl::StatusOr<Request> ParseRequest(std::string_view line);
 
 // The request as one line, newline included; ParseRequest(line) gives back

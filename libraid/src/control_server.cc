@@ -29,10 +29,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "uraid/sync.h"
 #include "control_protocol.h"
 #include "info_json.h"
 #include "uraid/control.h"
+#include "uraid/geometry.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 namespace {
@@ -435,6 +436,36 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
       absl::StatusOr<std::unique_ptr<Member>> m =
           options_.open_member(r.replacement);
       st = m.ok() ? array_->ReplaceMember(old_name, *std::move(m)) : m.status();
+      break;
+    }
+    case Cmd::kGrow: {
+      what = "grow";
+      if (r.raid_devices) {
+        absl::StrAppendFormat(&what, " raid_devices=%d", *r.raid_devices);
+      }
+      for (const std::string& m : r.add) absl::StrAppend(&what, " add=", m);
+      if (r.layout) {
+        absl::StrAppend(&what, " layout=", std::string(LayoutName(*r.layout)));
+      }
+      if (r.chunk_bytes)
+        absl::StrAppendFormat(&what, " chunk=%d", *r.chunk_bytes);
+      if (r.level) absl::StrAppendFormat(&what, " level=%d", *r.level);
+      GrowOptions grow;
+      grow.raid_devices = r.raid_devices.value_or(0);
+      grow.layout = r.layout;
+      grow.chunk_bytes = r.chunk_bytes.value_or(0);
+      grow.level = r.level.value_or(0);
+      // Every new member opens before anything changes; one that does not
+      // open fails the request (the ones opened are closed again).
+      for (const std::string& spec : r.add) {
+        absl::StatusOr<std::unique_ptr<Member>> m = options_.open_member(spec);
+        if (!m.ok()) {
+          st = m.status();
+          break;
+        }
+        grow.add.push_back(*std::move(m));
+      }
+      if (st.ok()) st = array_->Grow(std::move(grow));
       break;
     }
     case Cmd::kCheck:

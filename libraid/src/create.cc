@@ -120,14 +120,31 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   // 1.2) and must end before the data.
   constexpr uint64_t kBitmapAreaStart = kSb12OffsetBytes + 4096;
   uint64_t bitmap_chunk = 0;
-  if (options.bitmap == BitmapMode::kInternal) {
-    if (data_offset <= kBitmapAreaStart + kBitmapSuperBytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "data offset %d leaves no room for an internal bitmap (use "
-          "--bitmap none or a larger data offset)",
-          data_offset));
-    }
-    const uint64_t space = data_offset - kBitmapAreaStart;
+  const bool bitmap_in_file = options.bitmap == BitmapMode::kFile;
+  if (bitmap_in_file && options.bitmap_file.empty()) {
+    return absl::InvalidArgumentError(
+        "bitmap mode kFile needs the bitmap file's path (bitmap_file)");
+  }
+  if (!bitmap_in_file && !options.bitmap_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bitmap file %s given, but the bitmap mode is not kFile",
+        options.bitmap_file));
+  }
+  if (options.bitmap == BitmapMode::kInternal &&
+      data_offset <= kBitmapAreaStart + kBitmapSuperBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data offset %d leaves no room for an internal bitmap (use "
+        "--bitmap none, --bitmap FILE or a larger data offset)",
+        data_offset));
+  }
+  if (options.bitmap != BitmapMode::kNone) {
+    // A file has no space limit, but it gets the internal default: the
+    // chunk trades bitmap writes (one per chunk first written after an
+    // idle spell) against resync after a crash, whichever device holds
+    // the bits. md's old file default (4 KiB, doubled up to 2^20 bits)
+    // would cost up to 16000 times as many bitmap writes.
+    const uint64_t space =
+        bitmap_in_file ? ~0ull : data_offset - kBitmapAreaStart;
     if (options.bitmap_chunk_bytes == 0) {
       // mdadm sizes the bitmap within 128 KiB unless told otherwise.
       ASSIGN_OR_RETURN(bitmap_chunk,
@@ -174,7 +191,9 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   // every stripe is by definition the XOR of the others.
   const bool start_clean = options.assume_clean || missing == 1;
   sb.resync_offset = start_clean ? kMaxSector : 0;
-  if (bitmap_chunk != 0) {
+  // An external bitmap leaves no trace in the superblocks (md's way): it
+  // is named again at assembly.
+  if (bitmap_chunk != 0 && !bitmap_in_file) {
     sb.feature_map |= kFeatureBitmapOffset;
     sb.bitmap_offset =
         static_cast<int32_t>((kBitmapAreaStart - kSb12OffsetBytes) / 512);
@@ -196,10 +215,13 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
       geo, data_offset, sb, std::move(slots), std::vector<Spare>{}, false,
       options.cache, logger);
   if (!start_clean) impl->SetResyncStart(0);
-  // The bitmap before the superblocks that point at it; every region
-  // starts dirty unless the array starts clean.
+  // The bitmap before the superblocks that point at it (or, for a file,
+  // that will be assembled with it): a create that fails here has written
+  // nothing to the members. Every region starts dirty unless the array
+  // starts clean.
   if (bitmap_chunk != 0) {
-    RETURN_IF_ERROR(impl->InitBitmap(bitmap_chunk, !start_clean));
+    RETURN_IF_ERROR(impl->InitBitmap(bitmap_chunk, !start_clean,
+                                     options.bitmap_file, options.force));
   }
   RETURN_IF_ERROR(impl->WriteSuperblocks(start_clean));
   if (!start_clean) RETURN_IF_ERROR(impl->Resync());

@@ -17,9 +17,31 @@ using Json = nlohmann::ordered_json;
 constexpr SlotState kSlotStates[] = {SlotState::kActive, SlotState::kFaulty,
                                      SlotState::kMissing,
                                      SlotState::kRebuilding, SlotState::kSpare};
-constexpr JobKind kJobKinds[] = {JobKind::kNone,    JobKind::kResync,
-                                 JobKind::kRecover, JobKind::kReplace,
-                                 JobKind::kCheck,   JobKind::kRepair};
+constexpr JobKind kJobKinds[] = {
+    JobKind::kNone,  JobKind::kResync, JobKind::kRecover, JobKind::kReplace,
+    JobKind::kCheck, JobKind::kRepair, JobKind::kReshape};
+
+// The five geometry fields, as the top level of the detail carries them.
+void GeometryFields(const Geometry& g, Json* j) {
+  (*j)["level"] = g.level();
+  (*j)["layout"] = static_cast<int>(g.layout());
+  (*j)["chunk_bytes"] = g.chunk_bytes();
+  (*j)["raid_disks"] = g.raid_disks();
+  (*j)["member_bytes"] = g.member_bytes();
+}
+
+Json ReshapeToJson(const ReshapeInfo& r) {
+  Json j;
+  j["active"] = r.active;
+  j["position_bytes"] = r.position_bytes;
+  j["to_data_offset_bytes"] = r.to_data_offset_bytes;
+  // null when unset (no reshape): the shapes exist only while one runs.
+  j["from"] = nullptr;
+  j["to"] = nullptr;
+  if (r.from) GeometryFields(*r.from, &j["from"]);
+  if (r.to) GeometryFields(*r.to, &j["to"]);
+  return j;
+}
 
 Json SlotToJson(const SlotInfo& s) {
   return {{"slot", s.slot},
@@ -177,7 +199,8 @@ void ReadJob(const Json* j, const std::string& path, JobInfo* job,
   if (!kind.empty()) {
     std::optional<JobKind> k = JobKindFromName(kind);
     if (!k) {
-      r.Error("kind", "idle, resync, recover, replace, check or repair");
+      r.Error("kind",
+              "idle, resync, recover, replace, check, repair or reshape");
     } else {
       job->kind = *k;
     }
@@ -202,6 +225,58 @@ void ReadJob(const Json* j, const std::string& path, JobInfo* job,
       job->first_mismatches.push_back(v.get<uint64_t>());
     }
   }
+}
+
+// The five geometry fields of `j` (the detail itself, or a reshape shape
+// at `path`), all required.
+absl::StatusOr<Geometry> ReadGeometry(const Json& j, const std::string& path) {
+  absl::Status status;
+  Reader r(j, path, &status);
+  int level = 0;
+  int layout = -1;
+  uint64_t chunk = 0;
+  int disks = 0;
+  uint64_t member_bytes = 0;
+  r.Int("level", &level, true);
+  r.Int("layout", &layout, true);
+  r.U64("chunk_bytes", &chunk, true);
+  r.Int("raid_disks", &disks, true);
+  r.U64("member_bytes", &member_bytes, true);
+  if (!status.ok()) return status;
+  const std::string where = path.empty() ? "" : path + ": ";
+  if (layout < 0 || layout > static_cast<int>(Layout::kParityLast)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "detail: %slayout %d is not one of md's 0-5", where, layout));
+  }
+  absl::StatusOr<Geometry> g = Geometry::Make(
+      level, static_cast<Layout>(layout), chunk, disks, member_bytes);
+  if (!g.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "detail: ", where, "bad geometry: ", g.status().message()));
+  }
+  return *g;
+}
+
+// A reshape shape: null (unset) or a geometry object.
+void ReadShape(const Json* j, const std::string& path,
+               std::optional<Geometry>* out, absl::Status* status) {
+  if (j == nullptr || j->is_null() || !status->ok()) return;
+  absl::StatusOr<Geometry> g = ReadGeometry(*j, path);
+  if (!g.ok()) {
+    *status = g.status();
+    return;
+  }
+  *out = *g;
+}
+
+void ReadReshape(const Json* j, ReshapeInfo* out, absl::Status* status) {
+  if (j == nullptr || !status->ok()) return;
+  Reader r(*j, "reshape", status);
+  r.Bool("active", &out->active);
+  r.U64("position_bytes", &out->position_bytes);
+  r.U64("to_data_offset_bytes", &out->to_data_offset_bytes);
+  ReadShape(r.Get("from"), "reshape.from", &out->from, status);
+  ReadShape(r.Get("to"), "reshape.to", &out->to, status);
 }
 
 }  // namespace
@@ -295,13 +370,8 @@ std::optional<std::array<uint8_t, 16>> ParseUuid(std::string_view text) {
 }
 
 Json InfoToJson(const ArrayInfo& info) {
-  const Geometry& g = info.geometry;
   Json j;
-  j["level"] = g.level();
-  j["layout"] = static_cast<int>(g.layout());
-  j["chunk_bytes"] = g.chunk_bytes();
-  j["raid_disks"] = g.raid_disks();
-  j["member_bytes"] = g.member_bytes();
+  GeometryFields(info.geometry, &j);
   j["uuid"] = FormatUuid(info.uuid);
   j["name"] = info.name;
   j["data_offset_bytes"] = info.data_offset_bytes;
@@ -339,33 +409,15 @@ Json InfoToJson(const ArrayInfo& info) {
                  {"events_cleared", b.events_cleared},
                  {"sync_size_bytes", b.sync_size_bytes},
                  {"daemon_sleep_s", b.daemon_sleep_s}};
+  j["reshape"] = ReshapeToJson(info.reshape);
   return j;
 }
 
 absl::StatusOr<ArrayInfo> InfoFromJson(const Json& j) {
+  absl::StatusOr<Geometry> g = ReadGeometry(j, "");
+  if (!g.ok()) return g.status();
   absl::Status status;
   Reader r(j, "", &status);
-  int level = 0;
-  int layout = -1;
-  uint64_t chunk = 0;
-  int disks = 0;
-  uint64_t member_bytes = 0;
-  r.Int("level", &level, true);
-  r.Int("layout", &layout, true);
-  r.U64("chunk_bytes", &chunk, true);
-  r.Int("raid_disks", &disks, true);
-  r.U64("member_bytes", &member_bytes, true);
-  if (!status.ok()) return status;
-  if (layout < 0 || layout > static_cast<int>(Layout::kParityLast)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("detail: layout %d is not one of md's 0-5", layout));
-  }
-  absl::StatusOr<Geometry> g = Geometry::Make(
-      level, static_cast<Layout>(layout), chunk, disks, member_bytes);
-  if (!g.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("detail: bad geometry: ", g.status().message()));
-  }
   ArrayInfo info{.geometry = *g};
   r.Uuid("uuid", &info.uuid);
   r.Str("name", &info.name);
@@ -408,6 +460,7 @@ absl::StatusOr<ArrayInfo> InfoFromJson(const Json& j) {
     br.U64("daemon_sleep_s", &sleep);
     info.bitmap.daemon_sleep_s = static_cast<uint32_t>(sleep);
   }
+  ReadReshape(r.Get("reshape"), &info.reshape, &status);
   if (!status.ok()) return status;
   return info;
 }

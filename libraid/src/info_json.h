@@ -16,8 +16,17 @@
 //           "first_mismatches":[],"result":""},
 //    "last_job":{...same...},
 //    "speed":{"min_kib_s":1000,"max_kib_s":200000},
-//    "counters":{"member_reads":...,...}}
-// Decoding needs the five geometry fields; any other missing field keeps
+//    "counters":{"member_reads":...,...},
+//    "bitmap":{"present":true,...},
+//    "reshape":{"active":true,"position_bytes":...,
+//               "to_data_offset_bytes":...,
+//               "from":{"level":5,"layout":2,"chunk_bytes":...,
+//                       "raid_disks":4,"member_bytes":...},
+//               "to":{...same...}}}
+// ("from" and "to" are null when no reshape runs; job kind "reshape" while
+// one does.)
+// Decoding needs the five geometry fields (and all five of a non-null
+// reshape shape); any other missing field keeps
 // its default (a server of another version), a field of the wrong type is
 // an error naming it.
 

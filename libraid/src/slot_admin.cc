@@ -14,7 +14,7 @@ std::shared_ptr<Member> ArrayImpl::FindByName(const std::string& name,
                                               int* slot, int* spare) const {
   *slot = -1;
   *spare = -1;
-  for (int i = 0; i < geo_.raid_disks(); ++i) {
+  for (int i = 0; i < SlotCount(); ++i) {
     std::shared_ptr<Member> m = slots_[i]->member.load();
     if (m != nullptr && m->Name() == name) {
       *slot = i;
@@ -44,7 +44,7 @@ absl::Status NotAMember(const std::string& name) {
 
 absl::Status ArrayImpl::FailMember(const std::string& name) {
   RETURN_IF_ERROR(CheckUsable(true));
-  for (int i = 0; i < geo_.raid_disks(); ++i) {
+  for (int i = 0; i < SlotCount(); ++i) {
     std::shared_ptr<Member> r = slots_[i]->replacement.load();
     if (r != nullptr && r->Name() == name) {
       // Failing a replace target just ends the replace.
@@ -76,7 +76,7 @@ absl::Status ArrayImpl::FailMember(const std::string& name) {
 
 absl::Status ArrayImpl::RemoveMember(const std::string& name) {
   RETURN_IF_ERROR(CheckUsable(true));
-  for (int i = 0; i < geo_.raid_disks(); ++i) {
+  for (int i = 0; i < SlotCount(); ++i) {
     std::shared_ptr<Member> r = slots_[i]->replacement.load();
     if (r != nullptr && r->Name() == name) {
       slots_[i]->replacement.compare_exchange_strong(r, nullptr);

@@ -77,13 +77,14 @@ AlignedBuffer StripeCache::TakeBuffer() {
       return b;
     }
   }
-  return AlignedBuffer(stripe_bytes_);
+  return AlignedBuffer(stripe_bytes_.load());
 }
 
 void StripeCache::ReturnBuffer(AlignedBuffer b) {
   MutexLock lock(&free_mu_);
   // Keep what the capacity allows beside the live entries.
-  if ((free_.size() + entries_.load()) * stripe_bytes_ < capacity_.load()) {
+  if ((free_.size() + entries_.load()) * stripe_bytes_.load() <
+      capacity_.load()) {
     free_.push_back(std::move(b));
   }
 }
@@ -104,6 +105,12 @@ std::vector<uint64_t> StripeCache::Oldest(
   std::vector<uint64_t> out;
   for (size_t i = 0; i < n; ++i) out.push_back(all[i].second);
   return out;
+}
+
+void StripeCache::ResetStripeBytes(uint64_t stripe_bytes) {
+  MutexLock lock(&free_mu_);
+  free_.clear();
+  stripe_bytes_.store(stripe_bytes);
 }
 
 }  // namespace uraid

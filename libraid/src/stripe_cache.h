@@ -21,13 +21,13 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "uraid/sync.h"
 #include "aligned_buffer.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 
@@ -50,8 +50,8 @@ class StripeCache {
 
   struct Entry {
     uint64_t stripe = 0;
-    AlignedBuffer data;  // the stripe's data space (chunk * data disks)
-    RangeSet dirty;      // bytes of `data` newer than the members
+    AlignedBuffer data;       // the stripe's data space (chunk * data disks)
+    RangeSet dirty;           // bytes of `data` newer than the members
     Clock::time_point since;  // when it first became dirty
   };
 
@@ -61,11 +61,16 @@ class StripeCache {
       : stripe_bytes_(stripe_bytes), capacity_(capacity_bytes) {}
 
   // Caching is pointless when fewer than four stripes fit.
-  bool enabled() const { return capacity_.load() >= 4 * stripe_bytes_; }
+  bool enabled() const { return capacity_.load() >= 4 * stripe_bytes_.load(); }
   void set_capacity(uint64_t bytes) { capacity_.store(bytes); }
   uint64_t capacity() const { return capacity_.load(); }
-  uint64_t bytes() const { return entries_.load() * stripe_bytes_; }
-  bool over_capacity() const { return bytes() + stripe_bytes_ > capacity(); }
+  uint64_t bytes() const { return entries_.load() * stripe_bytes_.load(); }
+  bool over_capacity() const {
+    return bytes() + stripe_bytes_.load() > capacity();
+  }
+  // A reshape changed the stripe size. REQUIRES: no entries, and no
+  // writer using the cache until it returns.
+  void ResetStripeBytes(uint64_t stripe_bytes);
   size_t size() const { return entries_.load(); }
 
   // Cheap check for the read path; may race with writers (a read racing a
@@ -88,7 +93,7 @@ class StripeCache {
   AlignedBuffer TakeBuffer();
   void ReturnBuffer(AlignedBuffer b);
 
-  const uint64_t stripe_bytes_;
+  std::atomic<uint64_t> stripe_bytes_;  // changes only by ResetStripeBytes
   std::atomic<uint64_t> capacity_;
   Mutex free_mu_;
   std::vector<AlignedBuffer> free_ ABSL_GUARDED_BY(free_mu_);

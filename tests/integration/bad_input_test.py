@@ -160,23 +160,27 @@ def tool(*args):
 
 def plugin(members, *extra):
     """nbdkit with the plugin on a private socket; --run exits at once if it
-    ever starts (status 0), so a wrongly accepted input cannot hang."""
+    ever starts (status 0), so a wrongly accepted input cannot hang.
+    Callables in `extra` are called with ctx."""
     def build(c):
         argv = ["nbdkit", "-U", "-", "--exit-with-parent", harness.ARGS.plugin]
-        argv += [f"member={m}" for m in members(c)] + list(extra)
+        argv += [f"member={m}" for m in members(c)]
+        argv += [a(c) if callable(a) else a for a in extra]
         argv += ["--run", "true"]
         return run_cmd(argv)
     return build
 
 
-def serve(members):
+def serve(members, *extra):
     """`uraid serve` in the background mode users run; if it wrongly starts
-    a daemon, the daemon is stopped again."""
+    a daemon, the daemon is stopped again. Callables in `extra` are called
+    with ctx."""
     def build(c):
         sock = os.path.join(c.aux, "serve.sock")
         pidfile = os.path.join(c.aux, "serve.pid")
+        more = [a(c) if callable(a) else a for a in extra]
         rc, out = run_cmd([harness.ARGS.tool, "serve", "--socket", sock,
-                           "--pidfile", pidfile, *members(c)])
+                           "--pidfile", pidfile, *more, *members(c)])
         if os.path.exists(pidfile):
             with open(pidfile) as f:
                 pid = int(f.read().strip() or 0)
@@ -335,6 +339,53 @@ def member_events(path):
 
 def bitmap_sync_size(path):
     return struct.unpack_from("<Q", bitmap_header(path), BM_SYNC_SIZE)[0]
+
+
+# --- external bitmap files (md's --bitmap FILE: bitmap_super_t at byte 0) --
+
+def file_array(c):
+    """The row's array with its bitmap in c.path("md.bitmap")."""
+    c.bitmap = c.path("md.bitmap")
+    c.a = c.array("", 3, SIZE, "--bitmap", c.bitmap)
+
+
+def file_array_and_other(c):
+    """Plus a second array with its own bitmap file (other/other.bitmap)."""
+    file_array(c)
+    c.other_bitmap = c.path("other.bitmap")
+    c.array("other", 3, SIZE, "--bitmap", c.other_bitmap)
+
+
+def patch_bitmap_file(off, data):
+    def setup(c):
+        file_array(c)
+        poke(c.bitmap, off, data)
+    return setup
+
+
+def truncated_bitmap_file(c):
+    file_array(c)
+    with open(c.bitmap, "r+b") as f:
+        f.truncate(os.path.getsize(c.bitmap) - 1)
+
+
+def internal_array_and_file(c):
+    """An internal-bitmap array and, beside it, another array's file."""
+    array(c)
+    c.other_bitmap = c.path("other.bitmap")
+    c.array("other", 3, SIZE, "--bitmap", c.other_bitmap)
+
+
+def blank_members_and_used_file(c):
+    """Members never created, and a non-empty file where the bitmap would
+    go."""
+    c.a = make_members(c.dir, 3, SIZE)
+    with open(c.path("used.bitmap"), "wb") as f:
+        f.write(b"precious")
+
+
+def bitmap_key(name):
+    return lambda c: f"bitmap={getattr(c, name)}"
 
 
 def small_file(c):
@@ -502,9 +553,51 @@ ROWS = [
     Row("bitmap: chunksize not a power of two: plugin",
         patch_bitmap_all(BM_CHUNK, lambda p: struct.pack("<I", 3 * MIB)),
         plugin(A), ("bitmap chunksize", "not a power of two")),
-    Row("bitmap: external bitmap file: create --bitmap FILE", array,
-        tool("create", "--force", "--bitmap", lambda c: c.path("ext.bitmap"),
-             A), ("ext.bitmap", "external bitmap", "not supported")),
+    # External bitmap files (create --bitmap FILE; bitmap=FILE at assembly).
+    Row("bitmap file: another array's file: plugin", file_array_and_other,
+        plugin(A, bitmap_key("other_bitmap")),
+        ("bitmap file", "other.bitmap", "another array")),
+    Row("bitmap file: another array's file: serve", file_array_and_other,
+        serve(A, "--bitmap", lambda c: c.other_bitmap),
+        ("bitmap file", "other.bitmap", "another array")),
+    Row("bitmap file: corrupt magic: plugin",
+        patch_bitmap_file(BM_MAGIC, struct.pack("<I", 0x12345678)),
+        plugin(A, bitmap_key("bitmap")),
+        ("md.bitmap", "corrupt", "magic 0x12345678")),
+    Row("bitmap file: corrupt magic: detail --bitmap",
+        patch_bitmap_file(BM_MAGIC, struct.pack("<I", 0x12345678)),
+        tool("detail", "--bitmap", lambda c: c.bitmap, A),
+        ("md.bitmap", "corrupt", "magic 0x12345678")),
+    Row("bitmap file: chunksize not a power of two: plugin",
+        patch_bitmap_file(BM_CHUNK, struct.pack("<I", 3 * MIB)),
+        plugin(A, bitmap_key("bitmap")),
+        ("md.bitmap", "bitmap chunksize", "not a power of two")),
+    Row("bitmap file: events far ahead: plugin",
+        patch_bitmap_file(BM_EVENTS, struct.pack("<Q", 1000)),
+        plugin(A, bitmap_key("bitmap")), ("md.bitmap", "bitmap events")),
+    Row("bitmap file: truncated: plugin", truncated_bitmap_file,
+        plugin(A, bitmap_key("bitmap")), ("md.bitmap", "truncated")),
+    Row("bitmap file: does not exist: plugin", file_array,
+        plugin(A, lambda c: f"bitmap={c.path('gone.bitmap')}"),
+        ("gone.bitmap", "No such file or directory")),
+    Row("bitmap file: is a member: plugin", file_array,
+        plugin(A, lambda c: f"bitmap={c.a[1]}"),
+        ("bitmap file", "m1.img", "member")),
+    Row("bitmap file: for an array with an internal bitmap: plugin",
+        internal_array_and_file, plugin(A, bitmap_key("other_bitmap")),
+        ("other.bitmap", "internal bitmap")),
+    Row("bitmap file: create over an existing file without --force",
+        blank_members_and_used_file,
+        tool("create", "--bitmap", lambda c: c.path("used.bitmap"), A),
+        ("used.bitmap", "already exists", "--force")),
+    Row("bitmap file: create in a directory that does not exist", array,
+        tool("create", "--force", "--bitmap",
+             lambda c: c.path("nodir/md.bitmap"), A),
+        ("nodir/md.bitmap", "directory does not exist")),
+    Row("bitmap file: create with a member as the file",
+        blank_members_and_used_file,
+        tool("create", "--bitmap", lambda c: c.a[2], A),
+        ("bitmap file", "m2.img", "member")),
     Row("bitmap: create --bitmap none --bitmap-chunk 1M", array,
         tool("create", "--force", "--bitmap", "none", "--bitmap-chunk", "1M",
              A), ("--bitmap-chunk", "--bitmap none")),

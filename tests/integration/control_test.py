@@ -1,6 +1,6 @@
 """The live control channel end to end: nbdkit serving the plugin with
 control=SOCKET, the `uraid` tool speaking it (detail, fail, remove, add,
-check, set, errors), a libnbd client reading correct data while a member is
+check, set, grow, errors), a libnbd client reading correct data while a member is
 failed and rebuilt, and raw-socket clients sending malformed and hostile
 requests that get error replies while the server keeps serving."""
 
@@ -221,6 +221,87 @@ class ControlTest(unittest.TestCase):
         j = json.loads(r.stdout)
         self.assertEqual((j["result"], j["mismatches"]), ("completed", 0))
 
+    def test_grow_adds_a_member_while_served(self):
+        # Its own array: three members, grown to four.
+        self.srv.stop()
+        gdir = os.path.join(self.tmp, "grow")
+        os.mkdir(gdir)
+        paths = make_members(gdir, 3, 24 * MIB)
+        run_tool("create", "--assume-clean", "--chunk", "64K", *paths)
+        ctl = os.path.join(gdir, "ctl.sock")
+        self.srv = Server(gdir, paths, extra=[f"control={ctl}"])
+        wait_control(ctl)
+        h = self.srv.connect()
+        old_size = h.get_size()
+        ref = self.fill(h, seed=3)
+        h.shutdown()
+        new = os.path.join(gdir, "m3.img")
+        with open(new, "wb") as f:
+            f.truncate(24 * MIB)
+
+        # The wrong number of new members is a usage error; nothing changes.
+        r = run_tool("grow", "--control", ctl, "--raid-devices", "5",
+                     "--add", new, check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("needs 2 --add members; 1 given", r.stderr)
+
+        r = run_tool("grow", "--control", ctl, "--raid-devices", "4",
+                     "--add", new, "--wait")
+        self.assertIn("reshape started: 3 devices", r.stdout)
+        self.assertIn("reshaped to 4 devices", r.stdout)
+        r = run_tool("detail", "--control", ctl, "--json")
+        d = json.loads(r.stdout)
+        self.assertEqual(d["raid_devices"], 4)
+        self.assertNotIn("reshaping", d["state"])
+        self.assertFalse(d["reshape"]["active"])
+        self.assertEqual(d["last_job"]["kind"], "reshape")
+        self.assertEqual(d["last_job"]["result"], "completed")
+        self.assertEqual(d["slots"][3]["name"], os.path.realpath(new))
+        text = run_tool("detail", "--control", ctl).stdout
+        self.assertIn("   Raid Devices : 4", text)
+
+        # A new connection sees the larger size; the data is intact and the
+        # grown part reads as zeros.
+        h = self.srv.connect()
+        self.assertEqual(h.get_size(), old_size * 3 // 2)
+        for off in range(0, old_size, 4 * MIB):
+            n = min(4 * MIB, old_size - off)
+            self.assertEqual(h.pread(n, off), bytes(ref[off:off + n]),
+                             f"data at {off}")
+        self.assertEqual(h.pread(MIB, old_size), bytes(MIB))
+
+        # A slow layout change: detail shows it in mdadm's words while it
+        # runs, and clients keep reading.
+        run_tool("set", "--control", ctl, "--speed-min", "100",
+                 "--speed-max", "2M")
+        r = run_tool("grow", "--control", ctl, "--layout", "left-asymmetric")
+        self.assertIn("follow it with uraid detail", r.stdout)
+        d = json.loads(run_tool("detail", "--control", ctl, "--json").stdout)
+        self.assertEqual(d["job"]["kind"], "reshape")
+        self.assertTrue(d["reshape"]["active"])
+        self.assertEqual(d["reshape"]["to"]["layout"], 0)
+        self.assertEqual(d["reshape"]["from"]["layout"], 2)
+        text = run_tool("detail", "--control", ctl).stdout
+        self.assertIn("reshaping", text)
+        self.assertIn("  Reshape pos'n : ", text)
+        self.assertIn("     New Layout : left-asymmetric", text)
+        self.assertNotIn("Delta Devices", text)
+        self.assertEqual(h.pread(4 * MIB, 0), bytes(ref[:4 * MIB]))
+        run_tool("set", "--control", ctl, "--speed-max", "1000000")
+        run_tool("detail", "--control", ctl, "--wait")
+        h.shutdown()
+        d = json.loads(run_tool("detail", "--control", ctl, "--json").stdout)
+        self.assertEqual(d["layout"], "left-asymmetric")
+        h = self.srv.connect()
+        for off in range(0, old_size, 4 * MIB):
+            n = min(4 * MIB, old_size - off)
+            self.assertEqual(h.pread(n, off), bytes(ref[off:off + n]),
+                             f"data at {off} after the layout change")
+        h.shutdown()
+        self.assertEqual(self.srv.stop(), 0, self.srv.output())
+        r = run_tool("check", *paths, new, check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
     def test_malformed_requests_get_errors(self):
         c = Raw(self.ctl)
         bad = [b"", b"hello", b"{", b"[]", b"{}", b'{"cmd":5}',
@@ -233,7 +314,13 @@ class ControlTest(unittest.TestCase):
                b"[" * 5000, b'{"cmd":"de\x00tail"}', b"\xff\xfe\xfd",
                b'{"cmd":"detail","cmd":"detail"}',
                b'{"cmd":"fail","member":"/nope/zz.img"}',
-               b'{"cmd":"grow","raid_devices":5}']
+               b'{"cmd":"grow","raid_devices":5}',
+               b'{"cmd":"grow"}',
+               b'{"cmd":"grow","raid_devices":5,"add":"/tmp/x.img"}',
+               b'{"cmd":"grow","raid_devices":5,"add":[1]}',
+               b'{"cmd":"grow","layout":"zigzag"}',
+               b'{"cmd":"grow","chunk":-65536}',
+               b'{"cmd":"grow","chunk":99999999999999999999}']
         for line in bad:
             with self.subTest(line=line[:40]):
                 reply = c.call(line)
@@ -292,8 +379,21 @@ class ControlTest(unittest.TestCase):
         self.assertIn("missing.img", r.stderr)
         r = run_tool("grow", "--control", self.ctl, "--raid-devices", "5",
                      check=False)
+        self.assertEqual(r.returncode, 2)  # 4 -> 5 needs an --add
+        self.assertIn("needs 1 --add member; 0 given", r.stderr)
+        r = run_tool("grow", "--control", self.ctl, check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("nothing to change", r.stderr)
+        r = run_tool("grow", "--control", self.ctl, "--layout", "zigzag",
+                     check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown layout", r.stderr)
+        r = run_tool("grow", "--control", self.ctl, "--raid-devices", "5",
+                     "--add", os.path.join(self.tmp, "missing.img"),
+                     check=False)
         self.assertEqual(r.returncode, 1)
-        self.assertIn("not implemented yet", r.stderr)
+        self.assertIn("missing.img", r.stderr)
+        self.assertEqual(self.detail()["raid_devices"], 4)
         r = run_tool("set", "--control", self.ctl, check=False)
         self.assertEqual(r.returncode, 2)
         r = run_tool("detail", "--wait", *self.paths, check=False)

@@ -773,7 +773,8 @@ class CrashTest(unittest.TestCase):
     def test_two_crashes_in_superblock_writes(self):
         """Two crashes, each during a superblock write, must leave members
         that assemble. Superblocks go to the members one after another
-        (slot order), so a crash in the middle leaves some members one
+        (highest slot first, so that a reshape's new members get theirs
+        before the old ones), so a crash in the middle leaves some members one
         event behind, which assembly accepts -- but it does not bring them
         up to date. A second crash in the middle of the next superblock
         write then leaves them two events behind: "stale", refused, and
@@ -785,9 +786,9 @@ class CrashTest(unittest.TestCase):
         for seconds and the crash (kill -9 of every server, members too)
         lands inside that write:
           crash 1: the clean mark (200 ms after the last write) has
-                   reached slots 0 and 1, slot 2 is delayed;
+                   reached slots 3 and 2, slot 1 is delayed;
           crash 2: the next start's first write: its active mark has
-                   reached slot 0, slot 1 is delayed.
+                   reached slot 3, slot 2 is delayed.
         Then all four members must assemble, resync, verify and check."""
         d = os.path.join(self.tmp, "sb")
         os.makedirs(d)
@@ -831,21 +832,21 @@ class CrashTest(unittest.TestCase):
 
         block = block_data(1, 0)
         # Crash 1, inside the clean mark's superblock writes.
-        procs = start_members(delayed=2)
+        procs = start_members(delayed=1)
         srv = Server(d, uris)
         try:
             h = srv.connect()
-            h.pwrite(block, 0)  # waits for slot 2's active mark
+            h.pwrite(block, 0)  # waits for slot 1's active mark
             h.flush()
             time.sleep(1.5)  # the clean mark starts after 200 ms
         finally:
             crash(srv, procs)
         s1 = state()
         top = max(e for e, _ in s1)
-        self.assertEqual(s1, [(top, False)] * 2 + [(top - 1, True)] * 2,
+        self.assertEqual(s1, [(top - 1, True)] * 2 + [(top, False)] * 2,
                          "crash 1 did not land where planned")
         # Crash 2, inside the next start's active mark.
-        procs = start_members(delayed=1)
+        procs = start_members(delayed=2)
         srv = Server(d, uris)
         try:
             h = srv.connect()

@@ -5,7 +5,9 @@ layout, chunk, raid devices, array size, data offset, events and role as
 uuid. Also after the array has been served, written and a member failed.
 The internal write-intent bitmap (on by default) as `mdadm -X` reads it
 from a member on a read-only loop device: clean after create, dirty bits
-after kill -9 of a server that was writing, clean again after the resync."""
+after kill -9 of a server that was writing, clean again after the resync.
+An external bitmap file (create --bitmap FILE) as `mdadm -X FILE` reads
+it, through the same cycle, served with the plugin's bitmap=FILE."""
 
 import json
 import os
@@ -280,6 +282,78 @@ class MdadmInteropTest(unittest.TestCase):
             md = mdadm_examine(dev)
         self.assertRegex(x["Bitmap"], r", 0 dirty", text)
         self.assertEqual(md["State"], "clean")
+
+    def test_bitmap_file_read_by_mdadm(self):
+        """`uraid create --bitmap FILE` writes md's external bitmap file:
+        `mdadm -X FILE` reads the header and bits (no loop device: mdadm
+        reads a regular file as a bitmap file), the members carry no
+        internal bitmap, kill -9 of a writing server leaves dirty bits in
+        the file, and serving with bitmap=FILE resyncs and clears them."""
+        paths = make_members(self.tmp, 4, 64 * MIB)
+        bm = os.path.join(self.tmp, "md0.bitmap")
+        out = run_tool("create", "--force", "--assume-clean",
+                       "--bitmap-chunk", "1M", "--bitmap", bm, *paths).stdout
+        self.assertIn(f"Intent Bitmap : {bm}, 1M chunks", out)
+        ours = json.loads(run_tool("examine", "--json", *paths).stdout)
+        member_bytes = ours[0]["used_dev_size_sectors"] * 512
+        bits = -(-member_bytes // MIB)
+        # md's file: the 256-byte header, then ceil(bits / 8) bytes.
+        self.assertEqual(os.path.getsize(bm), 256 + -(-bits // 8))
+        x, text = mdadm_x(bm)
+        self.assertEqual(x["Magic"], "6d746962", text)
+        self.assertEqual(x["Version"], "4", text)
+        self.assertEqual(x["UUID"], ours[0]["array_uuid"], text)
+        self.assertEqual(int(x["Events"]), ours[0]["events"], text)
+        self.assertEqual(x["State"], "OK", text)
+        self.assertEqual(x["Chunksize"], "1 MB", text)
+        self.assertEqual(x["Daemon"], "5s flush period", text)
+        self.assertEqual(x["Sync Size"].split()[0],
+                         str(member_bytes // 1024), text)
+        self.assertRegex(x["Bitmap"],
+                         rf"^{bits} bits \(chunks\), 0 dirty \(0\.0%\)$")
+        for p in paths:
+            md = mdadm_examine(p)
+            self.assertNotIn("Internal Bitmap", md)  # md's external way
+            self.assertRegex(md["Checksum"], r" - correct$")
+        text = run_tool("detail", "--bitmap", bm, *paths).stdout
+        self.assertRegex(text, rf"Intent Bitmap : External file \(1M chunks, "
+                               rf"0 of {bits} dirty")
+        # Without the file the array has no bitmap at all (md's behaviour).
+        text = run_tool("detail", *paths).stdout
+        self.assertNotIn("Intent Bitmap", text)
+        # Serve with the file, write a few regions, kill -9.
+        srv = Server(self.tmp, paths, extra=[f"bitmap={bm}"])
+        try:
+            h = srv.connect()
+            size = h.get_size()
+            for off in (0, size // 2):
+                h.pwrite(os.urandom(65536), off - off % 65536)
+            h.flush()
+        finally:
+            srv.stop(signal.SIGKILL)
+        x, text = mdadm_x(bm)
+        m = re.match(r"^(\d+) bits \(chunks\), (\d+) dirty", x["Bitmap"])
+        self.assertIsNotNone(m, text)
+        dirty = int(m.group(2))
+        self.assertGreaterEqual(dirty, 2, text)
+        self.assertLess(dirty, bits // 4, text)
+        self.assertEqual(mdadm_examine(paths[0])["State"], "active")
+        # Served again with the file: only those regions are resynced.
+        srv = Server(self.tmp, paths, extra=[f"bitmap={bm}"])
+        try:
+            deadline = time.time() + 60
+            while "resync: done" not in srv.output():
+                self.assertLess(time.time(), deadline, srv.output())
+                time.sleep(0.05)
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.output())
+        m = re.search(r"resync: done: \d+ stripes read \([^)]*, (\d+) "
+                      r"bitmap regions\)", srv.output())
+        self.assertIsNotNone(m, srv.output())
+        self.assertEqual(int(m.group(1)), dirty, srv.output())
+        x, text = mdadm_x(bm)
+        self.assertRegex(x["Bitmap"], r", 0 dirty", text)
+        self.assertEqual(mdadm_examine(paths[0])["State"], "clean")
 
 
 if __name__ == "__main__":

@@ -91,7 +91,12 @@ struct CacheOptions {
 
 // md's write-intent bitmap (see uraid/bitmap.h): records which regions may
 // have writes in flight, so that after a crash only those are resynced.
-enum class BitmapMode { kNone, kInternal };
+// kInternal keeps it on every member (md's --bitmap internal); kFile keeps
+// it in a separate file in md's external format (md's --bitmap FILE: the
+// 256-byte bitmap_super_t at byte 0, the bits right after it), which the
+// superblocks do not mention: it must be named again at every assembly
+// (AssembleOptions::bitmap_file).
+enum class BitmapMode { kNone, kInternal, kFile };
 
 // Every field has mdadm's default; see Geometry::Make for what is valid.
 struct CreateOptions {
@@ -116,8 +121,18 @@ struct CreateOptions {
   // data) unless kNone. The uraid default is on: it costs one small
   // metadata write per 64 MiB region per few seconds of writing.
   BitmapMode bitmap = BitmapMode::kInternal;
+  // kFile: the bitmap file's path. It must be a regular file that is not
+  // one of the members, nor stored on this array (a crash would lose the
+  // bits with the data they describe). A missing file is created (mode
+  // 0644 before umask); an existing empty one is used (mktemp); an
+  // existing non-empty one is refused unless `force` (mdadm refused any
+  // existing file without --force; an empty file holds nothing to lose).
+  // It is written with every bit set (or clear with assume_clean) and made
+  // durable, directory entry included, before the superblocks.
+  std::string bitmap_file;
   // Bytes of member data per bitmap bit; 0 = 64 MiB, doubled until the
-  // bits fit the space before data_offset.
+  // bits fit the space before data_offset (kFile: until they fit 128 KiB,
+  // as for internal bitmaps, so the two cost the same bitmap writes).
   uint64_t bitmap_chunk_bytes = 0;
   // Overwrite members that already hold an md superblock.
   bool force = false;
@@ -132,6 +147,17 @@ struct AssembleOptions {
   bool force = false;
   // Never write anything, not even the active/clean flag.
   bool read_only = false;
+  // The external bitmap file of an array created with BitmapMode::kFile
+  // (md's --assemble --bitmap=FILE). It is checked like an internal bitmap
+  // and refused, naming the file, when it is corrupt, truncated, belongs
+  // to another array or another size, is one of the members, or the array
+  // already has an internal bitmap. A file older than the superblocks
+  // (the array ran without it) is trusted for nothing: every region is
+  // resynced. Empty: no file. As in md, an array whose bitmap file is not
+  // given assembles without a bitmap, so a crash then means a full resync
+  // (the superblocks do not record that a file exists). Writable arrays
+  // hold an exclusive flock on the file, as on members.
+  std::string bitmap_file;
   CacheOptions cache;
 };
 
@@ -178,10 +204,19 @@ struct Counters {
 
 // Background jobs, in md's words (sync_action): resync after an unclean
 // shutdown, recover onto a spare, replace a member by copying it, check and
-// repair parity (scrub).
-enum class JobKind { kNone, kResync, kRecover, kReplace, kCheck, kRepair };
+// repair parity (scrub), reshape (grow, layout or chunk change).
+enum class JobKind {
+  kNone,
+  kResync,
+  kRecover,
+  kReplace,
+  kCheck,
+  kRepair,
+  kReshape
+};
 
-// md's "resync" / "recover" / "replace" / "check" / "repair" / "idle".
+// md's "resync" / "recover" / "replace" / "check" / "repair" / "reshape" /
+// "idle".
 const char* JobKindName(JobKind kind);
 
 // md's sync_speed_min / sync_speed_max, in KiB/s of member data per member:
@@ -216,14 +251,41 @@ inline constexpr size_t kMaxListedMismatches = 16;
 // The write-intent bitmap as the array holds it (ArrayInfo::bitmap).
 struct BitmapInfo {
   bool present = false;
-  uint64_t offset_bytes = 0;  // of the area on each member
-  uint64_t chunk_bytes = 0;   // member data bytes per bit
+  // Of the area on each member; 0 for an external bitmap file (the area
+  // starts the file).
+  uint64_t offset_bytes = 0;
+  uint64_t chunk_bytes = 0;  // member data bytes per bit
   uint64_t chunks = 0;
   uint64_t dirty_chunks = 0;  // bits set (in memory)
   uint64_t events = 0;
   uint64_t events_cleared = 0;
   uint64_t sync_size_bytes = 0;  // member data bytes covered
   uint32_t daemon_sleep_s = 0;
+};
+
+// A reshape (Array::Grow): the new shape. Unset fields keep the array's.
+struct GrowOptions {
+  int raid_devices = 0;          // 0: unchanged; more than now: grow
+  std::optional<Layout> layout;  // a RAID5 layout, or kParityLast
+  uint64_t chunk_bytes = 0;      // 0: unchanged
+  int level = 0;                 // 0: unchanged; 4 or 5 (RAID4 <-> RAID5)
+  // New members (one per added device), given slots raid_disks.. in order.
+  std::vector<std::unique_ptr<Member>> add;
+  // false: no background job; the caller copies the windows itself with
+  // Array::StepReshape (tests that interleave I/O with each window; tools
+  // that want to drive the pace).
+  bool start_job = true;
+};
+
+// A reshape in progress (ArrayInfo::reshape), md's superblock view.
+struct ReshapeInfo {
+  bool active = false;
+  // The old shape (array bytes at or past the position) and the new one
+  // (array bytes below it); set while active.
+  std::optional<Geometry> from;
+  std::optional<Geometry> to;
+  uint64_t position_bytes = 0;        // md's reshape_position, in bytes
+  uint64_t to_data_offset_bytes = 0;  // data offset of the new shape
 };
 
 // A snapshot of the array (Array::Info): a plain value, safe to keep.
@@ -249,6 +311,7 @@ struct ArrayInfo {
   JobInfo last_job;              // the last finished job (kNone if none)
   SpeedLimits speed;
   BitmapInfo bitmap;
+  ReshapeInfo reshape;
   Counters counters;
 };
 
@@ -347,6 +410,25 @@ class Array {
   // recovery from parity.
   absl::Status ReplaceMember(const std::string& old_name,
                              std::unique_ptr<Member> replacement);
+
+  // Reshapes the array while it serves (md's --grow): adds members, or
+  // changes layout, chunk or level (RAID4 <-> RAID5), restriping in the
+  // background (a kReshape job) without a backup file: the new shape is
+  // written below the old one, in the data-offset headroom, and each
+  // window's progress is durable in the superblocks before the next, so a
+  // crash resumes where it stopped. The exported size grows when the job
+  // ends (Info().geometry then shows the new shape). FailedPrecondition
+  // when degraded, read-only, another job or a resync is running, or there
+  // is no headroom; InvalidArgument for a shape md cannot reshape to (a
+  // shrink, a bad layout/chunk, the wrong number of new members). While a
+  // reshape is in progress with no job running it (paused by StopJob),
+  // Grow with no changes resumes it.
+  absl::Status Grow(GrowOptions options);
+  // Copies the next window of a reshape that has no job running (see
+  // GrowOptions::start_job; an assembled array with a reshape in progress
+  // before StartBackground). Returns true once the reshape has finished.
+  // FailedPrecondition when no reshape is in progress or a job runs it.
+  absl::StatusOr<bool> StepReshape();
 
   // --- jobs ---
   // Starts a background scrub: kCheck counts stripes whose parity does not

@@ -21,25 +21,38 @@
 //   {"cmd":"set","speed_min":KIB_S,"speed_max":KIB_S,"cache":BYTES}
 //                                             any non-empty subset;
 //                                             SetSpeedLimits, SetCacheBytes
-//   {"cmd":"grow",...}                        not implemented yet (error)
+//   {"cmd":"grow","raid_devices":N,"add":["PATH_OR_URI",...],
+//    "layout":"NAME","chunk":BYTES,"level":4|5}
+//                                             any non-empty subset; opens
+//                                             the "add" members (one per
+//                                             added device, given slots in
+//                                             order), then Array::Grow
 //
 // NAME is a member's Member::Name() as `detail` shows it (for the plugin,
 // the absolute path or the URI it was given); another path to the same
 // file (relative to the server, or through a symlink) is accepted too.
-// PATH_OR_URI for add/replace is opened by the server, so a path must be
-// absolute. Numbers are non-negative JSON integers; speed limits are KiB/s
+// PATH_OR_URI for add/replace/grow is opened by the server, so a path must
+// be absolute. Grow: raid_devices in [kMinDisks, kMaxDisks], and required
+// with a non-empty "add"; "add" at most 64 entries; layout
+// any name or number ParseLayout (uraid/geometry.h) accepts; chunk a power
+// of two in [kMinChunkBytes, kMaxChunkBytes]. Whether the new shape is one
+// the array can reshape to is Array::Grow's answer, sent back as the error.
+// Numbers are non-negative JSON integers; speed limits are KiB/s
 // per member (md's sync_speed_min/max), at most kControlMaxSpeedKiBs, and
 // min <= max after merging with the current limits; cache at most
 // kControlMaxCacheBytes. Unknown fields, duplicate fields, wrong types,
-// NUL bytes and nesting are refused.
+// NUL bytes and nesting are refused (grow's "add", an array of strings, is
+// the one field that is not a scalar).
 //
 // Replies: {"ok":true} (plus, for detail, "detail": the ArrayInfo as JSON;
 // for set, the limits in force: "speed_min", "speed_max" and, when given,
 // "cache"), or {"ok":false,"error":"MESSAGE","code":"ABSL_CODE"} where
 // MESSAGE names the cause and ABSL_CODE is absl's name for the status code
 // (e.g. "INVALID_ARGUMENT", "FAILED_PRECONDITION"). Commands that start
-// work (add, replace, check, repair) reply when it has started; progress is
-// in detail's "job", the outcome of the last job in "last_job".
+// work (add, replace, check, repair, grow) reply when it has started;
+// progress is in detail's "job" (kind "reshape" for grow, and detail's
+// "reshape" has the position and both shapes), the outcome of the last job
+// in "last_job". The exported size changes when a reshape ends.
 //
 // Robustness: a malformed request gets an error reply and the connection
 // stays usable; a line longer than the limit gets an error reply and the

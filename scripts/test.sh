@@ -45,15 +45,16 @@ fi
 # threads against the library: concurrent writers, the background jobs
 # (rebuild, replace, scrub) with I/O running, the control server's
 # connections, the NBD member's connection pools, the bitmap under array
-# writes. -DURAID_TSAN=ON switches uraid/sync.h's mutexes to std::mutex,
-# which TSan sees (Debian's libabsl is not built with TSan: absl::Mutex would
-# give false reports on every guarded field). halt_on_error: the first
+# writes, reshapes with clients writing during the copy. -DURAID_TSAN=ON
+# switches uraid/sync.h's mutexes to std::mutex, which TSan sees (Debian's
+# libabsl is not built with TSan: absl::Mutex would give false reports on
+# every guarded field). halt_on_error: the first
 # report fails the binary (exit code 66); tests/tsan.supp, if present, holds
 # suppressions (each with its reason). Two binaries at a time, the longest
 # first; each one's output is shown when it fails.
 if [[ "${URAID_TSAN:-1}" != 0 ]]; then
   tsan_tests=(nbd_member_test jobs_test array_bitmap_test control_test
-              concurrency_test)
+              concurrency_test reshape_test)
   t=$SECONDS
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DURAID_TSAN=ON -DURAID_FUZZ=OFF >/dev/null

@@ -957,14 +957,14 @@ def bench_reshape(args, plugin, tool, work):
             vals, engine = [], []
             for _ in range(args.repeat):
                 members, extra = fresh_array()
-                if read_mbs is None:
-                    read_mbs = member_read_mbs(members[0], 3, args.repeat)
                 srv = CtlServer(member_args(plugin, members, args), work,
                                 "reshape")
                 try:
                     size = srv.detail()["member_bytes"] * (args.members - 1)
                     fio(srv.uri, [dict(rw="write", bs="1m", iodepth=8,
                                        time_based=0)], 600, size)
+                    if read_mbs is None:  # filled: no holes to read fast
+                        read_mbs = member_read_mbs(members[0], 3, args.repeat)
                     ctl_request(srv.ctl, {"cmd": "set",
                                           "speed_max": UNTHROTTLED_KIB_S})
                     secs, lj = grow(srv, extra)

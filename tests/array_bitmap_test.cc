@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test_util.h"
 #include "uraid/array.h"
 #include "uraid/bitmap.h"
 #include "uraid/member.h"
@@ -42,20 +43,11 @@ constexpr uint64_t kBitmapChunk = 4 * kChunk;  // 4 stripes per bit
 constexpr uint64_t kArea = kSb12OffsetBytes + 4096;
 
 using Shared = std::shared_ptr<Member>;
+using testutil::Handles;
+using testutil::Pattern;
 
 std::vector<Shared> MakeMembers(int n, const std::string& prefix = "m") {
-  std::vector<Shared> v;
-  for (int i = 0; i < n; ++i) {
-    v.push_back(
-        Shared(NewMemoryMember(absl::StrFormat("%s%d", prefix, i), kSize)));
-  }
-  return v;
-}
-
-std::vector<std::unique_ptr<Member>> Handles(const std::vector<Shared>& v) {
-  std::vector<std::unique_ptr<Member>> out;
-  for (const auto& m : v) out.push_back(ShareMember(m));
-  return out;
+  return testutil::MakeMembers(n, kSize, prefix);
 }
 
 // A byte-for-byte copy of every member: what the disks hold if the
@@ -80,16 +72,7 @@ std::unique_ptr<Array> MustCreate(const std::vector<Shared>& m,
   o.bitmap = mode;
   o.bitmap_chunk_bytes = kBitmapChunk;
   o.cache.bytes = 0;
-  auto a = Array::Create(Handles(m), o);
-  EXPECT_TRUE(a.ok()) << a.status();
-  return std::move(*a);
-}
-
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
+  return testutil::MustCreate(m, o);
 }
 
 absl::StatusOr<BitmapSuper> ReadBitmapSuper(Member& m) {

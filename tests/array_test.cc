@@ -3,17 +3,19 @@
 // RCW by exact member-I/O counts, degraded operation and the clean/active
 // state kept in the superblocks.
 
+#include "uraid/array.h"
+
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
 
-#include <unistd.h>
-
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "uraid/array.h"
+#include "test_util.h"
 
 namespace uraid {
 namespace {
@@ -26,18 +28,11 @@ constexpr uint64_t kMemberBytes = 32 * kChunk;
 
 using Shared = std::shared_ptr<Member>;
 
-std::vector<Shared> MakeMembers(int n, uint64_t size = kOffset + kMemberBytes) {
-  std::vector<Shared> v;
-  for (int i = 0; i < n; ++i) {
-    v.push_back(Shared(NewMemoryMember(absl::StrFormat("m%d", i), size)));
-  }
-  return v;
-}
+using testutil::Handles;
+using testutil::Pattern;
 
-std::vector<std::unique_ptr<Member>> Handles(const std::vector<Shared>& v) {
-  std::vector<std::unique_ptr<Member>> out;
-  for (const auto& m : v) out.push_back(m ? ShareMember(m) : nullptr);
-  return out;
+std::vector<Shared> MakeMembers(int n, uint64_t size = kOffset + kMemberBytes) {
+  return testutil::MakeMembers(n, size);
 }
 
 std::vector<uint8_t> Bytes(Member& m) {
@@ -51,7 +46,8 @@ Shared Snapshot(Member& m, uint64_t size = 0) {
   std::vector<uint8_t> b = Bytes(m);
   if (size == 0) size = b.size();
   Shared copy(NewMemoryMember(m.Name() + "-copy", size));
-  EXPECT_TRUE(copy->Write(b.data(), std::min<uint64_t>(size, b.size()), 0).ok());
+  EXPECT_TRUE(
+      copy->Write(b.data(), std::min<uint64_t>(size, b.size()), 0).ok());
   return copy;
 }
 
@@ -66,21 +62,12 @@ CreateOptions Opts(Layout l = Layout::kLeftSymmetric) {
 
 std::unique_ptr<Array> MustCreate(const std::vector<Shared>& m,
                                   CreateOptions o = Opts()) {
-  auto a = Array::Create(Handles(m), o);
-  EXPECT_TRUE(a.ok()) << a.status();
-  return a.ok() ? std::move(*a) : nullptr;
+  return testutil::MustCreate(m, o);
 }
 
 absl::Status AssembleStatus(const std::vector<Shared>& m,
                             AssembleOptions o = {}) {
   return Array::Assemble(Handles(m), o).status();
-}
-
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 r(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(r());
-  return v;
 }
 
 // ------------------------------------------------------------- creation
@@ -145,18 +132,47 @@ struct RefusalCase {
 
 TEST(ArrayCreate, RefusesAndWritesNothing) {
   std::vector<RefusalCase> cases = {
-      {"two missing", [] { auto v = MakeMembers(4); v[1] = v[2] = nullptr; return v; },
+      {"two missing",
+       [] {
+         auto v = MakeMembers(4);
+         v[1] = v[2] = nullptr;
+         return v;
+       },
        Opts(), "2 members given as missing"},
       {"member too small",
-       [] { auto v = MakeMembers(3); v.push_back(Shared(NewMemoryMember("tiny", kOffset + 1000))); return v; },
-       [] { CreateOptions o = Opts(); o.member_bytes = 0; return o; }(), "tiny is too small"},
+       [] {
+         auto v = MakeMembers(3);
+         v.push_back(Shared(NewMemoryMember("tiny", kOffset + 1000)));
+         return v;
+       },
+       [] {
+         CreateOptions o = Opts();
+         o.member_bytes = 0;
+         return o;
+       }(),
+       "tiny is too small"},
       {"chunk not power of two", [] { return MakeMembers(4); },
-       [] { CreateOptions o = Opts(); o.chunk_bytes = 48 * 1024; return o; }(), "not a power of two"},
+       [] {
+         CreateOptions o = Opts();
+         o.chunk_bytes = 48 * 1024;
+         return o;
+       }(),
+       "not a power of two"},
       {"two disks", [] { return MakeMembers(2); }, Opts(), "raid disks"},
       {"level 4 with a RAID5 layout", [] { return MakeMembers(4); },
-       [] { CreateOptions o = Opts(); o.level = 4; return o; }(), "parity-last"},
+       [] {
+         CreateOptions o = Opts();
+         o.level = 4;
+         return o;
+       }(),
+       "parity-last"},
       {"size beyond members", [] { return MakeMembers(4); },
-       [] { CreateOptions o = Opts(); o.member_bytes = 2 * kMemberBytes; return o; }(), "exceeds"},
+       [] {
+         CreateOptions o = Opts();
+         o.member_bytes = 2 * kMemberBytes;
+         return o;
+       }(),
+       "exceeds"},
   };
   for (const RefusalCase& c : cases) {
     SCOPED_TRACE(c.what);
@@ -167,7 +183,8 @@ TEST(ArrayCreate, RefusesAndWritesNothing) {
     ASSERT_FALSE(a.ok());
     EXPECT_THAT(std::string(a.status().message()), HasSubstr(c.error));
     for (size_t i = 0; i < m.size(); ++i) {
-      if (m[i]) EXPECT_EQ(Bytes(*m[i]), before[i]) << "member " << i << " was written";
+      if (m[i])
+        EXPECT_EQ(Bytes(*m[i]), before[i]) << "member " << i << " was written";
     }
   }
 }
@@ -294,11 +311,11 @@ TEST(ArrayAssemble, DirtyArrayResyncsAndDirtyDegradedNeedsForce) {
   EXPECT_THAT(std::string(st.message()), HasSubstr("degraded"));
   AssembleOptions force;
   force.force = true;
-  EXPECT_TRUE(Array::Assemble(Handles({Snapshot(*crashed[0]),
-                                       Snapshot(*crashed[1]),
-                                       Snapshot(*crashed[2])}),
-                              force)
-                  .ok());
+  EXPECT_TRUE(
+      Array::Assemble(Handles({Snapshot(*crashed[0]), Snapshot(*crashed[1]),
+                               Snapshot(*crashed[2])}),
+                      force)
+          .ok());
 
   auto b = Array::Assemble(Handles(crashed), {});
   ASSERT_TRUE(b.ok()) << b.status();
@@ -334,11 +351,31 @@ TEST(ArrayWrite, PlanChoiceByMemberIoCounts) {
     uint64_t Counters::*kind;
   };
   std::vector<Case> cases = {
-      {"full stripe: no reads", 0, 4 * kChunk, {0, 5}, &Counters::full_stripe_writes},
-      {"4K in one chunk: RMW reads data+parity", 4096, 4096, {2, 2}, &Counters::rmw_writes},
-      {"3 of 4 chunks: RCW reads the 4th", 4 * kChunk, 3 * kChunk, {1, 4}, &Counters::rcw_writes},
-      {"2 of 4 chunks: RCW (2 reads) beats RMW (3)", 8 * kChunk, 2 * kChunk, {2, 3}, &Counters::rcw_writes},
-      {"sub-sector write: RMW", 12 * kChunk + 100, 10, {2, 2}, &Counters::rmw_writes},
+      {"full stripe: no reads",
+       0,
+       4 * kChunk,
+       {0, 5},
+       &Counters::full_stripe_writes},
+      {"4K in one chunk: RMW reads data+parity",
+       4096,
+       4096,
+       {2, 2},
+       &Counters::rmw_writes},
+      {"3 of 4 chunks: RCW reads the 4th",
+       4 * kChunk,
+       3 * kChunk,
+       {1, 4},
+       &Counters::rcw_writes},
+      {"2 of 4 chunks: RCW (2 reads) beats RMW (3)",
+       8 * kChunk,
+       2 * kChunk,
+       {2, 3},
+       &Counters::rcw_writes},
+      {"sub-sector write: RMW",
+       12 * kChunk + 100,
+       10,
+       {2, 2},
+       &Counters::rmw_writes},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -394,8 +431,8 @@ TEST(ArrayWrite, MemberFailureDuringWriteIsAbsorbed) {
 // Sequential writes smaller than a stripe are gathered into full-stripe
 // writes: no member reads at all, whatever the write size.
 TEST(ArrayWrite, SequentialSmallWritesCoalesceIntoFullStripes) {
-  for (uint64_t bs : {uint64_t{4096}, uint64_t{65536}, uint64_t{100000},
-                      3 * kChunk / 2}) {
+  for (uint64_t bs :
+       {uint64_t{4096}, uint64_t{65536}, uint64_t{100000}, 3 * kChunk / 2}) {
     SCOPED_TRACE(bs);
     auto m = MakeMembers(4);
     auto a = MustCreate(m);
@@ -524,7 +561,9 @@ class SlowMember : public Member {
  public:
   SlowMember(Shared target, std::chrono::milliseconds delay,
              std::atomic<int>* inflight, std::atomic<int>* peak)
-      : t_(std::move(target)), delay_(delay), inflight_(inflight),
+      : t_(std::move(target)),
+        delay_(delay),
+        inflight_(inflight),
         peak_(peak) {}
   absl::Status Read(void* b, size_t l, uint64_t o) override {
     Slow();
@@ -564,8 +603,8 @@ TEST(ArrayWrite, SlowMembersGetTheWholePlanInFlightAtOnce) {
   auto base = MakeMembers(5);
   std::vector<Shared> m;
   for (auto& b : base) {
-    m.push_back(std::make_shared<SlowMember>(
-        b, std::chrono::milliseconds(5), &inflight, &peak));
+    m.push_back(std::make_shared<SlowMember>(b, std::chrono::milliseconds(5),
+                                             &inflight, &peak));
   }
   CreateOptions o = Opts();
   o.assume_clean = true;

@@ -34,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test_util.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
@@ -967,39 +968,14 @@ TEST_F(BitmapWriteIntent, KeepsBytesPastTheBitsInTheLastSector) {
 
 // --- Interop with mdadm --examine-bitmap ---
 
-std::optional<std::string> RunCommand(const std::string& cmd, int* status) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return std::nullopt;
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
-}
-
-bool HaveMdadm() {
-  int status = 0;
-  std::optional<std::string> out =
-      RunCommand("command -v mdadm 2>/dev/null", &status);
-  return out.has_value() && status == 0 && !out->empty();
-}
-
-std::map<std::string, std::string> ParseExamine(const std::string& text) {
-  std::map<std::string, std::string> kv;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    const size_t sep = line.find(" : ");
-    if (sep == absl::string_view::npos) continue;
-    kv[std::string(absl::StripAsciiWhitespace(line.substr(0, sep)))] =
-        std::string(absl::StripAsciiWhitespace(line.substr(sep + 3)));
-  }
-  return kv;
-}
+using testutil::HaveTool;
+using testutil::ParseExamine;
+using testutil::RunCommand;
 
 class BitmapInterop : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveMdadm()) GTEST_SKIP() << "mdadm not installed; skipping";
+    if (!HaveTool("mdadm")) GTEST_SKIP() << "mdadm not installed; skipping";
     std::string tmpl = ::testing::TempDir() + "uraid_bitmap_XXXXXX";
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << strerror(errno);
     dir_ = tmpl;

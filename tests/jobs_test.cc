@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test_util.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
@@ -35,21 +36,17 @@ constexpr int kDisks = 4;
 constexpr uint64_t kArrayBytes = (kDisks - 1) * kMemberBytes;
 
 using Shared = std::shared_ptr<Member>;
+using testutil::ExpectContents;
+using testutil::Handles;
+using testutil::Mismatches;
+using testutil::Pattern;
 
 Shared NewMember(const std::string& name, uint64_t size = kSize) {
   return Shared(NewMemoryMember(name, size));
 }
 
 std::vector<Shared> MakeMembers(int n) {
-  std::vector<Shared> v;
-  for (int i = 0; i < n; ++i) v.push_back(NewMember(absl::StrFormat("m%d", i)));
-  return v;
-}
-
-std::vector<std::unique_ptr<Member>> Handles(const std::vector<Shared>& v) {
-  std::vector<std::unique_ptr<Member>> out;
-  for (const auto& m : v) out.push_back(ShareMember(m));
-  return out;
+  return testutil::MakeMembers(n, kSize);
 }
 
 // Lines logged by the array, for tests that look for an event.
@@ -77,30 +74,7 @@ std::unique_ptr<Array> MustCreate(const std::vector<Shared>& m,
   o.chunk_bytes = kChunk;
   o.data_offset_bytes = kOffset;
   o.cache.bytes = 0;
-  std::vector<std::unique_ptr<Member>> h;
-  for (const auto& x : m) h.push_back(x ? ShareMember(x) : nullptr);
-  auto a = Array::Create(std::move(h), o, std::move(log));
-  EXPECT_TRUE(a.ok()) << a.status();
-  return std::move(*a);
-}
-
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
-
-void ExpectContents(Array& a, const std::vector<uint8_t>& want) {
-  std::vector<uint8_t> got(want.size());
-  ASSERT_TRUE(a.Read(got.data(), got.size(), 0).ok());
-  EXPECT_TRUE(got == want) << "array contents differ from the reference";
-}
-
-uint64_t Mismatches(Array& a) {
-  auto r = a.CheckParity(nullptr);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *r : ~0ull;
+  return testutil::MustCreate(m, o, std::move(log));
 }
 
 SlotState StateOf(const ArrayInfo& info, int slot) {

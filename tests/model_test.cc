@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "test_util.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
 
@@ -728,6 +729,7 @@ class RecoveryRun : public ModelRun {
                          old.slot, fresh->Name(), variant));
     const double at = static_cast<double>(rng_() % 80) / 100;
     bool struck = variant == 0;
+    bool late_strike = false;
     for (int ops = 0;; ++ops) {
       info = array_->Info();
       ASSERT_FALSE(info.failed);
@@ -741,8 +743,15 @@ class RecoveryRun : public ModelRun {
           Note(absl::StrFormat("old member %s fails mid-copy", old.name));
         } else if (variant == 2) {
           ASSERT_NO_FATAL_FAILURE(Restart(true));
-          // Replace does not survive a restart: the copy is a spare now.
           info = array_->Info();
+          if (info.slots[old.slot].name == fresh->Name()) {
+            // The copy ended before the restart could stop it (a slow
+            // copy of a small member is one or two throttled batches):
+            // it holds the slot, as if not struck.
+            struck = false;
+            break;
+          }
+          // Replace does not survive a restart: the copy is a spare now.
           ASSERT_EQ(info.slots[old.slot].name, old.name);
           ASSERT_TRUE(std::any_of(
               info.spares.begin(), info.spares.end(),
@@ -754,6 +763,15 @@ class RecoveryRun : public ModelRun {
           ASSERT_TRUE(st.ok()) << st;
           Note(
               absl::StrFormat("fail replacement %s by request", fresh->Name()));
+          (void)array_->WaitForJob();
+          const ArrayInfo after = array_->Info();
+          if (after.last_job.kind == JobKind::kReplace &&
+              after.last_job.result == "completed") {
+            // The copy had ended (a slow copy of a small member is one or
+            // two throttled batches): the failure hit the slot's new
+            // member, and the slot is healed like any failed one.
+            late_strike = true;
+          }
         }
         continue;
       }
@@ -773,7 +791,7 @@ class RecoveryRun : public ModelRun {
         ASSERT_EQ(info.last_job.kind, JobKind::kReplace);
         ASSERT_EQ(info.last_job.result, "completed");
       }
-    } else if (variant == 3) {
+    } else if (variant == 3 && !late_strike) {
       ASSERT_EQ(info.slots[old.slot].name, old.name);
     }
   }
@@ -903,9 +921,7 @@ struct SmallArray {
     o.cache.bytes = 0;
     auto c = Array::Create(std::move(v), o);
     ASSERT_TRUE(c.ok()) << c.status();
-    data.resize(kMemberBytes * (kDisks - 1));
-    std::mt19937 rng(1);
-    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    data = testutil::Pattern(kMemberBytes * (kDisks - 1), 1);
     ASSERT_TRUE((*c)->Write(data.data(), data.size(), 0).ok());
     c->reset();
     v.clear();
@@ -1072,9 +1088,7 @@ struct GatedArray {
                            [log = log](const std::string& l) { log->Add(l); });
     ASSERT_TRUE(c.ok()) << c.status();
     a = std::move(*c);
-    ref.resize(kMemberBytes * (disks - 1));
-    std::mt19937 rng(2);
-    for (auto& b : ref) b = static_cast<uint8_t>(rng());
+    ref = testutil::Pattern(kMemberBytes * (disks - 1), 2);
     ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
   }
   std::shared_ptr<Member> Fresh(const char* name) {

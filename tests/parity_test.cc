@@ -11,6 +11,9 @@
 
 #include <dlfcn.h>
 #include <isa-l/raid.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <array>
 #include <atomic>
@@ -106,6 +109,7 @@ const KernelCase kKernels[] = {
     {XorKernel::kAvx, "Avx", kFnAvx},
     {XorKernel::kAvx512, "Avx512", kFnAvx512},
     {XorKernel::kPortable, "Portable", kFnCount},
+    {XorKernel::kPortableAvx2, "PortableAvx2", kFnCount},
 };
 
 void PrintTo(const KernelCase& k, std::ostream* os) { *os << k.name; }
@@ -121,6 +125,8 @@ bool CpuSupports(XorKernel kernel) {
       return __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl");
+    case XorKernel::kPortableAvx2:
+      return __builtin_cpu_supports("avx2");
     default:
       return true;
   }
@@ -214,7 +220,9 @@ class Row {
   std::vector<const void*> srcs_;
 };
 
-const size_t kLengths[] = {1, 7, 31, 32, 4096, 4096 + 17, 1 << 20};
+// 127/128/129: either side of one block of the portable loops.
+const size_t kLengths[] = {1,   7,   31,   32,        127,
+                           128, 129, 4096, 4096 + 17, 1 << 20};
 
 class XorKernelTest : public ::testing::TestWithParam<KernelCase> {
  protected:
@@ -227,7 +235,10 @@ class XorKernelTest : public ::testing::TestWithParam<KernelCase> {
   }
   void TearDown() override { SetXorKernelForTesting(XorKernel::kDispatch); }
 
-  bool UsesIsal() const { return GetParam().kernel != XorKernel::kPortable; }
+  bool UsesIsal() const {
+    return GetParam().kernel != XorKernel::kPortable &&
+           GetParam().kernel != XorKernel::kPortableAvx2;
+  }
 
   // Checks that the last operation made `n` xor_gen calls, all through the
   // selected entry point. When ISA-L's own dispatcher is used, its internal
@@ -432,6 +443,43 @@ TEST_P(XorKernelTest, ReconstructsAnyMissingChunk) {
       EXPECT_EQ(std::memcmp(odd.data() + 8, row[missing], chunk), 0);
     }
   }
+}
+
+#if defined(__x86_64__)
+// The AVX state components in use (XGETBV with ECX = 1, "XINUSE"), or 0 when
+// the CPU cannot report them.
+uint64_t AvxUpperStateInUse() {
+  unsigned a, b, c, d;
+  if (!__builtin_cpu_supports("avx") ||
+      !__get_cpuid_count(0xd, 1, &a, &b, &c, &d) || (a & (1u << 2)) == 0) {
+    return 0;
+  }
+  uint32_t lo, hi;
+  asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+  // Bit 2: upper halves of ymm0-15; bit 6: upper halves of zmm0-15. Both
+  // make later legacy-SSE code pay a transition penalty; vzeroupper clears
+  // them.
+  return ((uint64_t{hi} << 32) | lo) & ((1u << 2) | (1u << 6));
+}
+#endif
+
+// ISA-L's AVX/AVX-512 kernels return with dirty upper register state; Xor
+// must clean it (vzeroupper) so callers' SSE code doesn't stall. The same
+// for the AVX2 portable loop, on aligned and misaligned buffers.
+TEST_P(XorKernelTest, LeavesNoDirtyUpperVectorState) {
+#if defined(__x86_64__)
+  for (size_t offset : {size_t{0}, size_t{16}}) {
+    for (size_t n : {2, 3, 5, 40}) {
+      Row row(n, 4096, n, offset, {offset});
+      Xor(row.dst(), row.srcs(), 4096);
+      EXPECT_EQ(AvxUpperStateInUse(), 0u)
+          << "offset " << offset << " sources " << n;
+      ASSERT_TRUE(row.DstIs(row.Reference()));
+    }
+  }
+#else
+  GTEST_SKIP() << "x86-64 only";
+#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKernels, XorKernelTest,

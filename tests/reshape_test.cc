@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "reshape_math.h"
+#include "test_util.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
@@ -130,20 +131,13 @@ constexpr uint64_t kMemberBytes = 48 * kChunk;  // 3 MiB
 constexpr uint64_t kSize = kOffset + kMemberBytes;
 
 using Shared = std::shared_ptr<Member>;
+using testutil::ExpectContents;
+using testutil::Handles;
+using testutil::Mismatches;
+using testutil::Pattern;
 
 std::vector<Shared> MakeMembers(int n, const std::string& prefix = "m") {
-  std::vector<Shared> v;
-  for (int i = 0; i < n; ++i) {
-    v.push_back(
-        Shared(NewMemoryMember(absl::StrFormat("%s%d", prefix, i), kSize)));
-  }
-  return v;
-}
-
-std::vector<std::unique_ptr<Member>> Handles(const std::vector<Shared>& v) {
-  std::vector<std::unique_ptr<Member>> out;
-  for (const auto& m : v) out.push_back(ShareMember(m));
-  return out;
+  return testutil::MakeMembers(n, kSize, prefix);
 }
 
 std::unique_ptr<Array> MustCreate(const std::vector<Shared>& m, int level = 5,
@@ -157,28 +151,7 @@ std::unique_ptr<Array> MustCreate(const std::vector<Shared>& m, int level = 5,
   o.bitmap = bitmap;
   o.bitmap_chunk_bytes = bitmap == BitmapMode::kNone ? 0 : 256 << 10;
   o.cache.bytes = 4 << 20;
-  auto a = Array::Create(Handles(m), o);
-  EXPECT_TRUE(a.ok()) << a.status();
-  return a.ok() ? std::move(*a) : nullptr;
-}
-
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
-
-void ExpectPrefix(Array& a, const std::vector<uint8_t>& want) {
-  std::vector<uint8_t> got(want.size());
-  ASSERT_TRUE(a.Read(got.data(), got.size(), 0).ok());
-  ASSERT_TRUE(got == want) << "array contents differ from the reference";
-}
-
-uint64_t Mismatches(Array& a) {
-  auto r = a.CheckParity(nullptr);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *r : ~0ull;
+  return testutil::MustCreate(m, o);
 }
 
 GrowOptions AddDevices(int to, const std::vector<Shared>& extra) {
@@ -205,7 +178,7 @@ TEST(Reshape, GrowFourToFiveKeepsEveryByteAndGrowsTheArray) {
   EXPECT_EQ(info.last_job.kind, JobKind::kReshape);
   EXPECT_EQ(info.last_job.result, "completed");
   EXPECT_LT(info.data_offset_bytes, kOffset);
-  ExpectPrefix(*a, data);
+  ExpectContents(*a, data);
   // The grown part reads as zeros and takes writes.
   std::vector<uint8_t> tail(kMemberBytes);
   ASSERT_TRUE(a->Read(tail.data(), tail.size(), old_bytes).ok());
@@ -222,7 +195,7 @@ TEST(Reshape, GrowFourToFiveKeepsEveryByteAndGrowsTheArray) {
   EXPECT_EQ((*b)->Info().geometry.raid_disks(), 5);
   EXPECT_TRUE((*b)->Info().clean);
   data.insert(data.end(), more.begin(), more.end());
-  ExpectPrefix(**b, data);
+  ExpectContents(**b, data);
   std::vector<uint8_t> raw(kSbBlockBytes);
   ASSERT_TRUE(extra[0]->Read(raw.data(), raw.size(), kSb12OffsetBytes).ok());
   auto sb = DecodeSuperblock(raw);
@@ -304,13 +277,13 @@ TEST(Reshape, LayoutChunkAndLevelChanges) {
     EXPECT_EQ(g.level(), c.want_level);
     EXPECT_EQ(g.layout(), c.want_layout);
     EXPECT_EQ(g.chunk_bytes(), c.want_chunk);
-    ExpectPrefix(*a, data);
+    ExpectContents(*a, data);
     EXPECT_EQ(Mismatches(*a), 0u);
     a.reset();
     auto b = Array::Assemble(Handles(m), {});
     ASSERT_TRUE(b.ok()) << b.status();
     EXPECT_EQ((*b)->Info().geometry, g);
-    ExpectPrefix(**b, data);
+    ExpectContents(**b, data);
   }
 }
 
@@ -405,7 +378,7 @@ TEST(Reshape, ClientsWriteAndReadDuringAGrow) {
     w2.join();
     EXPECT_EQ(errors.load(), 0);
     EXPECT_EQ(a->Info().geometry.raid_disks(), 5);
-    ExpectPrefix(*a, ref);
+    ExpectContents(*a, ref);
     EXPECT_EQ(Mismatches(*a), 0u);
   }
 }
@@ -431,7 +404,7 @@ TEST(Reshape, StopPausesAndEmptyGrowResumes) {
   ASSERT_TRUE(info.reshape.active);
   EXPECT_EQ(info.last_job.kind, JobKind::kReshape);
   EXPECT_EQ(info.last_job.result, "interrupted");
-  ExpectPrefix(*a, data);
+  ExpectContents(*a, data);
   // A different change is refused while one is in progress.
   GrowOptions other;
   other.layout = Layout::kRightSymmetric;
@@ -442,7 +415,7 @@ TEST(Reshape, StopPausesAndEmptyGrowResumes) {
   ASSERT_TRUE(a->WaitForJob().ok());
   EXPECT_FALSE(a->Info().reshape.active);
   EXPECT_EQ(a->Info().geometry.raid_disks(), 4);
-  ExpectPrefix(*a, data);
+  ExpectContents(*a, data);
 }
 
 // A member fails in the middle of the copy: the reshape goes on degraded
@@ -468,7 +441,7 @@ TEST(Reshape, MemberFailsMidReshape) {
   ArrayInfo info = a->Info();
   EXPECT_EQ(info.geometry.raid_disks(), 5);
   EXPECT_TRUE(info.degraded);
-  ExpectPrefix(*a, data);
+  ExpectContents(*a, data);
 }
 
 // The model: random reads, writes, zeroes and flushes against a flat
@@ -582,7 +555,7 @@ TEST(Reshape, ModelStepsTheReshapeUnderRandomIo) {
       ASSERT_FALSE(a->Info().reshape.active);
       const uint64_t new_bytes = a->Info().geometry.array_bytes();
       ref.resize(new_bytes, 0);
-      ExpectPrefix(*a, ref);
+      ExpectContents(*a, ref);
       if (!a->Info().degraded) {
         EXPECT_EQ(Mismatches(*a), 0u);
       }
@@ -689,7 +662,7 @@ TEST(Reshape, PowerCutsAnywhereResumeAndVerify) {
       (*b)->StartBackground();
       ASSERT_TRUE((*b)->WaitForJob().ok());
       ASSERT_FALSE((*b)->Info().reshape.active);
-      ExpectPrefix(**b, data);
+      ExpectContents(**b, data);
       if (!(*b)->Info().degraded) {
         EXPECT_EQ(Mismatches(**b), 0u);
       }

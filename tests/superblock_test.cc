@@ -28,6 +28,7 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test_util.h"
 
 namespace uraid {
 namespace {
@@ -656,36 +657,9 @@ TEST(FormatUuid, MdadmStyle) {
 // --- Interop with mdadm and blkid
 // ---------------------------------------------
 
-// Runs a shell command and returns its stdout, or nullopt if it could not run.
-std::optional<std::string> RunCommand(const std::string& cmd, int* status) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return std::nullopt;
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
-}
-
-bool HaveTool(const std::string& name) {
-  int status = 0;
-  std::optional<std::string> out =
-      RunCommand("command -v " + name + " 2>/dev/null", &status);
-  return out.has_value() && status == 0 && !out->empty();
-}
-
-// "   Key : value" lines of mdadm --examine, keyed by the trimmed key.
-std::map<std::string, std::string> ParseExamine(const std::string& text) {
-  std::map<std::string, std::string> kv;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    const size_t sep = line.find(" : ");
-    if (sep == absl::string_view::npos) continue;
-    kv[std::string(absl::StripAsciiWhitespace(line.substr(0, sep)))] =
-        std::string(absl::StripAsciiWhitespace(line.substr(sep + 3)));
-  }
-  return kv;
-}
+using testutil::HaveTool;
+using testutil::ParseExamine;
+using testutil::RunCommand;
 
 // "8-4-4-4-12" form of a uuid, bytes in order, as libblkid prints it.
 std::string DashedUuid(const std::array<uint8_t, 16>& u) {

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,24 +59,35 @@ absl::StatusOr<uint64_t> ParseRate(const std::string& text) {
   return *bytes / 1024;
 }
 
-CLI::Validator RateValidator() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        absl::StatusOr<uint64_t> r = ParseRate(text);
-        return r.ok() ? std::string() : std::string(r.status().message());
-      },
-      "RATE");
-}
+CLI::Validator RateValidator() { return StatusValidator(ParseRate, "RATE"); }
 
-// Connects, or prints why not. nullptr after printing.
-std::unique_ptr<ControlClient> Connect(const std::string& socket) {
+// A command's connection to the server, and the last_job it saw before
+// starting a job (for FollowJob).
+struct Connection {
+  std::unique_ptr<ControlClient> client;
+  JobInfo before;
+};
+
+// Connects and, when the command will follow the job it starts (--wait /
+// --watch), reads the last_job first. nullopt after printing why not.
+std::optional<Connection> Connect(const std::string& socket,
+                                  bool follow = false) {
   absl::StatusOr<std::unique_ptr<ControlClient>> client =
       ControlClient::Connect(socket);
   if (!client.ok()) {
     Fail(client.status());
-    return nullptr;
+    return std::nullopt;
   }
-  return *std::move(client);
+  Connection c{.client = *std::move(client)};
+  if (follow) {
+    absl::StatusOr<ArrayInfo> info = c.client->Detail();
+    if (!info.ok()) {
+      Fail(info.status());
+      return std::nullopt;
+    }
+    c.before = info->last_job;
+  }
+  return c;
 }
 
 // Follows the job a command just started (--wait / --watch); exit code.
@@ -88,13 +100,6 @@ int FollowJob(ControlClient& client, bool watch, const JobInfo& before) {
   return 0;
 }
 
-// The last_job before starting one, for FollowJob.
-absl::StatusOr<JobInfo> LastJob(ControlClient& client) {
-  absl::StatusOr<ArrayInfo> info = client.Detail();
-  if (!info.ok()) return info.status();
-  return info->last_job;
-}
-
 struct MemberArgs {
   std::string control;
   std::vector<std::string> members;
@@ -105,19 +110,14 @@ struct MemberArgs {
 // fail / remove / add: one request per member, in order; stops at the
 // first error.
 int RunMembers(const MemberArgs& args, Cmd cmd) {
-  std::unique_ptr<ControlClient> client = Connect(args.control);
-  if (!client) return 1;
-  JobInfo before;
-  if (args.wait || args.watch) {
-    absl::StatusOr<JobInfo> last = LastJob(*client);
-    if (!last.ok()) return Fail(last.status());
-    before = *last;
-  }
+  std::optional<Connection> c = Connect(args.control, args.wait || args.watch);
+  if (!c) return 1;
+  ControlClient& client = *c->client;
   for (const std::string& m : args.members) {
     Request r{.cmd = cmd};
     r.member =
         cmd == Cmd::kAdd ? MemberPathForServer(m) : MemberNameForServer(m);
-    absl::StatusOr<json> reply = client->Call(r);
+    absl::StatusOr<json> reply = client.Call(r);
     if (!reply.ok()) return Fail(reply.status());
     switch (cmd) {
       case Cmd::kFail:
@@ -132,7 +132,7 @@ int RunMembers(const MemberArgs& args, Cmd cmd) {
     }
   }
   std::fflush(stdout);
-  if (args.wait || args.watch) return FollowJob(*client, args.watch, before);
+  if (args.wait || args.watch) return FollowJob(client, args.watch, c->before);
   return 0;
 }
 
@@ -165,23 +165,18 @@ struct ReplaceArgs {
 };
 
 int RunReplace(const ReplaceArgs& args) {
-  std::unique_ptr<ControlClient> client = Connect(args.control);
-  if (!client) return 1;
-  JobInfo before;
-  if (args.wait || args.watch) {
-    absl::StatusOr<JobInfo> last = LastJob(*client);
-    if (!last.ok()) return Fail(last.status());
-    before = *last;
-  }
+  std::optional<Connection> c = Connect(args.control, args.wait || args.watch);
+  if (!c) return 1;
+  ControlClient& client = *c->client;
   Request r{.cmd = Cmd::kReplace,
             .member = MemberNameForServer(args.old_member),
             .replacement = MemberPathForServer(args.new_member)};
-  absl::StatusOr<json> reply = client->Call(r);
+  absl::StatusOr<json> reply = client.Call(r);
   if (!reply.ok()) return Fail(reply.status());
   std::printf("replacing %s with %s\n", r.member.c_str(),
               r.replacement.c_str());
   std::fflush(stdout);
-  if (args.wait || args.watch) return FollowJob(*client, args.watch, before);
+  if (args.wait || args.watch) return FollowJob(client, args.watch, c->before);
   return 0;
 }
 
@@ -196,17 +191,12 @@ struct ScrubArgs {
 };
 
 int RunRemoteScrub(const ScrubArgs& args, bool repair) {
-  std::unique_ptr<ControlClient> client = Connect(args.control);
-  if (!client) return 1;
   const bool follow = args.wait || args.watch;
-  JobInfo before;
-  if (follow) {
-    absl::StatusOr<JobInfo> last = LastJob(*client);
-    if (!last.ok()) return Fail(last.status());
-    before = *last;
-  }
+  std::optional<Connection> c = Connect(args.control, follow);
+  if (!c) return 1;
+  ControlClient& client = *c->client;
   absl::StatusOr<json> reply =
-      client->Call({.cmd = repair ? Cmd::kRepair : Cmd::kCheck});
+      client.Call({.cmd = repair ? Cmd::kRepair : Cmd::kCheck});
   if (!reply.ok()) return Fail(reply.status());
   const char* what = repair ? "repair" : "check";
   if (!follow) {
@@ -220,7 +210,7 @@ int RunRemoteScrub(const ScrubArgs& args, bool repair) {
     }
     return 0;
   }
-  absl::StatusOr<ArrayInfo> info = WaitForJobs(*client, args.watch, &before);
+  absl::StatusOr<ArrayInfo> info = WaitForJobs(client, args.watch, &c->before);
   if (!info.ok()) return Fail(info.status());
   const JobInfo& last = info->last_job;
   if (args.json) {
@@ -287,9 +277,10 @@ int RunSet(const SetArgs& args) {
   if (!args.speed_min.empty()) r.speed_min_kib_s = *ParseRate(args.speed_min);
   if (!args.speed_max.empty()) r.speed_max_kib_s = *ParseRate(args.speed_max);
   if (!args.cache.empty()) r.cache_bytes = *ParseSize(args.cache);
-  std::unique_ptr<ControlClient> client = Connect(args.control);
-  if (!client) return 1;
-  absl::StatusOr<json> reply = client->Call(r);
+  std::optional<Connection> c = Connect(args.control);
+  if (!c) return 1;
+  ControlClient& client = *c->client;
+  absl::StatusOr<json> reply = client.Call(r);
   if (!reply.ok()) return Fail(reply.status());
   if (r.speed_min_kib_s || r.speed_max_kib_s) {
     std::printf("speed limits: min %s KiB/s, max %s KiB/s\n",
@@ -303,9 +294,10 @@ int RunSet(const SetArgs& args) {
 }
 
 int RunStop(const std::string& socket) {
-  std::unique_ptr<ControlClient> client = Connect(socket);
-  if (!client) return 1;
-  absl::StatusOr<json> reply = client->Call({.cmd = Cmd::kStop});
+  std::optional<Connection> c = Connect(socket);
+  if (!c) return 1;
+  ControlClient& client = *c->client;
+  absl::StatusOr<json> reply = client.Call({.cmd = Cmd::kStop});
   if (!reply.ok()) return Fail(reply.status());
   std::printf("stopped the running job, if any\n");
   return 0;

@@ -88,22 +88,6 @@ std::string SlotStateText(const SlotInfo& s, const Geometry& g) {
   return text;
 }
 
-json JobJson(const JobInfo& job) {
-  json j;
-  j["kind"] = JobKindName(job.kind);
-  j["done_bytes"] = job.done_bytes;
-  j["total_bytes"] = job.total_bytes;
-  j["percent"] = JobPercent(job);
-  j["bytes_per_s"] = job.bytes_per_s;
-  j["eta_seconds"] = JobEtaSeconds(job);
-  j["slot"] = job.slot;
-  j["target"] = job.target;
-  j["mismatches"] = job.mismatches;
-  j["first_mismatches"] = job.first_mismatches;
-  j["result"] = job.result;
-  return j;
-}
-
 // The job lines, in mdadm's "<Label> Status : N% complete" form.
 void PrintJob(const ArrayInfo& info) {
   const JobInfo& job = info.job;
@@ -248,62 +232,42 @@ void PrintText(const ArrayInfo& info, bool live) {
   std::printf("  %s DEVICE\n", hints.xfs.c_str());
 }
 
-json SlotJson(const SlotInfo& s) {
-  return {{"slot", s.slot},
-          {"state", SlotStateName(s.state)},
-          {"name", s.name},
-          {"dev_number", s.dev_number},
-          {"device_uuid", FormatUuid(s.device_uuid)},
-          {"recovery_bytes", s.recovery_bytes}};
+// The control protocol's encoding of the job (InfoToJson) plus its
+// progress: percent done and seconds left (-1: unknown).
+void AddJobProgress(const JobInfo& job, json* j) {
+  (*j)["percent"] = JobPercent(job);
+  (*j)["eta_seconds"] = JobEtaSeconds(job);
 }
 
+// InfoToJson's object (the control protocol's detail, so that no ArrayInfo
+// field is encoded twice), with the names `detail --json` has always used
+// where they differ, and what only the tool adds: md's words and times,
+// sizes derived from the geometry, state, live and the mkfs hints.
 json ToJson(const ArrayInfo& info, bool live) {
   const Geometry& g = info.geometry;
-  json j;
-  j["uuid"] = FormatUuid(info.uuid);
-  j["name"] = info.name;
+  json j = InfoToJson(info);
+  // Here "layout" is the name; raid_devices, *_time_unix and speed_limits
+  // stand for raid_disks, ctime, utime and speed.
+  j["layout"] = std::string(LayoutName(g.layout()));
+  j["layout_number"] = static_cast<int>(g.layout());
+  j.erase("raid_disks");
+  j["raid_devices"] = g.raid_disks();
+  j.erase("ctime");
+  j.erase("utime");
   j["creation_time"] = FormatMdTime(info.ctime);
   j["creation_time_unix"] = info.ctime & 0xFFFFFFFFFFull;
   j["update_time"] = FormatMdTime(info.utime);
   j["update_time_unix"] = info.utime & 0xFFFFFFFFFFull;
+  json speed = std::move(j["speed"]);
+  j.erase("speed");
+  j["speed_limits"] = std::move(speed);
   j["raid_level"] = LevelName(g.level());
-  j["level"] = g.level();
-  j["layout"] = std::string(LayoutName(g.layout()));
-  j["layout_number"] = static_cast<int>(g.layout());
-  j["chunk_bytes"] = g.chunk_bytes();
-  j["raid_devices"] = g.raid_disks();
   j["data_disks"] = g.data_disks();
   j["array_bytes"] = g.array_bytes();
-  j["member_bytes"] = g.member_bytes();
-  j["data_offset_bytes"] = info.data_offset_bytes;
-  j["events"] = info.events;
   j["state"] = StateText(info);
-  j["clean"] = info.clean;
-  j["degraded"] = info.degraded;
-  j["failed"] = info.failed;
-  j["read_only"] = info.read_only;
-  j["resyncing"] = info.resyncing;
-  j["resync_bytes"] = info.resync_bytes;
-  json slots = json::array();
-  for (const SlotInfo& s : info.slots) slots.push_back(SlotJson(s));
-  j["slots"] = std::move(slots);
-  json spares = json::array();
-  for (const SlotInfo& s : info.spares) spares.push_back(SlotJson(s));
-  j["spares"] = std::move(spares);
-  j["job"] = JobJson(info.job);
-  j["last_job"] = JobJson(info.last_job);
   j["live"] = live;
-  j["speed_limits"] = {{"min_kib_s", info.speed.min_kib_s},
-                       {"max_kib_s", info.speed.max_kib_s}};
-  json counters = json::object();
-  for (const auto& [name, value] : CounterList(info.counters)) {
-    counters[name] = value;
-  }
-  j["counters"] = std::move(counters);
-  // The bitmap object exactly as the control protocol carries it.
-  j["bitmap"] = InfoToJson(info)["bitmap"];
-  // The reshape too (position and both shapes; null shapes when none).
-  j["reshape"] = InfoToJson(info)["reshape"];
+  AddJobProgress(info.job, &j["job"]);
+  AddJobProgress(info.last_job, &j["last_job"]);
   const MkfsHints hints = HintsFor(g);
   j["mkfs"] = {{"ext4_stride", hints.ext4_stride},
                {"ext4_stripe_width", hints.ext4_stripe_width},

@@ -21,14 +21,7 @@ int Fail(std::string_view message) {
   return 1;
 }
 
-CLI::Validator SizeValidator() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        absl::StatusOr<uint64_t> size = ParseSize(text);
-        return size.ok() ? std::string() : std::string(size.status().message());
-      },
-      "SIZE");
-}
+CLI::Validator SizeValidator() { return StatusValidator(ParseSize, "SIZE"); }
 
 absl::StatusOr<std::vector<std::unique_ptr<Member>>> OpenMembers(
     const std::vector<std::string>& paths, const MemberOptions& options) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -23,8 +24,21 @@ namespace uraid::tool {
 int Fail(const absl::Status& status);
 int Fail(std::string_view message);
 
-// A CLI11 validator accepting what ParseSize accepts, so a bad size is a
-// usage error (exit 2) caught before anything is opened.
+// A CLI11 validator named `name` accepting what `parse` (text ->
+// absl::StatusOr<T>) accepts; otherwise parse's message is the usage error
+// (exit 2), caught before anything is opened.
+template <typename Parse>
+CLI::Validator StatusValidator(Parse parse, std::string name) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        auto parsed = parse(text);
+        return parsed.ok() ? std::string()
+                           : std::string(parsed.status().message());
+      },
+      std::move(name));
+}
+
+// StatusValidator of ParseSize: a bad size is a usage error.
 CLI::Validator SizeValidator();
 
 // Opens every member (a path or an NBD URI) with `options`; the first

@@ -446,25 +446,8 @@ class ArrayImpl {
   void JobThread();
   absl::Status RunRecovery(int slot, bool replace);
   absl::Status RunScrub(bool repair);
-  // Rebuilds one stripe of `slot` onto its target (its member when
-  // rebuilding, its replacement when replacing) in pieces of `buf_len`;
-  // *target_gone when the target failed or left. Moves no front.
-  // REQUIRES: the stripe's lock (held by the caller, maybe another thread).
-  absl::Status RebuildStripeLocked(int slot, uint64_t stripe, uint8_t* buf,
-                                   size_t buf_len, bool* target_gone);
-  // ReconstructLocked with the reads run one after another on the calling
-  // thread (a rebuild lane on fast members). REQUIRES: the stripe's lock.
-  absl::Status ReconstructInLane(uint64_t stripe, int slot,
-                                 uint64_t chunk_offset, size_t len,
-                                 uint8_t* dst);
-  // Rebuilds stripes [first, first + count), spread over the lanes (the
-  // calling thread plus `pool`'s threads, one buffer of `bufs` each), each
-  // stripe locked when its lane reaches it and until the front has moved;
-  // moves the slot's front past the leading stripes that were rebuilt and
-  // sets *rebuilt to their count.
-  absl::Status RebuildStripes(int slot, uint64_t first, uint64_t count,
-                              TaskPool& pool, std::vector<AlignedBuffer>& bufs,
-                              uint64_t* rebuilt, bool* target_gone);
+  absl::Status RebuildStripe(int slot, uint64_t stripe, uint8_t* buf,
+                             size_t buf_len, bool* done_slot);
   absl::Status CheckpointRecovery(int slot);
   struct ThrottleState {
     int64_t anchor_ns = 0;

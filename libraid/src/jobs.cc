@@ -10,15 +10,11 @@
 // writing everywhere while it runs.
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <functional>
 #include <thread>
-#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "array_impl.h"
-#include "parity.h"
 #include "status_macros.h"
 
 namespace uraid {
@@ -33,27 +29,6 @@ constexpr int64_t kCheckpointNs = 1'000'000'000;
 constexpr uint64_t kHoleWindowStripes = 256;
 // Work per member I/O of a rebuild: bounds memory for large chunks.
 constexpr uint64_t kRebuildWindow = 1 << 20;
-// Member bytes rebuilt per batch (unthrottled): the lanes share a batch's
-// stripes and the front moves once per batch, so a stripe stays locked
-// until its batch is done: about 8 ms at 1 GB/s for a client write that
-// wants it.
-constexpr uint64_t kRebuildBatchBytes = 8 << 20;
-// A throttled rebuild works in batches of this much of its limit, so that
-// its rate is smooth rather than one burst a second.
-constexpr int64_t kRebuildBatchNs = 50'000'000;
-// Lanes of a rebuild: stripes rebuilt at once, one per CPU up to this. On
-// fast members rebuild is bound by copying (N-1 reads and a write per
-// byte), so one lane per CPU; on slow ones each lane keeps its own N-1
-// reads in flight.
-constexpr unsigned kMaxRebuildLanes = 4;
-// Members answering a rebuild piece within this (memory, page cache, fast
-// SSDs) leave the rebuild bound by CPU, which the lanes already fill: each
-// lane then reads its pieces itself, since handing them to the I/O pool
-// only adds thread wake-ups (tmpfs, 4 x 1 GiB, 2 CPUs: 1.37 CPU-seconds
-// and 6,000 context switches per rebuild through the pool, 1.13 and 1,500
-// reading in the lanes). Slower members (disks, remote exports) get every
-// read of a piece in flight at once.
-constexpr int64_t kLaneReadsItselfNs = 500'000;
 
 }  // namespace
 
@@ -332,20 +307,20 @@ uint64_t ArrayImpl::SkipRecoveryHoles(int slot, uint64_t from, uint64_t count) {
   // Then again with every stripe of the window locked (ascending order, as
   // the lock rule allows): no write can slip in between the answer and the
   // front moving past it.
-  for (uint64_t s = from; s < from + count; ++s) locks_.Lock(LockKey(s));
+  for (uint64_t s = from; s < from + count; ++s) locks_.Lock(s);
   const bool ok = slots_[slot]->state.load() == SlotState::kRebuilding &&
                   slots_[slot]->front.load() == from && holes();
   if (ok) slots_[slot]->front.store(from + count);
-  for (uint64_t s = from; s < from + count; ++s) locks_.Unlock(LockKey(s));
+  for (uint64_t s = from; s < from + count; ++s) locks_.Unlock(s);
   return ok ? count : 0;
 }
 
-absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
-                                            uint8_t* buf, size_t buf_len,
-                                            bool* target_gone) {
+absl::Status ArrayImpl::RebuildStripe(int slot, uint64_t stripe, uint8_t* buf,
+                                      size_t buf_len, bool* target_gone) {
   *target_gone = false;
   const uint64_t C = geo_.chunk_bytes();
   Slot& s = *slots_[slot];
+  StripeLock lock(&locks_, stripe);
   RETURN_IF_ERROR(CheckUsable(false));
   for (uint64_t w = 0; w < C; w += buf_len) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(buf_len, C - w));
@@ -358,14 +333,8 @@ absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
     }
     // Replace copies from the old member (parity steps in if it fails);
     // recovery rebuilds from the others.
-    if (replace) {
-      RETURN_IF_ERROR(ReadPieceDegraded(stripe, slot, w, len, buf));
-    } else if (io_latency_ns_.load(std::memory_order_relaxed) <
-               kLaneReadsItselfNs) {
-      RETURN_IF_ERROR(ReconstructInLane(stripe, slot, w, len, buf));
-    } else {
-      RETURN_IF_ERROR(ReconstructLocked(stripe, slot, w, len, buf));
-    }
+    RETURN_IF_ERROR(replace ? ReadPieceDegraded(stripe, slot, w, len, buf)
+                            : ReconstructLocked(stripe, slot, w, len, buf));
     // The old member may have failed while being read: its replacement is
     // then the slot's member, rebuilding.
     const bool to_repl =
@@ -385,137 +354,13 @@ absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
       return absl::OkStatus();
     }
   }
+  if (s.state.load() == SlotState::kRebuilding) {
+    s.front.store(stripe + 1, std::memory_order_release);
+  } else {
+    s.repl_front.store(stripe + 1, std::memory_order_release);
+  }
+  counters_.recovered_stripes.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
-}
-
-absl::Status ArrayImpl::ReconstructInLane(uint64_t stripe, int slot,
-                                          uint64_t chunk_offset, size_t len,
-                                          uint8_t* dst) {
-  RETURN_IF_ERROR(CheckUsable(false));
-  const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
-  const int n = geo_.raid_disks();
-  ScratchOrOwned bufs(ScratchUser::kReconstruct,
-                      len * static_cast<size_t>(n - 1));
-  std::vector<MemberIo> ios;
-  const SlotGens gens = CaptureGens();
-  for (int i = 0, j = 0; i < n; ++i) {
-    if (i == slot) continue;
-    // A second gone member: ReconstructLocked words the error.
-    if (!SlotUsableAt(i, stripe)) {
-      return ReconstructLocked(stripe, slot, chunk_offset, len, dst);
-    }
-    ios.push_back(MemberIo{
-        MemberIo::kRead, i, bufs.data() + len * j++, len, member_offset, {}});
-  }
-  // One I/O per Submit runs on this thread.
-  for (MemberIo& io : ios) {
-    std::vector<MemberIo> one{io};
-    Submit(one, &gens);
-    io = std::move(one[0]);
-  }
-  if (std::any_of(ios.begin(), ios.end(),
-                  [](const MemberIo& io) { return !io.status.ok(); })) {
-    // Failures (marking the member) and replanning as ReconstructLocked
-    // does them.
-    bool slot_failed;
-    absl::Status st = AbsorbFailures(ios, &slot_failed);
-    if (std::any_of(ios.begin(), ios.end(),
-                    [](const MemberIo& io) { return io.stale; })) {
-      return ReconstructLocked(stripe, slot, chunk_offset, len, dst);
-    }
-    return absl::UnavailableError(
-        absl::StrFormat("cannot reconstruct slot %d at member offset %d: %s",
-                        slot, data_offset_ + member_offset, st.message()));
-  }
-  std::vector<const void*> srcs;
-  for (int j = 0; j < n - 1; ++j) srcs.push_back(bufs.data() + len * j);
-  Xor(dst, srcs, len);
-  counters_.reconstructions.fetch_add(1, std::memory_order_relaxed);
-  return absl::OkStatus();
-}
-
-absl::Status ArrayImpl::RebuildStripes(int slot, uint64_t first, uint64_t count,
-                                       TaskPool& pool,
-                                       std::vector<AlignedBuffer>& bufs,
-                                       uint64_t* rebuilt, bool* target_gone) {
-  *rebuilt = 0;
-  *target_gone = false;
-  Slot& s = *slots_[slot];
-  // Lane l rebuilds stripes first + l, first + l + lanes, ...: the lanes
-  // read neighbouring offsets of each member (sequential for a disk), and
-  // a failure leaves the fewest stripes after it rebuilt for nothing.
-  const size_t lanes = std::min<size_t>(bufs.size(), count);
-  struct LaneResult {
-    uint64_t failed_at = UINT64_MAX;  // first stripe this lane did not do
-    uint64_t locked_end = 0;          // its stripes below this are locked
-    absl::Status status;
-    bool target_gone = false;
-  };
-  std::vector<LaneResult> results(lanes);
-  std::atomic<bool> stop{false};
-  std::vector<std::function<void()>> tasks;
-  tasks.reserve(lanes);
-  for (size_t l = 0; l < lanes; ++l) {
-    tasks.emplace_back([&, l] {
-      // The pool's threads serve only this job: keep their scratch.
-      ScratchOrOwned::EnableThreadScratch();
-      LaneResult& r = results[l];
-      r.locked_end = first + l;
-      for (uint64_t k = first + l; k < first + count; k += lanes) {
-        if (stop.load(std::memory_order_relaxed)) {
-          r.failed_at = k;
-          return;
-        }
-        // Each lane locks its stripes as it reaches them, in ascending
-        // order, and keeps them until the front has moved (below): every
-        // lock holder waits only for stripes above all it holds, so no
-        // cycle. A stripe a client holds stalls one lane there, not the
-        // work before it.
-        locks_.Lock(LockKey(k));
-        r.locked_end = k + lanes;
-        bool gone = false;
-        absl::Status st =
-            RebuildStripeLocked(slot, k, bufs[l].data(), bufs[l].size(), &gone);
-        if (!st.ok() || gone) {
-          r.failed_at = k;
-          r.status = st;
-          r.target_gone = gone;
-          stop.store(true, std::memory_order_relaxed);
-          return;
-        }
-      }
-    });
-  }
-  pool.RunAll(tasks);
-  // Only the stripes before the first one not rebuilt count: the front
-  // says every stripe below it is in sync.
-  uint64_t end = first + count;
-  absl::Status status;
-  for (const LaneResult& r : results) {
-    if (r.failed_at < end) end = r.failed_at;
-  }
-  for (const LaneResult& r : results) {
-    if (!r.status.ok() && status.ok()) status = r.status;
-    *target_gone = *target_gone || r.target_gone;
-  }
-  *rebuilt = end - first;
-  if (*rebuilt > 0) {
-    // Still under the locks: no client can see the front before the
-    // stripes behind it are in sync. A replace whose old member failed
-    // meanwhile is a rebuild now, onto the member the copy went to.
-    if (s.state.load() == SlotState::kRebuilding) {
-      s.front.store(end, std::memory_order_release);
-    } else {
-      s.repl_front.store(end, std::memory_order_release);
-    }
-    counters_.recovered_stripes.fetch_add(*rebuilt, std::memory_order_relaxed);
-  }
-  for (size_t l = 0; l < lanes; ++l) {
-    for (uint64_t k = first + l; k < results[l].locked_end; k += lanes) {
-      locks_.Unlock(LockKey(k));
-    }
-  }
-  return status;
 }
 
 absl::Status ArrayImpl::CheckpointRecovery(int slot) {
@@ -535,14 +380,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   Slot& s = *slots_[slot];
   const uint64_t C = geo_.chunk_bytes();
   const uint64_t stripes = geo_.stripe_count();
-  const unsigned lanes =
-      std::clamp(std::thread::hardware_concurrency(), 1u, kMaxRebuildLanes);
-  std::vector<AlignedBuffer> bufs;
-  for (unsigned l = 0; l < lanes; ++l) {
-    bufs.emplace_back(static_cast<size_t>(std::min(C, kRebuildWindow)));
-  }
-  // The job thread is one lane; the pool's threads are the others.
-  TaskPool pool(static_cast<int>(lanes) - 1);
+  AlignedBuffer buf(static_cast<size_t>(std::min(C, kRebuildWindow)));
   ThrottleState throttle;
   uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
   if (!replace) {
@@ -560,26 +398,17 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
     uint64_t skipped =
         rebuilding ? SkipRecoveryHoles(slot, stripe, kHoleWindowStripes) : 0;
     if (skipped == 0) {
-      // Under a speed limit, batches of about kRebuildBatchNs of it (the
-      // throttle then paces batches, not bursts).
-      const uint64_t batch_bytes = std::clamp<uint64_t>(
-          throttle.limit / (1'000'000'000 / kRebuildBatchNs), C,
-          std::max(C, kRebuildBatchBytes));
-      const uint64_t count =
-          std::min<uint64_t>(batch_bytes / C, stripes - stripe);
       bool target_gone;
-      absl::Status st = RebuildStripes(slot, stripe, count, pool, bufs,
-                                       &skipped, &target_gone);
-      work += skipped * C;
-      if (st.ok() && target_gone) {
-        st = absl::AbortedError(
+      absl::Status st =
+          RebuildStripe(slot, stripe, buf.data(), buf.size(), &target_gone);
+      if (!st.ok()) return st;
+      if (target_gone) {
+        return absl::AbortedError(
             absl::StrFormat("the %s target for slot %d failed or was removed",
                             replace ? "replace" : "recovery", slot));
       }
-      if (!st.ok()) {
-        JobProgress((stripe + skipped) * C);
-        return st;
-      }
+      skipped = 1;
+      work += C;
     }
     stripe += skipped;
     done = stripe * C;

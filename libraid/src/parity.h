@@ -34,8 +34,18 @@ bool XorIsZero(std::span<const void* const> bufs, size_t len);
 bool IsAllZero(const void* p, size_t len);
 
 // Which ISA-L entry point Xor uses for aligned buffers; tests force each
-// variant to prove the alignment rules hold on every CPU.
-enum class XorKernel { kDispatch, kSse, kAvx, kAvx512, kPortable };
+// variant to prove the alignment rules hold on every CPU. kPortable and
+// kPortableAvx2 force the portable loop for every buffer, in its baseline
+// and its AVX2 build (the latter only where the CPU has AVX2); otherwise
+// misaligned buffers use the AVX2 build whenever the CPU has it.
+enum class XorKernel {
+  kDispatch,
+  kSse,
+  kAvx,
+  kAvx512,
+  kPortable,
+  kPortableAvx2
+};
 void SetXorKernelForTesting(XorKernel kernel);
 
 }  // namespace uraid

@@ -1,0 +1,121 @@
+// Helpers shared by the unit tests: arrays on in-memory members (making
+// members and handles to them, creating an array, reference data and
+// checking an array against it; each test keeps its own constants and
+// passes them in), and running the external tools (mdadm, blkid) the
+// interop tests compare with.
+
+#ifndef URAID_TESTS_TEST_UTIL_H_
+#define URAID_TESTS_TEST_UTIL_H_
+
+#include <stdio.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "uraid/array.h"
+#include "uraid/member.h"
+
+namespace uraid::testutil {
+
+// `n` in-memory members of `size` bytes each, named <prefix>0, <prefix>1...
+inline std::vector<std::shared_ptr<Member>> MakeMembers(
+    int n, uint64_t size, const std::string& prefix = "m") {
+  std::vector<std::shared_ptr<Member>> v;
+  for (int i = 0; i < n; ++i) {
+    v.push_back(std::shared_ptr<Member>(
+        NewMemoryMember(absl::StrFormat("%s%d", prefix, i), size)));
+  }
+  return v;
+}
+
+// Handles an array can own while the test keeps the members; a null member
+// (a missing slot) stays null.
+inline std::vector<std::unique_ptr<Member>> Handles(
+    const std::vector<std::shared_ptr<Member>>& v) {
+  std::vector<std::unique_ptr<Member>> out;
+  for (const auto& m : v) out.push_back(m ? ShareMember(m) : nullptr);
+  return out;
+}
+
+// Array::Create over handles to `m`; a failure is a test failure, and
+// nullptr.
+inline std::unique_ptr<Array> MustCreate(
+    const std::vector<std::shared_ptr<Member>>& m, const CreateOptions& o,
+    Logger log = nullptr) {
+  auto a = Array::Create(Handles(m), o, std::move(log));
+  EXPECT_TRUE(a.ok()) << a.status();
+  return a.ok() ? std::move(*a) : nullptr;
+}
+
+// `n` pseudo-random bytes, the same for the same `seed`.
+inline std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// The array's first want.size() bytes are `want`.
+inline void ExpectContents(Array& a, const std::vector<uint8_t>& want) {
+  std::vector<uint8_t> got(want.size());
+  ASSERT_TRUE(a.Read(got.data(), got.size(), 0).ok());
+  EXPECT_TRUE(got == want) << "array contents differ from the reference";
+}
+
+// Stripes whose parity does not match; ~0 (and a test failure) when the
+// check fails.
+inline uint64_t Mismatches(Array& a) {
+  auto r = a.CheckParity(nullptr);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : ~0ull;
+}
+
+// Runs a shell command and returns its stdout (its exit status in
+// `*status`), or nullopt if it could not run.
+inline std::optional<std::string> RunCommand(const std::string& cmd,
+                                             int* status) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *status = pclose(p);
+  return out;
+}
+
+// Whether `name` is a command on PATH.
+inline bool HaveTool(const std::string& name) {
+  int status = 0;
+  std::optional<std::string> out =
+      RunCommand("command -v " + name + " 2>/dev/null", &status);
+  return out.has_value() && status == 0 && !out->empty();
+}
+
+// "   Key : value" lines of mdadm --examine (or --examine-bitmap), keyed by
+// the trimmed key.
+inline std::map<std::string, std::string> ParseExamine(
+    const std::string& text) {
+  std::map<std::string, std::string> kv;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    const size_t sep = line.find(" : ");
+    if (sep == absl::string_view::npos) continue;
+    kv[std::string(absl::StripAsciiWhitespace(line.substr(0, sep)))] =
+        std::string(absl::StripAsciiWhitespace(line.substr(sep + 3)));
+  }
+  return kv;
+}
+
+}  // namespace uraid::testutil
+
+#endif  // URAID_TESTS_TEST_UTIL_H_

@@ -818,7 +818,8 @@ TEST_P(RecoveryModelTest, FailuresSparesRebuildsAndRestarts) {
   struct PrintOnFailure {
     RecoveryRun& run;
     ~PrintOnFailure() {
-      if (testing::Test::HasFailure()) std::cerr << run.Story();
+      if (testing::Test::HasFailure() || getenv("URAID_STORY"))
+        std::cerr << run.Story();
     }
   } print{run};
   ASSERT_NO_FATAL_FAILURE(run.Start());

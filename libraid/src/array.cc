@@ -298,6 +298,23 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
   return first;
 }
 
+uint64_t ArrayImpl::HandOverToReplacement(Slot& s,
+                                          const std::shared_ptr<Member>& r) {
+  uint64_t from = 0;
+  // sb_mu_ is held; the analysis cannot see into the lambda ChangeSlot runs.
+  ChangeSlot(s, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    retired_devs_.push_back(s.id.dev_number);
+    s.id = s.repl_id;
+    from = s.repl_front.load();
+    s.front.store(from);
+    s.durable_front.store(0);  // not flushed yet: claim nothing
+    s.member.store(r);
+    s.replacement.store(nullptr);
+    s.state.store(SlotState::kRebuilding);
+  });
+  return from;
+}
+
 absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
                                  const Member* only_if) {
   if (slot < 0 || slot >= SlotCount()) {
@@ -305,66 +322,63 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
         absl::StrFormat("slot %d out of range 0..%d", slot, SlotCount() - 1));
   }
   Slot& sl = *slots_[slot];
-  if (only_if != nullptr && sl.member.load().get() != only_if) {
-    Log(
-        absl::StrFormat("slot %d: ignoring a late error from %s, which no "
-                        "longer holds the slot: %s",
-                        slot, only_if->Name(), why));
-    return absl::OkStatus();
+  // The check of who holds the slot and the change it decides are one step
+  // under sb_mu_ (every hand-over of a slot happens under it): two requests
+  // that hit the same dying member must not both act on it, or the second
+  // would fail the replacement the first handed the slot to.
+  enum class Outcome { kNotHolder, kHandedOver, kTargetFailed, kFailed, kGone };
+  Outcome outcome = Outcome::kGone;
+  std::shared_ptr<Member> old, r;
+  uint64_t f = 0;
+  {
+    MutexLock lock(&sb_mu_);
+    old = sl.member.load();
+    r = sl.replacement.load();
+    SlotState st = sl.state.load();
+    if (only_if != nullptr && old.get() != only_if) {
+      outcome = Outcome::kNotHolder;
+    } else if (r != nullptr && st == SlotState::kActive) {
+      // A member being replaced fails: its replacement takes over.
+      outcome = Outcome::kHandedOver;
+      f = HandOverToReplacement(sl, r);
+    } else {
+      // A rebuild may finish (kRebuilding -> kActive) while we look: the
+      // exchange retries with what it found.
+      while ((st == SlotState::kActive || st == SlotState::kRebuilding) &&
+             !sl.state.compare_exchange_weak(st, SlotState::kFaulty)) {
+      }
+      if (st == SlotState::kActive) outcome = Outcome::kFailed;
+      if (st == SlotState::kRebuilding) outcome = Outcome::kTargetFailed;
+    }
   }
-  // A member being replaced fails: its replacement already holds every
-  // stripe below repl_front, so it becomes a recovering member from there
-  // (md turns a replacement into an ordinary rebuild the same way). One
-  // step, inside a generation change: plans made before it are refused
-  // and redone, none is made halfway through it.
-  if (sl.replacement.load() != nullptr) {
-    std::shared_ptr<Member> r, old;
-    uint64_t f = 0;
-    ChangeSlot(sl, [&] {
-      r = sl.replacement.load();
-      SlotState active = SlotState::kActive;
-      if (r == nullptr ||
-          !sl.state.compare_exchange_strong(active, SlotState::kRebuilding)) {
-        r = nullptr;
-        return;
-      }
-      old = sl.member.load();
-      {
-        MutexLock lock(&sb_mu_);
-        retired_devs_.push_back(sl.id.dev_number);
-        sl.id = sl.repl_id;
-      }
-      f = sl.repl_front.load();
-      sl.front.store(f);
-      sl.durable_front.store(0);  // not flushed yet: claim nothing
-      sl.member.store(r);
-      sl.replacement.store(nullptr);
-    });
-    if (r != nullptr) {
+  switch (outcome) {
+    case Outcome::kNotHolder:
+      Log(absl::StrFormat(
+          "slot %d: ignoring a late error from %s, which no longer holds the "
+          "slot: %s",
+          slot, only_if->Name(), why));
+      return absl::OkStatus();
+    case Outcome::kGone:
+      return absl::OkStatus();  // already gone
+    case Outcome::kHandedOver:
       Log(absl::StrFormat(
           "member %s (slot %d) failed during replace: %s; replacement %s "
           "continues as a rebuild from stripe %d",
           old ? old->Name() : "", slot, why, r->Name(), f));
       return read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
+    case Outcome::kTargetFailed: {
+      // The rebuild target failed: the slot is as degraded as before.
+      Log(absl::StrFormat("rebuild target %s (slot %d) failed: %s",
+                          old ? old->Name() : "", slot, why));
+      absl::Status st =
+          read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
+      MaybeStartRecovery();
+      return st;
     }
-  }
-  SlotState expected = SlotState::kActive;
-  if (!sl.state.compare_exchange_strong(expected, SlotState::kFaulty)) {
-    expected = SlotState::kRebuilding;
-    if (!sl.state.compare_exchange_strong(expected, SlotState::kFaulty)) {
-      return absl::OkStatus();  // already gone
-    }
-    // The rebuild target failed: the slot is as degraded as before.
-    std::shared_ptr<Member> t = sl.member.load();
-    Log(absl::StrFormat("rebuild target %s (slot %d) failed: %s",
-                        t ? t->Name() : "", slot, why));
-    absl::Status st =
-        read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
-    MaybeStartRecovery();
-    return st;
+    case Outcome::kFailed:
+      break;
   }
   UpdateBitmapDegraded();
-  std::shared_ptr<Member> old = sl.member.load();
   std::string name = old ? old->Name() : "";
   const int gone = GoneSlots();
   if (gone > 1) {
@@ -510,29 +524,26 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
       }
       Slot& s = *slots_[t.slot];
       if (t.replacement) {
-        s.replacement.store(nullptr);
+        std::shared_ptr<Member> expected = t.member;
+        s.replacement.compare_exchange_strong(expected, nullptr);
         break;
       }
+      // Hand-overs happen under sb_mu_, which is held: the member still
+      // holds its slot unless the slot changed hands before this write.
+      if (s.member.load() != t.member) break;
       *member_failed = true;
       if (std::shared_ptr<Member> r = s.replacement.load();
           r != nullptr && s.state.load() == SlotState::kActive) {
         // As in FailSlot: the replacement goes on as a rebuild.
-        // sb_mu_ is held here; the analysis cannot see into the lambda
-        // that ChangeSlot runs.
-        ChangeSlot(s, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          retired_devs_.push_back(s.id.dev_number);
-          s.id = s.repl_id;
-          s.front.store(s.repl_front.load());
-          s.durable_front.store(0);
-          s.member.store(r);
-          s.replacement.store(nullptr);
-          s.state.store(SlotState::kRebuilding);
-        });
+        (void)HandOverToReplacement(s, r);
         Log(absl::StrFormat("replacement %s continues as a rebuild of slot %d",
                             r->Name(), t.slot));
         break;
       }
-      const SlotState was = s.state.exchange(SlotState::kFaulty);
+      SlotState was = s.state.load();
+      while ((was == SlotState::kActive || was == SlotState::kRebuilding) &&
+             !s.state.compare_exchange_weak(was, SlotState::kFaulty)) {
+      }
       if (was == SlotState::kActive && GoneSlots() > 1) {
         failed_.store(true);
         return absl::UnavailableError(absl::StrFormat(

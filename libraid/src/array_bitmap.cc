@@ -124,8 +124,9 @@ void ArrayImpl::ProcessDeferredFailures() {
                             d.member->Name(), d.slot, d.why));
         (void)WriteSuperblocks(std::nullopt);
       }
-    } else if (s.member.load() == d.member) {
-      (void)FailSlot(d.slot, "bitmap write failed: " + d.why);
+    } else {
+      // Only while it still holds the slot (FailSlot checks under sb_mu_).
+      (void)FailSlot(d.slot, "bitmap write failed: " + d.why, d.member.get());
     }
   }
 }

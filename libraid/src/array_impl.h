@@ -9,6 +9,9 @@
 // - state_mu_ guards the clean/active transition and the count of writes in
 //   flight; it is taken before sb_mu_ when both are needed.
 // - sb_mu_ guards the superblock template and serialises superblock writes.
+//   Every change of who holds a slot (a member failing, a replacement or a
+//   spare taking over, removal) is decided and made under it, so a check
+//   of the holder and the change it leads to cannot be split by another.
 // - slot health is atomic so the data path reads it without locks.
 
 #ifndef URAID_SRC_ARRAY_IMPL_H_
@@ -184,7 +187,16 @@ class ArrayImpl {
   // the slot: a late error from a member already replaced (a request that
   // was in flight when a spare took over) must not fail its successor.
   absl::Status FailSlot(int slot, const std::string& why,
-                        const Member* only_if = nullptr);
+                        const Member* only_if = nullptr)
+      ABSL_LOCKS_EXCLUDED(sb_mu_);
+  // The slot's member (active, being replaced) has failed: replacement `r`,
+  // which holds every stripe below repl_front, becomes the slot's member,
+  // rebuilding from there (md turns a replacement into an ordinary rebuild
+  // the same way). Inside a generation change: plans made before it are
+  // refused and redone, none is made halfway through it. Returns the
+  // stripe the rebuild continues from.
+  uint64_t HandOverToReplacement(Slot& s, const std::shared_ptr<Member>& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
   void StartBackground();
 
   // --- member management (slot_admin.cc) ---
@@ -291,6 +303,17 @@ class ArrayImpl {
     plain_inflight_.fetch_sub(1);
     return RouteDuringReshape(kind, buf, len, offset, fua);
   }
+  // Runs one request of `kind` in the calling thread's shape (`shaped`) or
+  // through the public entry point (which routes it afresh).
+  absl::Status Dispatch(ReqKind kind, bool shaped, void* buf, size_t len,
+                        uint64_t offset, bool fua);
+  struct ReshapeState;  // below, with the reshape's other state
+  // Adds the new shape `to` and makes `state` (whose `to` it sets) the
+  // array's reshape; the caller sets reshaping_ once the rest is ready.
+  // Both stay alive as long as the array (requests may still hold them).
+  void PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
+                            const Geometry& to, uint64_t to_data_offset)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
   // Runs one client request during a reshape (see ReshapeState).
   absl::Status RouteDuringReshape(ReqKind kind, void* buf, size_t len,
                                   uint64_t offset, bool fua);

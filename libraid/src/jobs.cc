@@ -443,22 +443,32 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   // Replace: make the copy durable (FlushSlots also flushes the
   // replacement), then swap it into the slot.
   RETURN_IF_ERROR(FlushSlots(which));
-  std::shared_ptr<Member> r = s.replacement.load();
-  if (r == nullptr || s.state.load() != SlotState::kActive) {
+  std::shared_ptr<Member> r, old;
+  {
+    // Under sb_mu_, like every hand-over: the old member failing now
+    // (FailSlot) either happened before, and the replacement is already
+    // the slot's rebuilding member, or waits until the swap is done.
+    MutexLock lock(&sb_mu_);
+    r = s.replacement.load();
+    if (r == nullptr || s.state.load() != SlotState::kActive) {
+      r = nullptr;
+    } else {
+      old = s.member.load();
+      // Writes in flight to the old member are refused (stale) and redone
+      // on the new one: see Slot::gen.
+      ChangeSlot(s, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        retired_devs_.push_back(s.id.dev_number);
+        s.id = s.repl_id;
+        s.member.store(r);
+        s.replacement.store(nullptr);
+      });
+    }
+  }
+  if (r == nullptr) {
+    // A replacement that took over its failed old member finishes as a
+    // rebuild (front at the end): the next recovery run completes it.
     return absl::AbortedError("the replacement failed at the end");
   }
-  std::shared_ptr<Member> old = s.member.load();
-  // Writes in flight to the old member are refused (stale) and redone on
-  // the new one: see Slot::gen.
-  ChangeSlot(s, [&] {
-    {
-      MutexLock lock(&sb_mu_);
-      retired_devs_.push_back(s.id.dev_number);
-      s.id = s.repl_id;
-    }
-    s.member.store(r);
-    s.replacement.store(nullptr);
-  });
   s.read_errors.store(0);
   Log(absl::StrFormat("replace: %s now holds slot %d; %s is released",
                       r->Name(), slot, old ? old->Name() : "?"));

@@ -74,6 +74,16 @@ void ArrayImpl::SetReshapeFieldsLocked(uint64_t front_bytes) {
   sb_.reshape_position = front_bytes / 512;
 }
 
+void ArrayImpl::PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
+                                     const Geometry& to,
+                                     uint64_t to_data_offset) {
+  shapes_.push_back(
+      std::make_unique<Shape>(Shape{to, to_data_offset, kNewShapeLockTag}));
+  state->to = shapes_.back().get();
+  reshapes_.push_back(std::move(state));
+  reshape_.store(reshapes_.back().get());
+}
+
 bool ArrayImpl::ReshapeJobQueued() const {
   MutexLock lock(&job_mu_);
   return job_.kind == JobKind::kReshape ||
@@ -193,9 +203,6 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
   state->gate.Close(0, UINT64_MAX);
   {
     MutexLock lock(&sb_mu_);
-    shapes_.push_back(
-        std::make_unique<Shape>(Shape{*to, to_offset, kNewShapeLockTag}));
-    state->to = shapes_.back().get();
     for (size_t i = 0; i < options.add.size(); ++i) {
       auto slot = std::make_unique<Slot>();
       ids[i].dev_number = NextDevNumber();
@@ -204,8 +211,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
       slot->state.store(SlotState::kActive);
       slots_.Append(std::move(slot));
     }
-    reshapes_.push_back(std::move(state));
-    reshape_.store(reshapes_.back().get());
+    PublishReshapeLocked(std::move(state), *to, to_offset);
     SetReshapeFieldsLocked(0);
   }
   ReshapeState& r = *reshape_.load();
@@ -247,11 +253,7 @@ void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,
   resync_stripe_.store(shape_.load()->geo.stripe_count());
   {
     MutexLock lock(&sb_mu_);
-    shapes_.push_back(
-        std::make_unique<Shape>(Shape{to, to_data_offset, kNewShapeLockTag}));
-    state->to = shapes_.back().get();
-    reshapes_.push_back(std::move(state));
-    reshape_.store(reshapes_.back().get());
+    PublishReshapeLocked(std::move(state), to, to_data_offset);
   }
   reshaping_.store(true);
   Log(absl::StrFormat(
@@ -259,6 +261,22 @@ void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,
       "when the array starts%s",
       front_bytes, to.array_bytes(), shape_.load()->geo.raid_disks(),
       to.raid_disks(), unclean ? ", after resyncing the moved part" : ""));
+}
+
+absl::Status ArrayImpl::Dispatch(ReqKind kind, bool shaped, void* buf,
+                                 size_t len, uint64_t offset, bool fua) {
+  switch (kind) {
+    case ReqKind::kRead:
+      return shaped ? ReadShaped(buf, len, offset) : Read(buf, len, offset);
+    case ReqKind::kWrite:
+      return shaped ? WriteShaped(buf, len, offset, fua)
+                    : Write(buf, len, offset, fua);
+    case ReqKind::kTrim:
+      return shaped ? TrimShaped(len, offset, fua) : Trim(len, offset, fua);
+    case ReqKind::kZero:
+      return shaped ? ZeroShaped(len, offset, fua) : Zero(len, offset, fua);
+  }
+  return absl::InternalError("unknown request kind");
 }
 
 absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
@@ -274,16 +292,7 @@ absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
     // opened the gate): the new shape is current now, under its own lock
     // tag, so start over on the plain path.
     r.gate.Leave(offset, end);
-    switch (kind) {
-      case ReqKind::kRead:
-        return Read(buf, len, offset);
-      case ReqKind::kWrite:
-        return Write(buf, len, offset, fua);
-      case ReqKind::kTrim:
-        return Trim(len, offset, fua);
-      case ReqKind::kZero:
-        return Zero(len, offset, fua);
-    }
+    return Dispatch(kind, /*shaped=*/false, buf, len, offset, fua);
   }
   // The front cannot cross [offset, end) while we hold it.
   const uint64_t front = r.front.load();
@@ -299,20 +308,7 @@ absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
     ShapeScope scope(this, p.shape);
     auto* at = static_cast<uint8_t*>(buf) + (buf ? p.lo - offset : 0);
     const size_t n = p.hi > p.lo ? p.hi - p.lo : 0;
-    switch (kind) {
-      case ReqKind::kRead:
-        st = ReadShaped(at, n, p.lo);
-        break;
-      case ReqKind::kWrite:
-        st = WriteShaped(at, n, p.lo, fua);
-        break;
-      case ReqKind::kTrim:
-        st = TrimShaped(n, p.lo, fua);
-        break;
-      case ReqKind::kZero:
-        st = ZeroShaped(n, p.lo, fua);
-        break;
-    }
+    st = Dispatch(kind, /*shaped=*/true, at, n, p.lo, fua);
     if (!st.ok()) break;
   }
   r.gate.Leave(offset, end);

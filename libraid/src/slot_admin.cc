@@ -58,7 +58,8 @@ absl::Status ArrayImpl::FailMember(const std::string& name) {
     }
   }
   int slot, spare;
-  if (FindByName(name, &slot, &spare) == nullptr) return NotAMember(name);
+  std::shared_ptr<Member> m = FindByName(name, &slot, &spare);
+  if (m == nullptr) return NotAMember(name);
   if (spare >= 0) {
     // A failed spare is no use to anyone: it leaves the array.
     return RemoveMember(name);
@@ -71,7 +72,7 @@ absl::Status ArrayImpl::FailMember(const std::string& name) {
         "would fail (md refuses this too)",
         name, slot));
   }
-  return FailSlot(slot, "failed by request");
+  return FailSlot(slot, "failed by request", m.get());
 }
 
 absl::Status ArrayImpl::RemoveMember(const std::string& name) {
@@ -103,14 +104,21 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
         st == SlotState::kRebuilding ? "rebuilding" : "active", slot));
   }
   {
+    // Under sb_mu_, like every hand-over: a spare may have stepped into
+    // the slot since the look above.
     MutexLock lock(&sb_mu_);
+    if (s.member.load() != m || s.state.load() != SlotState::kFaulty) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s no longer holds slot %d (a spare took over); nothing removed",
+          name, slot));
+    }
     retired_devs_.push_back(s.id.dev_number);
+    // In-flight I/O keeps its own reference; the member closes after it.
+    ChangeSlot(s, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      s.member.store(nullptr);
+      s.state.store(SlotState::kMissing);
+    });
   }
-  // In-flight I/O keeps its own reference; the member closes after it.
-  ChangeSlot(s, [&] {
-    s.member.compare_exchange_strong(m, nullptr);
-    s.state.store(SlotState::kMissing);
-  });
   Log(absl::StrFormat("faulty member %s removed from slot %d", name, slot));
   return WriteSuperblocks(std::nullopt);
 }
@@ -237,18 +245,22 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
     if (it == spares_.end()) {
       return absl::FailedPreconditionError("the spare was removed");
     }
+    const SlotState st = s.state.load();
+    if (st == SlotState::kActive || st == SlotState::kRebuilding) {
+      return absl::FailedPreconditionError("slot no longer gone");
+    }
     // The faulty member (if still there) leaves with its role kept faulty.
     if (s.member.load() != nullptr) retired_devs_.push_back(s.id.dev_number);
     s.id = it->id;
     spares_.erase(it);
+    ChangeSlot(s, [&] {
+      s.front.store(0);
+      s.durable_front.store(0);
+      s.read_errors.store(0);
+      s.member.store(m);
+      s.state.store(SlotState::kRebuilding);
+    });
   }
-  ChangeSlot(s, [&] {
-    s.front.store(0);
-    s.durable_front.store(0);
-    s.read_errors.store(0);
-    s.member.store(m);
-    s.state.store(SlotState::kRebuilding);
-  });
   return WriteSuperblocks(std::nullopt);
 }
 
@@ -290,10 +302,18 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
       return absl::ResourceExhaustedError(
           "no free device numbers left in the superblock's role table");
     }
+    // The old member may have failed since the look above: a replace
+    // needs it active (FailSlot hands the slot to the replacement only
+    // from there).
+    if (s.state.load() != SlotState::kActive ||
+        s.member.load()->Name() != old_name) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s failed or left its slot before the replace began", old_name));
+    }
     s.repl_id = id;
+    s.repl_front.store(0);
+    s.replacement.store(r);
   }
-  s.repl_front.store(0);
-  s.replacement.store(r);
   RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
   if (s.replacement.load() != r) {
     return absl::UnavailableError(absl::StrFormat(

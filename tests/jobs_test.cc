@@ -272,6 +272,121 @@ TEST(Replace, OldMemberFailingMidCopyBecomesRebuild) {
   EXPECT_EQ(Mismatches(*a), 0u);
 }
 
+// A member that can be made to fail, whose superblock write can first be
+// held until the test lets it go (then it fails too): it pins a superblock
+// update half done while other requests meet the failure.
+class HeldSuperblockMember : public Member {
+ public:
+  explicit HeldSuperblockMember(Shared target) : target_(std::move(target)) {}
+  void HoldSuperblockWrites() {
+    absl::MutexLock lock(&mu_);
+    hold_ = true;
+  }
+  void FailData() { fail_data_.store(true); }
+  // Waits until a superblock write is held.
+  void AwaitHeld() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&held_));
+  }
+  // The held write (and every later one) fails.
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+  absl::Status Read(void* buf, size_t len, uint64_t offset) override {
+    if (fail_data_.load()) return absl::UnavailableError("m1 is dead");
+    return target_->Read(buf, len, offset);
+  }
+  absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
+    if (offset == kSb12OffsetBytes) {
+      absl::MutexLock lock(&mu_);
+      if (hold_) {
+        held_ = true;
+        mu_.Await(absl::Condition(&released_));
+        return absl::UnavailableError("m1 is dead (superblock)");
+      }
+    }
+    if (fail_data_.load()) return absl::UnavailableError("m1 is dead");
+    return target_->Write(buf, len, offset);
+  }
+  absl::Status Flush() override {
+    if (fail_data_.load()) return absl::UnavailableError("m1 is dead");
+    return target_->Flush();
+  }
+  absl::Status Discard(size_t len, uint64_t offset) override {
+    if (fail_data_.load()) return absl::UnavailableError("m1 is dead");
+    return target_->Discard(len, offset);
+  }
+  bool DiscardZeroes() const override { return target_->DiscardZeroes(); }
+  uint64_t Size() const override { return target_->Size(); }
+  const std::string& Name() const override { return target_->Name(); }
+
+ private:
+  Shared target_;
+  std::atomic<bool> fail_data_{false};
+  absl::Mutex mu_;
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// The old member fails while a superblock update that includes it is
+// under way (here: adding a spare), and requests meet the failure at the
+// same time. Exactly one of them hands the slot to the replacement; the
+// others must see that it no longer holds the slot. (Before the hand-over
+// was one step under sb_mu_, the superblock update failed the half
+// handed-over replacement as a "rebuild target", and the spare took the
+// slot: found by RecoveryModelTest in CI.)
+TEST(Replace, OldMemberFailingDuringASuperblockUpdateHandsOverOnce) {
+  auto base = MakeMembers(kDisks);
+  auto m1 = std::make_shared<HeldSuperblockMember>(base[1]);
+  std::vector<Shared> m = {base[0], m1, base[2], base[3]};
+  LogLines log;
+  auto a = MustCreate(m, log.logger());
+  auto ref = Pattern(kArrayBytes, 9);
+  ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
+  a->SetSpeedLimits({.min_kib_s = 1024, .max_kib_s = 1024});
+  ASSERT_TRUE(a->ReplaceMember("m1", ShareMember(NewMember("r1"))).ok());
+  while (a->Info().job.done_bytes < kMemberBytes / 4) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  m1->HoldSuperblockWrites();
+  std::thread adder([&] {
+    // Its superblock update stops at m1's superblock, holding sb_mu_.
+    EXPECT_TRUE(a->AddMember(ShareMember(NewMember("s1"))).ok());
+  });
+  m1->AwaitHeld();
+  m1->FailData();
+  // Readers of m1's chunks meet the failure (so may the copy); each tries
+  // to fail the slot while the superblock update is held.
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&, t] {
+      std::vector<uint8_t> got(kChunk);
+      for (uint64_t s = t; s < kStripes; s += 3) {
+        const uint64_t off = s * (kDisks - 1) * kChunk;
+        EXPECT_TRUE(a->Read(got.data(), got.size(), off).ok());
+        EXPECT_EQ(0, std::memcmp(got.data(), ref.data() + off, kChunk));
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  m1->Release();
+  adder.join();
+  for (auto& t : readers) t.join();
+  a->SetSpeedLimits({.min_kib_s = 1 << 30, .max_kib_s = 1 << 30});
+  (void)a->WaitForJob();
+  while (a->Info().job.kind != JobKind::kNone) (void)a->WaitForJob();
+  const ArrayInfo info = a->Info();
+  EXPECT_EQ(info.slots[1].name, "r1");
+  EXPECT_EQ(StateOf(info, 1), SlotState::kActive);
+  ASSERT_EQ(info.spares.size(), 1u);
+  EXPECT_EQ(info.spares[0].name, "s1");
+  EXPECT_FALSE(log.Has("rebuild target r1"));
+  ExpectContents(*a, ref);
+  EXPECT_EQ(Mismatches(*a), 0u);
+}
+
 // Check counts and lists exactly the corrupted stripes; repair fixes them.
 TEST(Scrub, CheckFindsExactlyCorruptedStripesAndRepairFixesThem) {
   auto m = MakeMembers(kDisks);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,9 +18,11 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
@@ -290,6 +293,123 @@ TEST(ArrayBitmap, RebuiltMemberCarriesTheBitmap) {
   auto b = Array::Assemble(Handles({spare, m[1], m[2], m[3]}), {});
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_TRUE((*b)->Info().bitmap.present);
+}
+
+// md's re-add: a member that left a degraded array and comes back holds
+// everything but the regions written since, which the bitmap kept (bits
+// are not cleared while degraded). `write_while_away` writes stripe 1
+// (region 0) and stripes 40..41 (region 10) while it is out;
+// `healed_meanwhile` has a spare rebuild the slot (clearing those bits)
+// and fail again before the member returns.
+struct ReAddRun {
+  std::vector<Shared> m;
+  std::unique_ptr<Array> array;
+  std::vector<uint8_t> ref;
+  std::mutex log_mu;  // background threads log too
+  std::vector<std::string> log;
+
+  void Start() {
+    m = MakeMembers(kDisks);
+    {
+      auto a = MustCreate(m);
+      ASSERT_NE(a, nullptr);
+      ref = Pattern((kDisks - 1) * kMemberBytes, 21);
+      ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
+    }
+    // Reassembled after a clean stop: the bits go at the first tick.
+    auto b = Array::Assemble(Handles(m), {}, [this](const std::string& l) {
+      std::lock_guard<std::mutex> lock(log_mu);
+      log.push_back(l);
+    });
+    ASSERT_TRUE(b.ok()) << b.status();
+    array = std::move(*b);
+    array->StartBackground();
+    ASSERT_NO_FATAL_FAILURE(AwaitClearBits());
+    ASSERT_TRUE(array->FailMember("m1").ok());
+    ASSERT_TRUE(array->RemoveMember("m1").ok());
+    const uint64_t sd = (kDisks - 1) * kChunk;
+    auto d1 = Pattern(sd, 22), d2 = Pattern(2 * sd, 23);
+    ASSERT_TRUE(array->Write(d1.data(), d1.size(), 1 * sd).ok());
+    ASSERT_TRUE(array->Write(d2.data(), d2.size(), 40 * sd).ok());
+    std::memcpy(ref.data() + 1 * sd, d1.data(), d1.size());
+    std::memcpy(ref.data() + 40 * sd, d2.data(), d2.size());
+  }
+  void AwaitClearBits() {
+    for (int i = 0; i < 2000 && array->Info().bitmap.dirty_chunks > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(array->Info().bitmap.dirty_chunks, 0u);
+  }
+  // Adds m1 back and waits for the rebuild; returns the stripes rebuilt.
+  uint64_t ReAdd() {
+    const uint64_t before = array->Info().counters.recovered_stripes;
+    EXPECT_TRUE(array->AddMember(ShareMember(m[1])).ok());
+    EXPECT_TRUE(array->WaitForJob().ok());
+    const ArrayInfo info = array->Info();
+    EXPECT_EQ(info.slots[1].name, "m1");
+    EXPECT_EQ(info.slots[1].state, SlotState::kActive);
+    EXPECT_FALSE(info.degraded);
+    return info.counters.recovered_stripes - before;
+  }
+  void Verify() {
+    testutil::ExpectContents(*array, ref);
+    EXPECT_EQ(testutil::Mismatches(*array), 0u);
+  }
+  bool Logged(const std::string& part) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    return std::any_of(log.begin(), log.end(), [&](const std::string& l) {
+      return l.find(part) != std::string::npos;
+    });
+  }
+  std::string Log() {
+    std::lock_guard<std::mutex> lock(log_mu);
+    return absl::StrJoin(log, "\n");
+  }
+};
+
+TEST(ArrayBitmap, ReAddedMemberRebuildsOnlyTheRegionsWrittenWhileAway) {
+  ReAddRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Start());
+  EXPECT_EQ(run.ReAdd(), 2 * kBitmapChunk / kChunk);
+  EXPECT_TRUE(run.Logged("m1 re-added to slot 1")) << run.Log();
+  run.Verify();
+  // Whole again: the bits kept while degraded go.
+  ASSERT_NO_FATAL_FAILURE(run.AwaitClearBits());
+}
+
+TEST(ArrayBitmap, ReAddAfterTheBitsWereClearedRebuildsInFull) {
+  ReAddRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Start());
+  // A spare rebuilds slot 1 and the array, whole, clears the bits; then
+  // the spare fails. m1 misses the writes of regions 0 and 10, and no bit
+  // says so any more.
+  ASSERT_TRUE(
+      run.array->AddMember(ShareMember(Shared(NewMemoryMember("s0", kSize))))
+          .ok());
+  ASSERT_TRUE(run.array->WaitForJob().ok());
+  ASSERT_NO_FATAL_FAILURE(run.AwaitClearBits());
+  ASSERT_TRUE(run.array->FailMember("s0").ok());
+  ASSERT_TRUE(run.array->RemoveMember("s0").ok());
+  EXPECT_EQ(run.ReAdd(), kStripes);
+  EXPECT_TRUE(run.Logged("bits were cleared after it left")) << run.Log();
+  run.Verify();
+}
+
+TEST(ArrayBitmap, MemberOfAnotherShapeOrSlotTakenIsNotReAdded) {
+  ReAddRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Start());
+  // A fresh spare takes slot 1 first: m1 joins as a spare, whole.
+  ASSERT_TRUE(
+      run.array->AddMember(ShareMember(Shared(NewMemoryMember("s0", kSize))))
+          .ok());
+  ASSERT_TRUE(run.array->WaitForJob().ok());
+  ASSERT_TRUE(run.array->AddMember(ShareMember(run.m[1])).ok());
+  const ArrayInfo info = run.array->Info();
+  EXPECT_EQ(info.slots[1].name, "s0");
+  ASSERT_EQ(info.spares.size(), 1u);
+  EXPECT_EQ(info.spares[0].name, "m1");
+  EXPECT_TRUE(run.Logged("its slot is taken")) << run.Log();
+  run.Verify();
 }
 
 // --- External bitmap file (md's --bitmap FILE) ---

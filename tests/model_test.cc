@@ -85,6 +85,7 @@ class ModelRun {
     o.chunk_bytes = c_.chunk;
     o.data_offset_bytes = kDataOffset;
     o.member_bytes = member_bytes_;
+    o.bitmap_chunk_bytes = bitmap_chunk_;
     o.cache = CacheFor(c_);
     std::vector<std::unique_ptr<Member>> v;
     for (int i = 0; i < c_.disks; ++i) v.push_back(ShareMember(faulty_[i]));
@@ -185,6 +186,7 @@ class ModelRun {
   Config c_;
   std::mt19937_64 rng_;
   uint64_t member_bytes_;
+  uint64_t bitmap_chunk_ = 0;  // 0: the default (one region here)
   std::vector<std::shared_ptr<FaultyMember>> faulty_;
   std::vector<uint8_t> ref_;
   Logger logger_;  // for the arrays this run opens (nullptr: discard)
@@ -286,6 +288,8 @@ class RecoveryRun : public ModelRun {
  public:
   RecoveryRun(const Config& c, uint64_t seed)
       : ModelRun(c, seed), log_(std::make_shared<LogTail>()) {
+    // Several bitmap regions, so that a re-added member skips some.
+    bitmap_chunk_ = 4 * c.chunk;
     // The log outlives every array (they may log until destroyed).
     logger_ = [log = log_](const std::string& l) { log->Add(l); };
     for (const auto& f : faulty_) pool_[f->Name()] = f;
@@ -350,8 +354,26 @@ class RecoveryRun : public ModelRun {
   }
 
   // A fresh member becomes a spare; a degraded array starts recovering.
+  // Sometimes the member that failed comes back instead (md's re-add): the
+  // array rebuilds only the bitmap regions written since it left, or all
+  // of it when the bitmap can no longer say.
   void AddSpare() {
     ArrayInfo info = array_->Info();
+    for (const SlotInfo& s : info.slots) {
+      if (s.state != SlotState::kFaulty || s.name.empty() || rng_() % 3) {
+        continue;
+      }
+      ASSERT_TRUE(array_->RemoveMember(s.name).ok());
+      std::shared_ptr<FaultyMember> f = pool_.at(s.name);
+      f->SetPlan({});
+      f->SetFailed(false);
+      if (armed_ == s.name) armed_.clear();
+      absl::Status st = array_->AddMember(ShareMember(f));
+      ASSERT_TRUE(st.ok()) << "re-add " << s.name << ": " << st;
+      Note(absl::StrFormat("re-add %s to slot %d (%s rebuild)", s.name, s.slot,
+                           slow_ ? "slow" : "fast"));
+      return;
+    }
     // md's usual sequence is fail, remove, add; adding straight away makes
     // the spare take over the faulty member's slot.
     for (const SlotInfo& s : info.slots) {

@@ -161,6 +161,32 @@ GrowOptions AddDevices(int to, const std::vector<Shared>& extra) {
   return g;
 }
 
+// A filled array of `disks` members (pattern `seed`), serving, growing by
+// one member at `kib_s` (slow enough for the test to act mid-copy).
+struct SlowGrow {
+  std::vector<Shared> members, extra;
+  std::unique_ptr<Array> array;
+  std::vector<uint8_t> data;
+};
+SlowGrow StartSlowGrow(int disks, uint64_t kib_s, uint32_t seed) {
+  SlowGrow g;
+  g.members = MakeMembers(disks);
+  g.array = MustCreate(g.members);
+  if (g.array == nullptr) return g;
+  Array& a = *g.array;
+  a.StartBackground();
+  SpeedLimits slow;
+  slow.min_kib_s = slow.max_kib_s = kib_s;
+  a.SetSpeedLimits(slow);
+  g.data = Pattern(a.Info().geometry.array_bytes(), seed);
+  EXPECT_TRUE(a.Write(g.data.data(), g.data.size(), 0).ok());
+  g.extra = MakeMembers(1, "x");
+  absl::Status st = a.Grow(AddDevices(disks + 1, g.extra));
+  EXPECT_TRUE(st.ok()) << st;
+  if (!st.ok()) g.array.reset();
+  return g;
+}
+
 TEST(Reshape, GrowFourToFiveKeepsEveryByteAndGrowsTheArray) {
   auto m = MakeMembers(4);
   auto a = MustCreate(m);
@@ -386,17 +412,10 @@ TEST(Reshape, ClientsWriteAndReadDuringAGrow) {
 // StopJob pauses a reshape (the array keeps serving in both shapes); a
 // grow with no changes resumes it.
 TEST(Reshape, StopPausesAndEmptyGrowResumes) {
-  auto m = MakeMembers(3);
-  auto a = MustCreate(m);
-  ASSERT_NE(a, nullptr);
-  a->StartBackground();
-  SpeedLimits slow;
-  slow.min_kib_s = slow.max_kib_s = 2000;
-  a->SetSpeedLimits(slow);
-  auto data = Pattern(a->Info().geometry.array_bytes(), 6);
-  ASSERT_TRUE(a->Write(data.data(), data.size(), 0).ok());
-  auto extra = MakeMembers(1, "x");
-  ASSERT_TRUE(a->Grow(AddDevices(4, extra)).ok());
+  SlowGrow g = StartSlowGrow(3, 2000, 6);
+  ASSERT_NE(g.array, nullptr);
+  Array* a = g.array.get();
+  const std::vector<uint8_t>& data = g.data;
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_TRUE(a->StopJob().ok());
   ASSERT_TRUE(a->WaitForJob().ok());
@@ -421,17 +440,10 @@ TEST(Reshape, StopPausesAndEmptyGrowResumes) {
 // A member fails in the middle of the copy: the reshape goes on degraded
 // and every byte survives.
 TEST(Reshape, MemberFailsMidReshape) {
-  auto m = MakeMembers(4);
-  auto a = MustCreate(m);
-  ASSERT_NE(a, nullptr);
-  a->StartBackground();
-  SpeedLimits slow;
-  slow.min_kib_s = slow.max_kib_s = 3000;
-  a->SetSpeedLimits(slow);
-  auto data = Pattern(a->Info().geometry.array_bytes(), 4);
-  ASSERT_TRUE(a->Write(data.data(), data.size(), 0).ok());
-  auto extra = MakeMembers(1, "x");
-  ASSERT_TRUE(a->Grow(AddDevices(5, extra)).ok());
+  SlowGrow g = StartSlowGrow(4, 3000, 4);
+  ASSERT_NE(g.array, nullptr);
+  Array* a = g.array.get();
+  const std::vector<uint8_t>& data = g.data;
   while (a->Info().reshape.position_bytes <
          a->Info().geometry.array_bytes() / 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

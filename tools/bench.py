@@ -265,7 +265,10 @@ def main():
                 f"{u_['mbs']:.0f} MB/s, ratio {row['ratio']:.2f}")
 
         sweep = []
-        if args.sweep:
+        # Its rows are named "sweep cache=C WORKLOAD"; --only selects them
+        # like any other part.
+        if args.sweep and wanted(args, "sweep cache= seq write 64K qd8 "
+                                       "seq write 1M qd8 rand write 4K qd32"):
             for cache in args.sweep.split(","):
                 for name, jobs in (
                         ("seq write 64K qd8",
@@ -933,13 +936,24 @@ def bench_reshape(args, plugin, tool, work):
     out = {"rows": [], "member_mib": args.rebuild_member_size}
     read_mbs = None
 
-    def fresh_array():
+    def filled_server():
+        """A fresh array filled with data (no holes to read fast), served
+        with a control socket, and a sparse file to grow onto: (members,
+        that file, the server, the array's bytes)."""
         shutil.rmtree(d, ignore_errors=True)
         members, _ = make_array(tool, d, args, args.rebuild_member_size)
         extra = os.path.join(d, "new.img")
         with open(extra, "wb") as f:
             f.truncate(args.rebuild_member_size * MIB)
-        return members, extra
+        srv = CtlServer(member_args(plugin, members, args), work, "reshape")
+        try:
+            size = srv.detail()["member_bytes"] * (args.members - 1)
+            fio(srv.uri, [dict(rw="write", bs="1m", iodepth=8,
+                               time_based=0)], 600, size)
+        except BaseException:
+            srv.stop()
+            raise
+        return members, extra, srv, size
 
     def grow(srv, extra):
         before = srv.detail()["last_job"]
@@ -956,14 +970,9 @@ def bench_reshape(args, plugin, tool, work):
         if wanted(args, "reshape: grow unthrottled"):
             vals, engine = [], []
             for _ in range(args.repeat):
-                members, extra = fresh_array()
-                srv = CtlServer(member_args(plugin, members, args), work,
-                                "reshape")
+                members, extra, srv, size = filled_server()
                 try:
-                    size = srv.detail()["member_bytes"] * (args.members - 1)
-                    fio(srv.uri, [dict(rw="write", bs="1m", iodepth=8,
-                                       time_based=0)], 600, size)
-                    if read_mbs is None:  # filled: no holes to read fast
+                    if read_mbs is None:
                         read_mbs = member_read_mbs(members[0], 3, args.repeat)
                     ctl_request(srv.ctl, {"cmd": "set",
                                           "speed_max": UNTHROTTLED_KIB_S})
@@ -985,13 +994,8 @@ def bench_reshape(args, plugin, tool, work):
                        f"{args.members}->{args.members + 1}, request to "
                        f"job end, idle array"})
         if wanted(args, "reshape: client during grow"):
-            members, extra = fresh_array()
-            srv = CtlServer(member_args(plugin, members, args), work,
-                            "reshape")
+            members, extra, srv, size = filled_server()
             try:
-                size = srv.detail()["member_bytes"] * (args.members - 1)
-                fio(srv.uri, [dict(rw="write", bs="1m", iodepth=8,
-                                   time_based=0)], 600, size)
                 jobs = [dict(rw="write", bs="1m", iodepth=8)]
                 idle = summarize(fio(srv.uri, jobs, args.runtime, size), [0])
                 before = srv.detail()["last_job"]

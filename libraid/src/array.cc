@@ -308,6 +308,7 @@ uint64_t ArrayImpl::HandOverToReplacement(Slot& s,
     from = s.repl_front.load();
     s.front.store(from);
     s.durable_front.store(0);  // not flushed yet: claim nothing
+    s.partial.store(false);
     s.member.store(r);
     s.replacement.store(nullptr);
     s.state.store(SlotState::kRebuilding);

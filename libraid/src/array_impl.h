@@ -90,6 +90,11 @@ struct Slot {
   // `durable_front` that is also flushed (what the superblock may claim).
   std::atomic<uint64_t> front{0};
   std::atomic<uint64_t> durable_front{0};
+  // kRebuilding a member re-added to the slot it left (md's re-add): it
+  // holds every region the write-intent bitmap has clear, so recovery
+  // rebuilds only the regions with bits set. Set and cleared with the
+  // member, under sb_mu_.
+  std::atomic<bool> partial{false};
   // A replace job's target: writes to stripes below `repl_front` go to it
   // as well as to `member`.
   std::atomic<std::shared_ptr<Member>> replacement;
@@ -203,6 +208,10 @@ class ArrayImpl {
   absl::Status FailMember(const std::string& name);
   absl::Status RemoveMember(const std::string& name);
   absl::Status AddMember(std::unique_ptr<Member> member);
+  // The slot `member` may return to with a partial rebuild (md's re-add),
+  // or -1 (it joins as a fresh spare). Logs why a member of this array
+  // cannot return.
+  int ReAddSlot(Member& member);
   absl::Status ReplaceMember(const std::string& old_name,
                              std::unique_ptr<Member> replacement);
 
@@ -481,10 +490,11 @@ class ArrayImpl {
   // job work; false when the job should stop.
   bool Throttle(ThrottleState& t, uint64_t done_bytes,
                 bool honour_cancel = true);
-  // Marks stripes [from, from + count) rebuilt on `slot` when they are
-  // holes on every member and on the target; returns how many were
-  // skipped (0 when any holds data). Takes their locks.
-  uint64_t SkipRecoveryHoles(int slot, uint64_t from, uint64_t count);
+  // Marks stripes [from, from + count) rebuilt on `slot` when the target
+  // needs nothing there: they are holes on every member and on the target,
+  // or (a re-added member) their bitmap regions are clear. Returns how many
+  // were skipped (0 when the window must be rebuilt). Takes their locks.
+  uint64_t SkipRecoveryWindow(int slot, uint64_t from, uint64_t count);
   bool JobStopRequested() const;
   void JobProgress(uint64_t done_bytes);
   // Promotes the first spare into the gone slot; REQUIRES: sb_mu_ not held.

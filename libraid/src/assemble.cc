@@ -183,7 +183,8 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
     if (sbs[i].events + 1 < top.events) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "%s is stale: events %d, the array is at %d; leave it out (the "
-          "array starts degraded)",
+          "array starts degraded), then add it to the running array (with "
+          "a bitmap only the regions written since it left are rebuilt)",
           name, sbs[i].events, top.events));
     }
     if (role == kRoleJournal) {

@@ -286,11 +286,23 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
   }
 }
 
-uint64_t ArrayImpl::SkipRecoveryHoles(int slot, uint64_t from, uint64_t count) {
+uint64_t ArrayImpl::SkipRecoveryWindow(int slot, uint64_t from,
+                                       uint64_t count) {
   const uint64_t C = geo_.chunk_bytes();
+  Slot& s = *slots_[slot];
+  const std::shared_ptr<Member> target = s.member.load();
+  const bool partial = s.partial.load() && bitmap_ != nullptr;
   count = std::min(count, geo_.stripe_count() - from);
-  // Ask first without locks: most windows hold data somewhere.
-  auto holes = [&]() {
+  uint64_t B = 0;
+  if (partial) {
+    // Whole bitmap regions at a time: a window that reaches into a region
+    // with its bit set would be rebuilt stripe by stripe up to it.
+    B = bitmap_->chunk_bytes();
+    const uint64_t region_end = (from * C / B + 1) * B;
+    count = std::min(count, std::max<uint64_t>(1, (region_end - from * C) / C));
+  }
+  if (count == 0 || target == nullptr) return 0;
+  const auto holes = [&]() {
     for (int i = 0; i < geo_.raid_disks(); ++i) {
       std::shared_ptr<Member> m = slots_[i]->member.load();
       if (m == nullptr) {
@@ -303,15 +315,35 @@ uint64_t ArrayImpl::SkipRecoveryHoles(int slot, uint64_t from, uint64_t count) {
     }
     return true;
   };
-  if (count == 0 || !holes()) return 0;
+  // A write sets its region's bit (under its stripe lock) before it skips
+  // the rebuilding member, so a clear region has had no write the member
+  // missed.
+  const auto clear = [&]() {
+    if (!partial) return false;
+    const uint64_t last = ((from + count) * C - 1) / B;
+    for (uint64_t k = from * C / B; k <= last; ++k) {
+      if (k >= bitmap_->chunks() || bitmap_->IsChunkDirty(k)) return false;
+    }
+    return true;
+  };
+  // Ask first without locks: most windows of a full rebuild hold data.
+  if (!clear() && !holes()) return 0;
   // Then again with every stripe of the window locked (ascending order, as
   // the lock rule allows): no write can slip in between the answer and the
   // front moving past it.
-  for (uint64_t s = from; s < from + count; ++s) locks_.Lock(s);
-  const bool ok = slots_[slot]->state.load() == SlotState::kRebuilding &&
-                  slots_[slot]->front.load() == from && holes();
-  if (ok) slots_[slot]->front.store(from + count);
-  for (uint64_t s = from; s < from + count; ++s) locks_.Unlock(s);
+  for (uint64_t st = from; st < from + count; ++st) locks_.Lock(st);
+  const bool was_clear = clear();
+  bool ok = was_clear || holes();
+  if (ok) {
+    // The member could have failed and another taken the slot since the
+    // look above; hand-overs happen under sb_mu_.
+    MutexLock lock(&sb_mu_);
+    ok = s.state.load() == SlotState::kRebuilding &&
+         s.member.load() == target && s.front.load() == from &&
+         (!was_clear || s.partial.load());
+    if (ok) s.front.store(from + count);
+  }
+  for (uint64_t st = from; st < from + count; ++st) locks_.Unlock(st);
   return ok ? count : 0;
 }
 
@@ -384,8 +416,14 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   ThrottleState throttle;
   uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
   if (!replace) {
-    Log(absl::StrFormat("recover: rebuilding slot %d onto %s from stripe %d",
-                        slot, s.member.load()->Name(), stripe));
+    Log(absl::StrFormat(
+        "recover: rebuilding slot %d onto %s from stripe %d%s", slot,
+        s.member.load()->Name(), stripe,
+        s.partial.load() && bitmap_ != nullptr
+            ? absl::StrFormat(" (re-added: only the %d of %d bitmap regions "
+                              "with bits set)",
+                              bitmap_->DirtyChunks(), bitmap_->chunks())
+            : ""));
   }
   int64_t last_checkpoint = NowNs();
   uint64_t done = stripe * C;
@@ -396,7 +434,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
     if (!Throttle(throttle, work)) break;
     const bool rebuilding = s.state.load() == SlotState::kRebuilding;
     uint64_t skipped =
-        rebuilding ? SkipRecoveryHoles(slot, stripe, kHoleWindowStripes) : 0;
+        rebuilding ? SkipRecoveryWindow(slot, stripe, kHoleWindowStripes) : 0;
     if (skipped == 0) {
       bool target_gone;
       absl::Status st =
@@ -431,6 +469,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
       return absl::AbortedError("the recovery target failed at the end");
     }
     s.durable_front.store(stripes);
+    s.partial.store(false);
     // Whole again: the bits kept for writes made while degraded have done
     // their job (every stripe was rebuilt after them).
     UpdateBitmapDegraded();

@@ -89,7 +89,6 @@ import json
 import os
 import random
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -99,7 +98,8 @@ import time
 import unittest
 
 import harness
-from harness import Server, make_members, md_place, run_tool, start_fails
+from harness import (Server, control_call, make_members, md_place, run_tool,
+                     start_fails)
 
 MIB = 1 << 20
 BLK = 4096
@@ -198,36 +198,10 @@ def control_detail(ctl, timeout=20):
         time.sleep(0.05)
 
 
-def raw_call(ctl, request, timeout=20):
-    """One request on the control socket, without the tool (retried while
-    the socket is not up yet); returns the reply, which must be ok."""
-    deadline = time.time() + timeout
-    while True:
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(timeout)
-                s.connect(ctl)
-                s.sendall(json.dumps(request).encode() + b"\n")
-                buf = b""
-                while b"\n" not in buf:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        raise AssertionError("control socket closed")
-                    buf += chunk
-            break
-        except (FileNotFoundError, ConnectionRefusedError):
-            if time.time() > deadline:
-                raise
-            time.sleep(0.005)
-    reply = json.loads(buf.split(b"\n", 1)[0])
-    assert reply["ok"], reply
-    return reply
-
-
 def raw_detail(ctl):
     """The control protocol's own detail (every ArrayInfo field, all
     counters and the bitmap)."""
-    return raw_call(ctl, {"cmd": "detail"})["detail"]
+    return control_call(ctl, {"cmd": "detail"})["detail"]
 
 
 def wait_resync(ctl, timeout=120):
@@ -900,14 +874,14 @@ class CrashTest(unittest.TestCase):
         self.assertEqual(sb_fields(paths[0])["resync_offset"], 0)
         srv = Server(d, paths, extra=[f"control={ctl}"])
         try:
-            raw_call(ctl, {"cmd": "set", "speed_min": 100,
-                           "speed_max": 1000})
+            control_call(ctl, {"cmd": "set", "speed_min": 100,
+                               "speed_max": 1000})
             t0 = time.time()
             before = raw_detail(ctl)["resync_bytes"]
             time.sleep(1)
             after = raw_detail(ctl)
             elapsed = time.time() - t0
-            raw_call(ctl, {"cmd": "set", "speed_max": 200000})
+            control_call(ctl, {"cmd": "set", "speed_max": 200000})
             wait_resync(ctl)
         finally:
             self.assertEqual(srv.stop(), 0, srv.output())

@@ -3,8 +3,10 @@ uraid tool, an nbdkit server with the plugin on a unix socket, and an
 independent md layout model written from the md reference notes."""
 
 import argparse
+import json
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -28,6 +30,36 @@ def run_tool(*args, check=True):
         raise AssertionError(f"uraid {' '.join(args)} failed "
                              f"({r.returncode}): {r.stderr}")
     return r
+
+
+
+def control_call(ctl, request, timeout=30, must=True):
+    """One JSON request on the control socket, without the tool, retried
+    while the socket is not up yet (nbdkit opens it after forking). Returns
+    the reply, which must be ok unless `must` is false."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(timeout)
+                s.connect(ctl)
+                s.sendall(json.dumps(request).encode() + b"\n")
+                buf = b""
+                while b"\n" not in buf:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise ConnectionResetError("control socket closed")
+                    buf += chunk
+            break
+        except (FileNotFoundError, ConnectionRefusedError,
+                ConnectionResetError):
+            if time.time() > deadline:
+                raise
+            time.sleep(0.01)
+    reply = json.loads(buf.split(b"\n", 1)[0])
+    if must:
+        assert reply["ok"], (request, reply)
+    return reply
 
 
 def make_members(tmp, n, size):

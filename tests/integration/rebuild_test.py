@@ -150,6 +150,40 @@ class RebuildTest(unittest.TestCase):
         self.assertTrue(self.detail()["degraded"])
         self.verify_all()
 
+    def test_returning_member_rebuilds_only_regions_written_while_away(self):
+        # The fill's bits go once the regions have been idle (daemon_sleep).
+        deadline = time.time() + 30
+        while self.detail()["bitmap"]["dirty_chunks"] > 0:
+            self.assertLess(time.time(), deadline, "bits never cleared")
+            time.sleep(0.2)
+        self.tool("fail", self.paths[1])
+        self.tool("remove", self.paths[1])
+        # Two writes while it is away: array offset 0 (member region 0) and
+        # 30 MiB (stripe 160, member offset 10 MiB: region 10 of 1 MiB).
+        h = self.srv.connect()
+        for off in (0, 30 * MIB):
+            data = random.Random(off).randbytes(65536)
+            h.pwrite(data, off)
+            self.ref[off:off + len(data)] = data
+        h.flush()
+        h.shutdown()
+        before = self.detail()["counters"]["recovered_stripes"]
+        self.tool("add", "--wait", self.paths[1])
+        d = self.detail()
+        self.assertFalse(d["degraded"], d)
+        self.assertEqual(d["slots"][1]["name"],
+                         os.path.realpath(self.paths[1]))
+        self.assertEqual(d["slots"][1]["state"], "active")
+        self.assertEqual(d["last_job"]["result"], "completed")
+        # Two regions of 1 MiB = 16 stripes of 64 KiB each were rebuilt,
+        # not the whole member.
+        self.assertEqual(d["counters"]["recovered_stripes"] - before, 32, d)
+        self.verify_all()
+        # Every stripe's parity agrees with the data.
+        self.srv.stop()
+        r = run_tool("check", "--json", *self.paths)
+        self.assertEqual(json.loads(r.stdout)["mismatches"], 0, r.stdout)
+
     def test_replace_under_load_has_no_degraded_window(self):
         w = Writer(self.srv, self.ref, seed=4)
         w.start()

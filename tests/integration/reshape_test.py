@@ -30,7 +30,6 @@ import json
 import os
 import random
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -41,7 +40,7 @@ import unittest
 import shutil
 
 import harness
-from harness import Server, make_members, md_place, run_tool
+from harness import Server, control_call, make_members, md_place, run_tool
 
 MIB = 1 << 20
 BLK = 4096
@@ -58,32 +57,6 @@ KINDS = [  # (name, disks, grow request, new disks, new layout number)
 def block_bytes(block, gen):
     """The contents of `block` as written by generation `gen` (0 = fill)."""
     return struct.pack("<QQ", block, gen) * (BLK // 16)
-
-
-def call(ctl, request, timeout=30, must=True):
-    """One control request (retried while the socket is not up yet)."""
-    deadline = time.time() + timeout
-    while True:
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(timeout)
-                s.connect(ctl)
-                s.sendall(json.dumps(request).encode() + b"\n")
-                buf = b""
-                while b"\n" not in buf:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        raise ConnectionResetError("control socket closed")
-                    buf += chunk
-            reply = json.loads(buf.split(b"\n", 1)[0])
-            if must:
-                assert reply["ok"], (request, reply)
-            return reply
-        except (FileNotFoundError, ConnectionRefusedError,
-                ConnectionResetError):
-            if time.time() > deadline:
-                raise
-            time.sleep(0.01)
 
 
 def superblock(path):
@@ -181,12 +154,13 @@ class ReshapeCrashTest(unittest.TestCase):
         for off in range(0, size, MIB):
             h.pwrite(fill[off:off + MIB], off)
         h.flush()
-        call(ctl, {"cmd": "set", "speed_min": 12000, "speed_max": 12000})
+        control_call(ctl, {"cmd": "set", "speed_min": 12000,
+                           "speed_max": 12000})
         oracle = Oracle()
         req = {"cmd": "grow", **request}
         if extra:
             req["add"] = extra
-        call(ctl, req)
+        control_call(ctl, req)
 
         stop = threading.Event()
         errors = []
@@ -265,10 +239,11 @@ class ReshapeCrashTest(unittest.TestCase):
                 if f.read(4) == b"\xfc\x4e\x2b\xa9":
                     present.append(p)
         srv = Server(tmp, present, extra=[f"control={ctl}"])
-        call(ctl, {"cmd": "set", "speed_min": 1000, "speed_max": 2000000})
+        control_call(ctl, {"cmd": "set", "speed_min": 1000,
+                           "speed_max": 2000000})
         deadline = time.time() + 120
         while True:
-            d = call(ctl, {"cmd": "detail"})["detail"]
+            d = control_call(ctl, {"cmd": "detail"})["detail"]
             if d["job"]["kind"] == "idle" and \
                     d["raid_disks"] == new_disks and \
                     d["layout"] == new_layout:

@@ -23,9 +23,9 @@
 #include <optional>
 #include <vector>
 
-#include "fuzz_check.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "fuzz_check.h"
 #include "fuzzer/FuzzedDataProvider.h"
 #include "uraid/geometry.h"
 
@@ -108,8 +108,7 @@ void CheckStripe(const Geometry& g, uint64_t stripe) {
     FUZZ_CHECK(d >= 0 && d < n);
     FUZZ_CHECK(d != p);
     FUZZ_CHECK(g.DataIndex(stripe, d) == k);
-    const Placement m =
-        ModelPlace(static_cast<int>(g.layout()), n, stripe, k);
+    const Placement m = ModelPlace(static_cast<int>(g.layout()), n, stripe, k);
     FUZZ_CHECK(m.disk == d);
     FUZZ_CHECK(m.parity == p);
     seen[d]++;
@@ -122,8 +121,7 @@ void CheckOffset(const Geometry& g, uint64_t x) {
   const uraid::Location loc = g.Map(x);
   const uint64_t chunk_number = x / chunk;
   FUZZ_CHECK(loc.stripe == chunk_number / g.data_disks());
-  FUZZ_CHECK(loc.data_index ==
-             static_cast<int>(chunk_number % g.data_disks()));
+  FUZZ_CHECK(loc.data_index == static_cast<int>(chunk_number % g.data_disks()));
   FUZZ_CHECK(loc.chunk_offset == x % chunk);
   FUZZ_CHECK(loc.member_offset == loc.stripe * chunk + loc.chunk_offset);
   FUZZ_CHECK(loc.member_offset < g.member_bytes());

@@ -18,8 +18,8 @@
 #include <span>
 #include <vector>
 
-#include "fuzz_check.h"
 #include "absl/status/status.h"
+#include "fuzz_check.h"
 #include "uraid/superblock.h"
 
 namespace {

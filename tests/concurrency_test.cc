@@ -36,8 +36,8 @@ TEST_P(ConcurrencyTest, DisjointAndOverlappingWriters) {
   std::vector<std::shared_ptr<Member>> mem;
   std::vector<std::unique_ptr<Member>> handles;
   for (int i = 0; i < kDisks; ++i) {
-    mem.emplace_back(NewMemoryMember(absl::StrFormat("m%d", i),
-                                     (1 << 20) + kMemberBytes));
+    mem.emplace_back(
+        NewMemoryMember(absl::StrFormat("m%d", i), (1 << 20) + kMemberBytes));
     handles.push_back(ShareMember(mem.back()));
   }
   CreateOptions o;
@@ -53,8 +53,8 @@ TEST_P(ConcurrencyTest, DisjointAndOverlappingWriters) {
   // The first half: each thread owns every kThreads-th block. The second
   // half: everyone writes anywhere.
   const uint64_t half = blocks / 2;
-  std::vector<std::vector<uint32_t>> last_seq(
-      kThreads, std::vector<uint32_t>(blocks, 0));
+  std::vector<std::vector<uint32_t>> last_seq(kThreads,
+                                              std::vector<uint32_t>(blocks, 0));
   std::vector<std::thread> threads;
   std::atomic<int> errors{0};
   for (int t = 0; t < kThreads; ++t) {
@@ -117,8 +117,7 @@ TEST_P(ConcurrencyTest, DisjointAndOverlappingWriters) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(HealthyAndDegraded, ConcurrencyTest,
-                         testing::Bool());
+INSTANTIATE_TEST_SUITE_P(HealthyAndDegraded, ConcurrencyTest, testing::Bool());
 
 }  // namespace
 }  // namespace uraid

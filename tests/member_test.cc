@@ -2,6 +2,8 @@
 // buffers), size, flush, hole punching reads back zeros, exclusive locks,
 // and the errors for directories, read-only members and past-the-end I/O.
 
+#include "uraid/member.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +14,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "uraid/member.h"
 
 namespace uraid {
 namespace {

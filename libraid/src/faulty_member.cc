@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "uraid/sync.h"
 #include "uraid/member.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 namespace {

@@ -80,10 +80,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "uraid/sync.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "uraid/member.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 namespace {

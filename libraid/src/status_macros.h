@@ -12,10 +12,10 @@
 
 // Evaluates `expr` (an absl::Status) and returns it from the enclosing
 // function when it is not OK.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::absl::Status uraid_status_ = (expr);             \
-    if (!uraid_status_.ok()) return uraid_status_;     \
+#define RETURN_IF_ERROR(expr)                      \
+  do {                                             \
+    ::absl::Status uraid_status_ = (expr);         \
+    if (!uraid_status_.ok()) return uraid_status_; \
   } while (0)
 
 // `lhs = value of rexpr` (an absl::StatusOr), or returns its error.

@@ -87,7 +87,7 @@ struct Superblock {
   uint64_t utime = 0;
   uint64_t events = 0;
   uint64_t resync_offset = kMaxSector;  // kMaxSector = clean
-  uint32_t sb_csum = 0;  // filled by Encode; as read by Decode
+  uint32_t sb_csum = 0;                 // filled by Encode; as read by Decode
   uint32_t max_dev = 0;  // Encode uses max(max_dev, dev_roles.size())
   std::vector<uint16_t> dev_roles;  // indexed by dev_number
 

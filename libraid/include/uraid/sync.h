@@ -80,8 +80,7 @@ class Condition {
   }
 
   template <typename T>
-  Condition(const T* object,
-            bool (std::type_identity_t<T>::*method)() const)
+  Condition(const T* object, bool (std::type_identity_t<T>::*method)() const)
       : eval_(&CallConstMethod<T>),
         arg_(const_cast<void*>(static_cast<const void*>(object))) {
     static_assert(sizeof(method) <= sizeof(method_));
@@ -152,9 +151,7 @@ class ABSL_LOCKABLE Mutex {
 
   // Like absl's: no annotation (the caller holds the mutex; the analysis
   // sees it held throughout).
-  void Await(const Condition& cond) {
-    WaitUntil(cond, absl::InfiniteFuture());
-  }
+  void Await(const Condition& cond) { WaitUntil(cond, absl::InfiniteFuture()); }
   bool AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
     return WaitUntil(cond, DeadlineAfter(timeout));
   }

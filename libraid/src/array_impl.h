@@ -208,10 +208,11 @@ class ArrayImpl {
   absl::Status FailMember(const std::string& name);
   absl::Status RemoveMember(const std::string& name);
   absl::Status AddMember(std::unique_ptr<Member> member);
-  // The slot `member` may return to with a partial rebuild (md's re-add),
-  // or -1 (it joins as a fresh spare). Logs why a member of this array
-  // cannot return.
-  int ReAddSlot(Member& member);
+  // Why `old`, the superblock of a member that held a slot of this array,
+  // cannot return to that slot with a partial rebuild (md's re-add); empty
+  // when it can.
+  std::string ReAddRefusal(const Superblock& old)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
   absl::Status ReplaceMember(const std::string& old_name,
                              std::unique_ptr<Member> replacement);
 

@@ -188,93 +188,93 @@ absl::StatusOr<DeviceId> ArrayImpl::PrepareNewMember(Member& member) {
   return id;
 }
 
-int ArrayImpl::ReAddSlot(Member& member) {
-  if (bitmap_ == nullptr || reshaping_.load()) return -1;
-  absl::StatusOr<Superblock> old = ReadSuperblock(member);
-  if (!old.ok()) return -1;
+std::string ArrayImpl::ReAddRefusal(const Superblock& old) {
+  const int slot = old.role();
+  const SlotState st = slots_[slot]->state.load();
   const BitmapSuper bs = bitmap_->super();
-  std::string why;
-  int slot = -1;
-  {
-    MutexLock lock(&sb_mu_);
-    if (old->set_uuid != sb_.set_uuid) return -1;
-    const uint16_t role = old->role();
-    if (role >= sb_.raid_disks) return -1;  // it was a spare: nothing to keep
-    slot = role;
-    const SlotState st = slots_[slot]->state.load();
-    // What it holds is the slot's data as of its last event: usable only
-    // if the bitmap has kept a bit for every region written since, which
-    // it does while the array stays degraded (bits are not cleared then).
-    if (st == SlotState::kActive || st == SlotState::kRebuilding ||
-        slots_[slot]->replacement.load() != nullptr) {
-      why = "its slot is taken";
-    } else if (old->feature_map &
-               (kFeatureRecoveryOffset | kFeatureReshapeActive)) {
-      why = "it was not in sync when it left (rebuilding or reshaping)";
-    } else if (old->level != sb_.level || old->layout != sb_.layout ||
-               old->chunksize != sb_.chunksize ||
-               old->raid_disks != sb_.raid_disks ||
-               old->data_offset != sb_.data_offset || old->size != sb_.size) {
-      why = "the array's shape has changed since it left";
-    } else if (bs.stale()) {
-      why = "the bitmap is stale";
-    } else if (old->events < bs.events_cleared || old->events > sb_.events) {
-      why = absl::StrFormat(
-          "its events (%d) are outside what the bitmap covers (%d..%d): bits "
-          "were cleared after it left",
-          old->events, bs.events_cleared, sb_.events);
-    }
+  // What it holds is the slot's data as of its last event: usable only if
+  // the bitmap has kept a bit for every region written since, which it
+  // does while the array stays degraded (bits are not cleared then).
+  if (st == SlotState::kActive || st == SlotState::kRebuilding ||
+      slots_[slot]->replacement.load() != nullptr) {
+    return "its slot is taken";
   }
-  if (!why.empty()) {
-    Log(
-        absl::StrFormat("%s was slot %d of this array; %s, so it is rebuilt "
-                        "in full",
-                        member.Name(), slot, why));
-    return -1;
+  if (old.feature_map & (kFeatureRecoveryOffset | kFeatureReshapeActive)) {
+    return "it was not in sync when it left (rebuilding or reshaping)";
   }
-  return slot;
+  if (old.level != sb_.level || old.layout != sb_.layout ||
+      old.chunksize != sb_.chunksize || old.raid_disks != sb_.raid_disks ||
+      old.data_offset != sb_.data_offset || old.size != sb_.size) {
+    return "the array's shape has changed since it left";
+  }
+  if (bs.stale()) return "the bitmap is stale";
+  if (old.events < bs.events_cleared || old.events > sb_.events) {
+    return absl::StrFormat(
+        "its events (%d) are outside what the bitmap covers (%d..%d): bits "
+        "were cleared after it left",
+        old.events, bs.events_cleared, sb_.events);
+  }
+  return "";
 }
 
 absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
   if (member == nullptr) return absl::InvalidArgumentError("no member given");
   ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*member));
-  const int readd = ReAddSlot(*member);
+  // A member that held a slot of this array may return to it (md's
+  // re-add) with only the regions written since it left rebuilt.
+  absl::StatusOr<Superblock> old = ReadSuperblock(*member);
+  bool returning = false;
+  if (old.ok() && bitmap_ != nullptr && !reshaping_.load()) {
+    MutexLock lock(&sb_mu_);
+    returning = old->set_uuid == sb_.set_uuid && old->role() < sb_.raid_disks;
+  }
   RETURN_IF_ERROR(CopyBitmapTo(*member));
   std::shared_ptr<Member> m(std::move(member));
-  if (readd >= 0) {
-    Slot& s = *slots_[readd];
+  if (returning) {
+    const int slot = old->role();
+    Slot& s = *slots_[slot];
+    std::string why;
     {
+      // The decision and the change in one step: no rebuild can finish
+      // (and clear bits) or take the slot in between.
       MutexLock lock(&sb_mu_);
-      const SlotState st = s.state.load();
-      if (st == SlotState::kActive || st == SlotState::kRebuilding) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "slot %d was taken while %s was being re-added", readd, m->Name()));
+      why = ReAddRefusal(*old);
+      if (why.empty()) {
+        id.dev_number = NextDevNumber();
+        if (id.dev_number >= kSbMaxDevLimit) {
+          return absl::ResourceExhaustedError(
+              "no free device numbers left in the superblock's role table");
+        }
+        // A faulty member still in the slot leaves with its role kept
+        // faulty.
+        if (s.member.load() != nullptr) {
+          retired_devs_.push_back(s.id.dev_number);
+        }
+        s.id = id;
+        ChangeSlot(s, [&] {
+          s.front.store(0);
+          s.durable_front.store(0);
+          s.read_errors.store(0);
+          s.partial.store(true);
+          s.member.store(m);
+          s.state.store(SlotState::kRebuilding);
+        });
       }
-      id.dev_number = NextDevNumber();
-      if (id.dev_number >= kSbMaxDevLimit) {
-        return absl::ResourceExhaustedError(
-            "no free device numbers left in the superblock's role table");
-      }
-      // A faulty member still in the slot leaves with its role kept faulty.
-      if (s.member.load() != nullptr) retired_devs_.push_back(s.id.dev_number);
-      s.id = id;
-      ChangeSlot(s, [&] {
-        s.front.store(0);
-        s.durable_front.store(0);
-        s.read_errors.store(0);
-        s.partial.store(true);
-        s.member.store(m);
-        s.state.store(SlotState::kRebuilding);
-      });
     }
-    UpdateBitmapDegraded();
-    Log(absl::StrFormat(
-        "%s re-added to slot %d: only the bitmap regions written since it "
-        "left are rebuilt",
-        m->Name(), readd));
-    RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
-    MaybeStartRecovery();
-    return absl::OkStatus();
+    if (why.empty()) {
+      UpdateBitmapDegraded();
+      Log(absl::StrFormat(
+          "%s re-added to slot %d: only the bitmap regions written since it "
+          "left are rebuilt",
+          m->Name(), slot));
+      RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
+      MaybeStartRecovery();
+      return absl::OkStatus();
+    }
+    Log(
+        absl::StrFormat("%s was slot %d of this array; %s, so it joins as a "
+                        "spare and is rebuilt in full",
+                        m->Name(), slot, why));
   }
   {
     MutexLock lock(&sb_mu_);

@@ -340,6 +340,13 @@ struct ReAddRun {
     }
     ASSERT_EQ(array->Info().bitmap.dirty_chunks, 0u);
   }
+  // A fresh member `name` is added and rebuilt into the gone slot.
+  void RebuildOntoSpare(const std::string& name) {
+    Shared spare(NewMemoryMember(name, kSize));
+    ASSERT_TRUE(array->AddMember(ShareMember(spare)).ok());
+    ASSERT_TRUE(array->WaitForJob().ok());
+    ASSERT_EQ(array->Info().slots[1].name, name);
+  }
   // Adds m1 back and waits for the rebuild; returns the stripes rebuilt.
   uint64_t ReAdd() {
     const uint64_t before = array->Info().counters.recovered_stripes;
@@ -383,10 +390,7 @@ TEST(ArrayBitmap, ReAddAfterTheBitsWereClearedRebuildsInFull) {
   // A spare rebuilds slot 1 and the array, whole, clears the bits; then
   // the spare fails. m1 misses the writes of regions 0 and 10, and no bit
   // says so any more.
-  ASSERT_TRUE(
-      run.array->AddMember(ShareMember(Shared(NewMemoryMember("s0", kSize))))
-          .ok());
-  ASSERT_TRUE(run.array->WaitForJob().ok());
+  ASSERT_NO_FATAL_FAILURE(run.RebuildOntoSpare("s0"));
   ASSERT_NO_FATAL_FAILURE(run.AwaitClearBits());
   ASSERT_TRUE(run.array->FailMember("s0").ok());
   ASSERT_TRUE(run.array->RemoveMember("s0").ok());
@@ -395,14 +399,11 @@ TEST(ArrayBitmap, ReAddAfterTheBitsWereClearedRebuildsInFull) {
   run.Verify();
 }
 
-TEST(ArrayBitmap, MemberOfAnotherShapeOrSlotTakenIsNotReAdded) {
+TEST(ArrayBitmap, MemberWhoseSlotWasTakenJoinsAsASpare) {
   ReAddRun run;
   ASSERT_NO_FATAL_FAILURE(run.Start());
   // A fresh spare takes slot 1 first: m1 joins as a spare, whole.
-  ASSERT_TRUE(
-      run.array->AddMember(ShareMember(Shared(NewMemoryMember("s0", kSize))))
-          .ok());
-  ASSERT_TRUE(run.array->WaitForJob().ok());
+  ASSERT_NO_FATAL_FAILURE(run.RebuildOntoSpare("s0"));
   ASSERT_TRUE(run.array->AddMember(ShareMember(run.m[1])).ok());
   const ArrayInfo info = run.array->Info();
   EXPECT_EQ(info.slots[1].name, "s0");

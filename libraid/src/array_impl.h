@@ -498,6 +498,11 @@ class ArrayImpl {
   uint64_t SkipRecoveryWindow(int slot, uint64_t from, uint64_t count);
   bool JobStopRequested() const;
   void JobProgress(uint64_t done_bytes);
+  // Puts `m` (device `id`) into the gone slot `s`, rebuilding from stripe
+  // 0; `partial`: only where the bitmap has bits set (a re-added member).
+  void StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
+                          const DeviceId& id, bool partial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
   // Promotes the first spare into the gone slot; REQUIRES: sb_mu_ not held.
   absl::Status PromoteSpare(int slot);
   std::shared_ptr<Member> FindByName(const std::string& name, int* slot,

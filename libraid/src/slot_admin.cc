@@ -245,20 +245,7 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
           return absl::ResourceExhaustedError(
               "no free device numbers left in the superblock's role table");
         }
-        // A faulty member still in the slot leaves with its role kept
-        // faulty.
-        if (s.member.load() != nullptr) {
-          retired_devs_.push_back(s.id.dev_number);
-        }
-        s.id = id;
-        ChangeSlot(s, [&] {
-          s.front.store(0);
-          s.durable_front.store(0);
-          s.read_errors.store(0);
-          s.partial.store(true);
-          s.member.store(m);
-          s.state.store(SlotState::kRebuilding);
-        });
+        StartRebuildLocked(s, m, id, /*partial=*/true);
       }
     }
     if (why.empty()) {
@@ -300,6 +287,21 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
   return absl::OkStatus();
 }
 
+void ArrayImpl::StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
+                                   const DeviceId& id, bool partial) {
+  // The faulty member (if still there) leaves with its role kept faulty.
+  if (s.member.load() != nullptr) retired_devs_.push_back(s.id.dev_number);
+  s.id = id;
+  ChangeSlot(s, [&] {
+    s.front.store(0);
+    s.durable_front.store(0);
+    s.read_errors.store(0);
+    s.partial.store(partial);
+    s.member.store(m);
+    s.state.store(SlotState::kRebuilding);
+  });
+}
+
 absl::Status ArrayImpl::PromoteSpare(int slot) {
   Slot& s = *slots_[slot];
   std::shared_ptr<Member> m;
@@ -333,18 +335,9 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
     if (st == SlotState::kActive || st == SlotState::kRebuilding) {
       return absl::FailedPreconditionError("slot no longer gone");
     }
-    // The faulty member (if still there) leaves with its role kept faulty.
-    if (s.member.load() != nullptr) retired_devs_.push_back(s.id.dev_number);
-    s.id = it->id;
+    const DeviceId id = it->id;
     spares_.erase(it);
-    ChangeSlot(s, [&] {
-      s.front.store(0);
-      s.durable_front.store(0);
-      s.read_errors.store(0);
-      s.partial.store(false);
-      s.member.store(m);
-      s.state.store(SlotState::kRebuilding);
-    });
+    StartRebuildLocked(s, m, id, /*partial=*/false);
   }
   return WriteSuperblocks(std::nullopt);
 }

@@ -29,6 +29,7 @@
 #include "info_json.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 namespace {
@@ -620,7 +621,7 @@ class ControlServerTest : public ::testing::Test {
       };
     }
     options.logger = [this](const std::string& line) {
-      absl::MutexLock lock(&log_mu_);
+      MutexLock lock(&log_mu_);
       log_.push_back(line);
     };
     absl::StatusOr<std::unique_ptr<ControlServer>> s =
@@ -642,7 +643,7 @@ class ControlServerTest : public ::testing::Test {
   std::string path_;
   std::unique_ptr<Array> array_;
   std::unique_ptr<ControlServer> server_;
-  absl::Mutex log_mu_;
+  Mutex log_mu_;
   std::vector<std::string> log_;
 };
 
@@ -835,7 +836,7 @@ TEST_F(ControlServerTest, SetCacheAndSpeedLimits) {
   EXPECT_EQ(reply["speed_min"], 2000);
   EXPECT_EQ(Detail(c).speed.max_kib_s, 70000u);
   {
-    absl::MutexLock lock(&log_mu_);
+    MutexLock lock(&log_mu_);
     EXPECT_THAT(log_, testing::Contains(
                           "control: set speed_min=2000 speed_max=70000: done"));
   }
@@ -859,7 +860,7 @@ TEST_F(ControlServerTest, FailMemberDegradesTheArray) {
   EXPECT_EQ(reply["code"], "FAILED_PRECONDITION") << reply.dump();
   EXPECT_FALSE(Detail(c).failed);
   {
-    absl::MutexLock lock(&log_mu_);
+    MutexLock lock(&log_mu_);
     EXPECT_THAT(log_, testing::Contains("control: fail m2: done"));
   }
 }
@@ -980,7 +981,7 @@ TEST_F(ControlServerTest, GrowReshapesTheArray) {
   ASSERT_TRUE(array_->Read(back.data(), back.size(), 0).ok());
   EXPECT_TRUE(back == pattern);
   {
-    absl::MutexLock lock(&log_mu_);
+    MutexLock lock(&log_mu_);
     EXPECT_THAT(log_, testing::Contains(
                           "control: grow raid_devices=5 add=/mem/m4: done"));
   }

@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
+#include "uraid/sync.h"
 
 namespace uraid {
 namespace {
@@ -51,16 +51,16 @@ std::vector<Shared> MakeMembers(int n) {
 
 // Lines logged by the array, for tests that look for an event.
 struct LogLines {
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<std::string> lines;
   Logger logger() {
     return [this](const std::string& l) {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       lines.push_back(l);
     };
   }
   bool Has(const std::string& s) {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     for (const auto& l : lines) {
       if (l.find(s) != std::string::npos) return true;
     }
@@ -279,18 +279,18 @@ class HeldSuperblockMember : public Member {
  public:
   explicit HeldSuperblockMember(Shared target) : target_(std::move(target)) {}
   void HoldSuperblockWrites() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     hold_ = true;
   }
   void FailData() { fail_data_.store(true); }
   // Waits until a superblock write is held.
   void AwaitHeld() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&held_));
+    MutexLock lock(&mu_);
+    mu_.Await(Condition(&held_));
   }
   // The held write (and every later one) fails.
   void Release() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     released_ = true;
   }
   absl::Status Read(void* buf, size_t len, uint64_t offset) override {
@@ -299,10 +299,10 @@ class HeldSuperblockMember : public Member {
   }
   absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
     if (offset == kSb12OffsetBytes) {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (hold_) {
         held_ = true;
-        mu_.Await(absl::Condition(&released_));
+        mu_.Await(Condition(&released_));
         return absl::UnavailableError("m1 is dead (superblock)");
       }
     }
@@ -324,7 +324,7 @@ class HeldSuperblockMember : public Member {
  private:
   Shared target_;
   std::atomic<bool> fail_data_{false};
-  absl::Mutex mu_;
+  Mutex mu_;
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
   bool held_ ABSL_GUARDED_BY(mu_) = false;
   bool released_ ABSL_GUARDED_BY(mu_) = false;

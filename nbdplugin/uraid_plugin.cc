@@ -87,6 +87,16 @@ int Fail(const char* op, const absl::Status& st) {
   return -1;
 }
 
+// Stores `value` made absolute (nbdkit changes directory to / when it
+// daemonises) in *out; nbdkit's error convention (-1, already reported).
+int AbsolutePath(const char* value, std::string* out) {
+  char* abs = nbdkit_absolute_path(value);
+  if (abs == nullptr) return -1;
+  *out = abs;
+  free(abs);
+  return 0;
+}
+
 int Config(const char* key, const char* value) {
   std::string k = key;
   if (k == "member") {
@@ -134,13 +144,7 @@ int Config(const char* key, const char* value) {
     }
     return 0;
   }
-  if (k == "stats") {
-    char* abs = nbdkit_absolute_path(value);
-    if (abs == nullptr) return -1;
-    config.stats = abs;
-    free(abs);
-    return 0;
-  }
+  if (k == "stats") return AbsolutePath(value, &config.stats);
   if (k == "timeout") {
     uint32_t ms;
     if (nbdkit_parse_uint32_t("timeout", value, &ms) == -1) return -1;
@@ -151,23 +155,9 @@ int Config(const char* key, const char* value) {
     config.nbd_timeout_ms = static_cast<int>(ms);
     return 0;
   }
-  if (k == "bitmap") {
-    // Absolute: nbdkit changes directory to / when it daemonises. The
-    // library checks the file and names it in its errors.
-    char* abs = nbdkit_absolute_path(value);
-    if (abs == nullptr) return -1;
-    config.bitmap = abs;
-    free(abs);
-    return 0;
-  }
-  if (k == "control") {
-    // Absolute: nbdkit changes directory to / when it daemonises.
-    char* abs = nbdkit_absolute_path(value);
-    if (abs == nullptr) return -1;
-    config.control = abs;
-    free(abs);
-    return 0;
-  }
+  // The library checks the bitmap file and names it in its errors.
+  if (k == "bitmap") return AbsolutePath(value, &config.bitmap);
+  if (k == "control") return AbsolutePath(value, &config.control);
   nbdkit_error(
       "uraid: unknown parameter '%s' (expected member=, direct=, force=, "
       "readonly=, cache=, cache-age=, timeout=, stats=, control=, bitmap=)",

@@ -67,6 +67,41 @@ std::vector<Shared> CrashImage(const std::vector<Shared>& m) {
   return out;
 }
 
+// The crash tests' writes: stripe 1 (region 0) and stripes 40..41 (region
+// 10), flushed; *d2 gets what stripes 40..41 now hold.
+void WriteRegions0And10(Array& a, std::vector<uint8_t>* d2) {
+  const uint64_t sd = (kDisks - 1) * kChunk;
+  auto d1 = Pattern(sd, 1);
+  *d2 = Pattern(2 * sd, 2);
+  ASSERT_TRUE(a.Write(d1.data(), d1.size(), 1 * sd).ok());
+  ASSERT_TRUE(a.Write(d2->data(), d2->size(), 40 * sd).ok());
+  ASSERT_TRUE(a.Flush().ok());
+}
+
+// Tears stripe 41's parity on a crash image, as a crash mid-write would
+// (left-symmetric, 4 disks: parity on slot 3 - 41 % 4 = 2).
+void TearStripe41Parity(const std::vector<Shared>& image) {
+  uint8_t junk[512];
+  std::memset(junk, 0xEE, sizeof junk);
+  ASSERT_TRUE(
+      image[2]->Write(junk, sizeof junk, kOffset + 41 * kChunk + 4096).ok());
+}
+
+// After WriteRegions0And10 and TearStripe41Parity: the resync goes through
+// exactly those two regions, repairs the torn stripe, and the data reads
+// back.
+void ExpectRegions0And10Resynced(Array& c, const std::vector<uint8_t>& d2) {
+  ASSERT_TRUE(c.Resync().ok());
+  Counters k = c.Info().counters;
+  EXPECT_EQ(k.resync_bitmap_chunks, 2u);
+  EXPECT_EQ(k.resynced_stripes, 2 * kBitmapChunk / kChunk);
+  EXPECT_EQ(k.resync_repairs, 1u);
+  EXPECT_EQ(*c.CheckParity(nullptr), 0u);
+  std::vector<uint8_t> got(d2.size());
+  ASSERT_TRUE(c.Read(got.data(), got.size(), 40 * (kDisks - 1) * kChunk).ok());
+  EXPECT_EQ(got, d2);
+}
+
 std::unique_ptr<Array> MustCreate(const std::vector<Shared>& m,
                                   BitmapMode mode = BitmapMode::kInternal) {
   CreateOptions o;
@@ -153,35 +188,16 @@ TEST(ArrayBitmap, CrashResyncsOnlyDirtyRegions) {
   auto b = Array::Assemble(Handles(m), {});
   ASSERT_TRUE(b.ok()) << b.status();
   Array& arr = **b;
-  const uint64_t sd = (kDisks - 1) * kChunk;
-  // Writes in stripe 1 (region 0) and stripes 40..41 (region 10).
-  auto d1 = Pattern(sd, 1), d2 = Pattern(2 * sd, 2);
-  ASSERT_TRUE(arr.Write(d1.data(), d1.size(), 1 * sd).ok());
-  ASSERT_TRUE(arr.Write(d2.data(), d2.size(), 40 * sd).ok());
-  ASSERT_TRUE(arr.Flush().ok());
+  std::vector<uint8_t> d2;
+  ASSERT_NO_FATAL_FAILURE(WriteRegions0And10(arr, &d2));
   EXPECT_FALSE(arr.Info().clean);
   auto image = CrashImage(m);
   b->reset();
-  // Tear the parity of stripe 41 on the image, as a crash mid-write would.
-  {
-    uint8_t junk[512];
-    std::memset(junk, 0xEE, sizeof junk);
-    // stripe 41, left-symmetric, 4 disks: parity on slot 3 - 41 % 4 = 2.
-    ASSERT_TRUE(
-        image[2]->Write(junk, sizeof junk, kOffset + 41 * kChunk + 4096).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(TearStripe41Parity(image));
   auto c = Array::Assemble(Handles(image), {});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE((*c)->Info().bitmap.dirty_chunks >= 2);
-  ASSERT_TRUE((*c)->Resync().ok());
-  Counters k = (*c)->Info().counters;
-  EXPECT_EQ(k.resync_bitmap_chunks, 2u);
-  EXPECT_EQ(k.resynced_stripes, 2 * kBitmapChunk / kChunk);
-  EXPECT_EQ(k.resync_repairs, 1u);
-  EXPECT_EQ(*(*c)->CheckParity(nullptr), 0u);
-  std::vector<uint8_t> got(2 * sd);
-  ASSERT_TRUE((*c)->Read(got.data(), got.size(), 40 * sd).ok());
-  EXPECT_EQ(got, d2);
+  ExpectRegions0And10Resynced(**c, d2);
 }
 
 // Without a bitmap the same crash resyncs every stripe.
@@ -566,34 +582,17 @@ TEST_F(ArrayBitmapFile, CrashResyncsOnlyDirtyRegions) {
   a.reset();
   auto b = AssembleWith(m, file);
   ASSERT_TRUE(b.ok()) << b.status();
-  const uint64_t sd = (kDisks - 1) * kChunk;
-  auto d1 = Pattern(sd, 1), d2 = Pattern(2 * sd, 2);
-  ASSERT_TRUE((*b)->Write(d1.data(), d1.size(), 1 * sd).ok());
-  ASSERT_TRUE((*b)->Write(d2.data(), d2.size(), 40 * sd).ok());
-  ASSERT_TRUE((*b)->Flush().ok());
+  std::vector<uint8_t> d2;
+  ASSERT_NO_FATAL_FAILURE(WriteRegions0And10(**b, &d2));
   auto image = CrashImage(m);
   const std::string crashed = Path("bm.crash");
   WriteWholeFile(crashed, ReadWholeFile(file));
   b->reset();
-  {
-    uint8_t junk[512];
-    std::memset(junk, 0xEE, sizeof junk);
-    // Stripe 41's parity (slot 2) torn, as a crash mid-write would.
-    ASSERT_TRUE(
-        image[2]->Write(junk, sizeof junk, kOffset + 41 * kChunk + 4096).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(TearStripe41Parity(image));
   auto c = AssembleWith(image, crashed);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ((*c)->Info().bitmap.dirty_chunks, 2u);
-  ASSERT_TRUE((*c)->Resync().ok());
-  Counters k = (*c)->Info().counters;
-  EXPECT_EQ(k.resync_bitmap_chunks, 2u);
-  EXPECT_EQ(k.resynced_stripes, 2 * kBitmapChunk / kChunk);
-  EXPECT_EQ(k.resync_repairs, 1u);
-  EXPECT_EQ(*(*c)->CheckParity(nullptr), 0u);
-  std::vector<uint8_t> got(2 * sd);
-  ASSERT_TRUE((*c)->Read(got.data(), got.size(), 40 * sd).ok());
-  EXPECT_EQ(got, d2);
+  ExpectRegions0And10Resynced(**c, d2);
 }
 
 // md's behaviour: without its file the array assembles with no bitmap,

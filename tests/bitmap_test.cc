@@ -1053,11 +1053,6 @@ TEST_F(BitmapInterop, MdadmReadsAnArraysBitmapFile) {
   constexpr uint64_t kChunk = 64 * 1024;
   constexpr uint64_t kOffset = 1 * kMiB;
   constexpr uint64_t kMemberData = 4 * kMiB;
-  std::vector<std::unique_ptr<Member>> members;
-  for (int i = 0; i < 4; ++i) {
-    members.push_back(
-        NewMemoryMember(absl::StrCat("m", i), kOffset + kMemberData));
-  }
   CreateOptions o;
   o.chunk_bytes = kChunk;
   o.data_offset_bytes = kOffset;
@@ -1066,12 +1061,12 @@ TEST_F(BitmapInterop, MdadmReadsAnArraysBitmapFile) {
   o.bitmap_chunk_bytes = 256 * 1024;  // 16 bits
   o.assume_clean = true;
   o.cache.bytes = 0;
-  absl::StatusOr<std::unique_ptr<Array>> a =
-      Array::Create(std::move(members), o);
-  ASSERT_TRUE(a.ok()) << a.status();
+  std::unique_ptr<Array> a =
+      testutil::MustCreate(testutil::MakeMembers(4, kOffset + kMemberData), o);
+  ASSERT_NE(a, nullptr);
   std::vector<uint8_t> data(3 * kChunk, 0x5a);
-  ASSERT_TRUE((*a)->Write(data.data(), data.size(), 3 * kChunk * 9).ok());
-  const ArrayInfo info = (*a)->Info();
+  ASSERT_TRUE(a->Write(data.data(), data.size(), 3 * kChunk * 9).ok());
+  const ArrayInfo info = a->Info();
   std::map<std::string, std::string> kv = ExamineBitmap();
   EXPECT_EQ(kv["UUID"], FormatUuid(info.uuid));
   EXPECT_EQ(kv["Events"], absl::StrCat(info.bitmap.events));

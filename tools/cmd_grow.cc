@@ -219,10 +219,8 @@ void CatchSignals() {
 // a terminal, a line per whole percent otherwise). Stops the job once when
 // a signal arrives. Returns whether one did.
 bool FollowOffline(Array& array) {
-  const bool tty = isatty(STDERR_FILENO) == 1;
-  bool drew = false;
+  ProgressDrawer drawer(stderr);
   bool stopping = false;
-  int last_pct = -1;
   while (true) {
     const ArrayInfo info = array.Info();
     if (info.job.kind == JobKind::kNone) break;
@@ -230,18 +228,10 @@ bool FollowOffline(Array& array) {
       stopping = true;
       array.StopJob().IgnoreError();  // always OK
     }
-    const std::string line = ProgressLine(info.job);
-    const int pct = static_cast<int>(JobPercent(info.job));
-    if (tty) {
-      std::fprintf(stderr, "\r%s\033[K", line.c_str());
-      drew = true;
-    } else if (pct != last_pct) {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
-    last_pct = pct;
+    drawer.Draw(info.job);
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
-  if (drew) std::fprintf(stderr, "\n");
+  drawer.Finish();
   return stopping;
 }
 
@@ -334,25 +324,6 @@ int RunOffline(const GrowArgs& args, const Change& change) {
   // The Array closes here: flushed, and marked clean.
 }
 
-// CLI11 validators, so that bad values are usage errors (exit 2).
-CLI::Validator LayoutValidator() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        absl::StatusOr<Layout> l = ParseLayout(text);
-        return l.ok() ? std::string() : std::string(l.status().message());
-      },
-      "LAYOUT");
-}
-
-CLI::Validator ChunkValidator() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        absl::StatusOr<uint64_t> c = ParseChunk(text);
-        return c.ok() ? std::string() : std::string(c.status().message());
-      },
-      "SIZE");
-}
-
 }  // namespace
 
 void AddGrowCommand(CLI::App& app, Action* action) {
@@ -374,10 +345,10 @@ void AddGrowCommand(CLI::App& app, Action* action) {
                   "The new layout: left-asymmetric, right-asymmetric, "
                   "left-symmetric, right-symmetric, parity-first, "
                   "parity-last or 0-5")
-      ->check(LayoutValidator());
+      ->check(StatusValidator(ParseLayout, "LAYOUT"));
   sub->add_option("--chunk", args->chunk,
                   "The new chunk size, a power of two from 4K to 16M")
-      ->check(ChunkValidator());
+      ->check(StatusValidator(ParseChunk, "SIZE"));
   sub->add_option("--level", args->level, "The new level: 4 or 5")
       ->check(CLI::IsMember({4, 5}));
   CLI::Option* control = sub->add_option(

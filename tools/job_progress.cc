@@ -103,18 +103,37 @@ bool SameJob(const JobInfo& a, const JobInfo& b) {
 
 }  // namespace
 
+ProgressDrawer::ProgressDrawer(FILE* out)
+    : out_(out), tty_(isatty(fileno(out)) == 1) {}
+
+void ProgressDrawer::Draw(const JobInfo& job) {
+  const std::string line = ProgressLine(job);
+  const int pct = static_cast<int>(JobPercent(job));
+  if (tty_) {
+    std::fprintf(out_, "\r%s\033[K", line.c_str());
+    drew_ = true;
+  } else if (pct != last_pct_ || job.kind != last_kind_) {
+    std::fprintf(out_, "%s\n", line.c_str());
+  }
+  last_pct_ = pct;
+  last_kind_ = job.kind;
+  std::fflush(out_);
+}
+
+void ProgressDrawer::Finish() {
+  if (drew_) std::fprintf(out_, "\n");
+  drew_ = false;
+}
+
 absl::StatusOr<ArrayInfo> WaitForJobs(ControlClient& client, bool watch,
                                       const JobInfo* started_after) {
-  const bool tty = isatty(STDOUT_FILENO) == 1;
   const auto pickup_deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  bool drew = false;
-  int last_pct = -1;
-  JobKind last_kind = JobKind::kNone;
+  ProgressDrawer drawer(stdout);
   while (true) {
     absl::StatusOr<ArrayInfo> info = client.Detail();
     if (!info.ok()) {
-      if (drew && tty) std::printf("\n");
+      drawer.Finish();
       return info.status();
     }
     if (info->job.kind == JobKind::kNone && started_after != nullptr &&
@@ -125,24 +144,12 @@ absl::StatusOr<ArrayInfo> WaitForJobs(ControlClient& client, bool watch,
     }
     started_after = nullptr;  // seen running or finished
     if (info->job.kind == JobKind::kNone) {
-      if (drew && tty) std::printf("\n");
+      drawer.Finish();
       if (watch) std::printf("%s\n", JobOutcome(info->last_job).c_str());
       std::fflush(stdout);
       return info;
     }
-    if (watch) {
-      const std::string line = ProgressLine(info->job);
-      const int pct = static_cast<int>(JobPercent(info->job));
-      if (tty) {
-        std::printf("\r%s\033[K", line.c_str());
-        drew = true;
-      } else if (pct != last_pct || info->job.kind != last_kind) {
-        std::printf("%s\n", line.c_str());
-      }
-      last_pct = pct;
-      last_kind = info->job.kind;
-      std::fflush(stdout);
-    }
+    if (watch) drawer.Draw(info->job);
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 }

@@ -6,6 +6,7 @@
 #define URAID_TOOLS_JOB_PROGRESS_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,24 @@ std::string JobOutcome(const JobInfo& last_job);
 bool JobSucceeded(const JobInfo& last_job);
 // "[=======>          ]  37.2% recover  45.2 MB/s  ETA 0:01:23"
 std::string ProgressLine(const JobInfo& job);
+
+// Draws ProgressLine for a job being followed on `out`: redrawn in place on
+// a terminal, otherwise a new line per whole percent (or job change).
+// Not thread-safe; `out` outlives it.
+class ProgressDrawer {
+ public:
+  explicit ProgressDrawer(FILE* out);
+  void Draw(const JobInfo& job);
+  // Ends a line drawn in place, if any.
+  void Finish();
+
+ private:
+  FILE* out_;
+  bool tty_;
+  bool drew_ = false;
+  int last_pct_ = -1;
+  JobKind last_kind_ = JobKind::kNone;
+};
 
 // Polls `client` every 0.5 s until no job runs, and returns the array's
 // state then. With `watch`, draws ProgressLine on stdout: redrawn in place

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "file_member.h"
 
 namespace uraid {
 namespace {
@@ -87,92 +88,6 @@ absl::Status SyncDirectory(const std::string& path) {
   return absl::OkStatus();
 }
 
-// pread/pwrite on one descriptor (positional I/O is thread-safe); Flush is
-// fdatasync. The array writes the bitmap from one thread at a time.
-class BitmapFileMember : public Member {
- public:
-  BitmapFileMember(std::string path, int fd, uint64_t size, bool read_only)
-      : name_(std::move(path)), fd_(fd), size_(size), read_only_(read_only) {}
-  ~BitmapFileMember() override { ::close(fd_); }
-
-  absl::Status Read(void* buf, size_t len, uint64_t offset) override {
-    if (absl::Status st = CheckRange("read", len, offset); !st.ok()) return st;
-    auto* p = static_cast<uint8_t*>(buf);
-    while (len > 0) {
-      const ssize_t n = ::pread(fd_, p, len, static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        return n == 0 ? absl::DataLossError(absl::StrFormat(
-                            "bitmap file %s: pread at %d: end of file (the "
-                            "file shrank?)",
-                            name_, offset))
-                      : ErrnoError(errno, absl::StrFormat(
-                                              "bitmap file %s: pread at %d",
-                                              name_, offset));
-      }
-      p += n;
-      len -= static_cast<size_t>(n);
-      offset += static_cast<uint64_t>(n);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
-    if (read_only_) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("bitmap file %s is open read-only", name_));
-    }
-    if (absl::Status st = CheckRange("write", len, offset); !st.ok()) {
-      return st;
-    }
-    const auto* p = static_cast<const uint8_t*>(buf);
-    while (len > 0) {
-      const ssize_t n = ::pwrite(fd_, p, len, static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        return ErrnoError(
-            n == 0 ? EIO : errno,
-            absl::StrFormat("bitmap file %s: pwrite at %d", name_, offset));
-      }
-      p += n;
-      len -= static_cast<size_t>(n);
-      offset += static_cast<uint64_t>(n);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Flush() override {
-    if (::fdatasync(fd_) != 0) {
-      return ErrnoError(errno,
-                        absl::StrFormat("bitmap file %s: fdatasync", name_));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Discard(size_t, uint64_t) override {
-    return absl::UnimplementedError(
-        absl::StrFormat("bitmap file %s: discard is not supported", name_));
-  }
-  bool DiscardZeroes() const override { return false; }
-  uint64_t Size() const override { return size_; }
-  const std::string& Name() const override { return name_; }
-
- private:
-  absl::Status CheckRange(const char* op, size_t len, uint64_t offset) const {
-    if (offset > size_ || len > size_ - offset) {
-      return absl::OutOfRangeError(absl::StrFormat(
-          "bitmap file %s: %s of %d bytes at %d is past the end (%d bytes)",
-          name_, op, len, offset, size_));
-    }
-    return absl::OkStatus();
-  }
-
-  const std::string name_;
-  const int fd_;
-  const uint64_t size_;
-  const bool read_only_;
-};
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Member>> OpenBitmapFile(
@@ -203,8 +118,8 @@ absl::StatusOr<std::unique_ptr<Member>> OpenBitmapFile(
     ::close(fd);
     return status;
   }
-  return std::unique_ptr<Member>(new BitmapFileMember(
-      path, fd, static_cast<uint64_t>(st.st_size), read_only));
+  return AdoptFileMember(path, fd, static_cast<uint64_t>(st.st_size),
+                         read_only);
 }
 
 absl::StatusOr<std::unique_ptr<Member>> CreateBitmapFile(
@@ -246,8 +161,8 @@ absl::StatusOr<std::unique_ptr<Member>> CreateBitmapFile(
         path, st.st_size)));
   }
   if (absl::Status s = Lock(fd, path); !s.ok()) return fail(s);
-  auto member = std::make_unique<BitmapFileMember>(path, fd, area.size(),
-                                                   /*read_only=*/false);
+  std::unique_ptr<Member> member =
+      AdoptFileMember(path, fd, area.size(), /*read_only=*/false);
   if (::ftruncate(fd, 0) != 0) {
     const int err = errno;
     member.reset();  // closes fd
@@ -262,7 +177,7 @@ absl::StatusOr<std::unique_ptr<Member>> CreateBitmapFile(
     if (!existed) ::unlink(path.c_str());
     return status;
   }
-  return std::unique_ptr<Member>(std::move(member));
+  return member;
 }
 
 }  // namespace uraid

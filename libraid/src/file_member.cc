@@ -2,6 +2,8 @@
 // threads (positional I/O needs no lock), optional O_DIRECT with aligned
 // bounce buffers, fdatasync for flush, hole punching for discard.
 
+#include "file_member.h"
+
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
@@ -12,6 +14,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -195,6 +199,13 @@ class FileMember final : public Member {
 };
 
 }  // namespace
+
+std::unique_ptr<Member> AdoptFileMember(std::string name, int fd, uint64_t size,
+                                        bool read_only) {
+  return std::make_unique<FileMember>(std::move(name), fd, size,
+                                      /*direct=*/false, /*is_block=*/false,
+                                      read_only);
+}
 
 absl::StatusOr<std::unique_ptr<Member>> OpenFileMember(
     const std::string& path, const FileMemberOptions& options) {

@@ -98,6 +98,19 @@ class MdadmInteropTest(unittest.TestCase):
     def tearDown(self):
         subprocess.run(["rm", "-rf", self.tmp])
 
+    def serve_until_resynced(self, d, paths, extra=()):
+        """Serves `paths` until the log says the resync after a crash is
+        done, then stops cleanly; returns the server's output."""
+        srv = Server(d, paths, extra=list(extra))
+        try:
+            deadline = time.time() + 60
+            while "resync: done" not in srv.output():
+                self.assertLess(time.time(), deadline, srv.output())
+                time.sleep(0.05)
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.output())
+        return srv.output()
+
     def compare(self, path, expect_state="AAAA"):
         md = mdadm_examine(path)
         ours = json.loads(run_tool("examine", "--json", path).stdout)[0]
@@ -269,14 +282,7 @@ class MdadmInteropTest(unittest.TestCase):
         self.assertEqual(md["State"], "active", md)  # dirty, like md's
         # The next assembly resyncs those regions and a clean stop leaves
         # no bit set.
-        srv = Server(d, paths)
-        try:
-            deadline = time.time() + 60
-            while "resync: done" not in srv.output():
-                self.assertLess(time.time(), deadline, srv.output())
-                time.sleep(0.05)
-        finally:
-            self.assertEqual(srv.stop(), 0, srv.output())
+        self.serve_until_resynced(d, paths)
         with ReadOnlyLoop(paths[0]) as dev:
             x, text = mdadm_x(dev)
             md = mdadm_examine(dev)
@@ -339,18 +345,12 @@ class MdadmInteropTest(unittest.TestCase):
         self.assertLess(dirty, bits // 4, text)
         self.assertEqual(mdadm_examine(paths[0])["State"], "active")
         # Served again with the file: only those regions are resynced.
-        srv = Server(self.tmp, paths, extra=[f"bitmap={bm}"])
-        try:
-            deadline = time.time() + 60
-            while "resync: done" not in srv.output():
-                self.assertLess(time.time(), deadline, srv.output())
-                time.sleep(0.05)
-        finally:
-            self.assertEqual(srv.stop(), 0, srv.output())
+        out = self.serve_until_resynced(self.tmp, paths,
+                                        extra=[f"bitmap={bm}"])
         m = re.search(r"resync: done: \d+ stripes read \([^)]*, (\d+) "
-                      r"bitmap regions\)", srv.output())
-        self.assertIsNotNone(m, srv.output())
-        self.assertEqual(int(m.group(1)), dirty, srv.output())
+                      r"bitmap regions\)", out)
+        self.assertIsNotNone(m, out)
+        self.assertEqual(int(m.group(1)), dirty, out)
         x, text = mdadm_x(bm)
         self.assertRegex(x["Bitmap"], r", 0 dirty", text)
         self.assertEqual(mdadm_examine(paths[0])["State"], "clean")

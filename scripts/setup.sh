@@ -10,6 +10,10 @@ PACKAGES=(
   libbenchmark-dev liburing-dev nlohmann-json3-dev libcli11-dev
   nbdkit nbdkit-plugin-dev libnbd-dev libnbd-bin python3-libnbd
   nbdfuse fuse3 mdadm fio jq util-linux e2fsprogs xfsprogs iproute2
+  # tests/kernel: a throw-away guest under Debian's own kernel judges md
+  # interop (qemu, the kernel and its modules, busybox for the initramfs,
+  # the kernel NBD client's tool).
+  qemu-system-x86 linux-image-amd64 busybox-static nbd-client
 )
 
 # Names provided by installed packages: some of ours are virtual (bookworm's

@@ -1,0 +1,1032 @@
+"""The guest half of the kernel md tests: runs inside the throw-away guest
+(vm.py) as root, with the host's / read-only under a tmpfs overlay, the
+real md (raid456) and NBD client of Debian's kernel, and each case's member
+images as virtio disks.
+
+    python3 guest.py PLAN.json
+
+PLAN names the tool, the plugin, the results directory (a writable 9p share)
+and, for this boot, a list of steps: {case, kind, step, params, disks}.
+Each step prints "CASE <name> PASS|FAIL ..." and writes
+RESULTS/<case>.result.json ({"status": "pass"|"fail"|"crash-armed",
+"message", "seconds"}); state a case needs in its next boot goes to
+RESULTS/<case>.state.json. A step that ends the boot on purpose (sysrq-b)
+writes "crash-armed" first and never returns.
+
+Data is a pattern the reader can recognise: a 4 KiB block written with tag
+T at array block B holds (T, B) repeated, so a misplaced block names where
+it came from. Unwritten blocks are zeros (the images start sparse).
+"""
+
+import hashlib
+import json
+import mmap
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+BLK = 4096
+MIB = 1 << 20
+PLAN = None
+
+
+class CaseFailed(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise CaseFailed(msg)
+
+
+def log(msg):
+    print(f"  {msg}", flush=True)
+
+
+def sh(*cmd, ok=True, timeout=300, input=None):
+    """Runs a command; returns CompletedProcess. `ok`: it must exit 0."""
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                       timeout=timeout, input=input,
+                       stdin=None if input is not None else subprocess.DEVNULL)
+    if ok and r.returncode != 0:
+        raise CaseFailed(f"{' '.join(map(str, cmd))} exited {r.returncode}: "
+                         f"{(r.stdout + r.stderr).strip()[-1500:]}")
+    return r
+
+
+def uraid(*args, ok=True):
+    return sh(PLAN["tool"], *args, ok=ok)
+
+
+def uraid_json(*args):
+    return json.loads(uraid(*args, "--json").stdout)
+
+
+# --- the data pattern and what the array should hold ---------------------
+
+def block_bytes(tag, blk):
+    if tag == 0:
+        return bytes(BLK)
+    return struct.pack("<QQ", tag, blk) * (BLK // 16)
+
+
+def describe(got):
+    if got == bytes(BLK):
+        return "zeros"
+    tag, blk = struct.unpack_from("<QQ", got)
+    if got == block_bytes(tag, blk):
+        return f"tag {tag} block {blk}"
+    return f"garbage {got[:16].hex()}"
+
+
+class Image:
+    """What each 4 KiB block of an array should hold: a tag, or a set of
+    allowed tags (a write a crash interrupted may or may not have landed)."""
+
+    def __init__(self, size):
+        self.size = size
+        self.blocks = {}   # blk -> tag or frozenset of allowed tags
+
+    def set(self, blk, tag):
+        self.blocks[blk] = tag
+
+    def allowed(self, blk):
+        v = self.blocks.get(blk, 0)
+        return v if isinstance(v, frozenset) else frozenset([v])
+
+    def to_json(self):
+        return {"size": self.size,
+                "blocks": {str(b): (sorted(v) if isinstance(v, frozenset)
+                                    else v) for b, v in self.blocks.items()}}
+
+    @staticmethod
+    def from_json(j):
+        im = Image(j["size"])
+        for b, v in j["blocks"].items():
+            im.blocks[int(b)] = frozenset(v) if isinstance(v, list) else v
+        return im
+
+    def verify(self, read_at, what, size=None):
+        """Reads the whole array (`read_at(offset, length)`), 1 MiB at a time,
+        and fails naming the first block that differs. `size`: the device's
+        size, which must be this image's unless given larger (a grow), the
+        rest then reading as zeros."""
+        size = self.size if size is None else size
+        step = MIB
+        bad = []
+        for off in range(0, size, step):
+            n = min(step, size - off)
+            got = read_at(off, n)
+            check(len(got) == n, f"{what}: short read at {off}: {len(got)}")
+            first = off // BLK
+            want = b"".join(block_bytes(min(self.allowed(b)) if
+                                        len(self.allowed(b)) == 1 else 0, b)
+                            for b in range(first, first + n // BLK))
+            if got == want:
+                continue
+            for i in range(n // BLK):
+                b = first + i
+                g = got[i * BLK:(i + 1) * BLK]
+                if not any(g == block_bytes(t, b) for t in self.allowed(b)):
+                    bad.append(f"block {b} (byte {b * BLK}): want "
+                               f"{sorted(self.allowed(b))}, got {describe(g)}")
+                    if len(bad) >= 5:
+                        break
+            if len(bad) >= 5:
+                break
+        check(not bad, f"{what}: data differs: " + "; ".join(bad))
+
+
+def write_pattern(write_at, image, tag, blocks):
+    """Writes `tag` to each array block in `blocks` (runs of adjacent blocks
+    go in one request) and records it in `image`."""
+    blocks = sorted(set(blocks))
+    i = 0
+    while i < len(blocks):
+        j = i
+        while j + 1 < len(blocks) and blocks[j + 1] == blocks[j] + 1 and \
+                j - i < 255:
+            j += 1
+        data = b"".join(block_bytes(tag, b) for b in blocks[i:j + 1])
+        write_at(data, blocks[i] * BLK)
+        for b in blocks[i:j + 1]:
+            image.set(b, tag)
+        i = j + 1
+
+
+def spread_blocks(nblocks, seed, head=256, count=64):
+    """A head run (partial and full stripes), blocks spread over the whole
+    array, and the last block: the shapes that catch layout errors."""
+    import random
+    rng = random.Random(seed)
+    out = set(range(min(head, nblocks)))
+    for _ in range(count):
+        b = rng.randrange(nblocks)
+        out.update(range(b, min(b + rng.randint(1, 40), nblocks)))
+    out.add(nblocks - 1)
+    return out
+
+
+# --- block devices -------------------------------------------------------
+
+class Direct:
+    """O_DIRECT reads and writes of a block device (no page cache between
+    md and the test, so a read sees what md serves now)."""
+
+    def __init__(self, path, write=False):
+        self.fd = os.open(path, (os.O_RDWR if write else os.O_RDONLY) |
+                          os.O_DIRECT)
+        self.buf = mmap.mmap(-1, MIB)
+
+    def size(self):
+        return os.lseek(self.fd, 0, os.SEEK_END)
+
+    def read(self, off, n):
+        out = bytearray()
+        while n:
+            k = min(n, MIB)
+            view = memoryview(self.buf)[:k]
+            got = os.preadv(self.fd, [view], off)
+            check(got == k, f"short O_DIRECT read at {off}: {got}")
+            out += view
+            view.release()
+            off += k
+            n -= k
+        return bytes(out)
+
+    def write(self, data, off):
+        pos = 0
+        while pos < len(data):
+            k = min(len(data) - pos, MIB)
+            self.buf[:k] = data[pos:pos + k]
+            view = memoryview(self.buf)[:k]
+            os.pwritev(self.fd, [view], off + pos)
+            view.release()
+            pos += k
+
+    def close(self):
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.buf.close()
+
+
+# --- md ------------------------------------------------------------------
+
+def md_attr(md, name):
+    with open(f"/sys/block/{md}/md/{name}") as f:
+        return f.read().strip()
+
+
+def md_set(md, name, value):
+    with open(f"/sys/block/{md}/md/{name}", "w") as f:
+        f.write(str(value))
+
+
+def md_size(md):
+    with open(f"/sys/block/{md}/size") as f:
+        return int(f.read()) * 512
+
+
+def dmesg_md(md):
+    r = sh("dmesg", ok=False)
+    return [l for l in r.stdout.splitlines() if md in l]
+
+
+def md_wait_idle(md, timeout=600, what="sync"):
+    """Waits until md has no sync, recovery or reshape running or pending."""
+    deadline = time.time() + timeout
+    while True:
+        action = md_attr(md, "sync_action")
+        if action == "idle" and md_attr(md, "sync_completed") == "none":
+            return
+        check(time.time() < deadline,
+              f"{md}: {what} did not end in {timeout}s (sync_action "
+              f"{action}, {md_attr(md, 'sync_completed')})")
+        time.sleep(0.2)
+
+
+def md_check(md):
+    """md's own parity check; returns mismatch_cnt."""
+    sh("mdadm", "--readwrite", f"/dev/{md}", ok=False)
+    md_wait_idle(md, what="sync before check")
+    md_set(md, "sync_action", "check")
+    time.sleep(0.2)
+    md_wait_idle(md, what="check")
+    check(md_attr(md, "last_sync_action") == "check",
+          f"{md}: last_sync_action {md_attr(md, 'last_sync_action')} after "
+          f"a check")
+    return int(md_attr(md, "mismatch_cnt"))
+
+
+def md_examine(dev):
+    r = sh("mdadm", "--examine", dev)
+    fields = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*([A-Za-z' ]+?) : (.*)$", line)
+        if m:
+            fields[m.group(1).strip()] = m.group(2).strip()
+    return fields
+
+
+def md_bitmap(dev):
+    """`mdadm -X DEV`: (bits, dirty, events, events cleared)."""
+    r = sh("mdadm", "-X", dev)
+    m = re.search(r"Bitmap : (\d+) bits \(chunks\), (\d+) dirty", r.stdout)
+    check(m, f"mdadm -X {dev}: no bitmap line: {r.stdout}")
+    ev = re.search(r"\n\s*Events : (\d+)", r.stdout)
+    evc = re.search(r"Events Cleared : (\d+)", r.stdout)
+    return {"bits": int(m.group(1)), "dirty": int(m.group(2)),
+            "events": int(ev.group(1)), "events_cleared": int(evc.group(1)),
+            "text": r.stdout}
+
+
+def md_assemble(md, devs, *extra):
+    r = sh("mdadm", "--assemble", f"/dev/{md}", *extra, *devs, ok=False)
+    check(r.returncode == 0 and os.path.exists(f"/sys/block/{md}/md"),
+          f"mdadm --assemble /dev/{md} {' '.join(extra)} {' '.join(devs)} "
+          f"exited {r.returncode}: {(r.stdout + r.stderr).strip()}; "
+          f"kernel: {' | '.join(dmesg_md(md)[-8:])}")
+    return (r.stdout + r.stderr).strip()
+
+
+def md_stop(md):
+    if os.path.exists(f"/sys/block/{md}/md"):
+        sh("mdadm", "--stop", f"/dev/{md}")
+
+
+def md_shape(md, level, layout, chunk, disks, size):
+    """md's view of the array must be the one uraid made."""
+    check(md_attr(md, "level") == f"raid{level}",
+          f"{md}: level {md_attr(md, 'level')}, want raid{level}")
+    check(int(md_attr(md, "raid_disks")) == disks,
+          f"{md}: raid_disks {md_attr(md, 'raid_disks')}, want {disks}")
+    if level == 5:
+        check(int(md_attr(md, "layout")) == layout,
+              f"{md}: layout {md_attr(md, 'layout')}, want {layout}")
+    check(int(md_attr(md, "chunk_size")) == chunk,
+          f"{md}: chunk {md_attr(md, 'chunk_size')}, want {chunk}")
+    check(md_size(md) == size, f"{md}: size {md_size(md)}, uraid says {size}")
+
+
+def md_members(md):
+    """{dev name: state} of md's members (dev-vdX/state)."""
+    out = {}
+    base = f"/sys/block/{md}/md"
+    for e in os.listdir(base):
+        if e.startswith("dev-"):
+            with open(f"{base}/{e}/state") as f:
+                out[e[4:]] = f.read().strip()
+    return out
+
+
+# --- uraid ---------------------------------------------------------------
+
+LAYOUTS = {"left-asymmetric": 0, "right-asymmetric": 1, "left-symmetric": 2,
+           "right-symmetric": 3, "parity-first": 4, "parity-last": 5}
+
+
+class Server:
+    """nbdkit with our plugin on a unix socket (harness.Server's rules)."""
+
+    def __init__(self, tmp, members, extra=()):
+        os.makedirs(tmp, exist_ok=True)
+        self.sock = os.path.join(tmp, "uraid.sock")
+        self.pidfile = os.path.join(tmp, "uraid.pid")
+        self.log = os.path.join(tmp, "nbdkit.log")
+        for f in (self.sock, self.pidfile):
+            if os.path.exists(f):
+                os.unlink(f)
+        cmd = ["nbdkit", "-U", self.sock, "-P", self.pidfile, "-f",
+               "--exit-with-parent", PLAN["plugin"]]
+        cmd += [f"member={m}" for m in members] + list(extra)
+        self.logf = open(self.log, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.logf,
+                                     stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while not os.path.exists(self.pidfile):
+            if self.proc.poll() is not None:
+                raise CaseFailed("nbdkit exited: " + self.output())
+            if time.time() > deadline:
+                self.proc.kill()
+                raise CaseFailed("nbdkit did not start: " + self.output())
+            time.sleep(0.05)
+
+    def output(self):
+        if not self.logf.closed:
+            self.logf.flush()
+        with open(self.log) as f:
+            return f.read()
+
+    def connect(self):
+        import nbd
+        h = nbd.NBD()
+        h.connect_unix(self.sock)
+        return h
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=120)
+        self.logf.close()
+        rc = self.proc.returncode
+        if sig == signal.SIGTERM:
+            check(rc == 0, f"nbdkit exited {rc}: {self.output()[-1500:]}")
+        return rc
+
+
+def uraid_read_all(tmp, devs, image, what, size=None, extra=()):
+    srv = Server(tmp, devs, extra)
+    try:
+        h = srv.connect()
+        got_size = h.get_size()
+        check(got_size == (size or image.size),
+              f"{what}: uraid serves {got_size} bytes, want {size or image.size}")
+        image.verify(lambda o, n: h.pread(n, o), what, size)
+        h.shutdown()
+    finally:
+        srv.stop()
+    return srv
+
+
+def uraid_detail(devs):
+    return uraid_json("detail", *devs)
+
+
+def uraid_check(devs, what):
+    j = uraid_json("check", *devs)
+    check(j["mismatches"] == 0, f"{what}: uraid check found "
+          f"{j['mismatches']} mismatched stripes {j['first_mismatched_stripes']}")
+
+
+def compare_superblocks(devs, what):
+    """uraid examine and mdadm --examine agree on every member."""
+    ours = uraid_json("examine", *devs)
+    for dev, u in zip(devs, ours):
+        m = md_examine(dev)
+        check(m.get("Checksum", "").endswith("correct"),
+              f"{what}: mdadm --examine {dev}: checksum {m.get('Checksum')}")
+        for mk, uk in (("Events", "events"), ("Array UUID", "array_uuid"),
+                       ("Device Role", "device_role"), ("State", "state")):
+            check(str(m.get(mk)) == str(u.get(uk)),
+                  f"{what}: {dev}: mdadm --examine {mk} {m.get(mk)!r}, "
+                  f"uraid examine {uk} {u.get(uk)!r}")
+    return ours
+
+
+def compare_bitmaps(devs, what):
+    """uraid detail's bitmap and mdadm -X of each member agree."""
+    d = uraid_detail(devs)
+    b = d["bitmap"]
+    if not b["present"]:
+        return d, None
+    for dev in devs:
+        x = md_bitmap(dev)
+        for k, uk in (("bits", "chunks"), ("dirty", "dirty_chunks"),
+                      ("events", "events"),
+                      ("events_cleared", "events_cleared")):
+            check(x[k] == b[uk], f"{what}: {dev}: mdadm -X {k} {x[k]}, "
+                  f"uraid detail bitmap.{uk} {b[uk]}\n{x['text']}")
+    return d, b
+
+
+# --- the cases -----------------------------------------------------------
+
+def settle_speed():
+    # md throttles a sync to speed_limit_min when it sees other I/O; under
+    # TCG everything is slow, so let it run at full speed.
+    with open("/proc/sys/dev/raid/speed_limit_max", "w") as f:
+        f.write("2000000")
+    with open("/proc/sys/dev/raid/speed_limit_min", "w") as f:
+        f.write("1000000")
+
+
+def create_args(p):
+    a = ["create", "--force", "--name", "k", "--chunk", p["chunk"],
+         "--bitmap", p.get("bitmap", "none")]
+    if p.get("bitmap_chunk"):
+        a += ["--bitmap-chunk", p["bitmap_chunk"]]
+    if p.get("level", 5) == 4:
+        a += ["--level", "4"]
+    else:
+        a += ["--layout", p.get("layout", "left-symmetric")]
+    if p.get("assume_clean", True):
+        a.append("--assume-clean")
+    return a
+
+
+def chunk_bytes(text):
+    return int(text[:-1]) * 1024 if text.endswith("K") else int(text)
+
+
+def case_uraid_to_md(c):
+    """uraid creates and writes; md assembles with every member, reads it
+    back, checks parity, writes; uraid reads md's writes."""
+    p, devs, md = c.params, c.devs, c.md
+    slots = list(devs)
+    missing = p.get("missing")          # a slot created as `missing`
+    if missing is not None:
+        slots[missing] = "missing"
+    uraid(*create_args(p), *slots)
+    present = [d for d in slots if d != "missing"]
+    d = uraid_detail(present)
+    size = d["array_bytes"]
+    image = Image(size)
+    srv = Server(c.tmp, present)
+    h = srv.connect()
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
+                  spread_blocks(size // BLK, c.seed))
+    h.flush()
+    h.shutdown()
+    srv.stop()
+    leave_out = p.get("leave_out")      # served without it: it goes stale
+    if leave_out is not None:
+        stale = present[leave_out]
+        rest = [x for x in present if x != stale]
+        srv = Server(c.tmp, rest)
+        h = srv.connect()
+        write_pattern(lambda data, off: h.pwrite(data, off), image, 2,
+                      spread_blocks(size // BLK, c.seed + 1, count=16))
+        h.flush()
+        h.shutdown()
+        srv.stop()
+    before = compare_superblocks(present, "after uraid")
+    if p.get("bitmap", "none") != "none":
+        compare_bitmaps(present, "after uraid")
+
+    # md: the stale member is given too, and md must leave it out.
+    out = md_assemble(md, present)
+    log(f"mdadm --assemble: {out or 'ok'}")
+    level = p.get("level", 5)
+    layout = LAYOUTS.get(p.get("layout", "left-symmetric"), 2)
+    md_shape(md, level, layout, chunk_bytes(p["chunk"]), p["disks"], size)
+    degraded = int(md_attr(md, "degraded"))
+    want_degraded = int(missing is not None) + int(leave_out is not None)
+    check(degraded == want_degraded,
+          f"{md}: degraded {degraded}, want {want_degraded}; members "
+          f"{md_members(md)}; mdadm said: {out}")
+    if leave_out is not None:
+        name = os.path.basename(stale)
+        check(name not in md_members(md),
+              f"{md}: md took the stale member {stale}: {md_members(md)}")
+    check(md_attr(md, "resync_start") == "none",
+          f"{md}: md wants a resync of uraid's clean array (resync_start "
+          f"{md_attr(md, 'resync_start')})")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, f"md reading uraid's array /dev/{md}")
+    dev.close()
+    if want_degraded == 0:
+        mm = md_check(md)
+        check(mm == 0, f"{md}: md check: mismatch_cnt {mm}")
+    else:
+        sh("mdadm", "--readwrite", f"/dev/{md}", ok=False)
+    # md writes (partial stripes, full stripes, the end), then stops.
+    dev = Direct(f"/dev/{md}", write=True)
+    write_pattern(dev.write, image, 3, spread_blocks(size // BLK, c.seed + 2,
+                                                     head=64, count=24))
+    dev.close()
+    md_stop(md)
+
+    # uraid reads md's writes; superblocks and bitmaps agree.
+    members = [x for x in present if leave_out is None or x != stale]
+    after = compare_superblocks(members, "after md")
+    check(after[0]["events"] > max(b["events"] for b in before),
+          f"md's writes did not advance events ({after[0]['events']})")
+    d, b = compare_bitmaps(members, "after md")
+    check(d["state"].startswith("clean"), f"uraid detail after md: state "
+          f"{d['state']}")
+    if want_degraded == 0:
+        uraid_check(members, "after md")
+    uraid_read_all(c.tmp, members, image, "uraid reading md's writes")
+
+
+def case_md_to_uraid(c):
+    """md creates and writes; uraid serves it, reads it back, checks
+    parity, writes; md assembles again: no resync, check 0."""
+    p, devs, md = c.params, c.devs, c.md
+    slots = list(devs)
+    missing = p.get("missing")
+    if missing is not None:
+        slots[missing] = "missing"
+    args = ["mdadm", "--create", f"/dev/{md}", "--run", "--metadata=1.2",
+            f"--level={p.get('level', 5)}", f"--raid-devices={p['disks']}",
+            f"--chunk={p['chunk']}", f"--bitmap={p.get('bitmap', 'none')}",
+            "--name=k"]
+    if p.get("level", 5) == 5:
+        args.append(f"--layout={p.get('layout', 'left-symmetric')}")
+    if p.get("assume_clean", True):
+        args.append("--assume-clean")
+    sh(*args, *slots)
+    present = [d for d in slots if d != "missing"]
+    if not p.get("assume_clean", True):
+        # md's initial build of parity: a "recovery" onto the last slot.
+        sh("mdadm", "--readwrite", f"/dev/{md}")
+        md_wait_idle(md, what="initial recovery")
+        last = md_attr(md, "last_sync_action")
+        check(last == "recover", f"{md}: initial sync was {last!r}, "
+              f"expected md's recovery")
+    size = md_size(md)
+    image = Image(size)
+    dev = Direct(f"/dev/{md}", write=True)
+    write_pattern(dev.write, image, 1, spread_blocks(size // BLK, c.seed))
+    dev.close()
+    if p.get("fail") is not None:
+        # A member md fails and removes, then more writes: it goes stale.
+        stale = present[p["fail"]]
+        sh("mdadm", f"/dev/{md}", "--fail", stale)
+        sh("mdadm", f"/dev/{md}", "--remove", stale)
+        dev = Direct(f"/dev/{md}", write=True)
+        write_pattern(dev.write, image, 2,
+                      spread_blocks(size // BLK, c.seed + 1, count=16))
+        dev.close()
+    md_stop(md)
+
+    members = present
+    if p.get("fail") is not None:
+        # uraid refuses the stale member by name (README: leave it out).
+        r = sh("nbdkit", "-U", os.path.join(c.tmp, "bad.sock"), "-f",
+               PLAN["plugin"], *[f"member={m}" for m in present], ok=False,
+               timeout=60)
+        check(r.returncode != 0, "uraid served md's array with a stale member")
+        check(stale in r.stdout + r.stderr,
+              f"uraid's refusal does not name the stale member {stale}: "
+              f"{(r.stdout + r.stderr).strip()}")
+        members = [x for x in present if x != stale]
+    compare_superblocks(members, "after md")
+    d, b = compare_bitmaps(members, "after md")
+    check(d["array_bytes"] == size,
+          f"uraid array_bytes {d['array_bytes']}, md size {size}")
+    degraded = missing is not None or p.get("fail") is not None
+    if not degraded:
+        uraid_check(members, "md's array")
+    srv = Server(c.tmp, members)
+    h = srv.connect()
+    check(h.get_size() == size, f"uraid serves {h.get_size()}, md {size}")
+    image.verify(lambda o, n: h.pread(n, o), "uraid reading md's array")
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 3,
+                  spread_blocks(size // BLK, c.seed + 2, head=64, count=24))
+    h.flush()
+    h.shutdown()
+    srv.stop()
+    if not degraded:
+        uraid_check(members, "after uraid's writes")
+    compare_superblocks(members, "after uraid")
+
+    out = md_assemble(md, members)
+    check(md_attr(md, "resync_start") == "none",
+          f"{md}: md wants a resync after uraid's clean stop (resync_start "
+          f"{md_attr(md, 'resync_start')})")
+    check(int(md_attr(md, "degraded")) == int(degraded),
+          f"{md}: degraded {md_attr(md, 'degraded')}: {out}")
+    if p.get("bitmap", "none") != "none":
+        x = md_bitmap(members[0])
+        check(x["dirty"] == 0, f"md's bitmap after uraid's clean stop has "
+              f"{x['dirty']} dirty bits")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md reading uraid's writes")
+    dev.close()
+    if not degraded:
+        mm = md_check(md)
+        check(mm == 0, f"{md}: md check after uraid's writes: mismatch_cnt {mm}")
+        check(md_attr(md, "resync_start") == "none", "md resynced")
+    md_stop(md)
+
+
+def parity_location(p, array_off):
+    """(parity slot, member byte offset from the data start) of the stripe
+    holding array byte `array_off`, from `uraid map`."""
+    m = uraid_json("map", "--disks", str(p["disks"]), "--layout",
+                   p.get("layout", "left-symmetric"), "--chunk", p["chunk"],
+                   str(array_off))
+    m = m[0] if isinstance(m, list) else m
+    return m
+
+
+def case_kill9_bitmap(c):
+    """kill -9 of nbdkit during writes with the bitmap: mdadm -X and uraid
+    detail agree on the dirty bits; md resyncs the dirty regions only
+    (parity spoiled in a clean region stays spoiled, in a dirty one md
+    rewrites it) and the data reads back."""
+    p, devs, md = c.params, c.devs, c.md
+    uraid(*create_args(p), *devs)
+    d = uraid_detail(devs)
+    size, bchunk = d["array_bytes"], d["bitmap"]["chunk_bytes"]
+    data_disks = p["disks"] - 1
+    region = bchunk * data_disks          # array bytes per bitmap bit
+    nregions = size // region
+    check(nregions >= 6, f"only {nregions} bitmap regions")
+    image = Image(size)
+    srv = Server(c.tmp, devs)
+    h = srv.connect()
+    # Fill the whole array first (all clean again after a clean stop).
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
+                  range(size // BLK))
+    h.flush()
+    h.shutdown()
+    srv.stop()
+    # Write regions 1 and 3 only, flushing each write, and kill -9 with a
+    # write in flight.
+    srv = Server(c.tmp, devs)
+    h = srv.connect()
+    targets = [b for r in (1, 3) for b in range(r * region // BLK,
+                                                (r + 1) * region // BLK)]
+    import random
+    rng = random.Random(c.seed)
+    gen = 10
+    stop = threading.Event()
+    inflight = {}
+
+    def writer():
+        nonlocal gen
+        try:
+            while not stop.is_set():
+                b = rng.choice(targets)
+                gen += 1
+                prev = image.allowed(b)
+                image.blocks[b] = frozenset(prev | {gen})
+                inflight[b] = gen
+                h.pwrite(block_bytes(gen, b), b * BLK)
+                h.flush()
+                image.blocks[b] = gen
+                del inflight[b]
+        except Exception:
+            pass
+    t = threading.Thread(target=writer)
+    t.start()
+    time.sleep(1.5)
+    srv.stop(signal.SIGKILL)
+    stop.set()
+    t.join()
+    d, b = compare_bitmaps(devs, "after kill -9")
+    check(not d["state"].startswith("clean"), f"state {d['state']} after kill")
+    check(1 <= b["dirty_chunks"] <= 2,
+          f"{b['dirty_chunks']} dirty bits after writing 2 regions")
+    # Spoil parity in region 5 (clean) and region 1 (dirty).
+    for r in (5, 1):
+        m = parity_location(p, r * region + BLK)
+        pslot = m["parity_disk"]
+        off = d["data_offset_bytes"] + m["member_offset"]
+        fd = os.open(devs[pslot], os.O_RDWR)
+        os.pwrite(fd, b"\xa5" * BLK, off)
+        os.fsync(fd)
+        os.close(fd)
+
+    out = md_assemble(md, devs)
+    log(f"mdadm --assemble: {out or 'ok'}")
+    sh("mdadm", "--readwrite", f"/dev/{md}", ok=False)
+    md_wait_idle(md, what="resync after kill -9")
+    check(md_attr(md, "last_sync_action") == "resync",
+          f"{md}: last_sync_action {md_attr(md, 'last_sync_action')}")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md after its resync")
+    dev.close()
+    mm = md_check(md)
+    # One spoiled 4 KiB page (8 sectors) in the clean region; the one in
+    # the dirty region was rewritten by the resync.
+    check(mm == 8, f"md check after the resync: mismatch_cnt {mm}, want 8 "
+          f"(the parity spoiled in a clean region only): md resynced "
+          f"{'more' if mm == 0 else 'less'} than the dirty regions")
+    md_set(md, "sync_action", "repair")
+    time.sleep(0.2)
+    md_wait_idle(md, what="repair")
+    md_stop(md)
+    compare_bitmaps(devs, "after md")
+    uraid_check(devs, "after md's repair")
+    uraid_read_all(c.tmp, devs, image, "uraid after md's resync")
+
+
+def wait_for(cond, timeout, what):
+    deadline = time.time() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        check(time.time() < deadline, f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def case_reshape_uraid_killed(c):
+    """uraid grows 3->4 and is killed mid-reshape; md assembles the four
+    members, finishes the reshape, and the data is intact."""
+    p, devs, md = c.params, c.devs, c.md
+    old = devs[:3]
+    uraid(*create_args(p), *old)
+    size = uraid_detail(old)["array_bytes"]
+    image = Image(size)
+    ctl = os.path.join(c.tmp, "ctl.sock")
+    srv = Server(c.tmp, old, [f"control={ctl}"])
+    h = srv.connect()
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
+                  range(size // BLK))
+    h.flush()
+    uraid("set", "--control", ctl, "--speed-min", "2000", "--speed-max", "2000")
+    uraid("grow", "--control", ctl, "--raid-devices", "4", "--add", devs[3])
+
+    def progress():
+        j = uraid_json("detail", "--control", ctl)
+        job = j.get("job") or {}
+        pct = job.get("percent") or 0
+        return pct if 20 <= pct <= 70 else 0
+    pct = wait_for(progress, 120, "the reshape to reach 20%")
+    srv.stop(signal.SIGKILL)
+    log(f"killed nbdkit at {pct}% of the reshape")
+    ex = md_examine(devs[0])
+    check("Reshape pos'n" in ex, f"no reshape in progress after the kill: {ex}")
+    out = md_assemble(md, devs)
+    log(f"mdadm --assemble: {out or 'ok'}; kernel: "
+        f"{' | '.join(dmesg_md(md)[-4:])}")
+    sh("mdadm", "--readwrite", f"/dev/{md}", ok=False)
+    md_wait_idle(md, timeout=600, what="md finishing uraid's reshape")
+    check(int(md_attr(md, "raid_disks")) == 4,
+          f"raid_disks {md_attr(md, 'raid_disks')} after md's reshape")
+    check(md_attr(md, "reshape_position") == "none",
+          f"reshape_position {md_attr(md, 'reshape_position')}")
+    msgs = dmesg_md(md)
+    check(any("reshape" in m for m in msgs),
+          f"md's log does not mention the reshape: {msgs[-10:]}")
+    new_size = md_size(md)
+    check(new_size == size * 3 // 2, f"{md}: size {new_size} after growing "
+          f"{size} 3->4")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md after finishing uraid's reshape", new_size)
+    dev.close()
+    mm = md_check(md)
+    check(mm == 0, f"md check after the reshape: mismatch_cnt {mm}")
+    md_stop(md)
+    compare_superblocks(devs, "after md's reshape")
+    uraid_check(devs, "after md's reshape")
+    uraid_read_all(c.tmp, devs, image, "uraid after md's reshape", new_size)
+
+
+def case_reshape_md_crashed(c):
+    """Boot 1: md grows 3->4 and the guest is crashed (sysrq-b) mid-reshape.
+    Boot 2: `uraid grow --continue` finishes it; data intact in uraid and
+    then in md."""
+    p, devs, md = c.params, c.devs, c.md
+    if c.step == 0:
+        sh("mdadm", "--create", f"/dev/{md}", "--run", "--metadata=1.2",
+           "--level=5", "--raid-devices=3", f"--chunk={p['chunk']}",
+           f"--bitmap={p.get('bitmap', 'none')}", "--assume-clean",
+           "--name=k", *devs[:3])
+        size = md_size(md)
+        image = Image(size)
+        dev = Direct(f"/dev/{md}", write=True)
+        write_pattern(dev.write, image, 1, range(size // BLK))
+        dev.close()
+        ex = md_examine(devs[0])
+        log(f"md's member: data offset {ex.get('Data Offset')}, unused "
+            f"{ex.get('Unused Space')}")
+        sh("mdadm", f"/dev/{md}", "--add", devs[3])
+        with open("/proc/sys/dev/raid/speed_limit_max", "w") as f:
+            f.write("2000")
+        with open("/proc/sys/dev/raid/speed_limit_min", "w") as f:
+            f.write("2000")
+        r = sh("mdadm", "--grow", f"/dev/{md}", "--raid-devices=4")
+        log(f"mdadm --grow: {(r.stdout + r.stderr).strip()}")
+        sh("mdadm", "--readwrite", f"/dev/{md}", ok=False)
+
+        def mid():
+            pos = md_attr(md, "reshape_position")
+            return pos != "none" and int(pos) * 512 >= size // 5
+        wait_for(mid, 300, "md's reshape to pass 20%")
+        # md writes reshape_position to the superblocks as it goes; crash
+        # when a checkpoint past the start is on disk.
+        wait_for(lambda: "Reshape pos'n" in sh("mdadm", "--examine",
+                                               devs[0]).stdout and
+                 not md_examine(devs[0])["Reshape pos'n"].startswith("0 "),
+                 300, "a reshape checkpoint in the superblock")
+        pos = md_attr(md, "reshape_position")
+        c.save_state({"image": image.to_json(), "size": size,
+                      "md_reshape_position": pos})
+        log(f"crashing the guest with sysrq-b at reshape_position {pos}")
+        c.crash_armed()
+        with open("/proc/sysrq-trigger", "w") as f:
+            f.write("b")
+        time.sleep(60)
+        raise CaseFailed("sysrq-b did not end the guest")
+    # Boot 2.
+    st = c.load_state()
+    image, size = Image.from_json(st["image"]), st["size"]
+    ex = md_examine(devs[0])
+    check("Reshape pos'n" in ex, f"md's crash left no reshape: {ex}")
+    pos = ex["Reshape pos'n"]
+    log(f"md's superblock after the crash: Reshape pos'n {pos}, "
+        f"Delta Devices {ex.get('Delta Devices')}")
+    r = uraid("grow", "--continue", *devs)
+    log(f"uraid grow --continue: {(r.stdout + r.stderr).strip()[-300:]}")
+    d = uraid_detail(devs)
+    check(d["raid_devices"] == 4 and not d["reshape"]["active"],
+          f"after uraid grow --continue: {d['raid_devices']} devices, "
+          f"reshape {d['reshape']}")
+    new_size = d["array_bytes"]
+    check(new_size == size * 3 // 2, f"size {new_size} after 3->4 of {size}")
+    uraid_check(devs, "after uraid finished md's reshape")
+    uraid_read_all(c.tmp, devs, image, "uraid after finishing md's reshape",
+                   new_size)
+    out = md_assemble(md, devs)
+    check(int(md_attr(md, "raid_disks")) == 4 and
+          md_attr(md, "reshape_position") == "none",
+          f"md sees raid_disks {md_attr(md, 'raid_disks')}, reshape "
+          f"{md_attr(md, 'reshape_position')}: {out}")
+    check(md_attr(md, "resync_start") == "none",
+          f"md wants a resync after uraid's reshape "
+          f"({md_attr(md, 'resync_start')})")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md after uraid finished its reshape", new_size)
+    dev.close()
+    mm = md_check(md)
+    check(mm == 0, f"md check: mismatch_cnt {mm}")
+    md_stop(md)
+
+
+def case_nbd0(c):
+    """The README's /dev/nbd0 recipe: the plugin serves the disks, the
+    kernel's NBD client attaches them, a filesystem made with uraid
+    detail's hints is written and fsck'd; md then assembles the same disks
+    and the files are identical."""
+    p, devs, md = c.params, c.devs, c.md
+    fs = p.get("fs", "ext4")
+    uraid(*create_args(p), *devs)
+    d = uraid_detail(devs)
+    sh("modprobe", "nbd", "nbds_max=4")
+    srv = Server(c.tmp, devs)
+    nbd = "/dev/nbd0"
+    mnt = os.path.join(c.tmp, "mnt")
+    os.makedirs(mnt, exist_ok=True)
+    files = {}
+    try:
+        sh("nbd-client", "-b", "4096", "-unix", srv.sock, nbd)
+        with open("/sys/block/nbd0/queue/logical_block_size") as f:
+            check(f.read().strip() == "4096", "nbd0 is not 4 KiB sectors")
+        if fs == "ext4":
+            # detail's hint: "mkfs.ext4 -b 4096 -E stride=S,stripe-width=W"
+            hint = d["mkfs"]["ext4"]
+            check(f"stride={d['mkfs']['ext4_stride']}" in hint, hint)
+            sh(*hint.split()[:1], "-q", "-F", *hint.split()[1:], nbd)
+        else:
+            hint = d["mkfs"]["xfs"]
+            sh(*hint.split(), "-q", "-f", nbd)
+        log(f"mkfs: {hint}")
+        sh("mount", nbd, mnt)
+        import random
+        rng = random.Random(c.seed)
+        os.makedirs(os.path.join(mnt, "dir", "sub"))
+        for i in range(12):
+            n = rng.choice([1, 100, 4095, 4096, 70000, 1 << 20, 3 << 20])
+            name = os.path.join("dir" if i % 2 else "dir/sub", f"f{i}")
+            data = rng.randbytes(n)
+            with open(os.path.join(mnt, name), "wb") as f:
+                f.write(data)
+            files[name] = hashlib.sha256(data).hexdigest()
+        sh("umount", mnt)
+        fsck = ["fsck.ext4", "-f", "-n"] if fs == "ext4" else \
+            ["xfs_repair", "-n"]
+        sh(*fsck, nbd)
+    finally:
+        sh("umount", mnt, ok=False)
+        sh("nbd-client", "-d", nbd, ok=False)
+        srv.stop()
+    out = md_assemble(md, devs)
+    check(md_attr(md, "resync_start") == "none", "md wants a resync")
+    sh(*fsck, f"/dev/{md}")
+    sh("mount", "-o", "ro", f"/dev/{md}", mnt)
+    try:
+        for name, digest in files.items():
+            with open(os.path.join(mnt, name), "rb") as f:
+                got = hashlib.sha256(f.read()).hexdigest()
+            check(got == digest, f"{name} differs when md serves the disks")
+    finally:
+        sh("umount", mnt, ok=False)
+    mm = md_check(md)
+    check(mm == 0, f"md check: mismatch_cnt {mm}")
+    md_stop(md)
+
+
+KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
+         "kill9_bitmap": case_kill9_bitmap,
+         "reshape_uraid_killed": case_reshape_uraid_killed,
+         "reshape_md_crashed": case_reshape_md_crashed, "nbd0": case_nbd0}
+
+
+class Case:
+    def __init__(self, entry, index, disks_by_serial):
+        self.name, self.kind = entry["case"], entry["kind"]
+        self.step, self.params = entry["step"], entry["params"]
+        self.seed = entry.get("seed", index + 1)
+        self.devs = [disks_by_serial[s] for s in entry["disks"]]
+        self.md = f"md{index}"
+        self.tmp = f"/tmp/case-{index}"
+        self.results = PLAN["results"]
+
+    def path(self, what):
+        return os.path.join(self.results, f"{self.name}.{what}.json")
+
+    def save_state(self, st):
+        with open(self.path("state"), "w") as f:
+            json.dump(st, f)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def load_state(self):
+        with open(self.path("state")) as f:
+            return json.load(f)
+
+    def crash_armed(self):
+        self.result("crash-armed", "the guest is crashed on purpose", 0)
+        os.sync()
+
+    def result(self, status, message, seconds):
+        with open(self.path("result"), "w") as f:
+            json.dump({"status": status, "message": message,
+                       "seconds": seconds}, f)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def main():
+    global PLAN
+    with open(sys.argv[1]) as f:
+        PLAN = json.load(f)
+    disks = {}
+    with open("/run/uraid-disks") as f:
+        for line in f:
+            serial, dev = line.split()
+            disks[serial] = dev
+    sh("modprobe", "raid456")
+    settle_speed()
+    failed = 0
+    for i, entry in enumerate(PLAN["steps"]):
+        c = Case(entry, i, disks)
+        os.makedirs(c.tmp, exist_ok=True)
+        label = c.name + (f" (step {c.step + 1})" if entry.get("steps", 1) > 1
+                          else "")
+        print(f"CASE {label}: start", flush=True)
+        t0 = time.time()
+        try:
+            KINDS[c.kind](c)
+            status, msg = "pass", ""
+        except CaseFailed as e:
+            status, msg = "fail", str(e)
+        except Exception:
+            status, msg = "fail", traceback.format_exc()
+        finally:
+            for k in range(8):  # whatever a failed case left assembled
+                if os.path.exists(f"/sys/block/md{i}/md"):
+                    sh("mdadm", "--stop", f"/dev/md{i}", ok=False)
+            settle_speed()
+        secs = time.time() - t0
+        c.result(status, msg, secs)
+        print(f"CASE {label}: {status.upper()} ({secs:.1f}s guest)"
+              + (f": {msg}" if msg else ""), flush=True)
+        failed += status != "pass"
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

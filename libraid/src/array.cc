@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "array_impl.h"
 #include "parity.h"
@@ -68,6 +69,8 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       data_offset_(shape_view_),
       read_only_(read_only),
       logger_(std::move(logger)),
+      event_uuid_(FormatUuid(sb.set_uuid)),
+      event_name_(sb.set_name),
       slots_(std::move(slots)),
       pool_(geometry.raid_disks() - 1),
       cache_(geometry.stripe_data_bytes(), read_only ? 0 : cache.bytes),
@@ -86,10 +89,6 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
 }
 
 ArrayImpl::~ArrayImpl() { Shutdown(); }
-
-void ArrayImpl::Log(const std::string& line) const {
-  if (logger_) logger_(line);
-}
 
 int ArrayImpl::MissingSlotAt(uint64_t stripe) const {
   for (int i = 0; i < geo_.raid_disks(); ++i) {
@@ -200,9 +199,7 @@ void ArrayImpl::RunIo(MemberIo& io) {
                              slot.repl_front.load(std::memory_order_acquire))) {
       absl::Status rs = DoIo(*r, io, raw);
       if (!rs.ok() && slot.replacement.compare_exchange_strong(r, nullptr)) {
-        Log(absl::StrFormat(
-            "replacement %s for slot %d failed: %s; replace abandoned",
-            r->Name(), io.slot, rs.message()));
+        ReportReplacementFailed(r->Name(), io.slot, rs);
       }
     }
   }
@@ -273,9 +270,7 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
       std::shared_ptr<Member> r = slots_[io.slot]->replacement.load();
       if (r != nullptr &&
           slots_[io.slot]->replacement.compare_exchange_strong(r, nullptr)) {
-        Log(absl::StrFormat(
-            "replacement %s for slot %d failed: %s; replace abandoned",
-            r->Name(), io.slot, io.status.message()));
+        ReportReplacementFailed(r->Name(), io.slot, io.status);
       }
       if (first.ok()) first = io.status;
       continue;
@@ -316,6 +311,44 @@ uint64_t ArrayImpl::HandOverToReplacement(Slot& s,
   return from;
 }
 
+void ArrayImpl::ReportMemberFailed(const std::string& name, int slot,
+                                   const std::string& why) const {
+  {
+    Event e = MakeEvent("Fail", name, slot);
+    e.details.emplace_back("error", why);
+    Report(LogLevel::kError, std::move(e),
+           absl::StrFormat("member %s (slot %d) failed: %s", name, slot, why));
+  }
+  std::vector<uint64_t> gone;
+  for (int i = 0; i < SlotCount(); ++i) {
+    if (slots_[i]->state.load() != SlotState::kActive) gone.push_back(i);
+  }
+  if (failed_.load()) {
+    Event e = MakeEvent("ArrayFailed", name, slot);
+    e.details.emplace_back("gone_slots", gone);
+    Report(LogLevel::kCritical, std::move(e),
+           absl::StrFormat("array has FAILED (%d members gone, the last %s); "
+                           "requests that need them return EIO",
+                           gone.size(), name));
+    return;
+  }
+  Event e = MakeEvent("DegradedArray");
+  e.details.emplace_back("gone_slots", gone);
+  Report(LogLevel::kWarning, std::move(e),
+         absl::StrFormat("array continues degraded without slot %d", slot));
+}
+
+void ArrayImpl::ReportReplacementFailed(const std::string& name, int slot,
+                                        const absl::Status& why) const {
+  Event e = MakeEvent("FailSpare", name, slot);
+  e.details.emplace_back("error", std::string(why.message()));
+  e.details.emplace_back("kind", std::string("replace"));
+  Report(LogLevel::kError, std::move(e),
+         absl::StrFormat(
+             "replacement %s for slot %d failed: %s; replace abandoned", name,
+             slot, why.message()));
+}
+
 absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
                                  const Member* only_if) {
   if (slot < 0 || slot >= SlotCount()) {
@@ -354,7 +387,7 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
   }
   switch (outcome) {
     case Outcome::kNotHolder:
-      Log(absl::StrFormat(
+      Log(LogLevel::kDebug, absl::StrFormat(
           "slot %d: ignoring a late error from %s, which no longer holds the "
           "slot: %s",
           slot, only_if->Name(), why));
@@ -362,15 +395,26 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
     case Outcome::kGone:
       return absl::OkStatus();  // already gone
     case Outcome::kHandedOver:
-      Log(absl::StrFormat(
-          "member %s (slot %d) failed during replace: %s; replacement %s "
-          "continues as a rebuild from stripe %d",
-          old ? old->Name() : "", slot, why, r->Name(), f));
+      {
+        Event e = MakeEvent("Fail", old ? old->Name() : "", slot);
+        e.details.emplace_back("error", why);
+        e.details.emplace_back("replacement", r->Name());
+        Report(LogLevel::kWarning, std::move(e),
+               absl::StrFormat(
+                   "member %s (slot %d) failed during replace: %s; "
+                   "replacement %s continues as a rebuild from stripe %d",
+                   old ? old->Name() : "", slot, why, r->Name(), f));
+      }
       return read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
     case Outcome::kTargetFailed: {
       // The rebuild target failed: the slot is as degraded as before.
-      Log(absl::StrFormat("rebuild target %s (slot %d) failed: %s",
-                          old ? old->Name() : "", slot, why));
+      {
+        Event e = MakeEvent("FailSpare", old ? old->Name() : "", slot);
+        e.details.emplace_back("error", why);
+        Report(LogLevel::kError, std::move(e),
+               absl::StrFormat("rebuild target %s (slot %d) failed: %s",
+                               old ? old->Name() : "", slot, why));
+      }
       absl::Status st =
           read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
       MaybeStartRecovery();
@@ -382,20 +426,12 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
   UpdateBitmapDegraded();
   std::string name = old ? old->Name() : "";
   const int gone = GoneSlots();
-  if (gone > 1) {
-    failed_.store(true);
-    Log(absl::StrFormat(
-        "member %s (slot %d) failed: %s; array has FAILED (%d members gone), "
-        "requests that need it return EIO",
-        name, slot, why, gone));
-    return absl::OkStatus();  // nothing safe to record any more
-  }
-  Log(
-      absl::StrFormat("member %s (slot %d) failed: %s; array continues "
-                      "degraded",
-                      name, slot, why));
+  if (gone > 1) failed_.store(true);
+  ReportMemberFailed(name, slot, why);
+  if (gone > 1) return absl::OkStatus();  // nothing safe to record any more
   if (resync_stripe_.load() < geo_.stripe_count()) {
-    Log("warning: a member failed before resync finished; stripes not yet "
+    Log(LogLevel::kWarning,
+        "a member failed before resync finished; stripes not yet "
         "resynced may reconstruct stale data");
   }
   if (read_only_) return absl::OkStatus();
@@ -494,8 +530,8 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
     if (bitmap_ != nullptr) {
       absl::Status bs = bitmap_->SetEvents(sb_.events);
       if (!bs.ok()) {
-        Log(absl::StrFormat("bitmap: writing events %d: %s", sb_.events,
-                            bs.message()));
+        Log(LogLevel::kError, absl::StrFormat("bitmap: writing events %d: %s",
+                                              sb_.events, bs.message()));
       }
     }
     bool retry = false;
@@ -515,8 +551,13 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
           t.member->Write(bytes.data(), bytes.size(), kSb12OffsetBytes);
       if (st.ok()) st = t.member->Flush();
       if (st.ok()) continue;
-      Log(absl::StrFormat("member %s failed writing its superblock: %s",
-                          t.member->Name(), st.message()));
+      {
+        Event e = MakeEvent("MetadataWriteFailed", t.member->Name(), t.slot);
+        e.details.emplace_back("error", std::string(st.message()));
+        Report(LogLevel::kError, std::move(e),
+               absl::StrFormat("member %s failed writing its superblock: %s",
+                               t.member->Name(), st.message()));
+      }
       retry = true;
       if (t.slot < 0) {
         std::erase_if(spares_,
@@ -537,19 +578,35 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
           r != nullptr && s.state.load() == SlotState::kActive) {
         // As in FailSlot: the replacement goes on as a rebuild.
         (void)HandOverToReplacement(s, r);
-        Log(absl::StrFormat("replacement %s continues as a rebuild of slot %d",
-                            r->Name(), t.slot));
+        Event e = MakeEvent("Fail", t.member->Name(), t.slot);
+        e.details.emplace_back("error", std::string(st.message()));
+        e.details.emplace_back("replacement", r->Name());
+        Report(LogLevel::kWarning, std::move(e),
+               absl::StrFormat("replacement %s continues as a rebuild of slot %d",
+                               r->Name(), t.slot));
         break;
       }
       SlotState was = s.state.load();
       while ((was == SlotState::kActive || was == SlotState::kRebuilding) &&
              !s.state.compare_exchange_weak(was, SlotState::kFaulty)) {
       }
-      if (was == SlotState::kActive && GoneSlots() > 1) {
-        failed_.store(true);
-        return absl::UnavailableError(absl::StrFormat(
-            "array has failed: superblock write to %s failed: %s",
-            t.member->Name(), st.message()));
+      const std::string why =
+          absl::StrCat("superblock write failed: ", st.message());
+      if (was == SlotState::kRebuilding) {
+        Event e = MakeEvent("FailSpare", t.member->Name(), t.slot);
+        e.details.emplace_back("error", why);
+        Report(LogLevel::kError, std::move(e),
+               absl::StrFormat("rebuild target %s (slot %d) failed: %s",
+                               t.member->Name(), t.slot, why));
+      }
+      if (was == SlotState::kActive) {
+        if (GoneSlots() > 1) failed_.store(true);
+        ReportMemberFailed(t.member->Name(), t.slot, why);
+        if (failed_.load()) {
+          return absl::UnavailableError(absl::StrFormat(
+              "array has failed: superblock write to %s failed: %s",
+              t.member->Name(), st.message()));
+        }
       }
       break;
     }
@@ -684,7 +741,7 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
   }
   if (!same) return absl::OkStatus();
   if (read_only_) {
-    Log(absl::StrFormat(
+    Log(LogLevel::kWarning, absl::StrFormat(
         "read error on %s (slot %d) at member offset %d: %s; served from "
         "parity (read-only: not rewritten)",
         name, slot, data_offset_ + member_offset, why.message()));
@@ -704,10 +761,18 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
   }
   const uint32_t n = s.read_errors.fetch_add(1) + 1;
   counters_.read_errors_corrected.fetch_add(1, std::memory_order_relaxed);
-  Log(absl::StrFormat(
-      "read error on %s (slot %d) at member offset %d: %s; rebuilt from "
-      "parity and rewritten (%d corrected on this member)",
-      name, slot, data_offset_ + member_offset, why.message(), n));
+  {
+    Event e = MakeEvent("ReadErrorCorrected", name, slot);
+    e.details.emplace_back("offset",
+                           static_cast<int64_t>(data_offset_ + member_offset));
+    e.details.emplace_back("error", std::string(why.message()));
+    e.details.emplace_back("corrected", int64_t{n});
+    Report(LogLevel::kWarning, std::move(e),
+           absl::StrFormat(
+               "read error on %s (slot %d) at member offset %d: %s; rebuilt "
+               "from parity and rewritten (%d corrected on this member)",
+               name, slot, data_offset_ + member_offset, why.message(), n));
+  }
   if (n > kMaxCorrectedReadErrors) {
     return FailSlot(slot,
                     absl::StrFormat("%d read errors corrected, more than "
@@ -1374,13 +1439,22 @@ absl::Status ArrayImpl::Resync() {
   uint64_t start = resync_stripe_.load();
   const uint64_t C = geo_.chunk_bytes();
   const uint64_t B = bitmap_ != nullptr ? bitmap_->chunk_bytes() : 0;
-  Log(absl::StrFormat(
-      "resync: recomputing parity of stripes %d..%d%s", start,
-      geo_.stripe_count() - 1,
-      B ? absl::StrFormat(" where the bitmap has bits set (%d "
-                          "of %d regions)",
-                          bitmap_->DirtyChunks(), bitmap_->chunks())
-        : ""));
+  {
+    Event e = MakeEvent("ResyncStarted");
+    e.details.emplace_back("from_stripe", static_cast<int64_t>(start));
+    if (B) {
+      e.details.emplace_back("dirty_regions",
+                             static_cast<int64_t>(bitmap_->DirtyChunks()));
+    }
+    Report(LogLevel::kNotice, std::move(e),
+           absl::StrFormat(
+               "resync: recomputing parity of stripes %d..%d%s", start,
+               geo_.stripe_count() - 1,
+               B ? absl::StrFormat(" where the bitmap has bits set (%d "
+                                   "of %d regions)",
+                                   bitmap_->DirtyChunks(), bitmap_->chunks())
+                 : ""));
+  }
   absl::Status st;
   uint64_t repaired = 0, read = 0, regions = 0;
   // With a bitmap only regions whose bit is set can be inconsistent; each
@@ -1442,17 +1516,34 @@ absl::Status ArrayImpl::Resync() {
     release_through(bitmap_->chunks() * B);  // the last, partial region
   }
   resync_running_.store(false);
+  const auto finished = [&](LogLevel level, const std::string& result,
+                            const std::string& line) {
+    Event e = MakeEvent("ResyncFinished");
+    e.details.emplace_back("result", result);
+    e.details.emplace_back("stripe", static_cast<int64_t>(resync_stripe_.load()));
+    e.details.emplace_back("repaired", static_cast<int64_t>(repaired));
+    Report(level, std::move(e), line);
+  };
   if (!st.ok()) {
-    Log(absl::StrFormat("resync stopped at stripe %d: %s",
-                        resync_stripe_.load(), st.message()));
+    finished(LogLevel::kError, std::string(st.message()),
+             absl::StrFormat("resync stopped at stripe %d: %s",
+                             resync_stripe_.load(), st.message()));
     return st;
   }
-  if (resync_stripe_.load() < geo_.stripe_count()) return absl::OkStatus();
-  Log(absl::StrFormat(
-      "resync: done: %d stripes read (%d bytes per member%s), %d skipped, "
-      "%d repaired",
-      read, read * C, B ? absl::StrFormat(", %d bitmap regions", regions) : "",
-      geo_.stripe_count() - start - read, repaired));
+  if (resync_stripe_.load() < geo_.stripe_count()) {
+    finished(LogLevel::kNotice, "interrupted",
+             absl::StrFormat("resync interrupted at stripe %d; it resumes "
+                             "there at the next start",
+                             resync_stripe_.load()));
+    return absl::OkStatus();
+  }
+  finished(LogLevel::kNotice, "completed",
+           absl::StrFormat(
+               "resync: done: %d stripes read (%d bytes per member%s), %d "
+               "skipped, %d repaired",
+               read, read * C,
+               B ? absl::StrFormat(", %d bitmap regions", regions) : "",
+               geo_.stripe_count() - start - read, repaired));
   MutexLock lock(&state_mu_);
   if (writes_in_flight_ == 0 && !clean_) return MarkCleanLocked();
   return absl::OkStatus();
@@ -1481,7 +1572,7 @@ void ArrayImpl::SafemodeLoop() {
         std::chrono::steady_clock::now() - last_write_ >= kSafemodeDelay) {
       absl::Status st = MarkCleanLocked();
       if (!st.ok())
-        Log(absl::StrFormat("marking clean failed: %s", st.message()));
+        Log(LogLevel::kError, absl::StrFormat("marking clean failed: %s", st.message()));
     }
   }
 }
@@ -1500,7 +1591,7 @@ void ArrayImpl::WritebackLoop() {
     for (uint64_t stripe : cache_.Oldest(SIZE_MAX, deadline)) {
       absl::Status st = WritebackStripe(stripe);
       if (!st.ok()) {
-        Log(absl::StrFormat("cache writeback of stripe %d failed: %s", stripe,
+        Log(LogLevel::kError, absl::StrFormat("cache writeback of stripe %d failed: %s", stripe,
                             st.message()));
         break;
       }
@@ -1532,7 +1623,7 @@ void ArrayImpl::StartBackground() {
   // after it, in the new shape).
   if (reshaping_.load() && !failed_.load() && !ReshapeJobQueued()) {
     absl::Status st = RequestJob(JobRequest{JobKind::kReshape, -1});
-    if (!st.ok()) Log(absl::StrFormat("reshape not resumed: %s", st.message()));
+    if (!st.ok()) Log(LogLevel::kError, absl::StrFormat("reshape not resumed: %s", st.message()));
   }
   MaybeStartRecovery();
 }
@@ -1556,14 +1647,14 @@ void ArrayImpl::Shutdown() {
   if (job_thread_.joinable()) job_thread_.join();
   absl::Status wb = WritebackAll();
   if (!wb.ok()) {
-    Log(absl::StrFormat("writing back cached data at shutdown failed: %s",
+    Log(LogLevel::kError, absl::StrFormat("writing back cached data at shutdown failed: %s",
                         wb.message()));
   }
   MutexLock lock(&state_mu_);
   if (!read_only_ && !failed_.load() && !clean_) {
     absl::Status st = MarkCleanLocked();
     if (!st.ok())
-      Log(absl::StrFormat("marking clean failed: %s", st.message()));
+      Log(LogLevel::kError, absl::StrFormat("marking clean failed: %s", st.message()));
   }
   if (clean_ && !failed_.load()) ClearBitmapAtStop();
 }

@@ -47,7 +47,11 @@ absl::Status ArrayImpl::PersistBitmap(uint64_t offset,
       // here the writes that need the bits fail instead, so no data ever
       // reaches the members unrecorded (a later crash would resync too
       // little). Writes under bits already set still go through.
-      Log(absl::StrFormat("bitmap file write failed: %s", st.message()));
+      Event e = MakeEvent("MetadataWriteFailed", bitmap_file_->Name());
+      e.details.emplace_back("error", std::string(st.message()));
+      e.details.emplace_back("what", std::string("bitmap file"));
+      Report(LogLevel::kError, std::move(e),
+             absl::StrFormat("bitmap file write failed: %s", st.message()));
     }
     return st;
   }
@@ -88,8 +92,14 @@ absl::Status ArrayImpl::PersistBitmap(uint64_t offset,
       ++written;
       continue;
     }
-    Log(absl::StrFormat("member %s failed writing the bitmap at %d: %s",
-                        t.member->Name(), raw, t.status.message()));
+    {
+      Event e = MakeEvent("MetadataWriteFailed", t.member->Name(), t.slot);
+      e.details.emplace_back("error", std::string(t.status.message()));
+      e.details.emplace_back("what", std::string("bitmap"));
+      Report(LogLevel::kError, std::move(e),
+             absl::StrFormat("member %s failed writing the bitmap at %d: %s",
+                             t.member->Name(), raw, t.status.message()));
+    }
     if (first.ok()) first = t.status;
     // FailSlot writes superblocks, which writes the bitmap header: not
     // from inside the bitmap. The failure is handled right after the
@@ -118,10 +128,8 @@ void ArrayImpl::ProcessDeferredFailures() {
     Slot& s = *slots_[d.slot];
     if (d.replacement) {
       if (s.replacement.compare_exchange_strong(d.member, nullptr)) {
-        Log(
-            absl::StrFormat("replacement %s for slot %d failed: %s; replace "
-                            "abandoned",
-                            d.member->Name(), d.slot, d.why));
+        ReportReplacementFailed(d.member->Name(), d.slot,
+                                absl::InternalError(d.why));
         (void)WriteSuperblocks(std::nullopt);
       }
     } else {
@@ -153,7 +161,7 @@ void ArrayImpl::ClearBitmapAtStop() {
                                   1'000'000'000);
   absl::Status st = bitmap_->Tick(
       [this] { return FlushSlots(std::vector<bool>(SlotCount(), true)); });
-  if (!st.ok()) Log(absl::StrFormat("bitmap: clear at stop: %s", st.message()));
+  if (!st.ok()) Log(LogLevel::kError, absl::StrFormat("bitmap: clear at stop: %s", st.message()));
 }
 
 void ArrayImpl::BitmapTick() {
@@ -163,7 +171,7 @@ void ArrayImpl::BitmapTick() {
   last_tick_ = now;
   absl::Status st = bitmap_->Tick(
       [this] { return FlushSlots(std::vector<bool>(SlotCount(), true)); });
-  if (!st.ok()) Log(absl::StrFormat("bitmap: lazy clear: %s", st.message()));
+  if (!st.ok()) Log(LogLevel::kError, absl::StrFormat("bitmap: lazy clear: %s", st.message()));
   ProcessDeferredFailures();
 }
 
@@ -230,7 +238,7 @@ absl::Status ArrayImpl::AttachBitmap(Member* internal_source,
   if (!sb.clean()) {
     // md behaves the same: the superblocks cannot say that an external
     // bitmap exists, so without it nothing narrows the resync.
-    Log("no write-intent bitmap (none on the members, no bitmap file "
+    Log(LogLevel::kNotice, "no write-intent bitmap (none on the members, no bitmap file "
         "given): the resync covers the whole array from its checkpoint. An "
         "array created with --bitmap FILE resyncs only dirty regions when "
         "assembled with that file (uraid --bitmap FILE, plugin bitmap=FILE; "
@@ -312,7 +320,7 @@ absl::Status ArrayImpl::InstallBitmap(const BitmapSuper& bs,
                        opts));
   UpdateBitmapDegraded();
   if (verdict == BitmapVerdict::kStale) {
-    Log(absl::StrFormat(
+    Log(LogLevel::kWarning, absl::StrFormat(
         "bitmap %s is older than the superblocks (events %d < %d) or marked "
         "stale: treating every region as dirty",
         where, bs.events, sb.events));

@@ -29,6 +29,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "aligned_buffer.h"
+#include "event_hub.h"
 #include "reshape_gate.h"
 #include "shape.h"
 #include "stripe_cache.h"
@@ -36,6 +37,7 @@
 #include "task_pool.h"
 #include "uraid/array.h"
 #include "uraid/bitmap.h"
+#include "uraid/events.h"
 #include "uraid/sync.h"
 
 namespace uraid {
@@ -202,6 +204,13 @@ class ArrayImpl {
   // stripe the rebuild continues from.
   uint64_t HandOverToReplacement(Slot& s, const std::shared_ptr<Member>& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // Reports an active member that has just been marked faulty: Fail, then
+  // ArrayFailed when failed_ is set, else DegradedArray.
+  void ReportMemberFailed(const std::string& name, int slot,
+                          const std::string& why) const;
+  // Reports a replace target that failed (FailSpare): the replace ends.
+  void ReportReplacementFailed(const std::string& name, int slot,
+                               const absl::Status& why) const;
   void StartBackground();
 
   // --- member management (slot_admin.cc) ---
@@ -280,7 +289,25 @@ class ArrayImpl {
   const Geometry& geometry() const { return geo_; }
   bool read_only() const { return read_only_; }
   ArrayInfo Info() const;
-  void Log(const std::string& line) const;
+  // One log line at `level` (no event).
+  void Log(LogLevel level, const std::string& line) const;
+  // Event `e` (time, array uuid and name filled in here) goes to every
+  // listener, and `line` to the logger at `level` with the event attached.
+  // Safe under any of the array's locks except job_mu_ (listeners take
+  // their own leaf locks).
+  void Report(LogLevel level, Event e, const std::string& line) const;
+  // An event named `name`, about `member` in `slot` when given.
+  static Event MakeEvent(const char* name, std::string member = "",
+                         std::optional<int> slot = std::nullopt);
+  EventHub& events() { return events_; }
+  // The current state as events, as a new subscriber first sees it:
+  // NewArray, then DegradedArray or ArrayFailed, SparesMissing, and the
+  // running job's start event.
+  std::vector<Event> StateEvents() const;
+  // md's spares=N: fewer spares than this gives SparesMissing.
+  void SetExpectedSpares(int n) { expected_spares_.store(n); }
+  // Reports SparesMissing when the array has fewer spares than expected.
+  void CheckSpares() const;
 
  private:
   // The shaped data path: one request in the calling thread's shape.
@@ -497,7 +524,14 @@ class ArrayImpl {
   // were skipped (0 when the window must be rebuilt). Takes their locks.
   uint64_t SkipRecoveryWindow(int slot, uint64_t from, uint64_t count);
   bool JobStopRequested() const;
-  void JobProgress(uint64_t done_bytes);
+  // Records job progress (per-member bytes); reports Rebuild20..80.
+  void JobProgress(uint64_t done_bytes) ABSL_LOCKS_EXCLUDED(job_mu_);
+  void JobProgressLocked(uint64_t done_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job_mu_);
+  // The events of a job starting and ending (RebuildStarted, ...,
+  // SpareActive). REQUIRES: job_mu_ not held.
+  void ReportJobStart(JobKind kind, int slot);
+  void ReportJobEnd(const JobInfo& done, bool ok, double secs);
   // Puts `m` (device `id`) into the gone slot `s`, rebuilding from stripe
   // 0; `partial`: only where the bitmap has bits set (a re-added member).
   void StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
@@ -527,6 +561,12 @@ class ArrayImpl {
   const LiveDataOffset data_offset_;
   const bool read_only_;
   const Logger logger_;
+  // For events: fixed for the array's life (the uuid and set name never
+  // change), so reporting needs no lock.
+  const std::string event_uuid_;
+  const std::string event_name_;
+  EventHub events_;
+  std::atomic<int> expected_spares_{0};
   SlotTable slots_;
   std::atomic<bool> failed_{false};
   // Moving average of member data-I/O latency, in ns (see Submit).
@@ -553,6 +593,8 @@ class ArrayImpl {
   bool job_cancel_ ABSL_GUARDED_BY(job_mu_) = false;  // StopJob
   bool background_ ABSL_GUARDED_BY(job_mu_) = false;
   JobInfo job_ ABSL_GUARDED_BY(job_mu_);
+  // The last Rebuild milestone reported for the running job (20, 40, ...).
+  int job_milestone_ ABSL_GUARDED_BY(job_mu_) = 0;
   JobInfo last_job_ ABSL_GUARDED_BY(job_mu_);
   absl::Status last_job_status_ ABSL_GUARDED_BY(job_mu_);
   SpeedLimits speed_ ABSL_GUARDED_BY(job_mu_);

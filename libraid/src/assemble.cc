@@ -307,8 +307,8 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   }
   if (dirty) {
     if (!gone.empty()) {
-      impl->Log(
-          "warning: starting a dirty degraded array by force; stripes "
+      impl->Log(LogLevel::kWarning,
+          "starting a dirty degraded array by force; stripes "
           "written at the crash may reconstruct wrong data");
     } else if (reshaping) {
       // The reshape job resyncs the moved part first (ResumeReshape); the
@@ -318,12 +318,13 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
       // wherever the resync checkpoint was.
       uint64_t from = impl->has_bitmap() ? 0 : top.resync_offset * 512 / chunk;
       impl->SetResyncStart(std::min(from, geo->stripe_count()));
-      impl->Log(absl::StrFormat(
+      impl->Log(LogLevel::kWarning, absl::StrFormat(
           "array was not shut down cleanly: parity of stripes %d..%d will "
           "be resynced",
           from, geo->stripe_count() - 1));
     }
   }
+  impl->SetExpectedSpares(options.expected_spares);
   return std::unique_ptr<Array>(new Array(std::move(impl)));
 }
 

@@ -34,6 +34,7 @@ const std::vector<CmdSpec>& Specs() {
       {Cmd::kStop, "stop", {}},
       {Cmd::kSet, "set", {"speed_min", "speed_max", "cache"}},
       {Cmd::kGrow, "grow", {"raid_devices", "add", "layout", "chunk", "level"}},
+      {Cmd::kEvents, "events", {}},
   };
   return *specs;
 }
@@ -404,6 +405,7 @@ absl::StatusOr<Request> ParseRequest(std::string_view line) {
     case Cmd::kCheck:
     case Cmd::kRepair:
     case Cmd::kStop:
+    case Cmd::kEvents:
       break;
   }
   return r;

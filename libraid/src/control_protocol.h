@@ -31,7 +31,8 @@ enum class Cmd {
   kRepair,
   kStop,
   kSet,
-  kGrow
+  kGrow,
+  kEvents  // a subscription: the connection streams events until closed
 };
 
 // "detail", "fail", ... as on the wire.

@@ -1,10 +1,12 @@
 // The control channel's server (uraid/control.h): a thread accepting on a
-// unix socket, and one short-lived thread per connection reading request
-// lines with poll() and a deadline. Stop() wakes every thread through one
-// eventfd (it stays readable), then joins them.
+// unix socket, and one thread per connection reading request lines with
+// poll() and a deadline, or, for an events subscription, writing the
+// array's events from a bounded queue. Stop() wakes every thread through
+// one eventfd (it stays readable), then joins them.
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <exception>
 #include <list>
 #include <memory>
@@ -30,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "control_protocol.h"
+#include "event_json.h"
 #include "info_json.h"
 #include "uraid/control.h"
 #include "uraid/geometry.h"
@@ -69,6 +73,47 @@ bool WriteAll(int fd, std::string_view data, int timeout_ms) {
   return true;
 }
 
+// Who is on the other end of a connection, and what they may do.
+struct Peer {
+  uid_t uid = 0;
+  pid_t pid = 0;
+  bool may_change = false;  // root or the server's own user
+  bool may_read = false;    // may_change, or in the read group
+};
+
+// The peer's credentials from the kernel (SO_PEERCRED, and its groups
+// from SO_PEERGROUPS), judged against the read group.
+Peer PeerOf(int fd, const std::optional<uint32_t>& read_group) {
+  Peer p;
+  ucred cred = {};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return p;  // unknown: may do nothing
+  }
+  p.uid = cred.uid;
+  p.pid = cred.pid;
+  p.may_change = cred.uid == 0 || cred.uid == geteuid();
+  p.may_read = p.may_change;
+  if (p.may_read || !read_group.has_value()) return p;
+  if (cred.gid == *read_group) {
+    p.may_read = true;
+    return p;
+  }
+  std::vector<gid_t> groups(64);
+  for (;;) {
+    len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      break;
+    }
+    if (errno != ERANGE || groups.size() > 65536) return p;
+    groups.resize(len / sizeof(gid_t) + 1);
+  }
+  p.may_read = std::find(groups.begin(), groups.end(), *read_group) !=
+               groups.end();
+  return p;
+}
+
 // sockaddr_un for `path`, which the caller checked fits.
 sockaddr_un UnixAddress(const std::string& path) {
   sockaddr_un addr = {};
@@ -106,14 +151,27 @@ class ControlServer::Impl {
     std::atomic<bool> done{false};
   };
 
+  // One events subscriber's queue, filled by the array's listener.
+  struct Subscriber {
+    Mutex mu;
+    std::deque<std::string> lines ABSL_GUARDED_BY(mu);
+    uint64_t lost ABSL_GUARDED_BY(mu) = 0;  // dropped since the last catch-up
+    int wake_fd = -1;  // an eventfd the listener signals
+  };
+
   void AcceptLoop();
   void Reap(bool all);
   void Serve(Conn* conn);
-  std::string Handle(std::string_view line);
+  // Answers one request line; sets *subscribe for an allowed "events".
+  std::string Handle(std::string_view line, const Peer& peer,
+                     bool* subscribe);
   std::string Execute(const control::Request& request);
+  // Streams events on `fd` until the client goes, the socket stalls or the
+  // server stops.
+  void ServeEvents(int fd);
   std::string Resolve(const std::string& name) const;
-  void Log(const std::string& line) const {
-    if (options_.logger) options_.logger(line);
+  void Log(LogLevel level, const std::string& line) const {
+    if (options_.logger) options_.logger(level, line);
   }
 
   const std::string path_;
@@ -192,24 +250,37 @@ absl::Status ControlServer::Impl::Listen() {
     listen_fd_ = -1;
     return ErrnoError(err, absl::StrCat("control socket ", path_, ": bind"));
   }
+  // Mode 0600, or 0660 and the read group (group first, so the socket is
+  // never open to the file's previous group).
+  const mode_t want = options_.read_group.has_value() ? 0660 : 0600;
   int err = 0;
   if (lstat(path_.c_str(), &st) != 0) {
     err = errno;
   } else if (!S_ISSOCK(st.st_mode)) {
     err = EEXIST;  // replaced under our feet
-  } else if ((st.st_mode & 07777) != 0600) {
-    if (chmod(path_.c_str(), 0600) != 0 || lstat(path_.c_str(), &st) != 0) {
-      err = errno;
-    } else if ((st.st_mode & 07777) != 0600) {
-      err = EPERM;
-    }
+  } else if (options_.read_group.has_value() &&
+             lchown(path_.c_str(), static_cast<uid_t>(-1),
+                    static_cast<gid_t>(*options_.read_group)) != 0) {
+    err = errno;
+  } else if (chmod(path_.c_str(), want) != 0 ||
+             lstat(path_.c_str(), &st) != 0) {
+    err = errno;
+  } else if ((st.st_mode & 07777) != want ||
+             (options_.read_group.has_value() &&
+              st.st_gid != *options_.read_group)) {
+    err = EPERM;
   }
   if (err != 0) {
     unlink(path_.c_str());
     close(listen_fd_);
     listen_fd_ = -1;
-    return ErrnoError(err, absl::StrCat("control socket ", path_,
-                                        ": cannot make it mode 0600"));
+    return ErrnoError(
+        err, options_.read_group.has_value()
+                 ? absl::StrFormat("control socket %s: cannot make it mode "
+                                   "0660 with group %s",
+                                   path_, options_.read_group_name)
+                 : absl::StrCat("control socket ", path_,
+                                ": cannot make it mode 0600"));
   }
   dev_ = st.st_dev;
   ino_ = st.st_ino;
@@ -271,7 +342,8 @@ void ControlServer::Impl::AcceptLoop() {
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
           errno == ENOMEM) {
-        Log(absl::StrCat("control: accept on ", path_, ": ", ErrnoText(errno)));
+        Log(LogLevel::kError,
+            absl::StrCat("control: accept on ", path_, ": ", ErrnoText(errno)));
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       continue;  // EAGAIN, ECONNABORTED, EINTR: nothing to do
@@ -295,7 +367,8 @@ void ControlServer::Impl::AcceptLoop() {
         c->done = true;
       });
     } catch (const std::exception& e) {  // std::system_error: no threads
-      Log(absl::StrCat("control: cannot start a connection thread: ",
+      Log(LogLevel::kError,
+          absl::StrCat("control: cannot start a connection thread: ",
                        e.what()));
       close(fd);
       continue;
@@ -307,6 +380,7 @@ void ControlServer::Impl::AcceptLoop() {
 
 void ControlServer::Impl::Serve(Conn* conn) {
   const int fd = conn->fd;
+  const Peer peer = PeerOf(fd, options_.read_group);
   std::string buf;
   size_t scanned = 0;  // bytes of buf known to hold no newline
   bool eof = false;
@@ -329,9 +403,15 @@ void ControlServer::Impl::Serve(Conn* conn) {
       break;
     }
     if (nl != std::string::npos) {
-      std::string reply = Handle(std::string_view(buf.data(), nl));
+      bool subscribe = false;
+      std::string reply =
+          Handle(std::string_view(buf.data(), nl), peer, &subscribe);
       buf.erase(0, std::min(nl + 1, buf.size()));
       scanned = 0;
+      if (subscribe) {
+        ServeEvents(fd);  // the connection is a subscription from now on
+        break;
+      }
       if (!WriteAll(fd, reply, options_.write_timeout_ms)) break;
       deadline =
           Clock::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
@@ -367,15 +447,124 @@ void ControlServer::Impl::Serve(Conn* conn) {
   close(fd);
 }
 
-std::string ControlServer::Impl::Handle(std::string_view line) {
+std::string ControlServer::Impl::Handle(std::string_view line,
+                                        const Peer& peer, bool* subscribe) {
   try {
     absl::StatusOr<control::Request> request = control::ParseRequest(line);
     if (!request.ok()) return control::ErrorReply(request.status());
+    const bool reads_only = request->cmd == control::Cmd::kDetail ||
+                            request->cmd == control::Cmd::kEvents;
+    if (!peer.may_change && !(reads_only && peer.may_read)) {
+      const std::string why =
+          peer.may_read
+              ? absl::StrFormat("permission denied: %s is read-only for "
+                                "group %s (uid %d)",
+                                control::CmdName(request->cmd),
+                                options_.read_group_name, peer.uid)
+              : absl::StrFormat("permission denied: uid %d is neither the "
+                                "server's user nor in its read group",
+                                peer.uid);
+      Log(LogLevel::kWarning, absl::StrFormat("control: %s refused (pid %d): %s",
+                                              control::CmdName(request->cmd),
+                                              peer.pid, why));
+      return control::ErrorReply(absl::PermissionDeniedError(why));
+    }
+    if (request->cmd == control::Cmd::kEvents) {
+      *subscribe = true;
+      return "";
+    }
     return Execute(*request);
   } catch (const std::exception& e) {  // bad_alloc, or a bug
     return control::ErrorReply(
         absl::InternalError(absl::StrCat("control server: ", e.what())));
   }
+}
+
+void ControlServer::Impl::ServeEvents(int fd) {
+  auto sub = std::make_shared<Subscriber>();
+  sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (sub->wake_fd < 0) {
+    WriteAll(fd, control::ErrorReply(ErrnoError(errno, "events: eventfd")),
+             options_.write_timeout_ms);
+    return;
+  }
+  const size_t max_queued = std::max<size_t>(options_.max_queued_events, 1);
+  // Runs on the array's threads: queue or count, signal, never block.
+  const uint64_t id = array_->AddEventListener([sub, max_queued](
+                                                   const Event& e) {
+    {
+      MutexLock lock(&sub->mu);
+      if (sub->lost > 0 || sub->lines.size() >= max_queued) {
+        ++sub->lost;
+      } else {
+        sub->lines.push_back(EventLine(e));
+      }
+    }
+    const uint64_t one = 1;
+    (void)!write(sub->wake_fd, &one, sizeof one);
+  });
+  // The state after subscribing: whatever changes from here on is queued.
+  std::vector<Event> state = array_->StateEvents();
+  const auto state_text = [](const std::vector<Event>& events) {
+    std::string out;
+    for (const Event& e : events) out += EventLine(e);
+    return out;
+  };
+  control::Json head = control::Json::object();
+  head["initial"] = state.size();
+  bool ok = WriteAll(fd, control::OkReply(head) + state_text(state),
+                     options_.write_timeout_ms);
+  while (ok && !stopping_.load()) {
+    std::deque<std::string> lines;
+    uint64_t lost = 0;
+    {
+      MutexLock lock(&sub->mu);
+      lines.swap(sub->lines);
+      lost = sub->lost;
+      sub->lost = 0;
+    }
+    for (const std::string& line : lines) {
+      if (!(ok = WriteAll(fd, line, options_.write_timeout_ms))) break;
+    }
+    if (ok && lost > 0) {
+      // Caught up after dropping some: say how many, then the state again,
+      // so that the subscriber's picture is whole.
+      state = array_->StateEvents();
+      Event gap;
+      gap.name = "EventsLost";
+      gap.time = state.empty() ? 0 : state.front().time;
+      if (!state.empty()) {
+        gap.array = state.front().array;
+        gap.array_name = state.front().array_name;
+      }
+      gap.details.emplace_back("count", static_cast<int64_t>(lost));
+      ok = WriteAll(fd, EventLine(gap) + state_text(state),
+                    options_.write_timeout_ms);
+      continue;
+    }
+    if (!ok || !lines.empty()) continue;
+    // Wait for an event, the client going away, or the server stopping.
+    pollfd fds[3] = {
+        {fd, POLLIN, 0}, {sub->wake_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    const int n = poll(fds, 3, 1000);
+    if (n < 0 && errno != EINTR) break;
+    if (fds[1].revents & POLLIN) {
+      uint64_t count;
+      (void)!read(sub->wake_fd, &count, sizeof count);
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      // A subscriber sends nothing more; anything it does send is
+      // ignored, and end of file ends the subscription.
+      char chunk[4096];
+      const ssize_t got = recv(fd, chunk, sizeof chunk, 0);
+      if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN &&
+                       errno != EWOULDBLOCK)) {
+        break;
+      }
+    }
+  }
+  array_->RemoveEventListener(id);
+  close(sub->wake_fd);
 }
 
 // A member name as the array knows it: `name` itself when a member has that
@@ -411,6 +600,9 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
     case Cmd::kDetail:
       fields["detail"] = InfoToJson(array_->Info());
       return control::OkReply(fields);
+    case Cmd::kEvents:  // Handle streams them; never here
+      return control::ErrorReply(
+          absl::InternalError("events request reached Execute"));
     case Cmd::kFail: {
       const std::string name = Resolve(r.member);
       what = absl::StrCat("fail ", name);
@@ -502,7 +694,8 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
       break;
     }
   }
-  Log(absl::StrCat("control: ", what, ": ",
+  Log(st.ok() ? LogLevel::kNotice : LogLevel::kWarning,
+      absl::StrCat("control: ", what, ": ",
                    st.ok() ? std::string("done") : std::string(st.message())));
   return st.ok() ? control::OkReply(fields) : control::ErrorReply(st);
 }

@@ -6,10 +6,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "uraid/geometry.h"
 #include "uraid/superblock.h"
 
 namespace uraid {
+
+std::string ArrayStateText(const ArrayInfo& info) {
+  std::vector<std::string> words = {info.clean ? "clean" : "active"};
+  if (info.failed) {
+    words.push_back("failed");
+  } else if (info.degraded) {
+    words.push_back("degraded");
+  }
+  // A read-only assembly never resyncs: unfinished parity is only pending
+  // (mdadm's word for it) until a writable open picks it up.
+  if (info.resyncing) {
+    words.push_back(info.read_only ? "resyncing (PENDING)" : "resyncing");
+  }
+  if (info.reshape.active) words.push_back("reshaping");
+  return absl::StrJoin(words, ", ");
+}
 namespace {
 
 using Json = nlohmann::ordered_json;

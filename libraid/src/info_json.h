@@ -34,6 +34,7 @@
 #define URAID_SRC_INFO_JSON_H_
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -46,6 +47,11 @@ namespace uraid {
 
 nlohmann::ordered_json InfoToJson(const ArrayInfo& info);
 absl::StatusOr<ArrayInfo> InfoFromJson(const nlohmann::ordered_json& j);
+
+// The array's state in mdadm --detail's words: "clean" or "active", then
+// "degraded" or "failed", "resyncing" ("resyncing (PENDING)" when
+// read-only), "reshaping"; comma separated.
+std::string ArrayStateText(const ArrayInfo& info);
 
 // "active", "faulty", "missing", "rebuilding", "spare".
 const char* SlotStateName(SlotState state);

@@ -114,7 +114,10 @@ void ArrayImpl::MaybeStartRecovery() {
     }
   }
   absl::Status st = RequestJob(JobRequest{JobKind::kRecover, -1});
-  if (!st.ok()) Log(absl::StrFormat("recovery not started: %s", st.message()));
+  if (!st.ok()) {
+    Log(LogLevel::kWarning,
+        absl::StrFormat("recovery not started: %s", st.message()));
+  }
 }
 
 bool ArrayImpl::JobStopRequested() const {
@@ -176,7 +179,9 @@ void ArrayImpl::JobThread() {
         job_.target = t ? t->Name() : "";
       }
       job_samples_.clear();
+      job_milestone_ = 0;
     }
+    ReportJobStart(kind, slot);
     const int64_t started = NowNs();
     absl::Status st;
     switch (kind) {
@@ -211,30 +216,140 @@ void ArrayImpl::JobThread() {
       done = job_;
       job_ = JobInfo{};
     }
-    if (done.kind == JobKind::kCheck || done.kind == JobKind::kRepair) {
-      Log(absl::StrFormat(
-          "%s: %s after %.1f s: %d stripes with mismatched "
-          "parity%s",
-          JobKindName(done.kind), done.result, secs, done.mismatches,
-          done.kind == JobKind::kRepair && done.mismatches ? " (rewritten)"
-                                                           : ""));
-    } else if (done.kind == JobKind::kReshape) {
-      Log(absl::StrFormat("reshape: %s after %.1f s (%.1f MB/s per member)",
-                          done.result, secs, done.bytes_per_s / 1e6));
-    } else {
-      Log(absl::StrFormat("%s of slot %d onto %s: %s after %.1f s (%.1f MB/s)",
-                          JobKindName(done.kind), done.slot, done.target,
-                          done.result, secs, done.bytes_per_s / 1e6));
-    }
+    ReportJobEnd(done, st.ok(), secs);
     // A target that failed, or a second spare: recover again. Not after
     // StopJob (the admin asked for quiet).
     if (!cancelled) MaybeStartRecovery();
   }
 }
 
+void ArrayImpl::ReportJobStart(JobKind kind, int slot) {
+  if ((kind == JobKind::kRecover || kind == JobKind::kReplace) &&
+      (slot < 0 || slot >= SlotCount())) {
+    return;
+  }
+  switch (kind) {
+    case JobKind::kRecover:
+    case JobKind::kReplace: {
+      Slot& s = *slots_[slot];
+      std::shared_ptr<Member> t = kind == JobKind::kReplace
+                                      ? s.replacement.load()
+                                      : s.member.load();
+      const std::string name = t ? t->Name() : "";
+      Event e = MakeEvent("RebuildStarted", name, slot);
+      e.details.emplace_back("kind", std::string(JobKindName(kind)));
+      const uint64_t from =
+          kind == JobKind::kReplace ? s.repl_front.load() : s.front.load();
+      e.details.emplace_back("from_stripe", static_cast<int64_t>(from));
+      Report(LogLevel::kNotice, std::move(e),
+             absl::StrFormat("%s: rebuilding slot %d onto %s from stripe %d",
+                             JobKindName(kind), slot, name, from));
+      return;
+    }
+    case JobKind::kReshape:
+      Report(LogLevel::kNotice, MakeEvent("ReshapeStarted"),
+             "reshape: copying started");
+      return;
+    case JobKind::kCheck:
+    case JobKind::kRepair:
+      Log(LogLevel::kNotice, absl::StrFormat("%s started", JobKindName(kind)));
+      return;
+    case JobKind::kResync:
+    case JobKind::kNone:
+      return;
+  }
+}
+
+void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
+  const bool completed = done.result == "completed";
+  // Routine when it completed or was stopped; an error is worth a look.
+  const LogLevel level = ok ? LogLevel::kNotice : LogLevel::kError;
+  switch (done.kind) {
+    case JobKind::kCheck:
+    case JobKind::kRepair: {
+      const bool repair = done.kind == JobKind::kRepair;
+      Event e = MakeEvent(repair ? "RepairFinished" : "CheckFinished");
+      e.details.emplace_back("result", done.result);
+      e.details.emplace_back("mismatches",
+                             static_cast<int64_t>(done.mismatches));
+      e.details.emplace_back("first_mismatches", done.first_mismatches);
+      Report(ok && done.mismatches > 0 ? LogLevel::kWarning : level,
+             std::move(e),
+             absl::StrFormat("%s: %s after %.1f s: %d stripes with mismatched "
+                             "parity%s",
+                             JobKindName(done.kind), done.result, secs,
+                             done.mismatches,
+                             repair && done.mismatches ? " (rewritten)" : ""));
+      return;
+    }
+    case JobKind::kReshape: {
+      Event e = MakeEvent("ReshapeFinished");
+      e.details.emplace_back("result", done.result);
+      e.details.emplace_back("raid_devices", int64_t{geo_.raid_disks()});
+      Report(level, std::move(e),
+             absl::StrFormat("reshape: %s after %.1f s (%.1f MB/s per member)",
+                             done.result, secs, done.bytes_per_s / 1e6));
+      return;
+    }
+    case JobKind::kRecover:
+    case JobKind::kReplace: {
+      Event e = MakeEvent("RebuildFinished", done.target, done.slot);
+      e.details.emplace_back("kind", std::string(JobKindName(done.kind)));
+      e.details.emplace_back("result", done.result);
+      Report(level, std::move(e),
+             absl::StrFormat("%s of slot %d onto %s: %s after %.1f s (%.1f "
+                             "MB/s)",
+                             JobKindName(done.kind), done.slot, done.target,
+                             done.result, secs, done.bytes_per_s / 1e6));
+      if (!completed || done.slot < 0 || done.slot >= SlotCount()) return;
+      const Slot& s = *slots_[done.slot];
+      std::shared_ptr<Member> m = s.member.load();
+      if (m != nullptr && m->Name() == done.target &&
+          s.state.load() == SlotState::kActive) {
+        Report(LogLevel::kNotice, MakeEvent("SpareActive", done.target, done.slot),
+               absl::StrFormat("%s is now active in slot %d", done.target,
+                               done.slot));
+        CheckSpares();
+      }
+      return;
+    }
+    case JobKind::kResync:
+    case JobKind::kNone:
+      return;
+  }
+}
+
 void ArrayImpl::JobProgress(uint64_t done_bytes) {
+  int milestone = 0;
+  JobInfo job;
+  {
+    MutexLock lock(&job_mu_);
+    JobProgressLocked(done_bytes);
+    if ((job_.kind == JobKind::kRecover || job_.kind == JobKind::kReplace) &&
+        job_.total_bytes > 0) {
+      const int pct = static_cast<int>(done_bytes * 100 / job_.total_bytes);
+      // md's monitor reports 20, 40, 60 and 80 per cent, each once.
+      const int reached = std::min(80, pct / 20 * 20);
+      if (reached > job_milestone_) {
+        job_milestone_ = reached;
+        milestone = reached;
+        job = job_;
+      }
+    }
+  }
+  if (milestone == 0) return;
+  Event e = MakeEvent(absl::StrFormat("Rebuild%d", milestone).c_str(),
+                      job.target, job.slot);
+  e.details.emplace_back("percent", int64_t{milestone});
+  e.details.emplace_back("kind", std::string(JobKindName(job.kind)));
+  Report(LogLevel::kInfo, std::move(e),
+         absl::StrFormat("%s of slot %d onto %s: %d%% done",
+                         JobKindName(job.kind), job.slot, job.target,
+                         milestone));
+}
+
+void ArrayImpl::JobProgressLocked(uint64_t done_bytes) {
   const int64_t now = NowNs();
-  MutexLock lock(&job_mu_);
   job_.done_bytes = done_bytes;
   if (job_samples_.empty() || now - job_samples_.back().first > 250'000'000) {
     job_samples_.emplace_back(now, done_bytes);
@@ -416,7 +531,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   ThrottleState throttle;
   uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
   if (!replace) {
-    Log(absl::StrFormat(
+    Log(LogLevel::kInfo, absl::StrFormat(
         "recover: rebuilding slot %d onto %s from stripe %d%s", slot,
         s.member.load()->Name(), stripe,
         s.partial.load() && bitmap_ != nullptr
@@ -509,7 +624,8 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
     return absl::AbortedError("the replacement failed at the end");
   }
   s.read_errors.store(0);
-  Log(absl::StrFormat("replace: %s now holds slot %d; %s is released",
+  Log(LogLevel::kNotice,
+      absl::StrFormat("replace: %s now holds slot %d; %s is released",
                       r->Name(), slot, old ? old->Name() : "?"));
   return WriteSuperblocks(std::nullopt);
 }

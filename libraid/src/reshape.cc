@@ -176,7 +176,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
       sb_.level = level;
       sb_.layout = MdLayout(*to);
     }
-    Log(absl::StrFormat("level changed to %d (parity-last: no data moves)",
+    Log(LogLevel::kNotice, absl::StrFormat("level changed to %d (parity-last: no data moves)",
                         level));
     return WriteSuperblocks(std::nullopt);
   }
@@ -225,10 +225,10 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
   if (!st.ok()) {
     // The superblocks may or may not say "reshaping"; either way the array
     // serves through the router, and the next assembly resumes or not.
-    Log(absl::StrFormat("reshape start: %s", st.message()));
+    Log(LogLevel::kError, absl::StrFormat("reshape start: %s", st.message()));
     return st;
   }
-  Log(absl::StrFormat(
+  Log(LogLevel::kNotice, absl::StrFormat(
       "reshape started: %d -> %d devices, %s -> %s, chunk %d -> %d, data "
       "offset %d -> %d",
       from.geo.raid_disks(), to->raid_disks(), LayoutName(from.geo.layout()),
@@ -256,7 +256,7 @@ void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,
     PublishReshapeLocked(std::move(state), to, to_data_offset);
   }
   reshaping_.store(true);
-  Log(absl::StrFormat(
+  Log(LogLevel::kNotice, absl::StrFormat(
       "reshape in progress at %d of %d bytes (%d -> %d devices); it resumes "
       "when the array starts%s",
       front_bytes, to.array_bytes(), shape_.load()->geo.raid_disks(),
@@ -374,7 +374,7 @@ absl::Status ArrayImpl::ResyncMovedPart() {
   } else {
     RETURN_IF_ERROR(scan(0, moved));
   }
-  Log(absl::StrFormat(
+  Log(LogLevel::kInfo, absl::StrFormat(
       "reshape: resynced %d stripes of the moved part after an unclean "
       "shutdown",
       done));
@@ -495,7 +495,7 @@ absl::Status ArrayImpl::FinishReshape() {
     // resynced and the rest were copied with fresh parity.
     for (uint64_t k : r.dirty_at_resume) bitmap_->ClearChunk(k);
   }
-  Log(absl::StrFormat("reshape finished: %d devices, %s, chunk %d, %d bytes",
+  Log(LogLevel::kNotice, absl::StrFormat("reshape finished: %d devices, %s, chunk %d, %d bytes",
                       to.geo.raid_disks(), LayoutName(to.geo.layout()),
                       to.geo.chunk_bytes(), to.geo.array_bytes()));
   return st;

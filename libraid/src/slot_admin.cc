@@ -49,10 +49,8 @@ absl::Status ArrayImpl::FailMember(const std::string& name) {
     if (r != nullptr && r->Name() == name) {
       // Failing a replace target just ends the replace.
       if (slots_[i]->replacement.compare_exchange_strong(r, nullptr)) {
-        Log(
-            absl::StrFormat("replacement %s for slot %d failed by request; "
-                            "replace abandoned",
-                            name, i));
+        ReportReplacementFailed(name, i,
+                                absl::CancelledError("failed by request"));
       }
       return WriteSuperblocks(std::nullopt);
     }
@@ -81,7 +79,9 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
     std::shared_ptr<Member> r = slots_[i]->replacement.load();
     if (r != nullptr && r->Name() == name) {
       slots_[i]->replacement.compare_exchange_strong(r, nullptr);
-      Log(absl::StrFormat("replace of slot %d cancelled: %s removed", i, name));
+      Report(LogLevel::kNotice, MakeEvent("MemberRemoved", name, i),
+             absl::StrFormat("replace of slot %d cancelled: %s removed", i,
+                             name));
       return WriteSuperblocks(std::nullopt);
     }
   }
@@ -93,8 +93,11 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
       MutexLock lock(&sb_mu_);
       std::erase_if(spares_, [&](const Spare& sp) { return sp.member == m; });
     }
-    Log(absl::StrFormat("spare %s removed", name));
-    return WriteSuperblocks(std::nullopt);
+    Report(LogLevel::kNotice, MakeEvent("MemberRemoved", name, -1),
+           absl::StrFormat("spare %s removed", name));
+    absl::Status st = WriteSuperblocks(std::nullopt);
+    CheckSpares();
+    return st;
   }
   Slot& s = *slots_[slot];
   const SlotState st = s.state.load();
@@ -120,7 +123,8 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
       s.state.store(SlotState::kMissing);
     });
   }
-  Log(absl::StrFormat("faulty member %s removed from slot %d", name, slot));
+  Report(LogLevel::kNotice, MakeEvent("MemberRemoved", name, slot),
+         absl::StrFormat("faulty member %s removed from slot %d", name, slot));
   return WriteSuperblocks(std::nullopt);
 }
 
@@ -250,7 +254,7 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
     }
     if (why.empty()) {
       UpdateBitmapDegraded();
-      Log(absl::StrFormat(
+      Log(LogLevel::kNotice, absl::StrFormat(
           "%s re-added to slot %d: only the bitmap regions written since it "
           "left are rebuilt",
           m->Name(), slot));
@@ -258,7 +262,7 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
       MaybeStartRecovery();
       return absl::OkStatus();
     }
-    Log(
+    Log(LogLevel::kNotice,
         absl::StrFormat("%s was slot %d of this array; %s, so it joins as a "
                         "spare and is rebuilt in full",
                         m->Name(), slot, why));
@@ -281,8 +285,9 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
           "%s: writing its superblock failed; not added", m->Name()));
     }
   }
-  Log(absl::StrFormat("%s added as a spare (device %d)", m->Name(),
-                      id.dev_number));
+  Report(LogLevel::kNotice, MakeEvent("SpareAdded", m->Name(), -1),
+         absl::StrFormat("%s added as a spare (device %d)", m->Name(),
+                         id.dev_number));
   MaybeStartRecovery();
   return absl::OkStatus();
 }
@@ -316,7 +321,12 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
   // Its copy of the bitmap dates from when it joined. A spare that cannot
   // take it is dropped (it would not survive the rebuild either).
   if (absl::Status st = CopyBitmapTo(*m); !st.ok()) {
-    Log(absl::StrFormat("spare %s dropped: %s", m->Name(), st.message()));
+    {
+      Event e = MakeEvent("FailSpare", m->Name(), -1);
+      e.details.emplace_back("error", std::string(st.message()));
+      Report(LogLevel::kError, std::move(e),
+             absl::StrFormat("spare %s dropped: %s", m->Name(), st.message()));
+    }
     {
       MutexLock lock(&sb_mu_);
       std::erase_if(spares_, [&](const Spare& sp) { return sp.member == m; });
@@ -339,7 +349,9 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
     spares_.erase(it);
     StartRebuildLocked(s, m, id, /*partial=*/false);
   }
-  return WriteSuperblocks(std::nullopt);
+  absl::Status st = WriteSuperblocks(std::nullopt);
+  CheckSpares();
+  return st;
 }
 
 absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
@@ -397,7 +409,7 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
     return absl::UnavailableError(absl::StrFormat(
         "%s: writing its superblock failed; replace not started", r->Name()));
   }
-  Log(absl::StrFormat("replace: copying slot %d (%s) onto %s", slot, old_name,
+  Log(LogLevel::kNotice, absl::StrFormat("replace: copying slot %d (%s) onto %s", slot, old_name,
                       r->Name()));
   return RequestJob(JobRequest{JobKind::kReplace, slot});
 }

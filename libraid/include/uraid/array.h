@@ -58,6 +58,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "uraid/events.h"
 #include "uraid/geometry.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
@@ -66,11 +67,7 @@ namespace uraid {
 
 class ArrayImpl;
 
-// Receives one human-readable line per notable event (member failed, resync
-// finished, ...). Called from any thread, possibly while the array holds
-// internal locks: it must be thread-safe, return quickly and not call back
-// into the Array. nullptr = discard the lines.
-using Logger = std::function<void(const std::string& line)>;
+// Logger (log lines with a severity) and events: see uraid/events.h.
 
 // The write-back stripe cache that gathers partial-stripe writes into
 // full-stripe writes. Data in it is not durable until a flush or FUA write
@@ -159,6 +156,10 @@ struct AssembleOptions {
   // hold an exclusive flock on the file, as on members.
   std::string bitmap_file;
   CacheOptions cache;
+  // md's spares=N (mdadm.conf): with fewer spares than this the array
+  // reports SparesMissing (in its state and when a spare is used up or
+  // removed). 0: no expectation.
+  int expected_spares = 0;
 };
 
 // kRebuilding: a member being recovered into the slot; bytes below
@@ -461,6 +462,21 @@ class Array {
   // State, slots and counters, consistent per field (see ArrayInfo). Cheap
   // enough to poll.
   ArrayInfo Info() const;
+
+  // --- events (uraid/events.h) ---
+  // Adds a listener of every event from now on; returns its id. Listeners
+  // run on the thread where the event happened (see uraid/events.h for
+  // what they may do).
+  uint64_t AddEventListener(EventListener listener);
+  // After it returns the listener is never called again (a delivery in
+  // progress is waited out). Unknown ids are ignored. Must not be called
+  // from a listener.
+  void RemoveEventListener(uint64_t id);
+  // The current state as events, as a monitor that starts now should see
+  // it: NewArray (with "state"), then DegradedArray or ArrayFailed,
+  // SparesMissing, and the running job's start event (RebuildStarted,
+  // ResyncStarted, ReshapeStarted).
+  std::vector<Event> StateEvents() const;
 
  private:
   explicit Array(std::unique_ptr<ArrayImpl> impl);

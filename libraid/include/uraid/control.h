@@ -27,6 +27,7 @@
 //                                             the "add" members (one per
 //                                             added device, given slots in
 //                                             order), then Array::Grow
+//   {"cmd":"events"}                          a subscription (below)
 //
 // NAME is a member's Member::Name() as `detail` shows it (for the plugin,
 // the absolute path or the URI it was given); another path to the same
@@ -54,6 +55,25 @@
 // "reshape" has the position and both shapes), the outcome of the last job
 // in "last_job". The exported size changes when a reshape ends.
 //
+// Events: the reply to {"cmd":"events"} is {"ok":true,"initial":N}, then
+// N lines with the current state (Array::StateEvents: NewArray first), then
+// every event as it happens (uraid/events.h), one JSON object per line
+// ({"event":NAME,"time":UNIX_SECONDS,"array":UUID,"name":ARRAY_NAME,
+// "member":...,"slot":...,...details}; see event_json.h), until the server
+// stops or the client closes. The connection takes no further requests.
+// A subscriber that reads too slowly never holds up the array: at most
+// max_queued_events lines wait for it; past that, events are counted, and
+// once it has caught up it gets {"event":"EventsLost","count":N,...} and
+// the current state again (NewArray ...). A subscriber whose socket takes
+// nothing for write_timeout_ms is disconnected.
+//
+// Access: the socket is mode 0600 (only its owner, and root, can connect)
+// unless read_group is set: then it is 0660 with that group, and a peer
+// (SO_PEERCRED) that is neither root nor the server's user but is in that
+// group may send detail and events only; anything else gets
+// PERMISSION_DENIED ("permission denied: fail is read-only for group G
+// (uid U)").
+//
 // Robustness: a malformed request gets an error reply and the connection
 // stays usable; a line longer than the limit gets an error reply and the
 // connection is closed; a connection that sends nothing for
@@ -67,6 +87,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -96,16 +117,25 @@ struct ControlServerOptions {
   int write_timeout_ms = 10000;
   // Connections served at once; one more gets an error reply and is closed.
   int max_connections = 16;
-  // One line per mutating request and its outcome, and per server error.
-  // Called from the server's threads.
+  // One line per mutating request and its outcome (notice, or warning
+  // when refused), and per server error. Called from the server's threads.
   Logger logger;
+  // The group whose members may read (detail, events); the socket is then
+  // mode 0660 owned by it. Unset: mode 0600, owner (and root) only.
+  std::optional<uint32_t> read_group;
+  // Its name, for messages ("permission denied: ... for group NAME").
+  std::string read_group_name;
+  // Event lines queued for one subscriber before events are dropped (and
+  // counted, see Events above).
+  size_t max_queued_events = 4096;
 };
 
 // Serves one Array on a unix socket. Thread-safe; the Array must outlive
 // the server (stop the server first).
 class ControlServer {
  public:
-  // Creates the socket at `socket_path` with mode 0600 and starts serving.
+  // Creates the socket at `socket_path` with mode 0600 (0660 and the
+  // group, with read_group) and starts serving.
   // A stale socket (no server behind it) is replaced; a live one is
   // refused (FailedPrecondition), and so is any other kind of file there
   // (never removed). InvalidArgument for a path too long for a unix socket.

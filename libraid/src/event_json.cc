@@ -1,0 +1,28 @@
+#include "event_json.h"
+
+#include <type_traits>
+#include <variant>
+
+namespace uraid {
+
+nlohmann::ordered_json EventToJson(const Event& e) {
+  nlohmann::ordered_json j;
+  j["event"] = e.name;
+  j["time"] = e.time;
+  j["array"] = e.array;
+  j["name"] = e.array_name;
+  if (!e.member.empty()) j["member"] = e.member;
+  if (e.slot.has_value()) j["slot"] = *e.slot;
+  for (const auto& [key, value] : e.details) {
+    std::visit([&j, &key](const auto& v) { j[key] = v; }, value);
+  }
+  return j;
+}
+
+std::string EventLine(const Event& event) {
+  return EventToJson(event).dump(-1, ' ', false,
+                                 nlohmann::ordered_json::error_handler_t::replace) +
+         "\n";
+}
+
+}  // namespace uraid

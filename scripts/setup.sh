@@ -10,6 +10,8 @@ PACKAGES=(
   libbenchmark-dev liburing-dev nlohmann-json3-dev libcli11-dev
   nbdkit nbdkit-plugin-dev libnbd-dev libnbd-bin python3-libnbd
   nbdfuse fuse3 mdadm fio jq util-linux e2fsprogs xfsprogs iproute2
+  # the plugin logs to the journal with fields (sd_journal_send)
+  libsystemd-dev
   # tests/kernel: a throw-away guest under Debian's own kernel judges md
   # interop (qemu, the kernel and its modules, busybox for the initramfs,
   # the kernel NBD client's tool).

@@ -22,9 +22,14 @@
 //                  --control SOCKET`
 //   bitmap=FILE    the array's external write-intent bitmap file (md's
 //                  --assemble --bitmap=FILE; uraid create --bitmap FILE)
+//   control-group=GROUP  the control socket is mode 0660 with GROUP (a name
+//                  or number), whose members may read (detail, events)
+//   spares=N       md's spares=N: fewer spares give SparesMissing
+//   log=auto|stderr|syslog|journal  where log lines go (plugin_log.h)
 
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
+#include <grp.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -32,11 +37,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "plugin_log.h"
 #include "uraid/array.h"
 #include "uraid/control.h"
+#include "uraid/events.h"
 #include "uraid/member.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
@@ -55,6 +63,11 @@ struct Config {
   std::string control;
   // The external bitmap file (an absolute path); empty = none.
   std::string bitmap;
+  // control-group=: may read the control socket.
+  std::optional<uint32_t> control_gid;
+  std::string control_group;
+  int spares = 0;  // spares=
+  uraid::plugin::LogTarget log = uraid::plugin::LogTarget::kAuto;
 };
 
 Config config;
@@ -158,9 +171,47 @@ int Config(const char* key, const char* value) {
   // The library checks the bitmap file and names it in its errors.
   if (k == "bitmap") return AbsolutePath(value, &config.bitmap);
   if (k == "control") return AbsolutePath(value, &config.control);
+  if (k == "control-group") {
+    std::string v = value;
+    group* g = getgrnam(value);
+    if (g != nullptr) {
+      config.control_gid = g->gr_gid;
+      config.control_group = v;
+      return 0;
+    }
+    uint32_t gid;
+    if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos &&
+        nbdkit_parse_uint32_t("control-group", value, &gid) == 0) {
+      config.control_gid = gid;
+      g = getgrgid(gid);
+      config.control_group = g != nullptr ? g->gr_name : v;
+      return 0;
+    }
+    nbdkit_error("uraid: control-group=%s: no such group", value);
+    return -1;
+  }
+  if (k == "spares") {
+    int n;
+    if (nbdkit_parse_int("spares", value, &n) == -1) return -1;
+    if (n < 0 || n > 64) {
+      nbdkit_error("uraid: spares=%s: give a count from 0 to 64", value);
+      return -1;
+    }
+    config.spares = n;
+    return 0;
+  }
+  if (k == "log") {
+    if (!uraid::plugin::ParseLogTarget(value, &config.log)) {
+      nbdkit_error("uraid: log=%s: expected auto, stderr, syslog or journal",
+                   value);
+      return -1;
+    }
+    return 0;
+  }
   nbdkit_error(
       "uraid: unknown parameter '%s' (expected member=, direct=, force=, "
-      "readonly=, cache=, cache-age=, timeout=, stats=, control=, bitmap=)",
+      "readonly=, cache=, cache-age=, timeout=, stats=, control=, bitmap=, "
+      "control-group=, spares=, log=)",
       key);
   return -1;
 }
@@ -175,7 +226,16 @@ uraid::MemberOptions MemberOpts() {
   return mo;
 }
 
+// The library's lines, by severity (plugin_log.h). nbdkit_error would make
+// every routine line an error.
+void LogLine(const uraid::LogRecord& r) { uraid::plugin::WriteLog(r); }
+
 int ConfigComplete() {
+  uraid::plugin::ChooseLogTarget(config.log);
+  if (config.control.empty() && config.control_gid.has_value()) {
+    nbdkit_error("uraid: control-group= needs control=SOCKET");
+    return -1;
+  }
   if (config.members.empty()) {
     nbdkit_error("uraid: no members: give member=PATH once per member");
     return -1;
@@ -219,25 +279,29 @@ int ConfigComplete() {
   ao.read_only = config.read_only;
   ao.cache = config.cache;
   ao.bitmap_file = config.bitmap;
+  ao.expected_spares = config.spares;
   // Assembly only reads superblocks; nothing runs threads before the fork.
-  absl::StatusOr<std::unique_ptr<uraid::Array>> a = uraid::Array::Assemble(
-      std::move(members), ao,
-      [](const std::string& line) { nbdkit_error("uraid: %s", line.c_str()); });
+  absl::StatusOr<std::unique_ptr<uraid::Array>> a =
+      uraid::Array::Assemble(std::move(members), ao, LogLine);
   if (!a.ok()) return Fail("assemble", a.status());
   array = std::move(*a);
+  uraid::plugin::SetLogArrayName(array->Info().name);
   return 0;
 }
 
 int AfterFork() {
+  // Daemonised, stderr is now /dev/null: look again.
+  uraid::plugin::ChooseLogTarget(config.log);
+  nbdkit_debug("uraid: logging to %s", uraid::plugin::LogTargetName());
   array->StartBackground();
   if (!config.control.empty()) {
     uraid::ControlServerOptions co;
     co.open_member = [mo = MemberOpts()](const std::string& spec) {
       return uraid::OpenMember(spec, mo);
     };
-    co.logger = [](const std::string& line) {
-      nbdkit_error("uraid: %s", line.c_str());
-    };
+    co.logger = LogLine;
+    co.read_group = config.control_gid;
+    co.read_group_name = config.control_group;
     absl::StatusOr<std::unique_ptr<uraid::ControlServer>> s =
         uraid::ControlServer::Start(config.control, array.get(), std::move(co));
     if (!s.ok()) {
@@ -378,7 +442,12 @@ nbdkit_plugin MakePlugin() {
       "                 for uraid detail|fail|add|... --control SOCKET\n"
       "bitmap=FILE      the array's external write-intent bitmap file\n"
       "                 (uraid create --bitmap FILE); without it such an\n"
-      "                 array runs with no bitmap (a crash: full resync)";
+      "                 array runs with no bitmap (a crash: full resync)\n"
+      "control-group=GROUP  control socket mode 0660 with GROUP; its\n"
+      "                 members may read (detail, events), not change\n"
+      "spares=N         expected spares (fewer: SparesMissing event)\n"
+      "log=auto|stderr|syslog|journal  where log lines go (auto: stderr\n"
+      "                 in the foreground, else the journal or syslog)";
   p.after_fork = AfterFork;
   p.cleanup = Cleanup;
   p.open = Open;

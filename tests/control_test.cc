@@ -7,11 +7,13 @@
 
 #include "uraid/control.h"
 
+#include <grp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -1086,6 +1088,173 @@ TEST_F(ControlServerTest, RefusesBadPaths) {
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("no/such/dir"));
   s = ControlServer::Start("", array_.get());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+
+namespace events {
+
+// The next line as JSON (null on timeout or EOF).
+Json NextEvent(Client& c, int timeout_ms = 10000) {
+  const std::string line = c.ReadLine(timeout_ms);
+  if (line.empty()) return Json();
+  Json j = Json::parse(line, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << line;
+  return j;
+}
+
+}  // namespace events
+
+TEST_F(ControlServerTest, EventsStreamTheStateThenWhatHappens) {
+  StartServer();
+  Client sub(path_);
+  ASSERT_TRUE(sub.Send("{\"cmd\":\"events\"}\n"));
+  Json head = events::NextEvent(sub);
+  ASSERT_EQ(head["ok"], true) << head.dump();
+  ASSERT_EQ(head["initial"], 1) << head.dump();
+  Json first = events::NextEvent(sub);
+  EXPECT_EQ(first["event"], "NewArray") << first.dump();
+  EXPECT_EQ(first["array"], FormatUuid(array_->Info().uuid));
+  EXPECT_EQ(first["state"], "clean");
+  // Another client fails a member: the subscriber hears of it.
+  Client admin(path_);
+  ASSERT_EQ(admin.Call(R"({"cmd":"fail","member":"m2"})")["ok"], true);
+  Json fail = events::NextEvent(sub);
+  EXPECT_EQ(fail["event"], "Fail") << fail.dump();
+  EXPECT_EQ(fail["member"], "m2");
+  EXPECT_EQ(fail["slot"], 2);
+  EXPECT_TRUE(fail["time"].is_number());
+  EXPECT_EQ(events::NextEvent(sub)["event"], "DegradedArray");
+  // A second subscriber starts with the degraded state.
+  Client late(path_);
+  ASSERT_TRUE(late.Send("{\"cmd\":\"events\"}\n"));
+  ASSERT_EQ(events::NextEvent(late)["initial"], 2);
+  EXPECT_EQ(events::NextEvent(late)["event"], "NewArray");
+  Json deg = events::NextEvent(late);
+  EXPECT_EQ(deg["event"], "DegradedArray") << deg.dump();
+  EXPECT_EQ(deg["gone_slots"], Json::array({2}));
+  // Stopping the server ends every stream (EOF), promptly.
+  const auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_EQ(sub.ReadLine(5000), "");
+  EXPECT_TRUE(sub.eof());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+}
+
+TEST_F(ControlServerTest, MalformedEventsRequestGetsAnError) {
+  StartServer();
+  Client c(path_);
+  Json reply = c.Call(R"({"cmd":"events","since":3})");
+  EXPECT_EQ(reply["ok"], false) << reply.dump();
+  EXPECT_EQ(reply["code"], "INVALID_ARGUMENT");
+  EXPECT_THAT(reply["error"].get<std::string>(), testing::HasSubstr("since"));
+  EXPECT_EQ(c.Call(R"({"cmd":"detail"})")["ok"], true) << "connection lives";
+}
+
+TEST_F(ControlServerTest, SlowSubscriberLosesEventsNeverBlocksTheArray) {
+  ControlServerOptions o;
+  o.max_queued_events = 8;
+  StartServer(std::move(o));
+  Client sub(path_);
+  ASSERT_TRUE(sub.Send("{\"cmd\":\"events\"}\n"));
+  ASSERT_EQ(events::NextEvent(sub)["ok"], true);
+  ASSERT_EQ(events::NextEvent(sub)["event"], "NewArray");
+  // Far more event lines than the sockets buffer, while the subscriber
+  // reads nothing: the array's calls must all go through regardless.
+  const auto t0 = std::chrono::steady_clock::now();
+  constexpr int kRounds = 3000;
+  for (int i = 0; i < kRounds; ++i) {
+    ASSERT_TRUE(
+        array_->AddMember(NewMemoryMember("/mem/s", kOffset + kMemberBytes))
+            .ok());
+    ASSERT_TRUE(array_->RemoveMember("/mem/s").ok());
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+  // Catching up: every event is either delivered or counted in an
+  // EventsLost line, and each such line is followed by the state.
+  int seen = 0, lost = 0, gaps = 0;
+  Json j;
+  while (!(j = events::NextEvent(sub, 2000)).is_null()) {
+    if (j["event"] == "EventsLost") {
+      ++gaps;
+      lost += j["count"].get<int>();
+      EXPECT_GT(j["count"].get<int>(), 0);
+      EXPECT_EQ(events::NextEvent(sub)["event"], "NewArray")
+          << "the state follows the gap";
+    } else {
+      ++seen;
+    }
+  }
+  EXPECT_GT(gaps, 0) << "the subscriber should have been cut short";
+  EXPECT_GT(lost, 0);
+  EXPECT_EQ(seen + lost, 2 * kRounds) << "every event delivered or counted";
+  // And the stream is live again.
+  ASSERT_TRUE(
+      array_->AddMember(NewMemoryMember("/mem/s", kOffset + kMemberBytes))
+          .ok());
+  EXPECT_EQ(events::NextEvent(sub)["event"], "SpareAdded");
+}
+
+// A peer that is neither root nor the server's user, in the read group:
+// detail and events work, changes are refused naming the group; without
+// the group the socket does not even open. Needs root (to become others).
+TEST_F(ControlServerTest, ReadGroupMayReadButNotChange) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  constexpr gid_t kGroup = 4321;
+  constexpr uid_t kUser = 4321;
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+  ControlServerOptions o;
+  o.read_group = kGroup;
+  o.read_group_name = "raidwatch";
+  StartServer(std::move(o));
+  struct stat st;
+  ASSERT_EQ(lstat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  EXPECT_EQ(st.st_gid, kGroup);
+  // Runs `body` as kUser (with or without the group) in a child; its exit
+  // code is the result (0 = as expected).
+  const auto as_user = [&](bool in_group, auto body) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const gid_t groups[1] = {kGroup};
+      const gid_t primary = in_group ? kGroup : 65534;
+      if (setgroups(in_group ? 1 : 0, groups) != 0 || setgid(primary) != 0 ||
+          setuid(kUser) != 0) {
+        _exit(90);
+      }
+      _exit(body());
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+  };
+  EXPECT_EQ(as_user(true,
+                    [&] {
+                      Client c(path_);
+                      if (!c.connected()) return 1;
+                      if (c.Send("{\"cmd\":\"detail\"}\n") &&
+                          c.ReadLine().find("\"ok\":true") ==
+                              std::string::npos) {
+                        return 2;
+                      }
+                      c.Send("{\"cmd\":\"fail\",\"member\":\"m1\"}\n");
+                      const std::string r = c.ReadLine();
+                      if (r.find("PERMISSION_DENIED") == std::string::npos ||
+                          r.find("fail is read-only for group raidwatch "
+                                 "(uid 4321)") == std::string::npos) {
+                        return 3;
+                      }
+                      Client s(path_);
+                      s.Send("{\"cmd\":\"events\"}\n");
+                      if (s.ReadLine().find("\"ok\":true") ==
+                          std::string::npos) {
+                        return 4;
+                      }
+                      return 0;
+                    }),
+            0);
+  EXPECT_EQ(as_user(false, [&] { return Client(path_).connected() ? 5 : 0; }),
+            0);
+  EXPECT_FALSE(array_->Info().degraded) << "the refused fail changed nothing";
 }
 
 }  // namespace

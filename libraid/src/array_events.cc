@@ -96,10 +96,10 @@ std::vector<Event> ArrayImpl::StateEvents() const {
       Event e = MakeEvent("RebuildStarted", job.target, job.slot);
       e.details.emplace_back("kind", std::string(JobKindName(job.kind)));
       e.details.emplace_back(
-          "percent", job.total_bytes ? static_cast<int64_t>(
-                                           job.done_bytes * 100 /
-                                           job.total_bytes)
-                                     : int64_t{0});
+          "percent",
+          job.total_bytes
+              ? static_cast<int64_t>(job.done_bytes * 100 / job.total_bytes)
+              : int64_t{0});
       stamp(std::move(e));
       break;
     }

@@ -20,8 +20,8 @@ nlohmann::ordered_json EventToJson(const Event& e) {
 }
 
 std::string EventLine(const Event& event) {
-  return EventToJson(event).dump(-1, ' ', false,
-                                 nlohmann::ordered_json::error_handler_t::replace) +
+  return EventToJson(event).dump(
+             -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
          "\n";
 }
 

@@ -53,11 +53,11 @@ struct Event {
   using Value = std::variant<int64_t, std::string, bool, std::vector<uint64_t>>;
 
   std::string name;
-  double time = 0;         // seconds since the Unix epoch
-  std::string array;       // the array uuid, mdadm's text form
-  std::string array_name;  // md's set name
-  std::string member;      // Member::Name(); empty when about no member
-  std::optional<int> slot; // the raid slot; -1 for a spare
+  double time = 0;          // seconds since the Unix epoch
+  std::string array;        // the array uuid, mdadm's text form
+  std::string array_name;   // md's set name
+  std::string member;       // Member::Name(); empty when about no member
+  std::optional<int> slot;  // the raid slot; -1 for a spare
   // Further fields, in order, each key once.
   std::vector<std::pair<std::string, Value>> details;
 
@@ -85,14 +85,14 @@ class Logger {
   Logger() = default;
   Logger(std::nullptr_t) {}  // NOLINT: `Logger log = nullptr` reads well
   template <typename F>
-    requires(!std::is_same_v<std::decay_t<F>, Logger> &&
-             std::is_invocable_v<F&, const LogRecord&>)
-  Logger(F sink) : sink_(std::move(sink)) {}  // NOLINT: implicit by design
+  requires(!std::is_same_v<std::decay_t<F>, Logger> &&
+           std::is_invocable_v<F&, const LogRecord&>) Logger(F sink)
+      : sink_(std::move(sink)) {}  // NOLINT: implicit by design
   template <typename F>
-    requires(!std::is_same_v<std::decay_t<F>, Logger> &&
-             !std::is_invocable_v<F&, const LogRecord&> &&
-             std::is_invocable_v<F&, const std::string&>)
-  Logger(F lines)  // NOLINT: implicit, so old line loggers still work
+  requires(!std::is_same_v<std::decay_t<F>, Logger> &&
+           !std::is_invocable_v<F&, const LogRecord&> &&
+           std::is_invocable_v<F&, const std::string&>)
+      Logger(F lines)  // NOLINT: implicit, so old line loggers still work
       : sink_([lines = std::move(lines)](const LogRecord& r) mutable {
           lines(r.message);
         }) {}

@@ -23,7 +23,7 @@ finish() {
   sync
   echo "URAID-VM-EXIT $1"
   echo o > /proc/sysrq-trigger
-  sleep 10
+  sleep 10 2>/dev/null
 }
 
 while read -r tag path; do

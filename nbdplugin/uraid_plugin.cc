@@ -28,8 +28,8 @@
 //   log=auto|stderr|syslog|journal  where log lines go (plugin_log.h)
 
 #define NBDKIT_API_VERSION 2
-#include <nbdkit-plugin.h>
 #include <grp.h>
+#include <nbdkit-plugin.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -384,6 +384,7 @@ int CanZero(void*) { return 1; }
 int CanFastZero(void*) { return 0; }
 int CanFua(void*) { return NBDKIT_FUA_NATIVE; }
 int CanMultiConn(void*) { return 1; }
+int CanExtents(void*) { return 1; }
 
 int Pread(void*, void* buf, uint32_t count, uint64_t offset, uint32_t) {
   absl::Status st = array->Read(buf, count, offset);
@@ -414,6 +415,20 @@ int Zero(void*, uint32_t count, uint64_t offset, uint32_t flags) {
   }
   absl::Status st = array->Zero(count, offset, (flags & NBDKIT_FLAG_FUA) != 0);
   return st.ok() ? 0 : Fail("zero", st);
+}
+
+// NBD block status: holes (zero) where no member holds data, mapped through
+// the layout (Array::Extents), so nbdcopy and qemu-img skip them.
+int Extents(void*, uint32_t count, uint64_t offset, uint32_t flags,
+            nbdkit_extents* extents) {
+  absl::StatusOr<std::vector<uraid::Extent>> e = array->Extents(offset, count);
+  if (!e.ok()) return Fail("extents", e.status());
+  for (const uraid::Extent& x : *e) {
+    const uint32_t type = x.zero ? NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO : 0;
+    if (nbdkit_add_extent(extents, x.offset, x.length, type) == -1) return -1;
+    if (flags & NBDKIT_FLAG_REQ_ONE) break;
+  }
+  return 0;
 }
 
 nbdkit_plugin MakePlugin() {
@@ -460,6 +475,8 @@ nbdkit_plugin MakePlugin() {
   p.can_fast_zero = CanFastZero;
   p.can_fua = CanFua;
   p.can_multi_conn = CanMultiConn;
+  p.can_extents = CanExtents;
+  p.extents = Extents;
   p.pread = Pread;
   p.pwrite = Pwrite;
   p.flush = Flush;

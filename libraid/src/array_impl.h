@@ -169,6 +169,7 @@ class ArrayImpl {
   absl::Status Flush();
   absl::Status Trim(size_t len, uint64_t offset, bool fua);
   absl::Status Zero(size_t len, uint64_t offset, bool fua);
+  absl::StatusOr<std::vector<Extent>> Extents(uint64_t offset, uint64_t len);
 
   // --- reshape (reshape.cc) ---
   // Starts a reshape to `to` (validated by the caller of Grow) with

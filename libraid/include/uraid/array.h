@@ -203,6 +203,15 @@ struct Counters {
   uint64_t resync_bytes = 0;           // member bytes resync read, per member
 };
 
+// A run of the array's bytes (Array::Extents): `zero` when every byte of
+// it reads as zero because no member holds data for it (a hole), else
+// data (which may still be zeros).
+struct Extent {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  bool zero = false;
+};
+
 // Background jobs, in md's words (sync_action): resync after an unclean
 // shutdown, recover onto a spare, replace a member by copying it, check and
 // repair parity (scrub), reshape (grow, layout or chunk change).
@@ -375,6 +384,16 @@ class Array {
   absl::Status Trim(size_t len, uint64_t offset, bool fua = false);
   // The range reads back as zeros; parity stays consistent.
   absl::Status Zero(size_t len, uint64_t offset, bool fua = false);
+  // Which parts of [offset, offset + len) are holes: a piece of a chunk is
+  // one when the member holding it has a hole there (SEEK_DATA on files,
+  // NBD block status reporting zero on NBD members), or, on a missing
+  // member, when every other member of the stripe has one there. Bytes
+  // waiting in the stripe cache, and everything during a reshape, count
+  // as data; so does anything a member cannot tell. Contiguous extents
+  // that start at `offset`; they may cover less than `len` (at least one
+  // chunk piece) to bound the work of one call. Thread-safe; a racing
+  // write may or may not be seen, as with Read.
+  absl::StatusOr<std::vector<Extent>> Extents(uint64_t offset, uint64_t len);
 
   // Recomputes parity of every stripe from the resync point to the end,
   // synchronously, then marks the array clean. Safe to run while serving.

@@ -754,6 +754,11 @@ def case_kill9_bitmap(c):
     out = md_assemble(md, devs)
     log(f"mdadm --assemble: {out or 'ok'}")
     md_readwrite(md)
+    # md starts the resync from its own thread: wait for md to call the
+    # array in sync (resync_start none), not only for an idle sync_action.
+    wait_for(lambda: md_attr(md, "resync_start") == "none", 600,
+             f"{md}'s resync after kill -9 (resync_start "
+             f"{md_attr(md, 'resync_start')})")
     md_wait_idle(md, what="resync after kill -9")
     check(md_attr(md, "last_sync_action") == "resync",
           f"{md}: last_sync_action {md_attr(md, 'last_sync_action')}")

@@ -1,0 +1,180 @@
+// Tests for finding an array's members by superblock: SelectMembers over
+// hand-made superblocks (freshest wins, stale and faulty left out with a
+// reason, copies of one slot), and ExpandDevices/ScanCandidates over real
+// files in a temporary directory.
+
+#include "member_scan.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "uraid/superblock.h"
+
+namespace uraid {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+std::array<uint8_t, 16> Uuid(uint8_t v) {
+  std::array<uint8_t, 16> u{};
+  u.fill(v);
+  return u;
+}
+
+// A member of array `set` in `role` (dev_number = role for active ones),
+// at `events`, whose table has `slots` active slots (+ `extra` more roles).
+ScannedMember Sb(const std::string& spec, uint8_t set, uint32_t dev_number,
+                 uint64_t events, std::vector<uint16_t> roles) {
+  ScannedMember m;
+  m.spec = spec;
+  m.sb.set_uuid = Uuid(set);
+  m.sb.device_uuid = Uuid(static_cast<uint8_t>(0x80 + dev_number));
+  m.sb.dev_number = dev_number;
+  m.sb.events = events;
+  m.sb.dev_roles = std::move(roles);
+  m.sb.set_name = "home";
+  return m;
+}
+
+const std::vector<uint16_t> kRoles = {0, 1, 2, kRoleSpare};
+
+TEST(SelectMembers, SlotOrderSparesLastOtherArraysIgnored) {
+  std::vector<ScannedMember> s = {
+      Sb("/c", 1, 2, 10, kRoles), Sb("/spare", 1, 3, 10, kRoles),
+      Sb("/x", 2, 0, 99, kRoles), Sb("/a", 1, 0, 10, kRoles),
+      Sb("/b", 1, 1, 10, kRoles)};
+  absl::StatusOr<MemberSelection> sel = SelectMembers(s, Uuid(1));
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  EXPECT_THAT(sel->members, ElementsAre("/a", "/b", "/c", "/spare"));
+  EXPECT_THAT(sel->left_out, IsEmpty());
+  EXPECT_EQ(sel->events, 10u);
+  EXPECT_EQ(sel->name, "home");
+}
+
+TEST(SelectMembers, StaleLeftOutOneBehindKept) {
+  std::vector<ScannedMember> s = {Sb("/a", 1, 0, 10, kRoles),
+                                  Sb("/b", 1, 1, 9, kRoles),
+                                  Sb("/c", 1, 2, 7, kRoles)};
+  absl::StatusOr<MemberSelection> sel = SelectMembers(s, Uuid(1));
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  EXPECT_THAT(sel->members, ElementsAre("/a", "/b"));
+  ASSERT_EQ(sel->left_out.size(), 1u);
+  EXPECT_THAT(sel->left_out[0],
+              HasSubstr("/c: stale (events 7, the array is at 10)"));
+}
+
+TEST(SelectMembers, FaultyInNewestSuperblockLeftOut) {
+  std::vector<uint16_t> roles = {0, kRoleFaulty, 2};
+  std::vector<ScannedMember> s = {Sb("/a", 1, 0, 10, roles),
+                                  Sb("/b", 1, 1, 10, kRoles),
+                                  Sb("/c", 1, 2, 10, roles)};
+  s[0].sb.events = 11;  // the newest says /b is faulty
+  absl::StatusOr<MemberSelection> sel = SelectMembers(s, Uuid(1));
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  EXPECT_THAT(sel->members, ElementsAre("/a", "/c"));
+  ASSERT_EQ(sel->left_out.size(), 1u);
+  EXPECT_THAT(sel->left_out[0], HasSubstr("/b: marked faulty"));
+}
+
+TEST(SelectMembers, OlderCopyOfASlotLeftOut) {
+  ScannedMember copy = Sb("/a-copy", 1, 0, 9, kRoles);
+  std::vector<ScannedMember> s = {copy, Sb("/a", 1, 0, 10, kRoles),
+                                  Sb("/b", 1, 1, 10, kRoles)};
+  absl::StatusOr<MemberSelection> sel = SelectMembers(s, Uuid(1));
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  EXPECT_THAT(sel->members, ElementsAre("/a", "/b"));
+  ASSERT_EQ(sel->left_out.size(), 1u);
+  EXPECT_THAT(sel->left_out[0],
+              HasSubstr("/a-copy: an older copy of slot 0 (events 9; /a has "
+                        "10)"));
+}
+
+TEST(SelectMembers, EqualCopiesOfASlotRefused) {
+  std::vector<ScannedMember> s = {Sb("/a", 1, 0, 10, kRoles),
+                                  Sb("/a-copy", 1, 0, 10, kRoles),
+                                  Sb("/b", 1, 1, 10, kRoles)};
+  absl::StatusOr<MemberSelection> sel = SelectMembers(s, Uuid(1));
+  ASSERT_FALSE(sel.ok());
+  EXPECT_EQ(sel.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(sel.status().message(),
+              HasSubstr("/a and /a-copy both hold slot 0"));
+  // Two spares with one device uuid too.
+  s = {Sb("/a", 1, 0, 10, kRoles), Sb("/s1", 1, 3, 10, kRoles),
+       Sb("/s2", 1, 3, 10, kRoles)};
+  sel = SelectMembers(s, Uuid(1));
+  ASSERT_FALSE(sel.ok());
+  EXPECT_THAT(sel.status().message(), HasSubstr("/s1 and /s2 both hold"));
+}
+
+TEST(SelectMembers, NoneOfTheArrayIsNotFound) {
+  std::vector<ScannedMember> s = {Sb("/a", 2, 0, 10, kRoles)};
+  absl::StatusOr<MemberSelection> sel = SelectMembers(s, Uuid(1));
+  ASSERT_FALSE(sel.ok());
+  EXPECT_EQ(sel.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(sel.status().message(), HasSubstr("among the 1 candidate"));
+}
+
+class ScanFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/member-scan-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::vector<uint8_t>& at4k,
+                    size_t size) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream f(path, std::ios::binary);
+    std::vector<uint8_t> bytes(size);
+    std::copy(at4k.begin(), at4k.end(), bytes.begin() + 4096);
+    f.write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(ScanFiles, GlobsRealpathsAndSuperblocks) {
+  Superblock sb;
+  sb.set_uuid = Uuid(7);
+  sb.raid_disks = 3;
+  sb.chunksize = 128;
+  sb.data_offset = 2048;
+  sb.data_size = 4096;
+  sb.size = 4096;
+  sb.dev_roles = {0, 1, 2};
+  const std::string a = Write("a.img", EncodeSuperblock(sb), 64 << 10);
+  const std::string junk =
+      Write("junk.img", std::vector<uint8_t>(16, 0xAB), 64 << 10);
+  const std::string tiny = Write("tiny.img", {}, 100);
+  ASSERT_EQ(symlink(a.c_str(), (dir_ + "/link.img").c_str()), 0);
+  std::filesystem::create_directory(dir_ + "/d.img");
+
+  std::vector<std::string> specs = ExpandDevices(
+      {dir_ + "/*.img", a, dir_ + "/none-*", "nbd+unix:///?socket=/x"});
+  // Sorted glob, the symlink and the repeat folded into a.img, the
+  // directory and the unmatched pattern dropped, the URI as given.
+  EXPECT_THAT(specs, ElementsAre(a, junk, tiny, "nbd+unix:///?socket=/x"));
+
+  std::vector<std::string> skipped;
+  std::vector<ScannedMember> found =
+      ScanCandidates({a, junk, tiny}, MemberOptions{}, &skipped);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].spec, a);
+  EXPECT_EQ(found[0].sb.set_uuid, Uuid(7));
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_THAT(skipped[0], HasSubstr(junk + ": "));
+  EXPECT_THAT(skipped[1], HasSubstr(tiny + ": too small"));
+}
+
+}  // namespace
+}  // namespace uraid

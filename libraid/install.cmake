@@ -37,6 +37,7 @@ set_target_properties(raid PROPERTIES OUTPUT_NAME uraid
 add_library(raid_shared SHARED $<TARGET_OBJECTS:raid>)
 target_include_directories(raid_shared PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+  $<BUILD_INTERFACE:${CMAKE_CURRENT_BINARY_DIR}/include>
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_link_libraries(raid_shared PUBLIC ${_uraid_public}
                                   PRIVATE ${_uraid_private})
@@ -88,6 +89,8 @@ install(TARGETS raid raid_shared EXPORT uraidTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/uraid DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/include/uraid/version.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/uraid)
 
 set(_uraid_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/uraid)
 install(EXPORT uraidTargets NAMESPACE uraid:: DESTINATION ${_uraid_cmake_dir})

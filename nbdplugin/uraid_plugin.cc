@@ -46,6 +46,7 @@
 #include "uraid/control.h"
 #include "uraid/events.h"
 #include "uraid/member.h"
+#include "uraid/version.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
@@ -435,7 +436,7 @@ nbdkit_plugin MakePlugin() {
   nbdkit_plugin p = nbdkit_plugin();
   p.name = "uraid";
   p.longname = "uraid: md-compatible RAID4/5 over files and block devices";
-  p.version = "0.1.0";
+  p.version = URAID_VERSION_STRING;  // uraid/version.h: project(VERSION)
   p.config = Config;
   p.config_complete = ConfigComplete;
   // A bare path on the command line is a member.

@@ -20,6 +20,7 @@
 #include "uraid/member.h"
 #include "uraid/superblock.h"
 #include "uraid/uraid.h"
+#include "uraid/version.h"
 
 struct uraid_array {
   std::unique_ptr<uraid::Array> array;
@@ -422,5 +423,7 @@ int uraid_fail_slot(uraid_array* array, int slot, char* err, size_t err_len) {
     return array->array->FailSlot(slot);
   });
 }
+
+const char* uraid_version(void) { return URAID_VERSION_STRING; }
 
 }  // extern "C"

@@ -224,6 +224,10 @@ int uraid_get_info(const uraid_array* array, uraid_info* info);
 /* Marks `slot` faulty as if its member had failed (tests). */
 int uraid_fail_slot(uraid_array* array, int slot, char* err, size_t err_len);
 
+/* The version of the linked library, "MAJOR.MINOR.PATCH" (a static string;
+ * uraid/version.h has the version compiled against). */
+const char* uraid_version(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -27,12 +27,23 @@ Event ArrayImpl::MakeEvent(const char* name, std::string member,
   return e;
 }
 
-void ArrayImpl::Report(LogLevel level, Event e, const std::string& line) const {
+void ArrayImpl::Stamp(Event& e) const {
   e.time = std::chrono::duration<double>(
                std::chrono::system_clock::now().time_since_epoch())
                .count();
   e.array = event_uuid_;
   e.array_name = event_name_;
+}
+
+Event ArrayImpl::SparesMissing(int have, int expected) {
+  Event e = MakeEvent("SparesMissing");
+  e.details.emplace_back("spares", int64_t{have});
+  e.details.emplace_back("expected", int64_t{expected});
+  return e;
+}
+
+void ArrayImpl::Report(LogLevel level, Event e, const std::string& line) const {
+  Stamp(e);
   if (logger_) logger_(LogRecord{level, line, &e});
   events_.Publish(e);
 }
@@ -46,10 +57,7 @@ void ArrayImpl::CheckSpares() const {
     have = static_cast<int>(spares_.size());
   }
   if (have >= expected) return;
-  Event e = MakeEvent("SparesMissing");
-  e.details.emplace_back("spares", int64_t{have});
-  e.details.emplace_back("expected", int64_t{expected});
-  Report(LogLevel::kWarning, std::move(e),
+  Report(LogLevel::kWarning, SparesMissing(have, expected),
          absl::StrFormat("%d spare(s), %d expected", have, expected));
 }
 
@@ -57,11 +65,7 @@ std::vector<Event> ArrayImpl::StateEvents() const {
   const ArrayInfo info = Info();
   std::vector<Event> out;
   const auto stamp = [&](Event e) {
-    e.time = std::chrono::duration<double>(
-                 std::chrono::system_clock::now().time_since_epoch())
-                 .count();
-    e.array = event_uuid_;
-    e.array_name = event_name_;
+    Stamp(e);
     out.push_back(std::move(e));
   };
   std::vector<uint64_t> gone;
@@ -84,10 +88,7 @@ std::vector<Event> ArrayImpl::StateEvents() const {
   }
   const int expected = expected_spares_.load();
   if (expected > 0 && static_cast<int>(info.spares.size()) < expected) {
-    Event e = MakeEvent("SparesMissing");
-    e.details.emplace_back("spares", static_cast<int64_t>(info.spares.size()));
-    e.details.emplace_back("expected", int64_t{expected});
-    stamp(std::move(e));
+    stamp(SparesMissing(static_cast<int>(info.spares.size()), expected));
   }
   const JobInfo& job = info.job;
   switch (job.kind) {

@@ -300,6 +300,9 @@ class ArrayImpl {
   // An event named `name`, about `member` in `slot` when given.
   static Event MakeEvent(const char* name, std::string member = "",
                          std::optional<int> slot = std::nullopt);
+  static Event SparesMissing(int have, int expected);
+  // Sets the event's time (now), array uuid and name.
+  void Stamp(Event& e) const;
   EventHub& events() { return events_; }
   // The current state as events, as a new subscriber first sees it:
   // NewArray, then DegradedArray or ArrayFailed, SparesMissing, and the

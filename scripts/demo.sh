@@ -1,7 +1,8 @@
 #!/bin/bash
 # Builds uraid, creates a 4-member RAID5 of 1 GiB sparse files under ./demo/,
 # serves it with nbdkit on a unix socket, and prints how to attach to it,
-# how to see its status and how to stop it. Safe to run again: it reuses the
+# how to see its status and how to stop it; starts `uraid monitor` in the
+# background, its event lines in ./demo/monitor.log. Safe to run again: it reuses the
 # array and the server it finds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,8 @@ DEMO=demo
 SOCK="$PWD/$DEMO/uraid.sock"
 PIDFILE="$PWD/$DEMO/uraid.pid"
 CONTROL="$PWD/$DEMO/control.sock"
+MONITOR_PIDFILE="$PWD/$DEMO/monitor.pid"
+MONITOR_LOG="$PWD/$DEMO/monitor.log"
 MEMBERS=("$DEMO"/m0.img "$DEMO"/m1.img "$DEMO"/m2.img "$DEMO"/m3.img)
 URI="nbd+unix:///?socket=$SOCK"
 
@@ -37,10 +40,12 @@ else
   "$URAID" create --force --assume-clean --name demo "${MEMBERS[@]}"
 fi
 
+# The live pid in pid file $1 (default: nbdkit's), or failure.
 running_pid() {
-  [[ -s "$PIDFILE" ]] || return 1
+  local file=${1:-$PIDFILE}
+  [[ -s "$file" ]] || return 1
   local pid
-  pid=$(cat "$PIDFILE")
+  pid=$(cat "$file")
   kill -0 "$pid" 2>/dev/null && echo "$pid"
 }
 
@@ -59,6 +64,23 @@ else
     exit 1
   fi
   echo "demo: nbdkit serving (pid $pid)"
+fi
+
+# The monitor: every event of the array (a failure, a rebuild's progress,
+# the server going away) as a line in $MONITOR_LOG. A real setup would add
+# --mail, --program or --syslog (README: Monitoring).
+if mpid=$(running_pid "$MONITOR_PIDFILE"); then
+  echo "demo: uraid monitor already running (pid $mpid)"
+else
+  setsid "$URAID" monitor --control "$CONTROL" >>"$MONITOR_LOG" 2>&1 \
+    </dev/null &
+  echo $! >"$MONITOR_PIDFILE"
+  for _ in $(seq 1 50); do
+    grep -q NewArray "$MONITOR_LOG" 2>/dev/null && break
+    sleep 0.1
+  done
+  echo "demo: uraid monitor running (pid $(cat "$MONITOR_PIDFILE")), events in $DEMO/monitor.log:"
+  tail -n 3 "$MONITOR_LOG"
 fi
 
 echo
@@ -96,10 +118,14 @@ Status (live, through the control socket)
   $URAID fail --control $CONTROL $DEMO/m1.img  # try a failure...
   truncate -s 1G $DEMO/spare.img && $URAID add --control $CONTROL --watch \
       $PWD/$DEMO/spare.img                     # ...and a rebuild onto a spare
+Events (uraid monitor, started above; try the fail and add lines above)
+  tail -f $DEMO/monitor.log
+  $URAID monitor --control $CONTROL --oneshot   # current problems; exit 1 if any
+  $URAID detail --test --control $CONTROL       # exit 0 healthy, 1 degraded, 2 failed
 Status (offline, from the superblocks)
   $URAID detail ${MEMBERS[*]}
   $URAID examine ${MEMBERS[*]}
 
 Stop it
-  kill \$(cat $DEMO/uraid.pid)
+  kill \$(cat $DEMO/monitor.pid) \$(cat $DEMO/uraid.pid)
 EOT

@@ -4,6 +4,7 @@
 // array that shows what the superblocks say, not live state. With
 // --control SOCKET it asks the server (the live state, rendered the same
 // way), and --watch / --wait follow the running job until it ends.
+// --test adds mdadm --detail --test's exit codes (array_health.h).
 
 #include <cctype>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "array_health.h"
 #include "commands.h"
 #include "common.h"
 #include "control_client.h"
@@ -35,6 +37,7 @@ struct DetailArgs {
   bool force = false;
   bool watch = false;
   bool wait = false;
+  bool test = false;  // exit with md's health code (Health)
   std::string control;
   std::string bitmap;  // external bitmap file, empty: none
   std::vector<std::string> members;
@@ -60,22 +63,6 @@ MkfsHints HintsFor(const Geometry& g) {
   for (char& c : su) c = static_cast<char>(std::tolower(c));
   h.xfs = absl::StrFormat("mkfs.xfs -d su=%s,sw=%d", su, g.data_disks());
   return h;
-}
-
-std::string StateText(const ArrayInfo& info) {
-  std::vector<std::string> words = {info.clean ? "clean" : "active"};
-  if (info.failed) {
-    words.push_back("failed");
-  } else if (info.degraded) {
-    words.push_back("degraded");
-  }
-  // A read-only assembly never resyncs: unfinished parity is only pending
-  // (mdadm's word for it) until a writable open picks it up.
-  if (info.resyncing) {
-    words.push_back(info.read_only ? "resyncing (PENDING)" : "resyncing");
-  }
-  if (info.reshape.active) words.push_back("reshaping");
-  return absl::StrJoin(words, ", ");
 }
 
 // A slot's state for the table: "rebuilding (37%)" while it recovers.
@@ -289,10 +276,42 @@ void Print(const ArrayInfo& info, bool json_output, bool live) {
   }
 }
 
+// The exit code once the detail is printed: md's health code with --test.
+int ExitCode(const DetailArgs& args, const ArrayInfo& info) {
+  return args.test ? static_cast<int>(HealthOf(info)) : 0;
+}
+
+// An error that leaves nothing to describe: reported, and with --test
+// md's "cannot be read" code instead of 1.
+int FailUnreadable(const DetailArgs& args, const absl::Status& status) {
+  Fail(status);
+  return args.test ? static_cast<int>(Health::kUnreadable) : 1;
+}
+
+// Offline --test when the library refused to assemble. The library refuses
+// an array with more than one slot missing (it could not serve it), so a
+// failed array never reaches HealthOf offline. Its superblocks still tell
+// the story: when they show an array that lost two or more members the
+// verdict is md's "unusable" (2); any other refusal (no superblock, foreign
+// or mismatched members, dirty and degraded without --force) is "cannot be
+// read" (4), as md's --detail cannot open such an array either.
+int RefusedAssemblyCode(const DetailArgs& args, const absl::Status& status) {
+  Fail(status);
+  if (!args.test) return 1;
+  absl::StatusOr<SuperblockCensus> census = CountGoneSlots(args.members);
+  if (census.ok() && census->gone >= 2) {
+    std::fprintf(stderr,
+                 "uraid: array %s has lost %d of its %d members: failed\n",
+                 census->uuid.c_str(), census->gone, census->raid_disks);
+    return static_cast<int>(Health::kFailed);
+  }
+  return static_cast<int>(Health::kUnreadable);
+}
+
 int RunRemoteDetail(const DetailArgs& args) {
   absl::StatusOr<std::unique_ptr<ControlClient>> client =
       ControlClient::Connect(args.control);
-  if (!client.ok()) return Fail(client.status());
+  if (!client.ok()) return FailUnreadable(args, client.status());
   if (args.watch || args.wait) {
     absl::StatusOr<ArrayInfo> info = WaitForJobs(**client, args.watch);
     if (!info.ok()) return Fail(info.status());
@@ -303,9 +322,9 @@ int RunRemoteDetail(const DetailArgs& args) {
     return 0;
   }
   absl::StatusOr<ArrayInfo> info = (*client)->Detail();
-  if (!info.ok()) return Fail(info.status());
+  if (!info.ok()) return FailUnreadable(args, info.status());
   Print(*info, args.json, true);
-  return 0;
+  return ExitCode(args, *info);
 }
 
 int RunDetail(const DetailArgs& args) {
@@ -324,16 +343,17 @@ int RunDetail(const DetailArgs& args) {
     member_options.lock = false;
     absl::StatusOr<std::vector<std::unique_ptr<Member>>> members =
         OpenMembers(args.members, member_options);
-    if (!members.ok()) return Fail(members.status());
+    if (!members.ok()) return RefusedAssemblyCode(args, members.status());
     AssembleOptions options;
     options.read_only = true;
     options.force = args.force;
     options.bitmap_file = args.bitmap;
     array = Array::Assemble(*std::move(members), options);
   }
-  if (!array.ok()) return Fail(array.status());
-  Print((*array)->Info(), args.json, false);
-  return 0;
+  if (!array.ok()) return RefusedAssemblyCode(args, array.status());
+  const ArrayInfo info = (*array)->Info();
+  Print(info, args.json, false);
+  return ExitCode(args, info);
 }
 
 }  // namespace
@@ -370,6 +390,11 @@ void AddDetailCommand(CLI::App& app, Action* action) {
       ->excludes(watch);
   watch->needs(control);
   watch->excludes(json_flag);
+  sub->add_flag("--test", args->test,
+                "Exit with md's health code after printing: 0 healthy, 1 "
+                "degraded, 2 failed (two members gone), 4 cannot be read")
+      ->excludes(watch)
+      ->excludes("--wait");
   sub->final_callback(
       [args, action] { *action = [args] { return RunDetail(*args); }; });
 }

@@ -32,6 +32,9 @@ void AddRepairCommand(CLI::App& app, Action* action);
 void AddStopCommand(CLI::App& app, Action* action);
 void AddSetCommand(CLI::App& app, Action* action);
 
+// Follows served arrays' event streams and raises alerts (cmd_monitor.cc).
+void AddMonitorCommand(CLI::App& app, Action* action);
+
 // Reshape (cmd_grow.cc): on a served array with --control, or offline.
 void AddGrowCommand(CLI::App& app, Action* action);
 

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   uraid::tool::AddStopCommand(app, &action);
   uraid::tool::AddSetCommand(app, &action);
   uraid::tool::AddGrowCommand(app, &action);
+  uraid::tool::AddMonitorCommand(app, &action);
 
   try {
     app.parse(argc, argv);

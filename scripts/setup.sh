@@ -12,6 +12,8 @@ PACKAGES=(
   nbdfuse fuse3 mdadm fio jq util-linux e2fsprogs xfsprogs iproute2
   # the plugin logs to the journal with fields (sd_journal_send)
   libsystemd-dev
+  # create probes members for filesystems and partition tables (mdadm's way)
+  libblkid-dev
   # tests/kernel: a throw-away guest under Debian's own kernel judges md
   # interop (qemu, the kernel and its modules, busybox for the initramfs,
   # the kernel NBD client's tool).

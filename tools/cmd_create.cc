@@ -1,18 +1,41 @@
 // `uraid create`: writes md v1.2 superblocks to new members (mdadm --create).
+//
+// mdadm's safety rails, refused without --force and before anything is
+// written: a member holding a filesystem, a partition table or another
+// RAID signature (libblkid), and members whose sizes differ by more than
+// 1% (the array uses the smallest). An md v1.2 superblock is the
+// library's check (Array::Create, CreateOptions::force).
+//
+// Ctrl-C (SIGINT, SIGTERM): before the superblocks are written nothing is;
+// during the initial parity computation the array is closed at its next
+// stripe and left needing a resync, which resumes when it is next
+// assembled writable. Either way create says which state it left.
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "commands.h"
 #include "common.h"
+#include "job_progress.h"
+#include "signature_probe.h"
 #include "size_parse.h"
 #include "uraid/array.h"
+#include "uraid/events.h"
 #include "uraid/geometry.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
@@ -164,6 +187,118 @@ void PrintSummary(const ArrayInfo& info, const CreateOptions& options) {
   }
 }
 
+// Refuses members holding something libblkid recognises (mdadm's and
+// wipefs's probe). A member with our own md v1.2 superblock is left to
+// Array::Create, whose message names the array. NBD URIs are not probed
+// (libblkid reads local files and devices only).
+absl::Status CheckSignatures(
+    const std::vector<std::string>& paths,
+    const std::vector<std::unique_ptr<Member>>& members) {
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (members[i] == nullptr || IsMemberUri(paths[i])) continue;
+    absl::StatusOr<std::optional<Signature>> sig = ProbeSignature(paths[i]);
+    if (!sig.ok()) return sig.status();
+    if (!sig->has_value()) continue;
+    if ((*sig)->type == "linux_raid_member" && (*sig)->version == "1.2") {
+      continue;  // Array::Create's "already holds an md superblock"
+    }
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s holds %s; use --force to overwrite it", paths[i],
+                        DescribeSignature(**sig)));
+  }
+  return absl::OkStatus();
+}
+
+// mdadm's 1% rule: the array uses as much of each member as the smallest
+// has, so a much larger member wastes the difference. Refused unless
+// --force or an explicit --size says how much of each to use.
+absl::Status CheckSizes(const std::vector<std::unique_ptr<Member>>& members) {
+  const Member* smallest = nullptr;
+  const Member* largest = nullptr;
+  for (const auto& m : members) {
+    if (m == nullptr) continue;
+    if (smallest == nullptr || m->Size() < smallest->Size()) smallest = m.get();
+    if (largest == nullptr || m->Size() > largest->Size()) largest = m.get();
+  }
+  if (smallest == nullptr) return absl::OkStatus();
+  // largest > smallest * 1.01, in integers.
+  if (static_cast<unsigned __int128>(largest->Size()) * 100 <=
+      static_cast<unsigned __int128>(smallest->Size()) * 101) {
+    return absl::OkStatus();
+  }
+  std::vector<std::string> losses;
+  for (const auto& m : members) {
+    if (m == nullptr || m->Size() == smallest->Size()) continue;
+    losses.push_back(absl::StrFormat("%s %s of %s", m->Name(),
+                                     HumanBytes(m->Size() - smallest->Size()),
+                                     HumanBytes(m->Size())));
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "member sizes differ by more than 1%%: the array uses only as much of "
+      "each as the smallest, %s, has (%s), so the others would leave unused "
+      "%s; use members of one size, --size to say how much of each to use, "
+      "or --force",
+      smallest->Name(), HumanBytes(smallest->Size()),
+      absl::StrJoin(losses, ", ")));
+}
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void OnSignal(int) { g_interrupted = 1; }
+
+// As grow: the first SIGINT / SIGTERM asks for a clean stop, a second one
+// kills (SA_RESETHAND), which leaves the same state less tidily.
+void CatchSignals() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// The initial parity computation of a new array (superblocks written,
+// resync from stripe 0), followed on stderr until it ends or a signal
+// stops it. Exit code: 0 when it completed.
+int RunInitialResync(Array& array, const std::vector<std::string>& paths) {
+  std::atomic<bool> finished = false;
+  const uint64_t listener = array.AddEventListener([&](const Event& e) {
+    if (e.name == "ResyncFinished") finished.store(true);
+  });
+  array.StartBackground();
+  ProgressDrawer drawer(stderr);
+  while (!finished.load() && !g_interrupted) {
+    const ArrayInfo info = array.Info();
+    if (!info.resyncing || info.failed) break;
+    if (info.job.kind != JobKind::kNone) drawer.Draw(info.job);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  drawer.Finish();
+  array.RemoveEventListener(listener);
+  const ArrayInfo info = array.Info();
+  if (!info.resyncing) return 0;
+  const std::string member_list =
+      paths.size() <= 4 ? absl::StrJoin(paths, " ") : "MEMBER...";
+  const std::string state = absl::StrFormat(
+      "the array exists (superblocks written) but its parity is computed "
+      "only up to %d of %d bytes per member (%.1f%%): it needs a resync, "
+      "which resumes there when it is next served (uraid serve %s) or "
+      "repaired (uraid repair %s)",
+      info.resync_bytes, info.geometry.member_bytes(),
+      info.geometry.member_bytes()
+          ? 100.0 * static_cast<double>(info.resync_bytes) /
+                static_cast<double>(info.geometry.member_bytes())
+          : 0.0,
+      member_list, member_list);
+  if (g_interrupted) {
+    return Fail(
+        absl::StrCat("interrupted during the initial parity "
+                     "computation; ",
+                     state));
+  }
+  return Fail(absl::StrCat("the initial parity computation stopped; ", state));
+}
+
 int RunCreate(const CreateArgs& args) {
   absl::StatusOr<CreateOptions> options = BuildOptions(args);
   if (!options.ok()) return Fail(options.status());
@@ -206,11 +341,32 @@ int RunCreate(const CreateArgs& args) {
     members.push_back(*std::move(member));
   }
 
-  absl::StatusOr<std::unique_ptr<Array>> array =
-      Array::Create(std::move(members), *options, [](const std::string& line) {
-        std::fprintf(stderr, "uraid: %s\n", line.c_str());
+  if (!args.force) {
+    if (absl::Status s = CheckSignatures(args.members, members); !s.ok()) {
+      return Fail(s);
+    }
+    if (args.size.empty()) {
+      if (absl::Status s = CheckSizes(members); !s.ok()) return Fail(s);
+    }
+  }
+
+  CatchSignals();
+  if (g_interrupted) {
+    return Fail(
+        "interrupted before anything was written: the members are "
+        "as they were");
+  }
+  options->defer_resync = true;  // below, where Ctrl-C can stop it
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  absl::StatusOr<std::unique_ptr<Array>> array = Array::Create(
+      std::move(members), *options, [tty](const std::string& line) {
+        std::fprintf(stderr, "%suraid: %s\n", tty ? "\r\033[K" : "",
+                     line.c_str());
       });
   if (!array.ok()) return Fail(array.status());
+  if (const ArrayInfo info = (*array)->Info(); info.resyncing) {
+    if (int rc = RunInitialResync(**array, args.members)) return rc;
+  }
   PrintSummary((*array)->Info(), *options);
   return 0;
 }
@@ -226,8 +382,9 @@ void AddCreateCommand(CLI::App& app, Action* action) {
                   "left-asymmetric, right-asymmetric, left-symmetric "
                   "(default), right-symmetric, parity-first, parity-last, "
                   "or 0-5");
-  sub->add_option("--chunk,-c", args->chunk, "Chunk size (K/M suffix)")
-      ->check(SizeValidator())
+  sub->add_option("--chunk,-c", args->chunk,
+                  "Chunk size (K/M suffix; a bare number is bytes)")
+      ->check(StatusValidator(ParseChunkOption, "SIZE"))
       ->capture_default_str();
   sub->add_option("--bitmap,-b", args->bitmap,
                   "internal (default), none, or FILE: an external bitmap "

@@ -72,8 +72,13 @@ absl::StatusOr<uint64_t> ParseChunk(const std::string& text) {
   if (!bytes.ok()) return bytes.status();
   if (*bytes < kMinChunkBytes || *bytes > kMaxChunkBytes ||
       (*bytes & (*bytes - 1)) != 0) {
+    const std::string hint = BareNumberHint(text, kMinChunkBytes);
     return absl::InvalidArgumentError(absl::StrFormat(
-        "chunk \"%s\" must be a power of two from 4K to 16M", text));
+        "chunk \"%s\" must be a power of two from 4K to 16M%s", text,
+        hint.empty() ? ""
+                     : absl::StrCat(" (a number without a suffix is "
+                                    "bytes); ",
+                                    hint)));
   }
   return *bytes;
 }

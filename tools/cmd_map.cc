@@ -111,7 +111,8 @@ void AddMapCommand(CLI::App& app, Action* action) {
       ->check(SizeValidator())
       ->capture_default_str();
   sub->add_option("--disks,-n", args->disks, "Number of raid devices")
-      ->required();
+      ->required()
+      ->check(CLI::Range(kMinDisks, kMaxDisks));
   sub->add_option("--level,-l", args->level, "4 or 5")
       ->check(CLI::IsMember({4, 5}))
       ->capture_default_str();

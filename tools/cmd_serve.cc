@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "commands.h"
 #include "common.h"
+#include "plugin_path.h"
 #include "size_parse.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
@@ -46,20 +47,6 @@ struct ServeArgs {
   std::string bitmap;   // external bitmap file, empty: none
   std::vector<std::string> members;
 };
-
-// Which plugin nbdkit loads: an explicit override, then the plugin built
-// alongside this binary, then whatever `cmake --install` put in nbdkit's
-// plugin directory.
-std::string PluginPath() {
-  if (const char* env = std::getenv("URAID_PLUGIN"); env && *env) {
-    return fs::absolute(env).string();
-  }
-#ifdef URAID_PLUGIN_BUILD_PATH
-  std::error_code ec;
-  if (fs::exists(URAID_PLUGIN_BUILD_PATH, ec)) return URAID_PLUGIN_BUILD_PATH;
-#endif
-  return "uraid";
-}
 
 // "demo/uraid.sock" -> "demo/uraid.pid"; anything else gets ".pid" added.
 std::string DefaultPidfile(const std::string& socket) {

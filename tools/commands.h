@@ -38,6 +38,9 @@ void AddMonitorCommand(CLI::App& app, Action* action);
 // Reshape (cmd_grow.cc): on a served array with --control, or offline.
 void AddGrowCommand(CLI::App& app, Action* action);
 
+// Erases members' md superblocks (cmd_zero_superblock.cc).
+void AddZeroSuperblockCommand(CLI::App& app, Action* action);
+
 // `check --control SOCKET` (and `repair --control`): starts a scrub on a
 // served array; with `wait` or `watch` follows it to the end. Exit code.
 int RunControlScrub(const std::string& socket, bool repair, bool wait,

@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace uraid::tool {
@@ -71,6 +73,27 @@ absl::StatusOr<uint64_t> ParseSize(std::string_view text) {
   return value << shift;
 }
 
+std::string BareNumberHint(std::string_view text, uint64_t min_bytes) {
+  if (text.empty() || text.size() > 12) return "";
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return "";
+  }
+  absl::StatusOr<uint64_t> bytes = ParseSize(text);
+  if (!bytes.ok() || *bytes == 0 || *bytes >= min_bytes) return "";
+  return absl::StrFormat("did you mean %sK?", std::string(text));
+}
+
+absl::StatusOr<uint64_t> ParseChunkOption(std::string_view text) {
+  absl::StatusOr<uint64_t> bytes = ParseSize(text);
+  if (!bytes.ok()) return bytes.status();
+  if (std::string hint = BareNumberHint(text, 4096); !hint.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--chunk %s is %s bytes (a number without a suffix is bytes); %s",
+        std::string(text), std::string(text), hint));
+  }
+  return bytes;
+}
+
 std::string FormatSize(uint64_t bytes) {
   static constexpr struct {
     int shift;
@@ -85,6 +108,20 @@ std::string FormatSize(uint64_t bytes) {
     }
   }
   return absl::StrFormat("%d", bytes);
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return absl::StrFormat("%d bytes", bytes);
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while (unit < 3 && value >= 1024) {
+    value /= 1024;
+    ++unit;
+  }
+  std::string text = absl::StrFormat("%.1f", value);
+  if (absl::EndsWith(text, ".0")) text.resize(text.size() - 2);
+  return absl::StrCat(text, " ", kUnits[unit]);
 }
 
 std::string MdHumanSize(uint64_t bytes) {

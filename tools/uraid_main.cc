@@ -1,16 +1,57 @@
 // `uraid`: an mdadm-like tool for uraid arrays. See README.md for usage.
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "commands.h"
+#include "suggest.h"
+#include "uraid/version.h"
+
+namespace {
+
+// The first word that is not an option names the command. An unknown one
+// is refused here, with the closest command's name, rather than by CLI11's
+// "The following arguments were not expected". Returns 0 to go on, or the
+// exit code (2, a usage error).
+int CheckCommandName(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] == '-') {
+      if (std::strcmp(argv[i], "--") == 0) return 0;
+      // A top-level option that takes a value ("--config FILE") skips it.
+      const std::string arg = argv[i];
+      if (arg.find('=') == std::string::npos) {
+        const CLI::Option* opt = app.get_option_no_throw(arg);
+        if (opt != nullptr && opt->get_type_size_max() > 0) ++i;
+      }
+      continue;
+    }
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->check_name(argv[i])) return 0;
+      names.push_back(sub->get_name());
+    }
+    const std::string best = uraid::tool::ClosestName(argv[i], names);
+    std::fprintf(stderr, "uraid: unknown command '%s'%s\n", argv[i],
+                 best.empty() ? "" : (" (did you mean " + best + "?)").c_str());
+    std::fprintf(stderr, "Run with --help for the list of commands.\n");
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"uraid: userspace RAID4/5 with Linux md's on-disk format"};
   app.name("uraid");
   app.require_subcommand(1);
+  app.set_version_flag("--version,-V",
+                       std::string("uraid ") + URAID_VERSION_STRING,
+                       "Print the version and exit");
   app.failure_message([](const CLI::App*, const CLI::Error& e) -> std::string {
     // House format for errors, usage errors included.
     return "uraid: " + std::string(e.what()) +
@@ -32,8 +73,10 @@ int main(int argc, char** argv) {
   uraid::tool::AddStopCommand(app, &action);
   uraid::tool::AddSetCommand(app, &action);
   uraid::tool::AddGrowCommand(app, &action);
+  uraid::tool::AddZeroSuperblockCommand(app, &action);
   uraid::tool::AddMonitorCommand(app, &action);
 
+  if (int rc = CheckCommandName(app, argc, argv)) return rc;
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

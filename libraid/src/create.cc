@@ -224,7 +224,7 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
                                      options.bitmap_file, options.force));
   }
   RETURN_IF_ERROR(impl->WriteSuperblocks(start_clean));
-  if (!start_clean) RETURN_IF_ERROR(impl->Resync());
+  if (!start_clean && !options.defer_resync) RETURN_IF_ERROR(impl->Resync());
   return std::unique_ptr<Array>(new Array(std::move(impl)));
 }
 

@@ -143,8 +143,8 @@ absl::Status CheckNewMember(Member& member, uint64_t need,
   if (sb.ok() && sb->set_uuid != set_uuid) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s holds the superblock of another md array (uuid %s, name '%s'); "
-        "wipe it first (mdadm --zero-superblock) if it is really free",
-        member.Name(), FormatUuid(sb->set_uuid), sb->set_name));
+        "wipe it first (uraid zero-superblock %s) if it is really free",
+        member.Name(), FormatUuid(sb->set_uuid), sb->set_name, member.Name()));
   }
   return absl::OkStatus();
 }

@@ -114,6 +114,13 @@ struct CreateOptions {
   uint64_t data_offset_bytes = 0;
   // Skip making parity consistent (md's --assume-clean).
   bool assume_clean = false;
+  // Without assume_clean: return as soon as the superblocks are written
+  // (they say "resync from stripe 0") instead of computing parity first;
+  // StartBackground then runs that resync in the background, where
+  // closing the array stops it at its next stripe and a later assembly
+  // resumes it (the bitmap, if any, keeps the progress). For callers that
+  // must stay interruptible (`uraid create` and Ctrl-C).
+  bool defer_resync = false;
   // Internal bitmap (md's place: 4 KiB after the superblock, up to the
   // data) unless kNone. The uraid default is on: it costs one small
   // metadata write per 64 MiB region per few seconds of writing.
@@ -328,8 +335,8 @@ struct ArrayInfo {
 class Array {
  public:
   // Writes new superblocks to `members` (a null entry is a missing slot;
-  // slot order is list order) and, unless assume_clean, makes parity
-  // consistent before returning: that reads and writes every member in
+  // slot order is list order) and, unless assume_clean or defer_resync, makes
+  // parity consistent before returning: that reads and writes every member in
   // full, so it takes as long as a resync (members that are holes, like
   // fresh sparse files, are skipped). Refuses, writing nothing, when more
   // than one slot is missing, a member is too small, a member already holds

@@ -1,0 +1,3 @@
+# cmake -DIN=PAGE.in -DOUT=PAGE -DPROJECT_VERSION=X.Y.Z -P configure.cmake:
+# writes a man page with @PROJECT_VERSION@ replaced (at build time).
+configure_file(${IN} ${OUT} @ONLY)

@@ -5,8 +5,9 @@
 //
 // Errors, by what the monitor does about them (status codes):
 //   NotFound           - the path does not exist (retry)
-//   Unavailable        - nothing listens (a stale socket), or the server
-//                        closed the stream / the connection broke (retry)
+//   Unavailable        - nothing listens (a stale socket), the server
+//                        closed the stream or the connection broke, or it
+//                        closed without a word (one going down) (retry)
 //   DeadlineExceeded   - the server did not answer the request (retry)
 //   FailedPrecondition - not something to retry: not a socket, an NBD
 //                        server, a socket that answers something else, a

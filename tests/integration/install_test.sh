@@ -8,9 +8,13 @@
 #   install_test.sh BUILD_DIR SOURCE_DIR
 #
 # `cmake --install --prefix /opt/uraid-install-test` runs under DESTDIR, so
-# nothing lands outside the temporary directory: the nbdkit plugin's
-# destination is nbdkit's own (absolute) plugin directory, which DESTDIR
-# relocates too.
+# nothing lands outside the temporary directory. Then the package a
+# distribution would take, installed into an outside prefix without
+# DESTDIR: everything (the nbdkit plugin included) under that prefix; the
+# installed `uraid serve` runs the installed plugin, not the build tree's;
+# `--version` of the tool, the plugin and uraid_version() agree with
+# project(VERSION); the man pages render without warnings; the bash
+# completion parses and completes.
 set -euo pipefail
 build=$(realpath "$1") src=$(realpath "$2")
 
@@ -53,10 +57,13 @@ then
   fail "the installed package refers to the source or build tree"
 fi
 
-# The plugin: in nbdkit's plugin directory (as staged), and loadable.
+# The plugin: under the prefix (nbdkit's plugindir relative to nbdkit's
+# prefix), and loadable.
 plugindir=$(sed -n 's/^URAID_NBDKIT_PLUGINDIR:[A-Z]*=//p' \
   "$build/CMakeCache.txt")
 [[ $plugindir == /* ]] || plugindir=$prefix/$plugindir
+[[ $plugindir == "$prefix"/* ]] ||
+  fail "the plugin installs outside the prefix: $plugindir"
 plugin=$stage$plugindir/nbdkit-uraid-plugin.so
 [[ -f $plugin ]] || fail "plugin not at $plugin"
 dump=$(nbdkit "$plugin" --dump-plugin) ||
@@ -100,5 +107,95 @@ cc -std=gnu11 -Wall -o "$tmp/c_static" "$src/examples/c_api/c_example.c" \
   { cat "$tmp/c_static.log"; fail "c_static failed"; }
 [[ $(libs_of "$tmp/c_static") != *liburaid* ]] ||
   fail "c_static is linked to liburaid.so"
+
+# 3. The package a distribution would take, in an outside prefix (no
+#    DESTDIR): every file under it.
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$build/CMakeCache.txt")
+P=$tmp/outside-prefix
+cmake --install "$build" --prefix "$P" >"$tmp/install2.log"
+while read -r f; do
+  [[ $f == "$P"/* ]] || fail "installed outside the prefix $P: $f"
+done < <(sed -n 's/^-- \(Installing\|Up-to-date\): //p' "$tmp/install2.log")
+pplugin=$(find "$P" -name nbdkit-uraid-plugin.so)
+[[ $pplugin == "$P/lib/"*"/nbdkit/plugins/nbdkit-uraid-plugin.so" ]] ||
+  fail "plugin not under $P/lib/.../nbdkit/plugins: '$pplugin'"
+for f in "$P/share/man/man8/uraid.8" "$P/share/man/man1/nbdkit-uraid-plugin.1" \
+         "$P/share/bash-completion/completions/uraid" \
+         "$P/include/uraid/version.h"; do
+  [[ -f $f ]] || fail "missing $f"
+done
+
+# --version: one number everywhere.
+[[ $("$P/bin/uraid" --version) == "uraid $version" ]] ||
+  fail "uraid --version: $("$P/bin/uraid" --version)"
+grep -qx "uraid $version" <(nbdkit "$pplugin" --version) ||
+  fail "nbdkit uraid --version: $(nbdkit "$pplugin" --version)"
+grep -qx "#define URAID_VERSION_STRING \"$version\"" "$P/include/uraid/version.h" ||
+  fail "version.h does not say $version"
+cat >"$tmp/v.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include <uraid/uraid.h>
+#include <uraid/version.h>
+int main(void) {
+  printf("%s %s %d.%d.%d\n", uraid_version(), URAID_VERSION_STRING,
+         URAID_VERSION_MAJOR, URAID_VERSION_MINOR, URAID_VERSION_PATCH);
+  return strcmp(uraid_version(), URAID_VERSION_STRING) != 0;
+}
+C
+plib=$(dirname "$(find "$P" -name liburaid.so | head -1)")
+cc -std=c11 -Wall -Werror -o "$tmp/v" "$tmp/v.c" -I"$P/include" -L"$plib" \
+  -luraid -Wl,-rpath,"$plib"
+[[ $("$tmp/v") == "$version $version $version" ]] ||
+  fail "uraid_version(): $("$tmp/v")"
+
+# The installed uraid serves with the installed plugin (no URAID_PLUGIN;
+# the build tree's plugin exists and must not be chosen).
+[[ -f $build/nbdplugin/nbdkit-uraid-plugin.so ]] ||
+  fail "no build-tree plugin to be tempted by"
+d=$tmp/serve
+mkdir "$d"
+for i in 0 1 2; do truncate -s 16M "$d/m$i.img"; done
+(unset URAID_PLUGIN; "$P/bin/uraid" create --assume-clean "$d"/m?.img >/dev/null)
+(unset URAID_PLUGIN; "$P/bin/uraid" serve --socket "$d/s.sock" \
+  --pidfile "$d/s.pid" "$d"/m?.img)
+pid=$(cat "$d/s.pid")
+trap 'kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline")
+[[ $cmdline == *" $pplugin "* ]] ||
+  fail "installed uraid serve did not run the installed plugin: $cmdline"
+grep -q "$pplugin" "/proc/$pid/maps" || fail "the installed plugin is not loaded"
+! grep -q "$build/" "/proc/$pid/maps" || fail "the build tree's plugin is loaded"
+[[ $(nbdinfo --size "nbd+unix:///?socket=$d/s.sock") -gt 0 ]] ||
+  fail "the installed server does not answer"
+kill "$pid"
+
+# Man pages: render without a warning (man-db and groff), with the version.
+for page in "$P/share/man/man8/uraid.8" "$P/share/man/man1/nbdkit-uraid-plugin.1"; do
+  warnings=$( { MANWIDTH=80 man --warnings -l "$page" >/dev/null; } 2>&1)
+  [[ -z $warnings ]] || fail "man -l $page warns: $warnings"
+  warnings=$(groff -man -ww -z "$page" 2>&1)
+  [[ -z $warnings ]] || fail "groff warns on $page: $warnings"
+  grep -q "uraid $version" "$page" || fail "$page does not carry $version"
+done
+MANWIDTH=80 man -l "$P/share/man/man8/uraid.8" | grep -q zero-superblock ||
+  fail "uraid(8) does not document zero-superblock"
+
+# Bash completion: valid bash, and it completes commands and options from
+# the installed tool.
+comp=$P/share/bash-completion/completions/uraid
+bash -n "$comp" || fail "the completion is not valid bash"
+got=$(PATH=$P/bin:$PATH bash -c '
+  compopt() { :; }
+  source "$1"
+  COMP_WORDS=(uraid det); COMP_CWORD=1; _uraid; echo "${COMPREPLY[*]}"
+  COMP_WORDS=(uraid zero); COMP_CWORD=1; _uraid; echo "${COMPREPLY[*]}"
+  COMP_WORDS=(uraid create --assu); COMP_CWORD=2; _uraid; echo "${COMPREPLY[*]}"
+  COMP_WORDS=(uraid create --layout left-s); COMP_CWORD=3; _uraid; echo "${COMPREPLY[*]}"
+' _ "$comp")
+[[ $got == $'detail\nzero-superblock\n--assume-clean\nleft-symmetric' ]] ||
+  fail "completion: got '$got'"
+
 echo "install_test: PASS ($ntests example tests against the installed" \
-  "package, C example via pkg-config shared and static)"
+  "package, C example via pkg-config shared and static; outside prefix:" \
+  "installed serve, --version, man pages, completion)"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target for md's write-intent bitmap: the bitmap_super_t codec
 // and WriteIntentBitmap's protocol.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target for the control channel's wire format (pure code:
 // control_protocol.cc and info_json.cc are compiled into this target).
 //

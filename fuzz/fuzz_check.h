@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared by the fuzz targets: an assertion that survives NDEBUG and aborts
 // (so libFuzzer records the input) with the failed condition.
 

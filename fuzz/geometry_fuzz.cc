@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target for uraid::Geometry: validation, the forward and inverse
 // maps, and agreement with an independent model of md's layout tables.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: an in-memory array driven by a decoded sequence of
 // operations, checked against a flat reference buffer.
 //

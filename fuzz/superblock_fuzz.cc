@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target for the md v1.2 superblock codec.
 //
 // Properties checked on every input:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Packaging of libraid (issue 9): a shared library beside the static one,
 # and the install rules for the headers, a CMake package and a pkg-config
 # file. libraid/CMakeLists.txt runs this file with cmake_language(DEFER) at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin_log.h"
 
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Where the plugin's log lines go, by severity (uraid/events.h):
 //   - stderr when nbdkit runs in the foreground with a real stderr:
 //     "uraid: NAME: LEVEL: message" (routine lines too: an admin running

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Benchmarks uraid against nbdkit's file plugin in the same run and prints
 # one table of ratios, then the write-intent bitmap's cost, rebuild, scrub
 # and resync-after-crash rates (see tools/bench.py for what is measured and

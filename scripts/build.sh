@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Configures and builds everything into ./build (Ninja).
 # BUILD_TYPE=Debug|Release|RelWithDebInfo (default RelWithDebInfo).
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Builds uraid, creates a 4-member RAID5 of 1 GiB sparse files under ./demo/,
 # serves it with nbdkit on a unix socket, and prints how to attach to it,
 # how to see its status and how to stop it; starts `uraid monitor` in the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Builds the libFuzzer targets with clang (in build-fuzz/) and runs each for
 # FUZZ_SECONDS (default 10) from its committed seed corpus. Crashes are
 # written to build-fuzz/ as crash-* and fail the script.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Installs the Debian 12 packages uraid needs to build, test and demo.
 # Idempotent: asks dpkg first and does nothing when everything is present,
 # so test.sh and demo.sh can call it on every run.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Installs what is missing, builds, and runs every test (unit and
 # integration) with ctest, then the unit tests again under ASan+UBSan, then
 # the multi-threaded tests under ThreadSanitizer. .ci/run calls this.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The write-intent bitmap inside the array: created in md's place and
 // format, set before writes, used after a crash to resync only the regions
 // with bits set (a crash is simulated by copying the members while the

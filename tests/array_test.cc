@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Unit tests of uraid::Array: creation and assembly (and every refusal,
 // with nothing written), the write-path choice between full-stripe, RMW and
 // RCW by exact member-I/O counts, degraded operation and the clean/active

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests for md's write-intent bitmap: the bitmap_super_t codec against the
 // byte layout of the md reference (§3.2), rejection of every corrupt field,
 // the area geometry and chunk rule, the checks against the array, md's

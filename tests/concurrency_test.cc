@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Several threads writing disjoint and overlapping ranges of one array at
 // once (nbdkit's PARALLEL model), then checked: disjoint ranges hold exactly
 // what their writer wrote, overlapping blocks hold one whole write from one

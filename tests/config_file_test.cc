@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests for the uraid.conf parser: table tests of accepted files (what each
 // keyword yields) and of refused ones (the exact "file:line: why").
 

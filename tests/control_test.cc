@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Unit tests of the control channel: the pure request parser (a table of
 // valid and hostile lines), reply lines, ArrayInfo <-> JSON, and the server
 // end to end over a real unix socket in front of an in-memory array.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The array's events and log severities (uraid/events.h): which events a
 // member failure, a rebuild, a second failure, a scrub and member
 // management produce, with which fields; the current state a new

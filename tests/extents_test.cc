@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Array::Extents over sparse file members: holes where no member holds
 // data, through every layout; a chunk written (or only cached) is data;
 // degraded stripes are holes only where every other member is; and, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FaultyMember: SetFailed, and each FaultPlan fault (errors at ranges, once
 // or forever; after N I/Os; at a seeded rate; failed flushes; lost and torn
 // writes), the counters, and concurrent use.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests for uraid/geometry.h.
 //
 // Three independent sources of truth:

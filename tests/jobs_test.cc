@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Member management and background jobs on in-memory arrays: spares and
 // recovery (also under writes, across a restart, and hole skipping),
 // replace (also when the old member fails mid-copy), check/repair finding

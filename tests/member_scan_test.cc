@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests for finding an array's members by superblock: SelectMembers over
 // hand-made superblocks (freshest wins, stale and faulty left out with a
 // reason, copies of one slot), and ExpandDevices/ScanCandidates over real

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File-member backend: buffered and O_DIRECT I/O at any alignment (bounce
 // buffers), size, flush, hole punching reads back zeros, exclusive locks,
 // and the errors for directories, read-only members and past-the-end I/O.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The randomized model test: a flat reference buffer beside an array of
 // in-memory members. Random reads, writes (any size and alignment), trims,
 // zeroes and flushes across every layout, several chunk sizes and disk

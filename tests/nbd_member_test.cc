@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // NBD members against real nbdkit servers on unix sockets: round trips at
 // any alignment (with the server enforcing its minimum block size), size,
 // flush reaching the server, write-zeroes as discard, many threads at once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests for parity.h: every ISA-L variant and the portable loop against a
 // byte-wise reference XOR.
 //

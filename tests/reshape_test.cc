@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reshape: the pure arithmetic (data offset choice and the window bound
 // that keeps uncopied data safe), then grows, layout, chunk and level
 // changes on in-memory arrays, with clients writing during the copy, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tools/size_parse: sizes on the command line, and the hint for a bare
 // --chunk number ("did you mean 64K?").
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tools/suggest: the did-you-mean of unknown commands.
 
 #include "suggest.h"

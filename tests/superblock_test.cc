@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests for the md v1.2 superblock codec: byte layout against the md
 // reference (§2.2), checksum against hand-computed sums, round trips,
 // rejection of every corrupt field, mdadm's data_offset rule, and interop

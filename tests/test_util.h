@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers shared by the unit tests: arrays on in-memory members (making
 // members and handles to them, creating an array, reference data and
 // checking an array against it; each test keeps its own constants and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "alert_mail.h"
 
 #include <time.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The monitor's mail (--mail ADDR): an RFC 5322 message in mdadm's words
 // about one event, handed to `sendmail -t` (whatever sendmail is first on
 // PATH: postfix, exim, msmtp, nullmailer all take -t).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "alert_queue.h"
 
 #include <chrono>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The monitor's slow alerts (--program, --mail) on a worker thread of
 // their own, so that a program that hangs or a mail server that stalls
 // never delays the printing of later events nor the reading of any stream.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "array_health.h"
 
 #include <cstdint>

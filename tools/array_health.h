@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // md's health verdict on an array, as `mdadm --detail --test` returns it
 // in its exit code, for `uraid detail --test`: from an assembled (or live)
 // ArrayInfo, or, when the library refuses to assemble, from the members'

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """uraid benchmark driver (run by scripts/bench.sh).
 
 Serves, in the same run, (a) a uraid array (4 members, 512 KiB chunk by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Runs a program to completion within a time limit, for the monitor's
 // alerts (--program, sendmail): argv directly (no shell), in a process
 // group of its own so that a timeout kills everything it started.

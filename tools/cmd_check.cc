@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `uraid check`: offline parity scrub (md's "check" action): reads every
 // stripe and counts those whose parity does not match their data. Nothing
 // is written. With --control SOCKET it starts the check on a served array

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The commands that change a served array through its control socket
 // (uraid/control.h): fail, remove, add, replace, repair, stop, set; and the
 // remote half of `check --control`. `repair MEMBER...` also works offline

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `uraid create`: writes md v1.2 superblocks to new members (mdadm --create).
 //
 // mdadm's safety rails, refused without --force and before anything is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `uraid detail`: the assembled view of an array (like mdadm --detail):
 // state, members, the running job, counters and the mkfs alignment hints.
 // Offline it assembles read-only from the members' superblocks; on a served

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `uraid grow`: reshape an array (md's --grow): more members, or another
 // layout, chunk size or level (RAID4 <-> RAID5), restriped in place with
 // Array::Grow. On a served array (--control SOCKET) the server runs the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `uraid map`: where md puts a logical byte, from geometry alone (no
 // members). For checking a layout by hand and for test authors.
 

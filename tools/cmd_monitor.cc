@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `uraid monitor`: mdadm --monitor for served arrays. Subscribes to the
 // event stream of each --control socket ({"cmd":"events"}), prints every
 // event as a line, and raises md's alerts: --program (PROGRAM EVENT ARRAY

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `uraid zero-superblock MEMBER...` (mdadm --zero-superblock): erases the
 // md v1.2 superblock of members that are no longer wanted, so that create,
 // add and assembly stop treating them as array members.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `uraid` subcommands. Each Add*Command registers one CLI11 subcommand
 // on `app`; when the user picks it, CLI11 stores the command's action in
 // `*action` and uraid_main runs it after parsing, so that parse errors (exit

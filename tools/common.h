@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers shared by the `uraid` subcommands: error reporting in the house
 // format, opening members, and md-style formatting of times and roles.
 

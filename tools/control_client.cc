@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "control_client.h"
 
 #include <errno.h>

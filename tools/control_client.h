@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `uraid` side of the control channel (uraid/control.h): connect to a
 // served array's control socket, send one request line, read its reply.
 

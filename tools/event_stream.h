@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The client side of a control socket's event stream: connect, send
 // {"cmd":"events"}, read the {"ok":true,"initial":N} reply, then one event
 // per line until the server goes away (uraid/control.h). Says what a path

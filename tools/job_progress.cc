@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "job_progress.h"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Background jobs (resync, rebuild, check, repair) as `uraid` shows them:
 // percent, speed, ETA, mdadm's status labels, a one-line progress bar, and
 // waiting for a served array's jobs to end over the control channel.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "monitor_event.h"
 
 #include <syslog.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One event of the control channel's event stream ({"cmd":"events"}, see
 // uraid/control.h), as `uraid monitor` handles it: what md's vocabulary
 // says about it (mail-worthy, a problem, its syslog priority), its one-line

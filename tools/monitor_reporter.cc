@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "monitor_reporter.h"
 
 #include <syslog.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Where `uraid monitor` sends each event: one line on stdout (human or
 // JSON, flushed at once), syslog(3) when asked, and the slow alerts
 // (program, mail) queued for their worker (alert_queue.h).

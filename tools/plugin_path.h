@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Which nbdkit-uraid-plugin.so `uraid serve` runs.
 
 #ifndef URAID_TOOLS_PLUGIN_PATH_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What else a would-be member holds: a filesystem, a partition table, a
 // RAID or volume-manager signature, probed with libblkid as mdadm and
 // wipefs do, so that `uraid create` does not silently overwrite it.

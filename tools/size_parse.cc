@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "size_parse.h"
 
 #include <cctype>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Sizes on the command line: "4096", "512K", "1G". Suffixes K/M/G/T are
 // binary (1K = 1024) and may be written "k", "KiB" or "KB" because people
 // type all of them. Fractions ("1.5M") are rejected, as mdadm does.

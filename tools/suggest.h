@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // "Did you mean ...?" for mistyped command names: the closest of the known
 // names by edit distance, when it is close enough to be what was meant.
 

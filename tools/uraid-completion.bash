@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # bash completion for uraid(8); installed as
 # share/bash-completion/completions/uraid.
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `uraid`: an mdadm-like tool for uraid arrays. See README.md for usage.
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Example (d): the C API (uraid/uraid.h).
  *
  * 1. An array over members the program implements itself (callbacks over

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Example (c): your own Member backends.
 //
 // libraid does all member I/O through the uraid::Member interface, so a

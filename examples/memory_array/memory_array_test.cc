@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Example (a): libraid inside another project's unit test.
 //
 // A test that needs md's exact RAID5 behaviour builds an array over

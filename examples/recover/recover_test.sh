@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Runs the recovery example end to end on md member images:
 #   recover_test.sh URAID_RECOVER URAID_TOOL NBDKIT_PLUGIN
 # `uraid create` makes four member images, nbdkit with the plugin writes a

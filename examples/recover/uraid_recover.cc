@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Example (b): recovery. Copies the contents of an md RAID4/RAID5 array out
 // of its member images into one file, without writing to the members.
 //

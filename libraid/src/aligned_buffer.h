@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: an owned, 4 KiB-aligned byte buffer (suits O_DIRECT and every
 // ISA-L kernel). Move-only. Not thread-safe; one owner at a time.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The array's side of md's write-intent bitmap: where the area lives on
 // each member, loading it at assembly, writing a new one at create, the
 // persist callback that puts bitmap pages on every member, and the lazy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The array's side of uraid/events.h: stamping and delivering events, and
 // the current state as events for a new subscriber.
 

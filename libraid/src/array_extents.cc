@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Array::Extents: which logical ranges are holes, from the members' own
 // hole maps mapped through the layout. A hole reported wrongly would make
 // a copying client (nbdcopy, qemu-img convert) skip real data, so every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: the state behind uraid::Array, shared by create.cc,
 // assemble.cc (how an array comes to exist) and array.cc (the data path,
 // metadata updates and background work).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Array::Assemble: form an array from members' superblocks, in any order,
 // refusing (and writing nothing) when the members cannot safely form it.
 

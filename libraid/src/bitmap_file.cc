@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The external write-intent bitmap file: opening and creating it with the
 // checks md makes (a regular file, not one of the members) and the lock
 // members get, and a Member over it for the array's bitmap I/O.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: the external write-intent bitmap file (md's --bitmap FILE, md
 // reference §3.5). The file holds md's bitmap area as is: the 256-byte
 // bitmap_super_t at byte 0 and the bits right after it, 256 + ceil(bits/8)

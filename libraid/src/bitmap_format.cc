@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // md's on-disk write-intent bitmap: the bitmap_super_t codec, the area's
 // geometry and the checks against the array (see uraid/bitmap.h and the md
 // reference §3).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The C API (uraid/uraid.h): a thin shell over uraid::Array. Maps
 // absl::Status to a negative errno plus a message copied into the caller's
 // buffer, and keeps every C++ exception (only std::bad_alloc is expected)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // uraid.conf: the array configuration file, in mdadm.conf's words.
 //
 //   # comment (from '#' at the start of a word to the end of the line)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The control channel's wire format (see uraid/control.h for the protocol):
 // one request line -> a validated ControlRequest or an error status, and
 // the reply lines. Pure: no I/O, no Array; safe on any input (fuzzed by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The control channel's server (uraid/control.h): a thread accepting on a
 // unix socket, and one thread per connection reading request lines with
 // poll() and a deadline, or, for an events subscription, writing the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Array::Create: validate everything first, then write superblocks, then
 // make parity consistent. Nothing is written when validation fails.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The listeners of one array's events (Array::AddEventListener): a list
 // guarded by a mutex that is held while an event is delivered, so that a
 // listener removed is never called again once Remove returns.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "event_json.h"
 
 #include <type_traits>

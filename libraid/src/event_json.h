@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An Event (uraid/events.h) as one JSON object, the line the control
 // channel's "events" stream sends:
 //   {"event":NAME,"time":UNIX_SECONDS,"array":UUID,"name":ARRAY_NAME,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "uraid/events.h"
 
 namespace uraid {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FaultyMember: a member decorator that injects I/O errors, lost writes and
 // torn writes for tests (see FaultPlan in uraid/member.h).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: wrapping a descriptor the caller has already opened (and, if it
 // needs one, locked) as a file Member, for files that are opened their own
 // way, such as the external bitmap file (bitmap_file.cc).

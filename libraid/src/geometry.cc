@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // md RAID4/RAID5 layout math. Written from the prose description of md's
 // algorithms in shared/reference/md-raid5.md §1 (md itself is GPL; nothing is
 // copied from it).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ArrayInfo <-> JSON, losslessly: the "detail" of the control channel's
 // detail reply. The server encodes Array::Info(); `uraid detail --control`
 // decodes it and renders it exactly as an offline `uraid detail`.

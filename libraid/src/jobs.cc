@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Background jobs on the array: recovery onto a spare, replace, and the
 // check/repair scrub (resync after an unclean shutdown keeps its own thread
 // in array.cc; it predates the job runner and needs no throttle because md

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: little-endian field access for md's on-disk codecs (superblock,
 // bitmap). md stores every multi-byte field little-endian whatever the
 // host; these read and write them byte by byte, so they work at any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Finding an array's members among candidate devices by superblock (md's
 // `mdadm --assemble --scan`): expand DEVICE globs, read each candidate's
 // v1.2 superblock, and pick the members of one array uuid.

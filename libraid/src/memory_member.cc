@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // In-memory members and the sharing decorator (fault injection:
 // faulty_member.cc).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // OpenMember: one entry point for every kind of member spec, so the plugin
 // and the tool accept files, block devices and NBD URIs alike.
 

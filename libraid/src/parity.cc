@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RAID5 parity kernels: ISA-L for aligned buffers, a portable word loop for
 // everything else.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: RAID5 parity over byte buffers with ISA-L.
 //
 // ISA-L's per-ISA kernels need aligned pointers (xor_gen_avx: 32 bytes,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Online reshape (md's --grow): more members, another layout, chunk or
 // level, restriped in the background while clients read and write.
 //

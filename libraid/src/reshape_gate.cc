@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "reshape_gate.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: keeps client requests out of the window a reshape is moving.
 //
 // A reshape copies the array window by window from the old shape to the

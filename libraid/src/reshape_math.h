@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: the pure arithmetic of a reshape without a backup file.
 //
 // md's modern reshape (mdadm's set_new_data_offset) writes the new shape

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: the shape of an array's data (geometry + data offset) as the
 // data path sees it, which a reshape makes two-valued.
 //

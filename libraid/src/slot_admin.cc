@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Member management on a live array (md's --fail, --remove, --add,
 // --replace) and promotion of a spare into a gone slot. Every change of
 // roles is written to the superblocks before the call returns.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: early-return helpers for absl::Status (the installed Abseil,
 // 20220623, predates ABSL_RETURN_IF_ERROR / ABSL_ASSIGN_OR_RETURN).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "stripe_cache.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: the write-back stripe cache.
 //
 // Partial-stripe writes are gathered here, one entry per stripe, so that a

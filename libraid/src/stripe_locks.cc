@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "stripe_locks.h"
 
 #include <utility>

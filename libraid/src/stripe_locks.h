@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: exclusive locks on individual stripes (by stripe number), so
 // that requests on different stripes never wait for each other and the
 // array is never locked as a whole on the data path.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // md v1.2 superblock codec (see uraid/superblock.h and the md reference §2).
 //
 // Every field is packed and unpacked byte by byte as little-endian at its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "task_pool.h"
 
 namespace uraid {

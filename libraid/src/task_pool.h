@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: a small pool that runs a batch of independent tasks at once, so
 // that all member I/Os of one stripe operation are in flight together and a
 // stripe costs one member latency rather than N.

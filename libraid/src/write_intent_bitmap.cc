@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // WriteIntentBitmap: md's write-intent protocol (set before write, group
 // commit of bitmap pages, lazy clear after idle + flush). The contract and
 // the invariants are in uraid/bitmap.h; md reference §3.3.

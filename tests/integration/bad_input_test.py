@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The bad-input catalogue: one table, one row per hostile or mistaken input.
 
 Each row builds its own members in a fresh directory (setup), runs ONE

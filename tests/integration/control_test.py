@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The live control channel end to end: nbdkit serving the plugin with
 control=SOCKET, the `uraid` tool speaking it (detail, fail, remove, add,
 check, set, grow, errors), a libnbd client reading correct data while a member is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """kill -9 crash test for the write-intent bitmap and the resync after an
 unclean shutdown.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Extents through real nbdkit: `nbdinfo --map` on a mostly empty array
 shows holes where no member holds data, and `nbdcopy` of it reads only the
 data from the members (the plugin's member-read counters) while the copy

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A real filesystem on top of a served array.
 
 nbdkit serves the plugin on a unix socket; nbdfuse exposes the export as a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared helpers for the integration tests: temporary member files, the
 uraid tool, an nbdkit server with the plugin on a unix socket, and an
 independent md layout model written from the md reference notes."""

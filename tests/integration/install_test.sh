@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Installs the current build into a temporary staging directory and builds
 # the examples against the INSTALLED package, the way an outside project
 # would: with find_package(uraid) (examples/ configured on its own) and

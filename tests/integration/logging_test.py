@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The plugin's log lines by severity, through real nbdkit: in the
 foreground on stderr ("uraid: NAME: LEVEL: ..."), daemonised to syslog
 (a real AF_UNIX datagram listener on /dev/log: ident uraid, LOG_DAEMON,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Interop: members made by `uraid create` read back in md's own tools.
 `mdadm --examine` must find the checksum correct and report the same level,
 layout, chunk, raid devices, array size, data offset, events and role as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`uraid monitor` and `uraid detail --test` end to end.
 
 The real thing: nbdkit serving the plugin with control=SOCK over two file

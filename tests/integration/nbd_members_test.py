@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """NBD members end to end.
 
 Four member exports served by nbdkit's file plugin behind the error and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """End to end: `uraid create`, nbdkit serving the plugin on a unix socket,
 libnbd as the client; then the member files read directly and checked
 against an independent md layout model; then served with a member left

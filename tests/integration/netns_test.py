@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Members on other machines: every host is a network namespace.
 
 Four member hosts, each its own network namespace with nbdkit's file plugin

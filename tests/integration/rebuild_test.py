@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Failures, rebuilds, replace and scrubs on a served array, end to end:
 nbdkit serving the plugin with a control socket, a libnbd writer that keeps
 a reference copy and verifies reads while the admin acts through the

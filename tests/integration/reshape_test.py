@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """kill -9 during online reshapes (grow 3->4, grow 4->5, layout change).
 
 Each round, on a fresh array of small file members:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """mdadm's safety rails in `uraid create` and `uraid zero-superblock`.
 
 Refusals (the bad_input_test catalogue's rules: a positive exit status, a

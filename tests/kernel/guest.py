@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The guest half of the kernel md tests: runs inside the throw-away guest
 (vm.py) as root, with the host's / read-only under a tmpfs overlay, the
 real md (raid456) and NBD client of Debian's kernel, and each case's member

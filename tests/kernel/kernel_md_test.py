@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The real kernel md (raid456) as the judge of uraid's md compatibility, in
 a throw-away guest booted from Debian's own kernel (vm.py), both ways:
 

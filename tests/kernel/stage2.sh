@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Stage 2 of the guest (see vm.py): runs on the overlay root (the host's /
 # read-only under tmpfs). Mounts the kernel file systems and the shares,
 # loads virtio_blk, refuses to go on if the guest has any network

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A throw-away guest that runs one script as root under Debian's own kernel,
 so that the real md (raid456) and the real NBD client can judge uraid.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // In-process benchmarks: parity (our Xor against bare ISA-L xor_gen, the
 // ceiling), layout mapping, and the array read/write paths on in-memory
 // members (no NBD, no syscalls: the engine's own cost).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File: uraid/array.h
 //
 // An md-compatible RAID4/RAID5 array over `Member`s: creation, assembly from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File: uraid/bitmap.h
 //
 // md's write-intent bitmap: the on-disk format (`bitmap_super_t` followed by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File: uraid/control.h
 //
 // The live control channel of a served array: a unix socket (mode 0600,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File: uraid/events.h
 //
 // What an array tells the world: log lines with a severity, and events in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File: uraid/geometry.h
 //
 // Pure layout math for md RAID4/RAID5: where md places each logical byte of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File: uraid/member.h
 //
 // The storage under one array slot. libraid reads and writes raw member

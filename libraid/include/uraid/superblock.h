@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File: uraid/superblock.h
 //
 // Codec for md's version-1.2 superblock (`mdp_superblock_1`): bytes <-> a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // uraid's mutex types: uraid::Mutex, MutexLock, ReleasableMutexLock and
 // Condition, with absl::Mutex's API (Lock/Unlock, LockWhen, Await,
 // AwaitWithTimeout, AwaitWithDeadline) and clang thread-safety annotations

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* File: uraid/uraid.h
  *
  * The C API of libraid: an md-compatible RAID4/RAID5 array for C programs

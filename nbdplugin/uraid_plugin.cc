@@ -26,12 +26,19 @@
 //                  or number), whose members may read (detail, events)
 //   spares=N       md's spares=N: fewer spares give SparesMissing
 //   log=auto|stderr|syslog|journal  where log lines go (plugin_log.h)
+//   array=NAME|UUID  instead of member=: the array of uraid.conf whose
+//                  members are found among its DEVICE candidates by
+//                  superblock (config_file.h, member_scan.h); its ARRAY
+//                  line's bitmap= and readonly apply unless given here
+//   config=FILE    the config for array= (default $URAID_CONFIG, else
+//                  /etc/uraid/uraid.conf)
 
 #define NBDKIT_API_VERSION 2
 #include <grp.h>
 #include <nbdkit-plugin.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -41,6 +48,8 @@
 #include <string>
 #include <vector>
 
+#include "config_file.h"
+#include "member_scan.h"
 #include "plugin_log.h"
 #include "uraid/array.h"
 #include "uraid/control.h"
@@ -69,6 +78,8 @@ struct Config {
   std::string control_group;
   int spares = 0;  // spares=
   uraid::plugin::LogTarget log = uraid::plugin::LogTarget::kAuto;
+  std::string array_ref;    // array=: resolved to members at config_complete
+  std::string config_file;  // config= (an absolute path); empty: default
 };
 
 Config config;
@@ -209,10 +220,15 @@ int Config(const char* key, const char* value) {
     }
     return 0;
   }
+  if (k == "array") {
+    config.array_ref = value;
+    return 0;
+  }
+  if (k == "config") return AbsolutePath(value, &config.config_file);
   nbdkit_error(
       "uraid: unknown parameter '%s' (expected member=, direct=, force=, "
       "readonly=, cache=, cache-age=, timeout=, stats=, control=, bitmap=, "
-      "control-group=, spares=, log=)",
+      "control-group=, spares=, log=, array=, config=)",
       key);
   return -1;
 }
@@ -236,6 +252,52 @@ int ConfigComplete() {
   if (config.control.empty() && config.control_gid.has_value()) {
     nbdkit_error("uraid: control-group= needs control=SOCKET");
     return -1;
+  }
+  if (!config.array_ref.empty() && !config.members.empty()) {
+    nbdkit_error("uraid: array=%s and member=: give one or the other",
+                 config.array_ref.c_str());
+    return -1;
+  }
+  if (config.array_ref.empty() && !config.config_file.empty()) {
+    nbdkit_error("uraid: config= is only used with array=NAME|UUID");
+    return -1;
+  }
+  if (!config.array_ref.empty()) {
+    // Before the fork, so every message reaches the terminal.
+    const std::string path = config.config_file.empty()
+                                 ? uraid::DefaultConfigPath()
+                                 : config.config_file;
+    absl::StatusOr<uraid::ConfigFile> cf = uraid::LoadConfigFile(path);
+    if (!cf.ok()) return Fail("config", cf.status());
+    const uraid::ConfigArray* entry =
+        uraid::FindConfigArray(*cf, config.array_ref);
+    absl::StatusOr<std::array<uint8_t, 16>> uuid =
+        entry != nullptr ? entry->uuid : uraid::ParseUuid(config.array_ref);
+    if (!uuid.ok()) {
+      nbdkit_error("uraid: array=%s: no such ARRAY in %s, and not a uuid",
+                   config.array_ref.c_str(), path.c_str());
+      return -1;
+    }
+    absl::StatusOr<uraid::MemberSelection> sel = uraid::SelectMembers(
+        uraid::ScanCandidates(uraid::ExpandDevices(cf->devices), MemberOpts()),
+        *uuid);
+    if (!sel.ok()) {
+      nbdkit_error("uraid: array=%s: %s (DEVICE lines of %s)",
+                   config.array_ref.c_str(),
+                   std::string(sel.status().message()).c_str(), path.c_str());
+      return -1;
+    }
+    for (const std::string& why : sel->left_out) {
+      uraid::LogRecord r;
+      r.level = uraid::LogLevel::kWarning;
+      r.message = "array=" + config.array_ref + ": leaving out " + why;
+      LogLine(r);
+    }
+    config.members = sel->members;
+    if (entry != nullptr && config.bitmap.empty() && !entry->bitmap.empty()) {
+      if (AbsolutePath(entry->bitmap.c_str(), &config.bitmap) == -1) return -1;
+    }
+    if (entry != nullptr && entry->readonly) config.read_only = true;
   }
   if (config.members.empty()) {
     nbdkit_error("uraid: no members: give member=PATH once per member");
@@ -462,6 +524,9 @@ nbdkit_plugin MakePlugin() {
       "control-group=GROUP  control socket mode 0660 with GROUP; its\n"
       "                 members may read (detail, events), not change\n"
       "spares=N         expected spares (fewer: SparesMissing event)\n"
+      "array=NAME|UUID  instead of member=: find the members of this\n"
+      "                 array of the config among its DEVICE candidates\n"
+      "config=FILE      the config for array= (/etc/uraid/uraid.conf)\n"
       "log=auto|stderr|syslog|journal  where log lines go (auto: stderr\n"
       "                 in the foreground, else the journal or syslog)";
   p.after_fork = AfterFork;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,8 +23,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "array_lookup.h"
 #include "commands.h"
 #include "common.h"
+#include "member_scan.h"
 #include "nlohmann/json.hpp"
 #include "size_parse.h"
 #include "uraid/member.h"
@@ -36,6 +39,8 @@ using json = nlohmann::ordered_json;
 
 struct ExamineArgs {
   bool json = false;
+  bool scan = false;
+  std::string config;  // --scan without MEMBER: its DEVICE lines
   std::vector<std::string> members;
 };
 
@@ -434,7 +439,59 @@ json ToJson(const std::string& path, const Superblock& sb, const RawMember& raw,
   return j;
 }
 
+// --scan: one ARRAY line per array among the candidates (MEMBER..., or the
+// config's DEVICE lines), from its freshest superblock, ready to paste into
+// uraid.conf (mdadm --examine --scan). Names are made unique with -2, -3.
+int RunExamineScan(const ExamineArgs& args) {
+  std::vector<std::string> candidates;
+  if (!args.members.empty()) {
+    candidates = ExpandDevices(args.members);
+  } else {
+    absl::StatusOr<ConfigFile> config = LoadToolConfig(args.config);
+    if (!config.ok()) return Fail(config.status());
+    candidates = ExpandDevices(config->devices);
+  }
+  std::vector<ScannedMember> scanned =
+      ScanCandidates(candidates, MemberOptions{});
+  std::vector<std::array<uint8_t, 16>> uuids;
+  for (const ScannedMember& m : scanned) {
+    if (std::find(uuids.begin(), uuids.end(), m.sb.set_uuid) == uuids.end()) {
+      uuids.push_back(m.sb.set_uuid);
+    }
+  }
+  std::vector<std::string> names;
+  json all = json::array();
+  for (const auto& uuid : uuids) {
+    const ScannedMember* top = nullptr;
+    int count = 0;
+    for (const ScannedMember& m : scanned) {
+      if (m.sb.set_uuid != uuid) continue;
+      ++count;
+      if (top == nullptr || m.sb.events > top->sb.events) top = &m;
+    }
+    const std::string base = ConfigNameFor(top->sb.set_name, uuid);
+    std::string name = base;
+    for (int i = 2; std::find(names.begin(), names.end(), name) != names.end();
+         ++i) {
+      name = absl::StrCat(base, "-", i);
+    }
+    names.push_back(name);
+    if (args.json) {
+      all.push_back({{"name", name},
+                     {"uuid", FormatUuid(uuid)},
+                     {"raid_devices", top->sb.raid_disks},
+                     {"candidates", count},
+                     {"events", top->sb.events}});
+    } else {
+      std::printf("ARRAY %s uuid=%s\n", name.c_str(), FormatUuid(uuid).c_str());
+    }
+  }
+  if (args.json) std::printf("%s\n", all.dump(2).c_str());
+  return 0;
+}
+
 int RunExamine(const ExamineArgs& args) {
+  if (args.scan) return RunExamineScan(args);
   int rc = 0;
   json all = json::array();
   for (const std::string& path : args.members) {
@@ -464,10 +521,21 @@ void AddExamineCommand(CLI::App& app, Action* action) {
   CLI::App* sub = app.add_subcommand(
       "examine", "Print each member's md superblock (like mdadm --examine)");
   sub->add_flag("--json", args->json, "Print a JSON array, one object each");
-  sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
-      ->required();
-  sub->final_callback(
-      [args, action] { *action = [args] { return RunExamine(*args); }; });
+  CLI::Option* scan = sub->add_flag(
+      "--scan,-s", args->scan,
+      "Print an ARRAY line per array found (for uraid.conf), from MEMBER... "
+      "(globs too) or the config's DEVICE lines");
+  sub->add_option("--config,-c", args->config,
+                  "--scan without MEMBER: the config whose DEVICE lines to "
+                  "scan (default $URAID_CONFIG, else /etc/uraid/uraid.conf)")
+      ->needs(scan);
+  sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs");
+  sub->final_callback([args, action] {
+    if (args->members.empty() && !args->scan) {
+      throw CLI::RequiredError("MEMBER");
+    }
+    *action = [args] { return RunExamine(*args); };
+  });
 }
 
 }  // namespace uraid::tool

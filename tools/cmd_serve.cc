@@ -1,11 +1,21 @@
-// `uraid serve`: replaces itself with nbdkit running the uraid plugin.
-// nbdkit owns the sockets, threads and daemonising; this command only
-// resolves paths, checks the members assemble (so a mistake is reported
-// here, in the house format, rather than by a daemon that exits) and execs.
+// `uraid serve`: runs nbdkit with the uraid plugin. nbdkit owns the
+// sockets, threads and daemonising; this command resolves what to serve
+// (members given, or an array of uraid.conf found by uuid among its DEVICE
+// candidates), checks the members assemble (so a mistake is reported here,
+// in the house format, rather than by a daemon that exits) and then:
+// - by default execs nbdkit, which daemonises;
+// - with --foreground stays nbdkit's parent (nbdkit_supervisor.h): READY=1
+//   to systemd once it listens, SIGTERM = a clean stop (the uraid@ unit);
+// - with --scan serves every ARRAY of the config, one nbdkit per array on
+//   its own socket: daemons started one after the other, or with
+//   --foreground children supervised together.
+// With neither --socket nor --port the listener is a unix socket,
+// /run/uraid/NAME.sock (or the config's socket=): never TCP by default.
 
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -21,8 +32,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "array_lookup.h"
 #include "commands.h"
 #include "common.h"
+#include "nbdkit_supervisor.h"
 #include "plugin_path.h"
 #include "size_parse.h"
 #include "uraid/array.h"
@@ -37,6 +50,13 @@ namespace fs = std::filesystem;
 struct ServeArgs {
   std::string socket;
   int port = 0;
+  std::string ipaddr;  // --ipaddr; default 127.0.0.1 with --port
+  std::string tls;     // --tls=off|on|require, passed to nbdkit
+  std::string tls_certificates;
+  std::string tls_psk;
+  std::string config;  // --config; empty: DefaultConfigPath()
+  bool scan = false;
+  std::vector<std::string> nbdkit_extra;  // after `--`
   std::string pidfile;
   bool direct = false;
   bool force = false;
@@ -45,8 +65,18 @@ struct ServeArgs {
   bool verbose = false;
   std::string control;  // control socket path, empty: none
   std::string bitmap;   // external bitmap file, empty: none
+  // Member paths or URIs; or one ARRAY name or uuid of the config.
   std::vector<std::string> members;
 };
+
+// Where served-by-default sockets, pid files and control sockets go.
+constexpr char kRunDir[] = "/run/uraid";
+
+#define RETURN_IF_ERROR_TOOL(expr)                 \
+  do {                                             \
+    ::absl::Status uraid_status_ = (expr);         \
+    if (!uraid_status_.ok()) return uraid_status_; \
+  } while (0)
 
 // "demo/uraid.sock" -> "demo/uraid.pid"; anything else gets ".pid" added.
 std::string DefaultPidfile(const std::string& socket) {
@@ -94,100 +124,294 @@ absl::Status RemoveStaleSocket(const std::string& path) {
   return absl::OkStatus();
 }
 
-int RunServe(const ServeArgs& args) {
+// What one nbdkit serves: members, and the ARRAY line they came from.
+struct ServeTarget {
   std::vector<std::string> members;
-  for (const std::string& m : args.members) {
+  ConfigArray entry;         // all empty unless from the config
+  bool from_config = false;  // served by name, uuid or --scan
+};
+
+std::string Absolute(const std::string& path) {
+  return fs::absolute(path).lexically_normal().string();
+}
+
+// Creates the socket's directory when missing (the default /run/uraid is a
+// tmpfs, empty after boot): 0755, so clients of other users can reach a
+// socket whose own mode lets them.
+absl::Status MakeSocketDir(const std::string& socket) {
+  const fs::path dir = fs::path(socket).parent_path();
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return absl::OkStatus();
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create ", dir.string(), " for the socket: ", ec.message()));
+  }
+  chmod(dir.c_str(), 0755);
+  return absl::OkStatus();
+}
+
+// Checks that `target` assembles and builds its nbdkit command line:
+// options from the command line first, then the ARRAY line's, then the
+// defaults. `supervised`: nbdkit stays our child (-f --exit-with-parent).
+absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
+                                      const ServeTarget& target,
+                                      bool supervised) {
+  const ConfigArray& entry = target.entry;
+  std::vector<std::string> members;
+  for (const std::string& m : target.members) {
     // nbdkit, once daemonised, runs from "/": relative paths would break.
     // NBD URIs pass through untouched.
-    members.push_back(absl::StrContains(m, "://")
-                          ? m
-                          : fs::absolute(m).lexically_normal().string());
+    members.push_back(IsMemberUri(m) ? m : Absolute(m));
   }
-
   // The same for the bitmap file, which the plugin opens after the
   // daemon has changed directory.
-  const std::string bitmap =
-      args.bitmap.empty()
-          ? ""
-          : fs::absolute(args.bitmap).lexically_normal().string();
+  const std::string bitmap_arg =
+      !args.bitmap.empty() ? args.bitmap : entry.bitmap;
+  const std::string bitmap = bitmap_arg.empty() ? "" : Absolute(bitmap_arg);
+  const bool readonly = args.readonly || entry.readonly;
 
   // Assemble read-only first: a bad member set (or bitmap file) is
   // reported here instead of by a daemon the user never sees. No lock, so
   // it cannot collide with the server this command is about to start.
   uint64_t array_bytes = 0;
   std::string uuid;
+  std::string sb_name;
+  std::array<uint8_t, 16> uuid_bytes{};
   {
     MemberOptions member_options;
     member_options.read_only = true;
     member_options.lock = false;
     absl::StatusOr<std::vector<std::unique_ptr<Member>>> opened =
         OpenMembers(members, member_options);
-    if (!opened.ok()) return Fail(opened.status());
+    if (!opened.ok()) return opened.status();
     AssembleOptions options;
     options.read_only = true;
     options.force = args.force;
     options.bitmap_file = bitmap;
     absl::StatusOr<std::unique_ptr<Array>> array =
         Array::Assemble(*std::move(opened), options);
-    if (!array.ok()) return Fail(array.status());
+    if (!array.ok()) return array.status();
     array_bytes = (*array)->size();
-    uuid = FormatUuid((*array)->Info().uuid);
+    uuid_bytes = (*array)->Info().uuid;
+    uuid = FormatUuid(uuid_bytes);
+    sb_name = (*array)->Info().name;
   }
+  const std::string name =
+      !entry.name.empty() ? entry.name : ConfigNameFor(sb_name, uuid_bytes);
 
-  std::vector<std::string> argv = {"nbdkit"};
+  NbdkitChild child;
+  child.name = name;
+  std::vector<std::string>& argv = child.argv;
+  argv = {"nbdkit"};
   std::string where;
-  std::string pidfile = args.pidfile;
-  if (!args.socket.empty()) {
-    const std::string socket = fs::absolute(args.socket).string();
-    if (absl::Status s = RemoveStaleSocket(socket); !s.ok()) return Fail(s);
+  std::string pidfile = args.pidfile.empty() ? "" : Absolute(args.pidfile);
+  if (args.port == 0) {
+    // The safe default: a unix socket, never TCP.
+    const std::string socket = !args.socket.empty() ? Absolute(args.socket)
+                               : !entry.socket.empty()
+                                   ? Absolute(entry.socket)
+                                   : absl::StrCat(kRunDir, "/", name, ".sock");
+    RETURN_IF_ERROR_TOOL(MakeSocketDir(socket));
+    RETURN_IF_ERROR_TOOL(RemoveStaleSocket(socket));
     argv.insert(argv.end(), {"-U", socket});
     where = absl::StrCat("unix socket ", socket,
                          " (nbd+unix:///?socket=", socket, ")");
     if (pidfile.empty()) pidfile = DefaultPidfile(socket);
+    child.unix_socket = socket;
   } else {
-    const int port = args.port ? args.port : 10809;  // nbdkit's default
-    argv.insert(argv.end(), {"-p", absl::StrCat(port)});
-    where = absl::StrCat("TCP port ", port, " (nbd://localhost:", port, ")");
+    const std::string addr = args.ipaddr.empty() ? "127.0.0.1" : args.ipaddr;
+    argv.insert(argv.end(), {"-i", addr, "-p", absl::StrCat(args.port)});
+    where = absl::StrCat(
+        "TCP ", addr, " port ", args.port, " (nbd://",
+        absl::StrContains(addr, ":") ? absl::StrCat("[", addr, "]") : addr, ":",
+        args.port, ")");
+    if (pidfile.empty() && supervised) {
+      pidfile = absl::StrCat(kRunDir, "/", name, ".pid");
+      RETURN_IF_ERROR_TOOL(MakeSocketDir(pidfile));
+    }
+    child.tcp_addr = addr;
+    child.tcp_port = args.port;
   }
   if (!pidfile.empty()) {
-    pidfile = fs::absolute(pidfile).string();
     // nbdkit writes the pid file once it accepts connections; a leftover
     // one would let a waiting script race ahead.
     unlink(pidfile.c_str());
     argv.insert(argv.end(), {"-P", pidfile});
   }
-  if (args.readonly) argv.push_back("-r");
-  if (args.foreground) argv.push_back("-f");
+  child.pidfile = pidfile;
+  if (!args.tls.empty()) argv.push_back("--tls=" + args.tls);
+  if (!args.tls_certificates.empty()) {
+    argv.push_back("--tls-certificates=" + Absolute(args.tls_certificates));
+  }
+  if (!args.tls_psk.empty())
+    argv.push_back("--tls-psk=" + Absolute(args.tls_psk));
+  if (readonly) argv.push_back("-r");
+  if (supervised) argv.insert(argv.end(), {"-f", "--exit-with-parent"});
   if (args.verbose) argv.push_back("-v");
+  // Any other nbdkit option, as given after `--` (filters, -u/-g, ...).
+  argv.insert(argv.end(), args.nbdkit_extra.begin(), args.nbdkit_extra.end());
   argv.push_back(PluginPath());
   for (const std::string& m : members) argv.push_back("member=" + m);
   if (args.direct) argv.push_back("direct=true");
   if (args.force) argv.push_back("force=true");
   if (!bitmap.empty()) argv.push_back("bitmap=" + bitmap);
   // Open the members read-only too, so read-only storage can be served.
-  if (args.readonly) argv.push_back("readonly=true");
-  if (!args.control.empty()) {
-    // nbdkit daemonises into /, so the plugin gets an absolute path.
-    std::error_code ec;
-    std::filesystem::path p = std::filesystem::absolute(args.control, ec);
-    argv.push_back("control=" + (ec ? args.control : p.string()));
+  if (readonly) argv.push_back("readonly=true");
+  if (entry.cache_bytes) {
+    argv.push_back(absl::StrCat("cache=", *entry.cache_bytes));
+  }
+  // Arrays served from the config get a control socket by default, where
+  // the uraid-check@ unit expects it.
+  std::string control = !args.control.empty()    ? Absolute(args.control)
+                        : !entry.control.empty() ? Absolute(entry.control)
+                        : target.from_config
+                            ? absl::StrCat(kRunDir, "/", name, ".ctl")
+                            : "";
+  if (!control.empty()) {
+    RETURN_IF_ERROR_TOOL(MakeSocketDir(control));
+    argv.push_back("control=" + control);
   }
 
-  std::printf("serving array %s (%llu bytes%s) on %s%s%s\n", uuid.c_str(),
-              static_cast<unsigned long long>(array_bytes),
+  std::printf("serving array %s%s (%llu bytes%s) on %s%s%s%s%s\n",
+              target.from_config ? absl::StrCat(name, " ").c_str() : "",
+              uuid.c_str(), static_cast<unsigned long long>(array_bytes),
               MdHumanSize(array_bytes).c_str(), where.c_str(),
-              pidfile.empty() ? "" : "; pid file ",
-              pidfile.empty() ? "" : pidfile.c_str());
+              pidfile.empty() ? "" : "; pid file ", pidfile.c_str(),
+              control.empty() ? "" : "; control ", control.c_str());
   std::fflush(stdout);
+  return child;
+}
 
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  execvp("nbdkit", cargv.data());
-  return Fail(
-      absl::StrFormat("cannot run nbdkit: %s (is the nbdkit package "
-                      "installed? scripts/setup.sh installs it)",
-                      std::strerror(errno)));
+// The ARRAY lines to serve: every one (--scan), or the one `ref` names.
+absl::StatusOr<std::vector<ServeTarget>> ConfiguredTargets(
+    const ServeArgs& args, int* skipped) {
+  absl::StatusOr<ConfigFile> config = LoadToolConfig(args.config);
+  if (!config.ok()) return config.status();
+  std::vector<ConfigArray> wanted;
+  if (args.scan) {
+    if (config->arrays.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("no ARRAY line in ", config->path,
+                       " (uraid examine --scan prints them)"));
+    }
+    wanted = config->arrays;
+  } else {
+    absl::StatusOr<ConfigArray> a = FindArrayRef(*config, args.members[0]);
+    if (!a.ok()) return a.status();
+    wanted.push_back(*a);
+  }
+  std::vector<ServeTarget> targets;
+  for (const ConfigArray& a : wanted) {
+    absl::StatusOr<std::vector<std::string>> members = FindMembers(*config, a);
+    if (!members.ok()) {
+      // --scan serves what it can, as mdadm --assemble --scan does.
+      if (!args.scan) return members.status();
+      Fail(members.status());
+      ++*skipped;
+      continue;
+    }
+    targets.push_back(ServeTarget{*members, a, true});
+  }
+  return targets;
+}
+
+// Daemons for --scan without --foreground: each nbdkit forks into the
+// background once it listens, then its first process exits.
+int StartDaemon(const NbdkitChild& child) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const std::string& a : child.argv) {
+      argv.push_back(const_cast<char*>(a.c_str()));
+    }
+    argv.push_back(nullptr);
+    execvp("nbdkit", argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    return Fail(absl::StrCat(child.name, ": nbdkit did not start (",
+                             WIFEXITED(status) && WEXITSTATUS(status) == 127
+                                 ? "is the nbdkit package installed?"
+                                 : "its messages are above",
+                             ")"));
+  }
+  return 0;
+}
+
+int RunServe(const ServeArgs& args) {
+  std::vector<ServeTarget> targets;
+  int skipped = 0;
+  if (args.scan ||
+      (args.members.size() == 1 && LooksLikeArrayRef(args.members[0]))) {
+    absl::StatusOr<std::vector<ServeTarget>> t =
+        ConfiguredTargets(args, &skipped);
+    if (!t.ok()) return Fail(t.status());
+    targets = *std::move(t);
+  } else {
+    targets.push_back(ServeTarget{args.members, {}, false});
+  }
+  std::vector<NbdkitChild> children;
+  for (const ServeTarget& target : targets) {
+    absl::StatusOr<NbdkitChild> child =
+        PlanServe(args, target, args.foreground);
+    if (!child.ok()) {
+      const std::string label =
+          target.entry.name.empty() ? "" : target.entry.name + ": ";
+      if (!args.scan) return Fail(child.status());
+      Fail(absl::StrCat(label, child.status().message()));
+      ++skipped;
+      continue;
+    }
+    children.push_back(*std::move(child));
+  }
+  if (children.empty()) return Fail("no array to serve");
+  if (args.foreground) {
+    const int rc = SuperviseNbdkit(children);
+    return skipped > 0 ? 1 : rc;
+  }
+  if (!args.scan) {
+    std::vector<char*> cargv;
+    for (const std::string& a : children[0].argv) {
+      cargv.push_back(const_cast<char*>(a.c_str()));
+    }
+    cargv.push_back(nullptr);
+    execvp("nbdkit", cargv.data());
+    return Fail(
+        absl::StrFormat("cannot run nbdkit: %s (is the nbdkit package "
+                        "installed? scripts/setup.sh installs it)",
+                        std::strerror(errno)));
+  }
+  int rc = skipped > 0 ? 1 : 0;
+  for (const NbdkitChild& child : children) {
+    if (StartDaemon(child) != 0) rc = 1;
+  }
+  return rc;
+}
+
+// The words after `--` on our own command line. CLI11 2.1 puts them into
+// the positional list (MEMBER) and keeps no record of where `--` was, so
+// they are read back from /proc/self/cmdline.
+std::vector<std::string> WordsAfterDoubleDash() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> words;
+  std::string word;
+  while (std::getline(in, word, '\0')) words.push_back(word);
+  std::vector<std::string> after;
+  bool serve = false;
+  for (size_t i = 1; i < words.size(); ++i) {
+    if (!serve) {
+      serve = words[i] == "serve";
+      continue;
+    }
+    if (words[i] == "--") {
+      after.assign(words.begin() + static_cast<long>(i) + 1, words.end());
+      break;
+    }
+  }
+  return after;
 }
 
 }  // namespace
@@ -198,31 +422,73 @@ void AddServeCommand(CLI::App& app, Action* action) {
       "serve", "Serve the array over NBD with nbdkit and the uraid plugin");
   CLI::Option* socket = sub->add_option("--socket,-U", args->socket,
                                         "Listen on this unix socket");
-  sub->add_option("--port,-p", args->port, "Listen on this TCP port")
-      ->check(CLI::Range(1, 65535))
-      ->excludes(socket);
-  sub->add_option("--pidfile,-P", args->pidfile,
-                  "Where nbdkit writes its pid (default: the socket path "
-                  "with .sock replaced by .pid)");
+  CLI::Option* port =
+      sub->add_option("--port,-p", args->port,
+                      "Listen on this TCP port (on 127.0.0.1 unless --ipaddr "
+                      "says otherwise). Default: a unix socket, "
+                      "/run/uraid/NAME.sock or the config's socket=")
+          ->check(CLI::Range(1, 65535))
+          ->excludes(socket);
+  CLI::Option* pidfile =
+      sub->add_option("--pidfile,-P", args->pidfile,
+                      "Where nbdkit writes its pid (default: the socket path "
+                      "with .sock replaced by .pid)");
   sub->add_flag("--direct", args->direct, "Open members with O_DIRECT");
   sub->add_flag("--force", args->force,
                 "Start an array that is both dirty and degraded (md's "
                 "start_dirty_degraded; parity of stripes written at the "
                 "crash may be stale)");
   sub->add_flag("--foreground,-f", args->foreground,
-                "Stay in the foreground (default: nbdkit daemonises)");
+                "Stay in the foreground as nbdkit's parent: READY=1 to "
+                "systemd once it listens, SIGTERM stops it cleanly "
+                "(default: nbdkit daemonises)");
   sub->add_flag("--readonly,-r", args->readonly, "Export read-only");
   sub->add_flag("--verbose,-v", args->verbose, "nbdkit -v");
-  sub->add_option("--control,-C", args->control,
-                  "Open a control socket here (uraid fail/add/... --control)");
-  sub->add_option("--bitmap,-b", args->bitmap,
-                  "The array's external bitmap file (uraid create --bitmap "
-                  "FILE; md's --assemble --bitmap=FILE). Without it such an "
-                  "array runs with no bitmap: a crash means a full resync");
-  sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
-      ->required();
-  sub->final_callback(
-      [args, action] { *action = [args] { return RunServe(*args); }; });
+  CLI::Option* control = sub->add_option(
+      "--control,-C", args->control,
+      "Open a control socket here (uraid fail/add/... --control; default "
+      "for arrays of the config: /run/uraid/NAME.ctl)");
+  CLI::Option* bitmap = sub->add_option(
+      "--bitmap,-b", args->bitmap,
+      "The array's external bitmap file (uraid create --bitmap FILE; md's "
+      "--assemble --bitmap=FILE). Without it such an array runs with no "
+      "bitmap: a crash means a full resync");
+  CLI::Option* ipaddr = sub->add_option(
+      "--ipaddr,-i", args->ipaddr,
+      "With --port: the address to listen on (default 127.0.0.1; 0.0.0.0 "
+      "or :: for every interface)");
+  ipaddr->needs(port);
+  sub->add_option("--tls", args->tls, "nbdkit --tls: off, on or require")
+      ->check(CLI::IsMember({"off", "on", "require"}));
+  sub->add_option("--tls-certificates", args->tls_certificates,
+                  "nbdkit --tls-certificates=DIR");
+  sub->add_option("--tls-psk", args->tls_psk, "nbdkit --tls-psk=FILE");
+  sub->add_option("--config,-c", args->config,
+                  "The config file for NAME|UUID and --scan (default "
+                  "$URAID_CONFIG, else /etc/uraid/uraid.conf)");
+  CLI::Option* scan = sub->add_flag(
+      "--scan,-s", args->scan,
+      "Serve every ARRAY of the config, one nbdkit each on its own socket");
+  scan->excludes(socket)->excludes(pidfile)->excludes(control)->excludes(
+      bitmap);
+  CLI::Option* members = sub->add_option(
+      "MEMBER", args->members,
+      "Member files, devices or NBD URIs; or one ARRAY name or uuid of the "
+      "config, whose members are found among its DEVICE candidates. "
+      "Arguments after -- go to nbdkit as options");
+  scan->excludes(members);
+  sub->final_callback([args, action] {
+    args->nbdkit_extra = WordsAfterDoubleDash();
+    const size_t n = args->nbdkit_extra.size();
+    if (n > 0 && n <= args->members.size()) {
+      args->members.resize(args->members.size() - n);
+    }
+    if (args->members.empty() && !args->scan) {
+      throw CLI::RequiredError(
+          "MEMBER (members, an ARRAY name or uuid) or --scan");
+    }
+    *action = [args] { return RunServe(*args); };
+  });
 }
 
 }  // namespace uraid::tool

@@ -1,0 +1,187 @@
+#include "nbdkit_supervisor.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common.h"
+#include "sd_notify.h"
+
+namespace uraid::tool {
+namespace {
+
+struct Running {
+  const NbdkitChild* spec;
+  pid_t pid = -1;
+  bool ready = false;
+  bool done = false;
+  int status = 0;
+};
+
+bool Connects(const NbdkitChild& c) {
+  int fd = -1;
+  int rc = -1;
+  if (!c.unix_socket.empty()) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (c.unix_socket.size() >= sizeof(a.sun_path)) return false;
+    std::memcpy(a.sun_path, c.unix_socket.c_str(), c.unix_socket.size() + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    rc = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  } else {
+    sockaddr_storage ss{};
+    socklen_t len = 0;
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    if (inet_pton(AF_INET, c.tcp_addr.c_str(), &v4->sin_addr) == 1) {
+      v4->sin_family = AF_INET;
+      v4->sin_port = htons(static_cast<uint16_t>(c.tcp_port));
+      len = sizeof(*v4);
+    } else if (inet_pton(AF_INET6, c.tcp_addr.c_str(), &v6->sin6_addr) == 1) {
+      v6->sin6_family = AF_INET6;
+      v6->sin6_port = htons(static_cast<uint16_t>(c.tcp_port));
+      len = sizeof(*v6);
+    } else {
+      // A host name or a wildcard: the pid file is all we can check.
+      return true;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    rc = connect(fd, reinterpret_cast<sockaddr*>(&ss), len);
+  }
+  close(fd);
+  return rc == 0;
+}
+
+bool PidfileWritten(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && st.st_size > 0;
+}
+
+std::string Describe(int status) {
+  if (WIFEXITED(status))
+    return absl::StrCat("exit status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return absl::StrCat("signal ", strsignal(WTERMSIG(status)));
+  }
+  return "unknown status";
+}
+
+}  // namespace
+
+int SuperviseNbdkit(const std::vector<NbdkitChild>& children) {
+  sigset_t handled, old;
+  sigemptyset(&handled);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&handled, s);
+  // Blocked before the first fork, taken with sigtimedwait: no handler
+  // races, and a signal arriving during start-up is not lost.
+  sigprocmask(SIG_BLOCK, &handled, &old);
+
+  std::vector<Running> run;
+  for (const NbdkitChild& c : children) {
+    unlink(c.pidfile.c_str());
+    Running r;
+    r.spec = &c;
+    r.pid = fork();
+    if (r.pid == 0) {
+      sigprocmask(SIG_SETMASK, &old, nullptr);
+      std::vector<char*> argv;
+      for (const std::string& a : c.argv)
+        argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execvp(argv[0], argv.data());
+      std::fprintf(stderr,
+                   "uraid: cannot run nbdkit: %s (is the nbdkit "
+                   "package installed?)\n",
+                   std::strerror(errno));
+      _exit(127);
+    }
+    if (r.pid < 0) {
+      Fail(absl::StrCat("fork: ", std::strerror(errno)));
+      break;
+    }
+    run.push_back(r);
+  }
+
+  bool stopping = run.size() != children.size();
+  bool failed = stopping;
+  bool notified = false;
+  auto stop_all = [&] {
+    if (!stopping) NotifySystemd("STOPPING=1").IgnoreError();
+    stopping = true;
+    for (Running& r : run) {
+      if (!r.done) kill(r.pid, SIGTERM);
+    }
+  };
+  if (stopping) stop_all();
+
+  for (;;) {
+    // Reap.
+    for (Running& r : run) {
+      if (r.done) continue;
+      int status = 0;
+      if (waitpid(r.pid, &status, WNOHANG) == r.pid) {
+        r.done = true;
+        r.status = status;
+        const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!r.ready && !stopping) {
+          Fail(absl::StrCat(r.spec->name, ": nbdkit exited (", Describe(status),
+                            ") before it listened; its messages are above"));
+          failed = true;
+          stop_all();
+        } else if (!clean && !(stopping && WIFSIGNALED(status) &&
+                               WTERMSIG(status) == SIGTERM)) {
+          Fail(absl::StrCat(r.spec->name, ": nbdkit ended with ",
+                            Describe(status)));
+          failed = true;
+        } else if (!stopping) {
+          Fail(absl::StrCat(r.spec->name, ": nbdkit stopped"));
+        }
+      }
+    }
+    bool all_done = true;
+    bool all_ready = true;
+    for (Running& r : run) {
+      all_done = all_done && r.done;
+      if (!r.done && !r.ready) {
+        r.ready = PidfileWritten(r.spec->pidfile) && Connects(*r.spec);
+      }
+      all_ready = all_ready && r.ready;
+    }
+    if (all_done) break;
+    if (all_ready && !notified && !stopping) {
+      std::vector<std::string> names;
+      for (const Running& r : run) names.push_back(r.spec->name);
+      absl::Status s = NotifySystemd(absl::StrCat("READY=1\nMAINPID=", getpid(),
+                                                  "\nSTATUS=serving ",
+                                                  absl::StrJoin(names, ", ")));
+      if (!s.ok()) Fail(s);
+      notified = true;
+    }
+    // Poll readiness every 20 ms until everything listens, then only
+    // wake for signals.
+    timespec wait =
+        notified || stopping ? timespec{1, 0} : timespec{0, 20 * 1000 * 1000};
+    const int sig = sigtimedwait(&handled, nullptr, &wait);
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) stop_all();
+  }
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  for (const NbdkitChild& c : children) unlink(c.pidfile.c_str());
+  return failed ? 1 : 0;
+}
+
+}  // namespace uraid::tool

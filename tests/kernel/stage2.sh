@@ -10,7 +10,9 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8 TERM=dumb
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
-mount -t tmpfs -o mode=1777 tmpfs /tmp
+# /tmp stays the host's, seen through the overlay (writes land in its tmpfs
+# upper layer): a checkout or build under the host's /tmp (a CI clone) must
+# be reachable in the guest. A checkout under /run or /dev cannot be.
 mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p /dev/pts /dev/shm /run/lock
 mount -t devpts devpts /dev/pts

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -477,12 +478,20 @@ void AddServeCommand(CLI::App& app, Action* action) {
       "config, whose members are found among its DEVICE candidates. "
       "Arguments after -- go to nbdkit as options");
   scan->excludes(members);
+  // Words after `--` are nbdkit's. CLI11 2.1 hands them back to the main
+  // app (an error there) once no positional of this subcommand still needs
+  // a value; this one does, so they stay here: in MEMBER or in it.
+  sub->add_option("NBDKIT_OPTION", args->nbdkit_extra,
+                  "After --: options passed to nbdkit as they are")
+      ->expected(1, 64);
   sub->final_callback([args, action] {
-    args->nbdkit_extra = WordsAfterDoubleDash();
-    const size_t n = args->nbdkit_extra.size();
-    if (n > 0 && n <= args->members.size()) {
-      args->members.resize(args->members.size() - n);
+    const std::vector<std::string> words = WordsAfterDoubleDash();
+    std::vector<std::string>& m = args->members;
+    if (!words.empty() && words.size() <= m.size() &&
+        std::equal(words.begin(), words.end(), m.end() - words.size())) {
+      m.resize(m.size() - words.size());
     }
+    args->nbdkit_extra = words;
     if (args->members.empty() && !args->scan) {
       throw CLI::RequiredError(
           "MEMBER (members, an ARRAY name or uuid) or --scan");

@@ -95,6 +95,31 @@ TEST_P(FileMemberTest, ErrorsNameTheMember) {
 
 INSTANTIATE_TEST_SUITE_P(BufferedAndDirect, FileMemberTest, testing::Bool());
 
+// A file truncated under an open member has lost its data: reads past the
+// new end, writes anywhere and flushes say so (OutOfRange, naming the file),
+// instead of a read error to rewrite or a write that grows the file back
+// with holes.
+TEST_P(FileMemberTest, TruncatedUnderneathIsOutOfRange) {
+  FileMemberOptions o;
+  o.direct = GetParam();
+  auto m = OpenFileMember(path_, o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<uint8_t> buf(4096, 7);
+  ASSERT_TRUE((*m)->Write(buf.data(), buf.size(), 0).ok());
+  ASSERT_TRUE((*m)->Flush().ok());
+  ASSERT_EQ(truncate(path_.c_str(), 8192), 0);
+  absl::Status r = (*m)->Read(buf.data(), buf.size(), kSize - 4096);
+  EXPECT_EQ(r.code(), absl::StatusCode::kOutOfRange) << r;
+  EXPECT_THAT(r.message(), HasSubstr("shrank to 8192 bytes"));
+  EXPECT_THAT(r.message(), HasSubstr(path_));
+  absl::Status w = (*m)->Write(buf.data(), buf.size(), 0);
+  EXPECT_EQ(w.code(), absl::StatusCode::kOutOfRange) << w;
+  EXPECT_EQ((*m)->Flush().code(), absl::StatusCode::kOutOfRange);
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 8192) << "the refused write did not grow the file";
+}
+
 TEST(FileMember, DirectoryMissingAndReadOnly) {
   auto d = OpenFileMember("/tmp");
   ASSERT_FALSE(d.ok());

@@ -740,6 +740,11 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
         name, slot, data_offset_ + member_offset, why.message(), rs.message()));
   }
   if (!same) return absl::OkStatus();
+  // A member that no longer covers the offset (a file truncated under the
+  // array, an export that shrank) has lost its data: no rewrite can help.
+  if (why.code() == absl::StatusCode::kOutOfRange) {
+    return FailSlot(slot, std::string(why.message()), failed);
+  }
   if (read_only_) {
     Log(LogLevel::kWarning, absl::StrFormat(
         "read error on %s (slot %d) at member offset %d: %s; served from "

@@ -69,6 +69,10 @@ class FileMember final : public Member {
           absl::StrFormat("%s: member is open read-only", name_));
     }
     RETURN_IF_BAD_RANGE("write", len, offset);
+    // A file truncated under the array would silently grow back with
+    // holes (reads of zeros where data was): refuse, so the member fails
+    // on its first write after the truncation. One fstat per write.
+    if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
     if (direct_ && !Aligned(buf, len, offset)) {
       return BounceWrite(static_cast<const uint8_t*>(buf), len, offset);
     }
@@ -79,7 +83,9 @@ class FileMember final : public Member {
     if (::fdatasync(fd_) != 0) {
       return ErrnoError(errno, absl::StrFormat("%s: fdatasync", name_));
     }
-    return absl::OkStatus();
+    // A flush is where a write after a truncation would otherwise pass for
+    // durable: the file grew back with holes where data was.
+    return CheckSize();
   }
 
   absl::Status Discard(size_t len, uint64_t offset) override {
@@ -111,6 +117,21 @@ class FileMember final : public Member {
   const std::string& Name() const override { return name_; }
 
  private:
+  // OutOfRange when the regular file is now shorter than it was at open
+  // (truncated or replaced under the array): not a bad sector to rewrite
+  // but a member that lost its data, which the array fails at once.
+  absl::Status CheckSize() const {
+    struct stat st;
+    if (is_block_ || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<uint64_t>(st.st_size) >= size_) {
+      return absl::OkStatus();
+    }
+    return absl::OutOfRangeError(absl::StrFormat(
+        "%s: the file shrank to %d bytes (it had %d): truncated under the "
+        "array",
+        name_, st.st_size, size_));
+  }
+
   static bool Aligned(const void* buf, size_t len, uint64_t offset) {
     return reinterpret_cast<uintptr_t>(buf) % kDirectAlign == 0 &&
            len % kDirectAlign == 0 && offset % kDirectAlign == 0;
@@ -126,6 +147,7 @@ class FileMember final : public Member {
                           absl::StrFormat("%s: pread at %d", name_, offset));
       }
       if (n == 0) {
+        if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
         return absl::DataLossError(absl::StrFormat(
             "%s: pread at %d: unexpected end of member", name_, offset));
       }

@@ -34,6 +34,7 @@
 #include "absl/strings/str_format.h"
 #include "alert_queue.h"
 #include "commands.h"
+#include "config_file.h"
 #include "event_stream.h"
 #include "monitor_event.h"
 #include "monitor_reporter.h"
@@ -43,6 +44,8 @@ namespace {
 
 struct MonitorArgs {
   std::vector<std::string> sockets;
+  bool scan = false;   // every ARRAY of the config
+  std::string config;  // empty: the default path
   std::string program;
   double program_timeout_s = 30;
   std::string mail;
@@ -231,7 +234,35 @@ int RunOneshot(const MonitorArgs& args) {
   return problem ? 1 : 0;
 }
 
-int RunMonitor(const MonitorArgs& args) {
+// --scan: every configured array's control socket is watched; the
+// config's MAILADDR and PROGRAM apply unless given on the command line
+// (mdadm --monitor --scan reads mdadm.conf the same way).
+absl::Status AddScanned(MonitorArgs& args) {
+  const std::string path =
+      args.config.empty() ? DefaultConfigPath() : args.config;
+  absl::StatusOr<ConfigFile> config = LoadConfigFile(path);
+  if (!config.ok()) return config.status();
+  if (config->arrays.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: no ARRAY lines to monitor", path));
+  }
+  for (const ConfigArray& a : config->arrays) {
+    args.sockets.push_back(ConfigControlSocket(a));
+  }
+  if (args.mail.empty() && !config->mailaddr.empty()) {
+    args.mail = config->mailaddr.front();
+  }
+  if (args.program.empty()) args.program = config->program;
+  return absl::OkStatus();
+}
+
+int RunMonitor(MonitorArgs args) {
+  if (args.scan || !args.config.empty()) {
+    if (absl::Status st = AddScanned(args); !st.ok()) {
+      std::fprintf(stderr, "uraid: %s\n", std::string(st.message()).c_str());
+      return 2;
+    }
+  }
   if (args.sockets.empty()) {
     std::fprintf(stderr,
                  "uraid: monitor needs at least one --control SOCKET\n");
@@ -314,8 +345,14 @@ void AddMonitorCommand(CLI::App& app, Action* action) {
       "--monitor); runs in the foreground");
   sub->add_option("--control", args->sockets,
                   "A served array's control socket (the plugin's "
-                  "control=SOCKET); repeat for several arrays")
-      ->required();
+                  "control=SOCKET); repeat for several arrays");
+  sub->add_flag("--scan", args->scan,
+                "Watch every ARRAY of the config (its control=, or "
+                "/run/uraid/NAME.ctl as uraid serve makes it); MAILADDR and "
+                "PROGRAM from it unless --mail/--program are given");
+  sub->add_option(
+      "--config", args->config,
+      "The config file for --scan (default " + DefaultConfigPath() + ")");
   sub->add_option("--program", args->program,
                   "Run PROGRAM EVENT ARRAY_UUID [MEMBER] for every event "
                   "(argv, no shell; the event's JSON in $URAID_EVENT_JSON)");

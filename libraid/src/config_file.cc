@@ -358,4 +358,9 @@ const ConfigArray* FindConfigArray(const ConfigFile& config,
   return nullptr;
 }
 
+std::string ConfigControlSocket(const ConfigArray& array) {
+  return !array.control.empty() ? array.control
+                                : "/run/uraid/" + array.name + ".ctl";
+}
+
 }  // namespace uraid

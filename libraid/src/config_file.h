@@ -87,6 +87,11 @@ bool ValidArrayName(absl::string_view name);
 const ConfigArray* FindConfigArray(const ConfigFile& config,
                                    absl::string_view name_or_uuid);
 
+// The control socket of a configured array: its control= or, as
+// `uraid serve` gives every array it serves from the config,
+// /run/uraid/NAME.ctl.
+std::string ConfigControlSocket(const ConfigArray& array);
+
 }  // namespace uraid
 
 #endif  // URAID_SRC_CONFIG_FILE_H_

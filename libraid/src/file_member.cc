@@ -52,7 +52,8 @@ class FileMember final : public Member {
         size_(size),
         direct_(direct),
         is_block_(is_block),
-        read_only_(read_only) {}
+        read_only_(read_only),
+        watch_size_(!is_block && WholeAtOpen(fd, size)) {}
   ~FileMember() override { ::close(fd_); }
 
   absl::Status Read(void* buf, size_t len, uint64_t offset) override {
@@ -117,12 +118,20 @@ class FileMember final : public Member {
   const std::string& Name() const override { return name_; }
 
  private:
+  // Whether the file held all `size` bytes when opened: only then is a
+  // shorter file a truncation (a bitmap file being created grows into its
+  // size by writes; AdoptFileMember).
+  static bool WholeAtOpen(int fd, uint64_t size) {
+    struct stat st;
+    return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+           static_cast<uint64_t>(st.st_size) >= size;
+  }
   // OutOfRange when the regular file is now shorter than it was at open
   // (truncated or replaced under the array): not a bad sector to rewrite
   // but a member that lost its data, which the array fails at once.
   absl::Status CheckSize() const {
     struct stat st;
-    if (is_block_ || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) ||
+    if (!watch_size_ || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) ||
         static_cast<uint64_t>(st.st_size) >= size_) {
       return absl::OkStatus();
     }
@@ -218,6 +227,7 @@ class FileMember final : public Member {
   const bool direct_;
   const bool is_block_;
   const bool read_only_;
+  const bool watch_size_;  // WholeAtOpen: CheckSize applies
 };
 
 }  // namespace

@@ -404,6 +404,9 @@ class UnitsTest(unittest.TestCase):
                                   is not None else "")
                 m.terminate()
                 m.wait(timeout=30)
+                # It found the served array through the config and printed
+                # its state.
+                self.assertIn("NewArray", m.stdout.read())
             else:
                 print("uraid monitor has no --scan yet: its unit's "
                       "ExecStart was not run")

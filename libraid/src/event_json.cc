@@ -14,8 +14,11 @@ nlohmann::ordered_json EventToJson(const Event& e) {
   j["name"] = e.array_name;
   if (!e.member.empty()) j["member"] = e.member;
   if (e.slot.has_value()) j["slot"] = *e.slot;
-  for (const auto& [key, value] : e.details) {
-    std::visit([&j, &key](const auto& v) { j[key] = v; }, value);
+  for (const auto& detail : e.details) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture
+    // one in a lambda.
+    const std::string& key = detail.first;
+    std::visit([&j, &key](const auto& v) { j[key] = v; }, detail.second);
   }
   return j;
 }

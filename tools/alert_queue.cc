@@ -42,7 +42,8 @@ std::string ArrayStateForMail(const Alert& alert, double timeout_s) {
         client.ok() ? (*client)->Detail()
                     : absl::StatusOr<ArrayInfo>(client.status());
     if (info.ok()) {
-      std::string out = absl::StrFormat("      State : %s\n", StateText(*info));
+      std::string out =
+          absl::StrFormat("      State : %s\n", ArrayStateText(*info));
       for (const SlotInfo& s : info->slots) {
         absl::StrAppendFormat(&out, "    slot %2d : %-10s %s\n", s.slot,
                               SlotStateName(s.state),

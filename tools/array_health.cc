@@ -7,7 +7,6 @@
 #include <set>
 #include <vector>
 
-#include "absl/strings/str_join.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
 
@@ -34,22 +33,6 @@ std::optional<Superblock> ReadSuperblock(const std::string& path) {
 }
 
 }  // namespace
-
-std::string StateText(const ArrayInfo& info) {
-  std::vector<std::string> words = {info.clean ? "clean" : "active"};
-  if (info.failed) {
-    words.push_back("failed");
-  } else if (info.degraded) {
-    words.push_back("degraded");
-  }
-  // A read-only assembly never resyncs: unfinished parity is only pending
-  // (mdadm's word for it) until a writable open picks it up.
-  if (info.resyncing) {
-    words.push_back(info.read_only ? "resyncing (PENDING)" : "resyncing");
-  }
-  if (info.reshape.active) words.push_back("reshaping");
-  return absl::StrJoin(words, ", ");
-}
 
 Health HealthOf(const ArrayInfo& info) {
   if (info.failed) return Health::kFailed;

@@ -23,10 +23,6 @@ enum class Health : int {
   kUnreadable = 4,  // no array could be read at all
 };
 
-// md's state line: "clean", "active, degraded", "clean, failed",
-// "active, resyncing", "clean, reshaping", ...
-std::string StateText(const ArrayInfo& info);
-
 // The verdict on an array the library assembled or a server described.
 Health HealthOf(const ArrayInfo& info);
 

@@ -165,7 +165,7 @@ void PrintText(const ArrayInfo& info, bool live) {
         static_cast<unsigned long long>(info.bitmap.events));
   }
   std::printf("    Update Time : %s\n", FormatMdTime(info.utime).c_str());
-  std::printf("          State : %s\n", StateText(info).c_str());
+  std::printf("          State : %s\n", ArrayStateText(info).c_str());
   std::printf(" Active Devices : %d\n", active);
   std::printf(" Failed Devices : %d\n", failed);
   if (!info.spares.empty()) {
@@ -252,7 +252,7 @@ json ToJson(const ArrayInfo& info, bool live) {
   j["raid_level"] = LevelName(g.level());
   j["data_disks"] = g.data_disks();
   j["array_bytes"] = g.array_bytes();
-  j["state"] = StateText(info);
+  j["state"] = ArrayStateText(info);
   j["live"] = live;
   AddJobProgress(info.job, &j["job"]);
   AddJobProgress(info.last_job, &j["last_job"]);

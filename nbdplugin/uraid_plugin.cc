@@ -12,6 +12,7 @@
 //                  fails (the array carries on degraded); default 30000
 //   direct=BOOL    open members with O_DIRECT (default false)
 //   force=BOOL     start a dirty degraded array (md's start_dirty_degraded)
+//   run=BOOL       start degraded without a member listed as active (--run)
 //   readonly=BOOL  open members read-only (never written, even the clean
 //                  flag); the export is read-only
 //   cache=SIZE     stripe cache bound (write gathering), 0 = off
@@ -55,6 +56,7 @@
 #include "uraid/control.h"
 #include "uraid/events.h"
 #include "uraid/member.h"
+#include "uraid/superblock.h"
 #include "uraid/version.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
@@ -65,6 +67,7 @@ struct Config {
   std::vector<std::string> members;
   bool direct = false;
   bool force = false;
+  bool run = false;
   bool read_only = false;      // readonly=: open members read-only, never write
   int nbd_timeout_ms = 30000;  // timeout=
   uraid::CacheOptions cache;
@@ -145,7 +148,7 @@ int Config(const char* key, const char* value) {
     config.members.push_back(std::move(path));
     return 0;
   }
-  if (k == "direct" || k == "force" || k == "readonly") {
+  if (k == "direct" || k == "force" || k == "readonly" || k == "run") {
     int b = nbdkit_parse_bool(value);
     if (b == -1) {
       nbdkit_error("uraid: %s=%s: expected true or false", key, value);
@@ -153,6 +156,7 @@ int Config(const char* key, const char* value) {
     }
     (k == "direct"  ? config.direct
      : k == "force" ? config.force
+     : k == "run"   ? config.run
                     : config.read_only) = b;
     return 0;
   }
@@ -226,7 +230,7 @@ int Config(const char* key, const char* value) {
   }
   if (k == "config") return AbsolutePath(value, &config.config_file);
   nbdkit_error(
-      "uraid: unknown parameter '%s' (expected member=, direct=, force=, "
+      "uraid: unknown parameter '%s' (expected member=, direct=, force=, run=, "
       "readonly=, cache=, cache-age=, timeout=, stats=, control=, bitmap=, "
       "control-group=, spares=, log=, array=, config=)",
       key);
@@ -339,6 +343,7 @@ int ConfigComplete() {
   }
   uraid::AssembleOptions ao;
   ao.force = config.force;
+  ao.run = config.run;
   ao.read_only = config.read_only;
   ao.cache = config.cache;
   ao.bitmap_file = config.bitmap;
@@ -511,6 +516,8 @@ nbdkit_plugin MakePlugin() {
       "(30000)\n"
       "direct=BOOL      open members with O_DIRECT (default false)\n"
       "force=BOOL       start a dirty degraded array (default false)\n"
+      "run=BOOL         start degraded although a member listed as active\n"
+      "                 was not given (md's --run; default false)\n"
       "readonly=BOOL    open members read-only and export read-only\n"
       "cache=SIZE       stripe cache for write gathering (default 64M; 0 = "
       "off)\n"

@@ -26,7 +26,9 @@ seconds=${FUZZ_SECONDS:-10}
 read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry io_sequence}"
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  ${URAID_LINE_TABLES_ONLY:+-DURAID_LINE_TABLES_ONLY=$URAID_LINE_TABLES_ONLY} \
+  >/dev/null
 cmake --build build-fuzz --target "${targets[@]/%/_fuzz}"
 for target in "${targets[@]}"; do
   work=$(mktemp -d)

@@ -10,6 +10,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Line tables only in every build here (build.sh and fuzz.sh read it too):
+# backtraces keep file:line, and builds are most of the time this takes.
+export URAID_LINE_TABLES_ONLY=${URAID_LINE_TABLES_ONLY:-ON}
+
 t0=$SECONDS
 ./scripts/setup.sh
 ./scripts/build.sh
@@ -31,7 +35,8 @@ echo "test.sh: ctest took $((SECONDS - t))s"
 if [[ "${URAID_ASAN:-1}" != 0 ]]; then
   t=$SECONDS
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DURAID_SANITIZE=ON >/dev/null
+    -DURAID_SANITIZE=ON -DURAID_LINE_TABLES_ONLY="$URAID_LINE_TABLES_ONLY" \
+    >/dev/null
   cmake --build build-asan --target unit_tests
   echo "test.sh: ASan build took $((SECONDS - t))s"
   t=$SECONDS
@@ -58,7 +63,8 @@ if [[ "${URAID_TSAN:-1}" != 0 ]]; then
               concurrency_test reshape_test)
   t=$SECONDS
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DURAID_TSAN=ON -DURAID_FUZZ=OFF >/dev/null
+    -DURAID_TSAN=ON -DURAID_FUZZ=OFF \
+    -DURAID_LINE_TABLES_ONLY="$URAID_LINE_TABLES_ONLY" >/dev/null
   cmake --build build-tsan -j2 --target "${tsan_tests[@]}"
   echo "test.sh: TSan build took $((SECONDS - t))s"
   t=$SECONDS

@@ -292,6 +292,52 @@ TEST(ArrayAssemble, FaultyMemberIsRefusedAndArrayRunsDegraded) {
   EXPECT_GT((*a)->Info().counters.reconstructions, 0u);
 }
 
+// md's --run rule: a member the superblocks list as active that is not
+// given is refused by name, writing nothing; run=true starts degraded, and
+// the superblocks written then record the slot as empty, so the next
+// assembly without the member needs no run.
+TEST(ArrayAssemble, ForgottenActiveMemberNeedsRun) {
+  auto m = MakeMembers(4);
+  auto data = Pattern(5 * kChunk, 13);
+  {
+    auto a = MustCreate(m);
+    ASSERT_TRUE(a->Write(data.data(), data.size(), 0).ok());
+  }
+  std::vector<std::vector<uint8_t>> before;
+  for (auto& x : m) before.push_back(Bytes(*x));
+  absl::Status st = AssembleStatus({m[0], m[1], m[3]});
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(st.message()),
+              HasSubstr("slot 2 (device 2) not given"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("--run"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("run=true"));
+  // Read-only assembly is held to the same rule (md's --readonly too).
+  AssembleOptions ro;
+  ro.read_only = true;
+  EXPECT_FALSE(AssembleStatus({m[0], m[1], m[3]}, ro).ok());
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(Bytes(*m[i]), before[i]);
+
+  AssembleOptions run;
+  run.run = true;
+  std::vector<uint8_t> more = Pattern(kChunk, 14);
+  {
+    auto a = Array::Assemble(Handles({m[0], m[1], m[3]}), run);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_TRUE((*a)->Info().degraded);
+    std::vector<uint8_t> got(data.size());
+    ASSERT_TRUE((*a)->Read(got.data(), got.size(), 0).ok());
+    EXPECT_EQ(got, data);
+    ASSERT_TRUE((*a)->Write(more.data(), more.size(), 0).ok());
+  }
+  // The forgotten member is now stale, and the array stopped degraded.
+  EXPECT_THAT(std::string(AssembleStatus(m).message()), HasSubstr("is stale"));
+  auto b = Array::Assemble(Handles({m[0], m[1], m[3]}), {});
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<uint8_t> got(more.size());
+  ASSERT_TRUE((*b)->Read(got.data(), got.size(), 0).ok());
+  EXPECT_EQ(got, more);
+}
+
 TEST(ArrayAssemble, DirtyArrayResyncsAndDirtyDegradedNeedsForce) {
   auto m = MakeMembers(4);
   auto a = MustCreate(m);

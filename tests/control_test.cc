@@ -500,11 +500,11 @@ TEST(InfoJson, RefusesWrongTypesNamingTheField) {
 
 TEST(InfoJson, Uuid) {
   auto u = ParseUuid("00112233:44556677:8899aabb:CCDDEEFF");
-  ASSERT_TRUE(u.has_value());
+  ASSERT_TRUE(u.ok());
   EXPECT_EQ(FormatUuid(*u), "00112233:44556677:8899aabb:ccddeeff");
-  EXPECT_FALSE(ParseUuid("0011").has_value());
-  EXPECT_FALSE(ParseUuid("00112233:44556677:8899aabb:ccddeeff00").has_value());
-  EXPECT_FALSE(ParseUuid("0:0112233:44556677:8899aabb:ccddeeff").has_value());
+  EXPECT_FALSE(ParseUuid("0011").ok());
+  EXPECT_FALSE(ParseUuid("00112233:44556677:8899aabb:ccddeeff00").ok());
+  EXPECT_FALSE(ParseUuid("0:0112233:44556677:8899aabb:ccddeeff").ok());
 }
 
 // ------------------------------------------------------------ the server
@@ -1091,7 +1091,6 @@ TEST_F(ControlServerTest, RefusesBadPaths) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-
 namespace events {
 
 // The next line as JSON (null on timeout or EOF).
@@ -1231,31 +1230,30 @@ TEST_F(ControlServerTest, ReadGroupMayReadButNotChange) {
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
   };
-  EXPECT_EQ(as_user(true,
-                    [&] {
-                      Client c(path_);
-                      if (!c.connected()) return 1;
-                      if (c.Send("{\"cmd\":\"detail\"}\n") &&
-                          c.ReadLine().find("\"ok\":true") ==
-                              std::string::npos) {
-                        return 2;
-                      }
-                      c.Send("{\"cmd\":\"fail\",\"member\":\"m1\"}\n");
-                      const std::string r = c.ReadLine();
-                      if (r.find("PERMISSION_DENIED") == std::string::npos ||
-                          r.find("fail is read-only for group raidwatch "
-                                 "(uid 4321)") == std::string::npos) {
-                        return 3;
-                      }
-                      Client s(path_);
-                      s.Send("{\"cmd\":\"events\"}\n");
-                      if (s.ReadLine().find("\"ok\":true") ==
-                          std::string::npos) {
-                        return 4;
-                      }
-                      return 0;
-                    }),
-            0);
+  EXPECT_EQ(
+      as_user(true,
+              [&] {
+                Client c(path_);
+                if (!c.connected()) return 1;
+                if (c.Send("{\"cmd\":\"detail\"}\n") &&
+                    c.ReadLine().find("\"ok\":true") == std::string::npos) {
+                  return 2;
+                }
+                c.Send("{\"cmd\":\"fail\",\"member\":\"m1\"}\n");
+                const std::string r = c.ReadLine();
+                if (r.find("PERMISSION_DENIED") == std::string::npos ||
+                    r.find("fail is read-only for group raidwatch "
+                           "(uid 4321)") == std::string::npos) {
+                  return 3;
+                }
+                Client s(path_);
+                s.Send("{\"cmd\":\"events\"}\n");
+                if (s.ReadLine().find("\"ok\":true") == std::string::npos) {
+                  return 4;
+                }
+                return 0;
+              }),
+      0);
   EXPECT_EQ(as_user(false, [&] { return Client(path_).connected() ? 5 : 0; }),
             0);
   EXPECT_FALSE(array_->Info().degraded) << "the refused fail changed nothing";

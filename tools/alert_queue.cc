@@ -17,11 +17,6 @@
 namespace uraid::tool {
 namespace {
 
-void Warn(const std::string& message) {
-  std::fprintf(stderr, "uraid: monitor: %s\n", message.c_str());
-  std::fflush(stderr);
-}
-
 std::string Describe(const Alert& alert) {
   std::string what = absl::StrCat(EventName(alert.event), " on ",
                                   EventField(alert.event, "array"));
@@ -62,12 +57,6 @@ std::string ArrayStateForMail(const Alert& alert, double timeout_s) {
                       alert.last_state.empty() ? "unknown" : alert.last_state);
   if (!why.empty()) absl::StrAppend(&out, "  (as last seen: ", why, ")\n");
   return out;
-}
-
-double NowSeconds() {
-  return std::chrono::duration<double>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "member_scan.h"
 #include "uraid/member.h"
+#include "uraid/superblock.h"
 
 namespace uraid::tool {
 

@@ -188,6 +188,7 @@ struct ScrubArgs {
   bool wait = false;
   bool watch = false;
   bool force = false;
+  bool run = false;
   std::vector<std::string> members;  // offline repair
 };
 
@@ -238,6 +239,7 @@ int RunOfflineRepair(const ScrubArgs& args) {
   if (!members.ok()) return Fail(members.status());
   AssembleOptions options;
   options.force = args.force;
+  options.run = args.run;
   absl::StatusOr<std::unique_ptr<Array>> array =
       Array::Assemble(*std::move(members), options);
   if (!array.ok()) return Fail(array.status());
@@ -383,10 +385,15 @@ void AddRepairCommand(CLI::App& app, Action* action) {
       sub->add_flag("--force", args->force,
                     "Offline: repair an array that is dirty and "
                     "degraded");
+  CLI::Option* run = sub->add_flag(
+      "--run", args->run,
+      "Offline: assemble although a member listed as active was not given "
+      "(md's --run)");
   sub->add_option("MEMBER", args->members,
                   "Offline: member files, devices or NBD URIs")
       ->excludes(control);
   force->excludes(control);
+  run->excludes(control);
   sub->final_callback([args, action] {
     *action = [args] {
       if (!args->control.empty()) return RunRemoteScrub(*args, true);

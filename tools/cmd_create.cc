@@ -12,14 +12,12 @@
 // stripe and left needing a resync, which resumes when it is next
 // assembled writable. Either way create says which state it left.
 
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -32,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "common.h"
+#include "interrupt.h"
 #include "job_progress.h"
 #include "signature_probe.h"
 #include "size_parse.h"
@@ -243,21 +242,6 @@ absl::Status CheckSizes(const std::vector<std::unique_ptr<Member>>& members) {
       absl::StrJoin(losses, ", ")));
 }
 
-volatile std::sig_atomic_t g_interrupted = 0;
-
-void OnSignal(int) { g_interrupted = 1; }
-
-// As grow: the first SIGINT / SIGTERM asks for a clean stop, a second one
-// kills (SA_RESETHAND), which leaves the same state less tidily.
-void CatchSignals() {
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
 // The initial parity computation of a new array (superblocks written,
 // resync from stripe 0), followed on stderr until it ends or a signal
 // stops it. Exit code: 0 when it completed.
@@ -268,7 +252,7 @@ int RunInitialResync(Array& array, const std::vector<std::string>& paths) {
   });
   array.StartBackground();
   ProgressDrawer drawer(stderr);
-  while (!finished.load() && !g_interrupted) {
+  while (!finished.load() && !Interrupted()) {
     const ArrayInfo info = array.Info();
     if (!info.resyncing || info.failed) break;
     if (info.job.kind != JobKind::kNone) drawer.Draw(info.job);
@@ -291,7 +275,7 @@ int RunInitialResync(Array& array, const std::vector<std::string>& paths) {
                 static_cast<double>(info.geometry.member_bytes())
           : 0.0,
       member_list, member_list);
-  if (g_interrupted) {
+  if (Interrupted()) {
     return Fail(
         absl::StrCat("interrupted during the initial parity "
                      "computation; ",
@@ -351,8 +335,8 @@ int RunCreate(const CreateArgs& args) {
     }
   }
 
-  CatchSignals();
-  if (g_interrupted) {
+  CatchInterrupts();
+  if (Interrupted()) {
     return Fail(
         "interrupted before anything was written: the members are "
         "as they were");

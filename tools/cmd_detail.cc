@@ -348,6 +348,8 @@ int RunDetail(const DetailArgs& args) {
     AssembleOptions options;
     options.read_only = true;
     options.force = args.force;
+    // Describing writes nothing: a member left out cannot go stale.
+    options.run = true;
     options.bitmap_file = args.bitmap;
     array = Array::Assemble(*std::move(members), options);
   }

@@ -9,11 +9,9 @@
 // power cut) resumes where it stopped at the next writable assembly
 // (served, or `uraid grow --continue MEMBER...`).
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -27,6 +25,7 @@
 #include "common.h"
 #include "control_client.h"
 #include "control_protocol.h"
+#include "interrupt.h"
 #include "job_progress.h"
 #include "nlohmann/json.hpp"
 #include "size_parse.h"
@@ -48,6 +47,7 @@ struct GrowArgs {
   bool wait = false;
   bool watch = false;
   bool resume = false;  // --continue
+  bool run = false;     // md's --run
   std::vector<std::string> members;
 };
 
@@ -206,21 +206,6 @@ int RunRemote(const GrowArgs& args, const Change& change) {
 
 // ------------------------------------------------------------ offline
 
-volatile std::sig_atomic_t g_interrupted = 0;
-
-void OnSignal(int) { g_interrupted = 1; }
-
-// SIGINT / SIGTERM ask the reshape to stop at its next window; a second one
-// kills (SA_RESETHAND), which is safe too: progress is in the superblocks.
-void CatchSignals() {
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
 // Polls the job until it ends, drawing ProgressLine on stderr (in place on
 // a terminal, a line per whole percent otherwise). Stops the job once when
 // a signal arrives. Returns whether one did.
@@ -230,7 +215,7 @@ bool FollowOffline(Array& array) {
   while (true) {
     const ArrayInfo info = array.Info();
     if (info.job.kind == JobKind::kNone) break;
-    if (g_interrupted && !stopping) {
+    if (Interrupted() && !stopping) {
       stopping = true;
       array.StopJob().IgnoreError();  // always OK
     }
@@ -254,8 +239,10 @@ int RunOffline(const GrowArgs& args, const Change& change) {
   Logger logger = [tty](const std::string& line) {
     std::fprintf(stderr, "%suraid: %s\n", tty ? "\r\033[K" : "", line.c_str());
   };
+  AssembleOptions options;
+  options.run = args.run;
   absl::StatusOr<std::unique_ptr<Array>> assembled =
-      Array::Assemble(*std::move(members), AssembleOptions{}, logger);
+      Array::Assemble(*std::move(members), options, logger);
   if (!assembled.ok()) return Fail(assembled.status());
   Array& array = **assembled;
   const ArrayInfo before = array.Info();
@@ -288,7 +275,7 @@ int RunOffline(const GrowArgs& args, const Change& change) {
     }
   }
 
-  CatchSignals();
+  CatchInterrupts();
   // Before Grow: StartBackground resumes a reshape the superblocks record,
   // and would queue a second run of one Grow had just started.
   array.StartBackground();
@@ -374,6 +361,11 @@ void AddGrowCommand(CLI::App& app, Action* action) {
       "--continue", args->resume,
       "Offline: finish a reshape that was interrupted (md's --continue)");
   resume->excludes(control);
+  sub->add_flag("--run", args->run,
+                "Offline: assemble although a member listed as active was "
+                "not given (md's --run; only --continue can use it, a "
+                "degraded array does not reshape)")
+      ->excludes(control);
   sub->add_option("MEMBER", args->members,
                   "Offline: the array's member files, devices or NBD URIs "
                   "(not while it is served)")

@@ -60,11 +60,6 @@ struct MonitorArgs {
 // each current-state line in --oneshot.
 constexpr int kReplyTimeoutMs = 10000;
 
-void Warn(const std::string& message) {
-  std::fprintf(stderr, "uraid: monitor: %s\n", message.c_str());
-  std::fflush(stderr);
-}
-
 std::string Hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";

@@ -61,6 +61,7 @@ struct ServeArgs {
   std::string pidfile;
   bool direct = false;
   bool force = false;
+  bool run = false;
   bool foreground = false;
   bool readonly = false;
   bool verbose = false;
@@ -172,23 +173,27 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
   const std::string bitmap = bitmap_arg.empty() ? "" : Absolute(bitmap_arg);
   const bool readonly = args.readonly || entry.readonly;
 
-  // Assemble read-only first: a bad member set (or bitmap file) is
-  // reported here instead of by a daemon the user never sees. No lock, so
-  // it cannot collide with the server this command is about to start.
+  // Assemble first, writing nothing: a bad member set (or bitmap file) is
+  // reported here instead of by a daemon the user never sees. A writable
+  // array's members are opened read-write and locked, as the server will
+  // open them, so a member another server holds or one this user may not
+  // write is named before "serving" is printed. The lock is released when
+  // this scope ends, before nbdkit starts.
   uint64_t array_bytes = 0;
   std::string uuid;
   std::string sb_name;
   std::array<uint8_t, 16> uuid_bytes{};
   {
     MemberOptions member_options;
-    member_options.read_only = true;
-    member_options.lock = false;
+    member_options.read_only = readonly;
+    member_options.lock = !readonly;
     absl::StatusOr<std::vector<std::unique_ptr<Member>>> opened =
         OpenMembers(members, member_options);
     if (!opened.ok()) return opened.status();
     AssembleOptions options;
     options.read_only = true;
     options.force = args.force;
+    options.run = args.run;
     options.bitmap_file = bitmap;
     absl::StatusOr<std::unique_ptr<Array>> array =
         Array::Assemble(*std::move(opened), options);
@@ -256,6 +261,7 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
   for (const std::string& m : members) argv.push_back("member=" + m);
   if (args.direct) argv.push_back("direct=true");
   if (args.force) argv.push_back("force=true");
+  if (args.run) argv.push_back("run=true");
   if (!bitmap.empty()) argv.push_back("bitmap=" + bitmap);
   // Open the members read-only too, so read-only storage can be served.
   if (readonly) argv.push_back("readonly=true");
@@ -439,6 +445,10 @@ void AddServeCommand(CLI::App& app, Action* action) {
                 "Start an array that is both dirty and degraded (md's "
                 "start_dirty_degraded; parity of stripes written at the "
                 "crash may be stale)");
+  sub->add_flag("--run,-R", args->run,
+                "Start degraded although a member the superblocks list as "
+                "active was not given (md's --run; that member becomes "
+                "stale at the first write)");
   sub->add_flag("--foreground,-f", args->foreground,
                 "Stay in the foreground as nbdkit's parent: READY=1 to "
                 "systemd once it listens, SIGTERM stops it cleanly "

@@ -49,6 +49,8 @@ absl::StatusOr<std::unique_ptr<Array>> AssembleReadOnly(
   AssembleOptions options;
   options.read_only = true;
   options.force = force;
+  // Looking writes nothing, so a member left out cannot go stale: no --run.
+  options.run = true;
   return Array::Assemble(*std::move(members), options);
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -45,13 +46,18 @@ std::string ValueText(const EventJson& v) {
   return Dump(v);
 }
 
+}  // namespace
+
 double NowSeconds() {
   return std::chrono::duration<double>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-}  // namespace
+void Warn(const std::string& message) {
+  std::fprintf(stderr, "uraid: monitor: %s\n", message.c_str());
+  std::fflush(stderr);
+}
 
 absl::StatusOr<EventJson> ParseEventLine(std::string_view line) {
   EventJson j = EventJson::parse(line, nullptr, /*allow_exceptions=*/false);

@@ -67,6 +67,12 @@ std::string FormatEventLine(const EventJson& event);
 // The event as one JSON line without the newline (invalid UTF-8 replaced).
 std::string EventJsonLine(const EventJson& event);
 
+// Wall-clock time in seconds since the epoch (an event's "time").
+double NowSeconds();
+
+// The monitor's own trouble, on stderr as "uraid: monitor: MESSAGE".
+void Warn(const std::string& message);
+
 }  // namespace uraid::tool
 
 #endif  // URAID_TOOLS_MONITOR_EVENT_H_

@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
   uraid::AssembleOptions options;
   options.read_only = true;
   options.force = force;
+  // Copying out writes nothing, so a member left out cannot go stale: the
+  // whole point is to read whatever members survive.
+  options.run = true;
   auto assembled = uraid::Array::Assemble(
       std::move(members), options, [](const std::string& line) {
         std::fprintf(stderr, "uraid-recover: %s\n", line.c_str());

@@ -38,6 +38,32 @@ absl::Status CompareShape(const Member& a, const Superblock& sa,
   return absl::OkStatus();
 }
 
+// md's --run rule: a slot the newest superblock lists as held by a device
+// (dev_roles) and that no given member fills was active when the array
+// last stopped, so its member was forgotten or could not be opened.
+// Starting without it would make it stale at the first write. Slots the
+// superblock already records as failed or empty started degraded before
+// and pass.
+absl::Status CheckNoActiveSlotForgotten(
+    const Superblock& top, const std::vector<int>& member_in_slot) {
+  std::vector<std::string> forgotten;
+  for (size_t d = 0; d < top.dev_roles.size(); ++d) {
+    const uint16_t role = top.dev_roles[d];
+    if (role < member_in_slot.size() && member_in_slot[role] < 0) {
+      forgotten.push_back(absl::StrFormat("slot %d (device %d)", role, d));
+    }
+  }
+  if (forgotten.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s not given: the array's newest superblock (events %d) lists %s as "
+      "active when the array last stopped; give %s, or start the array "
+      "degraded with --run (plugin key run=true; md's rule: the member "
+      "left out becomes stale at the first write)",
+      absl::StrJoin(forgotten, ", "), top.events,
+      forgotten.size() == 1 ? "it" : "them",
+      forgotten.size() == 1 ? "that member" : "those members"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
@@ -183,8 +209,9 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
     }
     if (sbs[i].events + 1 < top.events) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "%s is stale: events %d, the array is at %d; leave it out (the "
-          "array starts degraded), then add it to the running array (with "
+          "%s is stale: events %d, the array is at %d; leave it out (and "
+          "start the array degraded with --run), then add it to the "
+          "running array (with "
           "a bitmap only the regions written since it left are rebuilt)",
           name, sbs[i].events, top.events));
     }
@@ -242,6 +269,12 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
         "start dirty degraded array\"). Force it to start anyway (plugin "
         "key force=true, uraid --force)",
         gone[0], gone[0]));
+  }
+
+  // After the dirty check, whose refusal is the graver one. force implies
+  // run, as mdadm's --force starts a partial array.
+  if (!options.run && !options.force) {
+    RETURN_IF_ERROR(CheckNoActiveSlotForgotten(top, member_in_slot));
   }
 
   std::vector<std::unique_ptr<Slot>> slots;
@@ -309,8 +342,8 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   if (dirty) {
     if (!gone.empty()) {
       impl->Log(LogLevel::kWarning,
-          "starting a dirty degraded array by force; stripes "
-          "written at the crash may reconstruct wrong data");
+                "starting a dirty degraded array by force; stripes "
+                "written at the crash may reconstruct wrong data");
     } else if (reshaping) {
       // The reshape job resyncs the moved part first (ResumeReshape); the
       // rest gets fresh parity as it is copied.
@@ -319,10 +352,12 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
       // wherever the resync checkpoint was.
       uint64_t from = impl->has_bitmap() ? 0 : top.resync_offset * 512 / chunk;
       impl->SetResyncStart(std::min(from, geo->stripe_count()));
-      impl->Log(LogLevel::kWarning, absl::StrFormat(
-          "array was not shut down cleanly: parity of stripes %d..%d will "
-          "be resynced",
-          from, geo->stripe_count() - 1));
+      impl->Log(
+          LogLevel::kWarning,
+          absl::StrFormat(
+              "array was not shut down cleanly: parity of stripes %d..%d will "
+              "be resynced",
+              from, geo->stripe_count() - 1));
     }
   }
   impl->SetExpectedSpares(options.expected_spares);

@@ -205,6 +205,7 @@ uraid::AssembleOptions ToAssembleOptions(const uraid_assemble_options* o) {
   if (o != nullptr) {
     a.force = o->force != 0;
     a.read_only = o->read_only != 0;
+    a.run = o->run != 0;
   }
   return a;
 }

@@ -255,28 +255,6 @@ bool ValidArrayName(absl::string_view name) {
   return true;
 }
 
-absl::StatusOr<std::array<uint8_t, 16>> ParseUuid(absl::string_view text) {
-  std::array<uint8_t, 16> uuid{};
-  int nibbles = 0;
-  for (char c : text) {
-    if (c == ':' || c == '-' || c == '.') continue;
-    if (!absl::ascii_isxdigit(c) || nibbles == 32) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad uuid '", text,
-          "' (expected 32 hex digits, e.g. as uraid examine prints it)"));
-    }
-    const int v =
-        absl::ascii_isdigit(c) ? c - '0' : absl::ascii_tolower(c) - 'a' + 10;
-    uuid[nibbles / 2] |= static_cast<uint8_t>(nibbles % 2 ? v : v << 4);
-    ++nibbles;
-  }
-  if (nibbles != 32) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bad uuid '", text, "' (", nibbles, " hex digits; expected 32)"));
-  }
-  return uuid;
-}
-
 absl::StatusOr<ConfigFile> ParseConfig(absl::string_view text,
                                        const std::string& path) {
   absl::StatusOr<std::vector<Line>> lines = LogicalLines(text, path);
@@ -350,7 +328,8 @@ const ConfigArray* FindConfigArray(const ConfigFile& config,
   for (const ConfigArray& a : config.arrays) {
     if (a.name == name_or_uuid) return &a;
   }
-  absl::StatusOr<std::array<uint8_t, 16>> uuid = ParseUuid(name_or_uuid);
+  absl::StatusOr<std::array<uint8_t, 16>> uuid =
+      ParseUuid(std::string_view(name_or_uuid.data(), name_or_uuid.size()));
   if (!uuid.ok()) return nullptr;
   for (const ConfigArray& a : config.arrays) {
     if (a.uuid == *uuid) return &a;

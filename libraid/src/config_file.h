@@ -76,9 +76,6 @@ absl::StatusOr<ConfigFile> ParseConfig(absl::string_view text,
 // Reads and parses `path`. A missing file is NotFound naming it.
 absl::StatusOr<ConfigFile> LoadConfigFile(const std::string& path);
 
-// 32 hex digits with optional ':', '-', '.' separators -> 16 bytes.
-absl::StatusOr<std::array<uint8_t, 16>> ParseUuid(absl::string_view text);
-
 // True when `name` is a valid ARRAY name (see above).
 bool ValidArrayName(absl::string_view name);
 

@@ -150,8 +150,9 @@ class Reader {
     std::string text;
     Str(key, &text);
     if (text.empty() || !status_->ok()) return;
-    std::optional<std::array<uint8_t, 16>> u = ParseUuid(text);
-    if (!u) return Error(key, "a uuid (xxxxxxxx:xxxxxxxx:xxxxxxxx:xxxxxxxx)");
+    absl::StatusOr<std::array<uint8_t, 16>> u = ParseUuid(text);
+    if (!u.ok())
+      return Error(key, "a uuid (xxxxxxxx:xxxxxxxx:xxxxxxxx:xxxxxxxx)");
     *out = *u;
   }
 
@@ -353,38 +354,6 @@ std::optional<JobKind> JobKindFromName(std::string_view name) {
     if (name == JobKindName(k)) return k;
   }
   return std::nullopt;
-}
-
-std::optional<std::array<uint8_t, 16>> ParseUuid(std::string_view text) {
-  std::array<uint8_t, 16> out{};
-  size_t n = 0;
-  int half = -1;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == ':' || c == '-') {
-      if (half != -1) return std::nullopt;
-      continue;
-    }
-    int v;
-    if (c >= '0' && c <= '9') {
-      v = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      v = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      v = c - 'A' + 10;
-    } else {
-      return std::nullopt;
-    }
-    if (half == -1) {
-      half = v;
-    } else {
-      if (n == out.size()) return std::nullopt;
-      out[n++] = static_cast<uint8_t>(half << 4 | v);
-      half = -1;
-    }
-  }
-  if (n != out.size() || half != -1) return std::nullopt;
-  return out;
 }
 
 Json InfoToJson(const ArrayInfo& info) {

@@ -63,8 +63,6 @@ std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields();
 std::optional<SlotState> SlotStateFromName(std::string_view name);
 // JobKindName's inverse ("idle" -> kNone).
 std::optional<JobKind> JobKindFromName(std::string_view name);
-// mdadm's uuid text back to bytes.
-std::optional<std::array<uint8_t, 16>> ParseUuid(std::string_view text);
 
 }  // namespace uraid
 

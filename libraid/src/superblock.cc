@@ -15,6 +15,8 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "le_bytes.h"
 #include "status_macros.h"
@@ -379,6 +381,35 @@ uint64_t DefaultDataOffsetSectors(uint64_t device_sectors,
   constexpr uint64_t kAlign = 1024 * kKiB;
   const uint64_t raw = kMetadata + bmspace + headroom;
   return (raw + kAlign - 1) / kAlign * kAlign;
+}
+
+absl::StatusOr<std::array<uint8_t, 16>> ParseUuid(std::string_view text) {
+  std::array<uint8_t, 16> uuid{};
+  int nibbles = 0;
+  for (char c : text) {
+    if (c == ':' || c == '-' || c == '.') {
+      if (nibbles % 2 != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "bad uuid '", std::string(text), "' (a separator inside a byte)"));
+      }
+      continue;
+    }
+    if (!absl::ascii_isxdigit(c) || nibbles == 32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad uuid '", std::string(text),
+          "' (expected 32 hex digits, e.g. as uraid examine prints it)"));
+    }
+    const int v =
+        absl::ascii_isdigit(c) ? c - '0' : absl::ascii_tolower(c) - 'a' + 10;
+    uuid[nibbles / 2] |= static_cast<uint8_t>(nibbles % 2 ? v : v << 4);
+    ++nibbles;
+  }
+  if (nibbles != 32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad uuid '", std::string(text), "' (", nibbles,
+                     " hex digits; expected 32)"));
+  }
+  return uuid;
 }
 
 std::string FormatUuid(const std::array<uint8_t, 16>& uuid) {

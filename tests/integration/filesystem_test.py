@@ -115,8 +115,9 @@ class Stack:
     in reverse (umount, losetup -d, fusermount3 -u, stop nbdkit) and keeps
     going after a failure so nothing is left behind."""
 
-    def __init__(self, tmp, members, tag):
+    def __init__(self, tmp, members, tag, extra=()):
         self.tmp = tmp
+        self.extra = list(extra)
         self.undo = []
         self.loop = None
         self.fusedir = os.path.join(tmp, f"fuse-{tag}")
@@ -131,7 +132,7 @@ class Stack:
             raise
 
     def _start(self, members, tag):
-        self.srv = Server(self.tmp, members)
+        self.srv = Server(self.tmp, members, self.extra)
         self.undo.append(("stop nbdkit", self._stop_server))
 
         pidfile = os.path.join(self.tmp, f"nbdfuse-{tag}.pid")
@@ -264,9 +265,10 @@ class FilesystemTest(unittest.TestCase):
     def detail(self, members):
         return json.loads(run_tool("detail", "--json", *members).stdout)
 
-    def use(self, members, tag, body):
-        """Brings the stack up on `members`, runs body(stack), tears down."""
-        stack = Stack(self.tmp, members, tag)
+    def use(self, members, tag, body, extra=()):
+        """Brings the stack up on `members` (plugin keys `extra`), runs
+        body(stack), tears down."""
+        stack = Stack(self.tmp, members, tag, extra)
         try:
             body(stack)
         finally:
@@ -374,7 +376,8 @@ class FilesystemTest(unittest.TestCase):
             self.copy_tree(stack, tree2, "two")
             self.verify(stack, "two", sums2)
 
-        self.use(survivors, "degraded", degraded)
+        # The member left out was active: starting without it is md's --run.
+        self.use(survivors, "degraded", degraded, ["run=true"])
 
         # 3. Restart, still degraded: both trees are there and fsck is
         # clean again (writes made while degraded survived the restart).

@@ -194,7 +194,7 @@ class MdadmInteropTest(unittest.TestCase):
             self.assertGreater(ours["events"], 1)
         # Fail a member by making its file unreadable to the array: serve
         # with it left out, write, and the others record a missing slot.
-        srv = Server(self.tmp, paths[1:])
+        srv = Server(self.tmp, paths[1:], ["run=true"])
         try:
             h = srv.connect()
             h.pwrite(os.urandom(MIB), 8 * MIB)

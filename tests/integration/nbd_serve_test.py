@@ -107,7 +107,7 @@ class ServeTest(unittest.TestCase):
         # Serve with one member left out: everything reads back.
         left_out = rng.randrange(disks)
         srv = Server(self.tmp, [p for i, p in enumerate(paths)
-                                if i != left_out])
+                                if i != left_out], ["run=true"])
         try:
             h = srv.connect()
             for off in range(0, len(ref), 8 * MIB):

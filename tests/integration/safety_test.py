@@ -11,7 +11,9 @@ superblock. Then what the rails must let through (so that they cannot pass
 by refusing everything), zero-superblock erasing only the superblock, a
 create interrupted by SIGINT during its initial parity computation, the
 did-you-mean of unknown commands, --version and exit status 2 for bad
-options.
+options. And `uraid serve`'s rails: md's --run rule (an active member
+forgotten is refused, by name, writing nothing), and members another
+server locks or this user may not write, named before "serving" is said.
 """
 
 import os
@@ -139,6 +141,20 @@ ROWS = [
         tool("zero-superblock", lambda c: c.a[0]),
         ("m0.img holds no md superblock",)),
 ]
+
+
+def wait_gone(pidfile, timeout=30):
+    """Waits for the nbdkit that wrote `pidfile` to exit."""
+    with open(pidfile) as f:
+        pid = int(f.read())
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"nbdkit {pid} still running")
 
 
 def sha(path):
@@ -290,6 +306,96 @@ class SafetyTest(unittest.TestCase):
             self.assertEqual(srv.stop(), 0, srv.output())
         r = run_tool("detail", "--json", *c.a)
         self.assertTrue(json.loads(r.stdout)["clean"], r.stdout)
+
+    def serve(self, c, *args):
+        sock = os.path.join(c.aux, "serve.sock")
+        pid = os.path.join(c.aux, "serve.pid")
+        return sock, pid, [harness.ARGS.tool, "serve", "--socket", sock,
+                           "--pidfile", pid, *args]
+
+    def test_serve_needs_run_for_a_forgotten_member(self):
+        c = self.ctx("run")
+        blank(c)
+        rc, out = run_cmd([harness.ARGS.tool, "create", "--assume-clean",
+                           *c.a])
+        self.assertEqual(rc, 0, out)
+        before = c.snapshot()
+        sock, pid, argv = self.serve(c, *c.a[:2])
+        rc, out = run_cmd(argv)
+        self.assertGreater(rc, 0, out)
+        self.assertIn("slot 2 (device 2) not given", out)
+        self.assertIn("--run", out)
+        self.assertNotIn("serving array", out)
+        self.assertFalse(os.path.exists(sock), "a refused serve listened")
+        self.assertEqual(before, c.snapshot(), "a refused serve wrote")
+        # The plugin holds the same rule, and names its key.
+        out = harness.start_fails(c.aux, c.a[:2])
+        self.assertIn("run=true", out)
+        self.assertEqual(before, c.snapshot(), "a refused plugin wrote")
+        # --run starts it degraded.
+        sock, pid, argv = self.serve(c, "--run", *c.a[:2])
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, URAID_PLUGIN=harness.ARGS.plugin))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("serving array", r.stdout)
+        deadline = time.time() + 30
+        while not (os.path.exists(pid) and os.path.getsize(pid) > 0):
+            self.assertLess(time.time(), deadline, "the daemon never started")
+            time.sleep(0.05)
+        try:
+            import nbd
+            h = nbd.NBD()
+            h.connect_unix(sock)
+            self.assertEqual(h.pread(4096, 0), bytes(4096))
+            h.shutdown()
+        finally:
+            with open(pid) as f:
+                os.kill(int(f.read()), signal.SIGTERM)
+            wait_gone(pid)
+
+    def test_serve_checks_locks_and_permissions_first(self):
+        c = self.ctx("locks")
+        blank(c)
+        rc, out = run_cmd([harness.ARGS.tool, "create", "--assume-clean",
+                           *c.a])
+        self.assertEqual(rc, 0, out)
+        # Members another server holds: named, nothing said of serving.
+        srv = Server(c.aux, c.a)
+        try:
+            srv.connect().shutdown()
+            sock, _, argv = self.serve(c, *c.a)
+            rc, out = run_cmd(argv)
+            self.assertGreater(rc, 0, out)
+            self.assertIn("in use by another uraid process (locked)", out)
+            self.assertNotIn("serving array", out)
+            self.assertFalse(os.path.exists(sock))
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.output())
+        # A member this user may not write (the tests run as root, whom
+        # modes do not stop: run the tool as nobody, who may read them).
+        if os.geteuid() != 0 or shutil.which("setpriv") is None:
+            self.skipTest("needs root and setpriv to act as another user")
+        for d in (self.tmp, c.dir, c.aux):
+            os.chmod(d, 0o777)
+        for m in c.a:
+            os.chmod(m, 0o644)
+        nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup",
+                  "--clear-groups"]
+        probe = run_cmd(nobody + [harness.ARGS.tool, "--version"])
+        if probe[0] != 0:
+            self.skipTest(f"nobody cannot run the tool here: {probe[1]}")
+        before = c.snapshot()
+        sock, _, argv = self.serve(c, *c.a)
+        rc, out = run_cmd(nobody + argv)
+        self.assertGreater(rc, 0, out)
+        self.assertIn("Permission denied", out)
+        self.assertIn("m0.img", out)
+        self.assertNotIn("serving array", out)
+        self.assertEqual(before, c.snapshot())
+        # Read-only serving needs only read permission, so it gets past
+        # the members (it may still be refused later for the socket).
+        rc, out = run_cmd(nobody + argv[:2] + ["--readonly"] + argv[2:])
+        self.assertNotIn("Permission denied", out.split("serving array")[0])
 
     def test_command_names_and_usage_errors(self):
         r = run_tool("detial", check=False)

@@ -115,7 +115,7 @@ class ServiceTest(unittest.TestCase):
         # Array b's last member goes stale: the array runs (and is written)
         # without it, which moves the others' events on.
         b = cls.arrays["b"]["paths"]
-        srv = Server(cls.tmp, b[:3])
+        srv = Server(cls.tmp, b[:3], ["run=true"])
         h = srv.connect()
         h.pwrite(b"B" * 65536, 0)
         h.flush()

@@ -150,6 +150,14 @@ struct AssembleOptions {
   // Start an array that is both dirty and degraded (md refuses by default:
   // parity of stripes written at the crash may be stale).
   bool force = false;
+  // Start degraded although a slot the newest superblock lists as active
+  // was not given (md's --run). Without it such an assembly is refused,
+  // naming the slot and the device last seen there: a member simply
+  // forgotten would otherwise become stale at the first write. A slot
+  // already recorded as failed or missing (the array stopped degraded)
+  // needs no `run`; `force` implies it (mdadm's --force starts a partial
+  // array too).
+  bool run = false;
   // Never write anything, not even the active/clean flag.
   bool read_only = false;
   // The external bitmap file of an array created with BitmapMode::kFile

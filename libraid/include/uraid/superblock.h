@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -125,6 +126,11 @@ uint64_t DefaultDataOffsetSectors(uint64_t device_sectors,
 
 // Formats a 16-byte uuid the way mdadm prints it: "xxxxxxxx:xxxxxxxx:...".
 std::string FormatUuid(const std::array<uint8_t, 16>& uuid);
+
+// FormatUuid's inverse, also taking blkid's spelling: 32 hex digits in
+// either case, with ':', '-' or '.' allowed between bytes (never inside
+// one). InvalidArgument names the text and what is wrong.
+absl::StatusOr<std::array<uint8_t, 16>> ParseUuid(std::string_view text);
 
 }  // namespace uraid
 

@@ -97,6 +97,9 @@ typedef struct uraid_assemble_options {
   int direct;    /* nonzero: open member files with O_DIRECT */
   int no_lock;   /* nonzero: do not take the exclusive flock() on member
                     files (lets you read members another process serves) */
+  int run;       /* nonzero: start degraded although a member the
+                    superblocks list as active was not given (md's --run);
+                    zero refuses that, naming the slot */
 } uraid_assemble_options;
 
 /* A member backend implemented by the caller (uraid_create_members,

@@ -3,9 +3,12 @@
 // data, through every layout; a chunk written (or only cached) is data;
 // degraded stripes are holes only where every other member is; and, the
 // property that matters, every byte of a reported hole reads as zero
-// after random writes, zero-writes and trims.
+// after random writes, zero-writes and trims. And the jobs that copy onto
+// members (rebuild, replace, reshape) keep them sparse where the source is
+// a hole.
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -107,6 +110,25 @@ class ExtentsTest : public ::testing::TestWithParam<int> {
     std::copy(d.begin(), d.end(), ref_.begin() + off);
   }
 
+  // A new sparse file member of the fixture's size.
+  std::unique_ptr<Member> NewFile(const std::string& name) {
+    const std::string path = absl::StrFormat("%s/%s", dir_, name);
+    FILE* f = fopen(path.c_str(), "w");
+    EXPECT_NE(f, nullptr);
+    EXPECT_EQ(ftruncate(fileno(f), (16ull << 20) + kMemberBytes), 0);
+    fclose(f);
+    auto m = OpenFileMember(path);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? std::move(*m) : nullptr;
+  }
+
+  // Bytes the file `name` has allocated on disk.
+  uint64_t Allocated(const std::string& name) {
+    struct stat st;
+    EXPECT_EQ(stat(absl::StrFormat("%s/%s", dir_, name).c_str(), &st), 0);
+    return static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+
   std::string dir_;
   std::unique_ptr<Array> array_;
   std::vector<uint8_t> ref_;
@@ -196,6 +218,50 @@ TEST_P(ExtentsTest, RandomWritesZeroesAndTrimsNeverHideData) {
     }
   }
   EXPECT_GT(CheckHolesAreZero(), 0u) << "some holes should remain";
+}
+
+// A mostly empty array: two chunks of data. Each job that writes a whole
+// member (replace, rebuild onto a spare, a reshape onto a new member)
+// leaves every member with about what it held, not its full size.
+TEST_P(ExtentsTest, RebuildReplaceAndReshapeKeepMembersSparse) {
+  Make(4, 0);
+  Write(0, kChunk, 1);
+  Write(array_->size() - kChunk, kChunk, 2);
+  ASSERT_TRUE(array_->Flush().ok());
+  // Superblock and data written so far, with room for a few chunks more.
+  const uint64_t small = 8 * kChunk;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_LT(Allocated(absl::StrFormat("m%d.img", i)), small) << i;
+  }
+
+  ASSERT_TRUE(
+      array_
+          ->ReplaceMember(absl::StrFormat("%s/m1.img", dir_), NewFile("r1.img"))
+          .ok());
+  ASSERT_TRUE(array_->WaitForJob().ok());
+  EXPECT_EQ(array_->Info().last_job.kind, JobKind::kReplace);
+  EXPECT_LT(Allocated("r1.img"), small) << "replace filled the holes";
+  CheckHolesAreZero();
+
+  ASSERT_TRUE(array_->FailSlot(2).ok());
+  ASSERT_TRUE(array_->AddMember(NewFile("s2.img")).ok());
+  ASSERT_TRUE(array_->WaitForJob().ok());
+  EXPECT_FALSE(array_->Info().degraded);
+  EXPECT_LT(Allocated("s2.img"), small) << "rebuild filled the holes";
+  CheckHolesAreZero();
+
+  GrowOptions grow;
+  grow.raid_devices = 5;
+  grow.add.push_back(NewFile("g4.img"));
+  absl::Status st = array_->Grow(std::move(grow));
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(array_->WaitForJob().ok());
+  EXPECT_EQ(array_->Info().geometry.raid_disks(), 5);
+  ref_.resize(array_->size(), 0);
+  for (const char* name : {"m0.img", "r1.img", "s2.img", "m3.img", "g4.img"}) {
+    EXPECT_LT(Allocated(name), 2 * small) << name << ": reshape filled holes";
+  }
+  CheckHolesAreZero();
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ExtentsTest, ::testing::Range(0, 6),

@@ -173,6 +173,17 @@ void ArrayImpl::RunIo(MemberIo& io) {
   const auto start = std::chrono::steady_clock::now();
   io.used = m.get();
   io.used_ref = m;
+  if (io.keep_sparse && io.kind == MemberIo::kWrite &&
+      IsAllZero(io.buf, io.len)) {
+    absl::StatusOr<uint64_t> data = m->NextDataOffset(raw);
+    if (data.ok() && *data >= raw + io.len) {
+      // Already zeros there (a hole): nothing to write, and no latency
+      // sample (a probe is not a write).
+      io.status = absl::OkStatus();
+      stale();
+      return;
+    }
+  }
   io.status = DoIo(*m, io, raw);
   switch (io.kind) {
     case MemberIo::kRead:
@@ -387,24 +398,24 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
   }
   switch (outcome) {
     case Outcome::kNotHolder:
-      Log(LogLevel::kDebug, absl::StrFormat(
-          "slot %d: ignoring a late error from %s, which no longer holds the "
-          "slot: %s",
-          slot, only_if->Name(), why));
+      Log(LogLevel::kDebug,
+          absl::StrFormat("slot %d: ignoring a late error from %s, which no "
+                          "longer holds the "
+                          "slot: %s",
+                          slot, only_if->Name(), why));
       return absl::OkStatus();
     case Outcome::kGone:
       return absl::OkStatus();  // already gone
-    case Outcome::kHandedOver:
-      {
-        Event e = MakeEvent("Fail", old ? old->Name() : "", slot);
-        e.details.emplace_back("error", why);
-        e.details.emplace_back("replacement", r->Name());
-        Report(LogLevel::kWarning, std::move(e),
-               absl::StrFormat(
-                   "member %s (slot %d) failed during replace: %s; "
-                   "replacement %s continues as a rebuild from stripe %d",
-                   old ? old->Name() : "", slot, why, r->Name(), f));
-      }
+    case Outcome::kHandedOver: {
+      Event e = MakeEvent("Fail", old ? old->Name() : "", slot);
+      e.details.emplace_back("error", why);
+      e.details.emplace_back("replacement", r->Name());
+      Report(LogLevel::kWarning, std::move(e),
+             absl::StrFormat(
+                 "member %s (slot %d) failed during replace: %s; "
+                 "replacement %s continues as a rebuild from stripe %d",
+                 old ? old->Name() : "", slot, why, r->Name(), f));
+    }
       return read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
     case Outcome::kTargetFailed: {
       // The rebuild target failed: the slot is as degraded as before.
@@ -581,9 +592,10 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
         Event e = MakeEvent("Fail", t.member->Name(), t.slot);
         e.details.emplace_back("error", std::string(st.message()));
         e.details.emplace_back("replacement", r->Name());
-        Report(LogLevel::kWarning, std::move(e),
-               absl::StrFormat("replacement %s continues as a rebuild of slot %d",
-                               r->Name(), t.slot));
+        Report(
+            LogLevel::kWarning, std::move(e),
+            absl::StrFormat("replacement %s continues as a rebuild of slot %d",
+                            r->Name(), t.slot));
         break;
       }
       SlotState was = s.state.load();
@@ -746,10 +758,11 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
     return FailSlot(slot, std::string(why.message()), failed);
   }
   if (read_only_) {
-    Log(LogLevel::kWarning, absl::StrFormat(
-        "read error on %s (slot %d) at member offset %d: %s; served from "
-        "parity (read-only: not rewritten)",
-        name, slot, data_offset_ + member_offset, why.message()));
+    Log(LogLevel::kWarning,
+        absl::StrFormat(
+            "read error on %s (slot %d) at member offset %d: %s; served from "
+            "parity (read-only: not rewritten)",
+            name, slot, data_offset_ + member_offset, why.message()));
     return absl::OkStatus();
   }
   // md rewrites the sector from parity: a medium error usually goes away
@@ -1525,7 +1538,8 @@ absl::Status ArrayImpl::Resync() {
                             const std::string& line) {
     Event e = MakeEvent("ResyncFinished");
     e.details.emplace_back("result", result);
-    e.details.emplace_back("stripe", static_cast<int64_t>(resync_stripe_.load()));
+    e.details.emplace_back("stripe",
+                           static_cast<int64_t>(resync_stripe_.load()));
     e.details.emplace_back("repaired", static_cast<int64_t>(repaired));
     Report(level, std::move(e), line);
   };
@@ -1577,7 +1591,8 @@ void ArrayImpl::SafemodeLoop() {
         std::chrono::steady_clock::now() - last_write_ >= kSafemodeDelay) {
       absl::Status st = MarkCleanLocked();
       if (!st.ok())
-        Log(LogLevel::kError, absl::StrFormat("marking clean failed: %s", st.message()));
+        Log(LogLevel::kError,
+            absl::StrFormat("marking clean failed: %s", st.message()));
     }
   }
 }
@@ -1596,7 +1611,8 @@ void ArrayImpl::WritebackLoop() {
     for (uint64_t stripe : cache_.Oldest(SIZE_MAX, deadline)) {
       absl::Status st = WritebackStripe(stripe);
       if (!st.ok()) {
-        Log(LogLevel::kError, absl::StrFormat("cache writeback of stripe %d failed: %s", stripe,
+        Log(LogLevel::kError,
+            absl::StrFormat("cache writeback of stripe %d failed: %s", stripe,
                             st.message()));
         break;
       }
@@ -1628,7 +1644,9 @@ void ArrayImpl::StartBackground() {
   // after it, in the new shape).
   if (reshaping_.load() && !failed_.load() && !ReshapeJobQueued()) {
     absl::Status st = RequestJob(JobRequest{JobKind::kReshape, -1});
-    if (!st.ok()) Log(LogLevel::kError, absl::StrFormat("reshape not resumed: %s", st.message()));
+    if (!st.ok())
+      Log(LogLevel::kError,
+          absl::StrFormat("reshape not resumed: %s", st.message()));
   }
   MaybeStartRecovery();
 }
@@ -1652,14 +1670,16 @@ void ArrayImpl::Shutdown() {
   if (job_thread_.joinable()) job_thread_.join();
   absl::Status wb = WritebackAll();
   if (!wb.ok()) {
-    Log(LogLevel::kError, absl::StrFormat("writing back cached data at shutdown failed: %s",
+    Log(LogLevel::kError,
+        absl::StrFormat("writing back cached data at shutdown failed: %s",
                         wb.message()));
   }
   MutexLock lock(&state_mu_);
   if (!read_only_ && !failed_.load() && !clean_) {
     absl::Status st = MarkCleanLocked();
     if (!st.ok())
-      Log(LogLevel::kError, absl::StrFormat("marking clean failed: %s", st.message()));
+      Log(LogLevel::kError,
+          absl::StrFormat("marking clean failed: %s", st.message()));
   }
   if (clean_ && !failed_.load()) ClearBitmapAtStop();
 }

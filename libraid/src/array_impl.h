@@ -71,6 +71,12 @@ struct MemberIo {
   // The data offset (bytes) of the shape the plan was made in; set by
   // Submit from the calling thread's shape (see shape.h).
   uint64_t base = 0;
+  // kWrite from a job copying onto a member (rebuild, replace): where the
+  // data is all zeros and the member already reads as a hole there, the
+  // write is skipped and succeeds, so a sparse source leaves a sparse
+  // copy. Only for writers that hold the range's stripe lock (no client
+  // write can fill the hole between the probe and the skip).
+  bool keep_sparse = false;
 };
 
 // Slot generations captured when a plan is decided (see Slot::gen).
@@ -368,6 +374,10 @@ class ArrayImpl {
   uint64_t ReshapeMaxWindow() const;
   // Copies [lo, hi) of the array from the old shape to the new one.
   absl::Status ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf);
+  // Whether every member is a hole over the new shape's rows that hold
+  // array bytes [lo, hi) (so a window of zeros need not be written there:
+  // a sparse array stays sparse through a reshape).
+  bool NewRowsAreHoles(uint64_t lo, uint64_t hi);
   // After a crash during a reshape: resyncs the moved part's stripes the
   // bitmap (or, without one, the whole moved part) says may be torn.
   absl::Status ResyncMovedPart();

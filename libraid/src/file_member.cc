@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "aligned_buffer.h"
+#include "data_extent_cache.h"
 #include "uraid/member.h"
 
 namespace uraid {
@@ -95,6 +96,7 @@ class FileMember final : public Member {
       return absl::UnimplementedError(
           absl::StrFormat("%s: discard does not guarantee zeros", name_));
     }
+    known_data_.Forget(offset, len);
     if (::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                     static_cast<off_t>(offset), static_cast<off_t>(len)) != 0) {
       return ErrnoError(errno, absl::StrFormat("%s: punch hole at %d+%d", name_,
@@ -107,10 +109,18 @@ class FileMember final : public Member {
 
   absl::StatusOr<uint64_t> NextDataOffset(uint64_t offset) override {
     if (is_block_ || offset >= size_) return offset;
+    if (known_data_.Contains(offset)) return offset;
     off_t r = ::lseek(fd_, static_cast<off_t>(offset), SEEK_DATA);
     if (r < 0) {
       if (errno == ENXIO) return size_;  // only holes from here on
       return offset;  // cannot tell (e.g. no SEEK_DATA support)
+    }
+    // Learn where this data ends, so the probes of the stripes that
+    // follow cost nothing (SEEK_* on tmpfs walks pages).
+    const off_t hole = ::lseek(fd_, r, SEEK_HOLE);
+    if (hole > r) {
+      known_data_.Remember(static_cast<uint64_t>(r),
+                           static_cast<uint64_t>(hole));
     }
     return static_cast<uint64_t>(r);
   }
@@ -228,6 +238,8 @@ class FileMember final : public Member {
   const bool is_block_;
   const bool read_only_;
   const bool watch_size_;  // WholeAtOpen: CheckSize applies
+  // The last data extent NextDataOffset learned (one lseek pair per extent).
+  DataExtentCache known_data_;
 };
 
 }  // namespace

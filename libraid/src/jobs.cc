@@ -233,9 +233,8 @@ void ArrayImpl::ReportJobStart(JobKind kind, int slot) {
     case JobKind::kRecover:
     case JobKind::kReplace: {
       Slot& s = *slots_[slot];
-      std::shared_ptr<Member> t = kind == JobKind::kReplace
-                                      ? s.replacement.load()
-                                      : s.member.load();
+      std::shared_ptr<Member> t =
+          kind == JobKind::kReplace ? s.replacement.load() : s.member.load();
       const std::string name = t ? t->Name() : "";
       Event e = MakeEvent("RebuildStarted", name, slot);
       e.details.emplace_back("kind", std::string(JobKindName(kind)));
@@ -307,7 +306,8 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
       std::shared_ptr<Member> m = s.member.load();
       if (m != nullptr && m->Name() == done.target &&
           s.state.load() == SlotState::kActive) {
-        Report(LogLevel::kNotice, MakeEvent("SpareActive", done.target, done.slot),
+        Report(LogLevel::kNotice,
+               MakeEvent("SpareActive", done.target, done.slot),
                absl::StrFormat("%s is now active in slot %d", done.target,
                                done.slot));
         CheckSpares();
@@ -343,10 +343,10 @@ void ArrayImpl::JobProgress(uint64_t done_bytes) {
                       job.target, job.slot);
   e.details.emplace_back("percent", int64_t{milestone});
   e.details.emplace_back("kind", std::string(JobKindName(job.kind)));
-  Report(LogLevel::kInfo, std::move(e),
-         absl::StrFormat("%s of slot %d onto %s: %d%% done",
-                         JobKindName(job.kind), job.slot, job.target,
-                         milestone));
+  Report(
+      LogLevel::kInfo, std::move(e),
+      absl::StrFormat("%s of slot %d onto %s: %d%% done", JobKindName(job.kind),
+                      job.slot, job.target, milestone));
 }
 
 void ArrayImpl::JobProgressLocked(uint64_t done_bytes) {
@@ -494,6 +494,7 @@ absl::Status ArrayImpl::RebuildStripe(int slot, uint64_t stripe, uint8_t* buf,
     std::vector<MemberIo> io{
         MemberIo{MemberIo::kWrite, slot, buf, len, stripe * C + w, {}}};
     io[0].to_replacement = to_repl;
+    io[0].keep_sparse = true;  // under the stripe lock (above)
     Submit(io);
     if (!io[0].status.ok()) {
       bool slot_failed;
@@ -532,14 +533,16 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   ThrottleState throttle;
   uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
   if (!replace) {
-    Log(LogLevel::kInfo, absl::StrFormat(
-        "recover: rebuilding slot %d onto %s from stripe %d%s", slot,
-        s.member.load()->Name(), stripe,
-        s.partial.load() && bitmap_ != nullptr
-            ? absl::StrFormat(" (re-added: only the %d of %d bitmap regions "
-                              "with bits set)",
-                              bitmap_->DirtyChunks(), bitmap_->chunks())
-            : ""));
+    Log(LogLevel::kInfo,
+        absl::StrFormat(
+            "recover: rebuilding slot %d onto %s from stripe %d%s", slot,
+            s.member.load()->Name(), stripe,
+            s.partial.load() && bitmap_ != nullptr
+                ? absl::StrFormat(
+                      " (re-added: only the %d of %d bitmap regions "
+                      "with bits set)",
+                      bitmap_->DirtyChunks(), bitmap_->chunks())
+                : ""));
   }
   int64_t last_checkpoint = NowNs();
   uint64_t done = stripe * C;

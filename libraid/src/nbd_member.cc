@@ -82,6 +82,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "data_extent_cache.h"
 #include "uraid/member.h"
 #include "uraid/sync.h"
 
@@ -96,6 +97,10 @@ constexpr int kMaxInFlight = 64;
 constexpr uint64_t kDefaultMaxIo = 32ull << 20;
 // Largest write-zeroes or block-status request (NBD lengths are 32-bit).
 constexpr uint64_t kMaxRange = 1ull << 30;
+// The most one hole probe asks the server about: a server may spend time in
+// proportion to the range (nbdkit's file plugin walks SEEK_DATA/SEEK_HOLE
+// over it), and a probe needs only the first extent.
+constexpr uint64_t kMaxProbeRange = 128ull << 20;
 constexpr int kMaxConnections = 16;
 
 std::string LibnbdError() {
@@ -634,6 +639,7 @@ class NbdMember final : public Member {
 
   absl::Status Discard(size_t len, uint64_t offset) override {
     if (absl::Status s = CheckWritable("discard", offset); !s.ok()) return s;
+    known_data_.Forget(offset, len);
     if (!info_.can_zero) {
       return absl::UnimplementedError(absl::StrFormat(
           "%s: discard at %d: the export does not offer write-zeroes", uri_,
@@ -677,12 +683,13 @@ class NbdMember final : public Member {
   // is always safe; real I/O errors surface on the reads that follow.
   absl::StatusOr<uint64_t> NextDataOffset(uint64_t offset) override {
     if (!info_.can_block_status || offset >= info_.size) return offset;
+    if (known_data_.Contains(offset)) return offset;
     uint64_t pos = offset / info_.min_block * info_.min_block;
     // Each round covers at least one extent of at least one byte; the bound
     // only guards against a server that answers nonsense.
     for (int round = 0; round < 1 << 16 && pos < info_.size; ++round) {
       const uint64_t count = std::min<uint64_t>(
-          info_.size - pos, kMaxRange / info_.min_block * info_.min_block);
+          info_.size - pos, kMaxProbeRange / info_.min_block * info_.min_block);
       std::vector<Op> ops{MakeOp(Op::kBlockStatus, nullptr, count, pos)};
       if (!Execute(ops, absl::StrFormat("block status at %d", pos)).ok()) {
         return offset;
@@ -691,7 +698,10 @@ class NbdMember final : public Member {
       if (op.extents.empty() || op.extents_offset != pos) return offset;
       for (const auto& [length, flags] : op.extents) {
         if (length == 0) return offset;
-        if (!(flags & LIBNBD_STATE_ZERO)) return std::max(offset, pos);
+        if (!(flags & LIBNBD_STATE_ZERO)) {
+          known_data_.Remember(pos, pos + length);
+          return std::max(offset, pos);
+        }
         pos += length;
       }
     }
@@ -936,6 +946,8 @@ class NbdMember final : public Member {
   const std::string uri_;
   const MemberOptions options_;
   const ExportInfo info_;
+  // The last data extent NextDataOffset learned (one query per extent).
+  DataExtentCache known_data_;
   std::atomic<uint64_t> next_slot_{0};
   Mutex rmw_mu_;
   Mutex mu_;

@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_format.h"
 #include "array_impl.h"
+#include "parity.h"
 #include "reshape_math.h"
 #include "status_macros.h"
 
@@ -177,7 +178,8 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
       sb_.level = level;
       sb_.layout = MdLayout(*to);
     }
-    Log(LogLevel::kNotice, absl::StrFormat("level changed to %d (parity-last: no data moves)",
+    Log(LogLevel::kNotice,
+        absl::StrFormat("level changed to %d (parity-last: no data moves)",
                         level));
     return WriteSuperblocks(std::nullopt);
   }
@@ -229,12 +231,14 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     Log(LogLevel::kError, absl::StrFormat("reshape start: %s", st.message()));
     return st;
   }
-  Log(LogLevel::kNotice, absl::StrFormat(
-      "reshape started: %d -> %d devices, %s -> %s, chunk %d -> %d, data "
-      "offset %d -> %d",
-      from.geo.raid_disks(), to->raid_disks(), LayoutName(from.geo.layout()),
-      LayoutName(to->layout()), from.geo.chunk_bytes(), to->chunk_bytes(),
-      from.data_offset, to_offset));
+  Log(LogLevel::kNotice,
+      absl::StrFormat(
+          "reshape started: %d -> %d devices, %s -> %s, chunk %d -> %d, data "
+          "offset %d -> %d",
+          from.geo.raid_disks(), to->raid_disks(),
+          LayoutName(from.geo.layout()), LayoutName(to->layout()),
+          from.geo.chunk_bytes(), to->chunk_bytes(), from.data_offset,
+          to_offset));
   if (!options.start_job) return absl::OkStatus();
   return RequestJob(JobRequest{JobKind::kReshape, -1});
 }
@@ -257,11 +261,13 @@ void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,
     PublishReshapeLocked(std::move(state), to, to_data_offset);
   }
   reshaping_.store(true);
-  Log(LogLevel::kNotice, absl::StrFormat(
-      "reshape in progress at %d of %d bytes (%d -> %d devices); it resumes "
-      "when the array starts%s",
-      front_bytes, to.array_bytes(), shape_.load()->geo.raid_disks(),
-      to.raid_disks(), unclean ? ", after resyncing the moved part" : ""));
+  Log(LogLevel::kNotice,
+      absl::StrFormat("reshape in progress at %d of %d bytes (%d -> %d "
+                      "devices); it resumes "
+                      "when the array starts%s",
+                      front_bytes, to.array_bytes(),
+                      shape_.load()->geo.raid_disks(), to.raid_disks(),
+                      unclean ? ", after resyncing the moved part" : ""));
 }
 
 absl::Status ArrayImpl::Dispatch(ReqKind kind, bool shaped, void* buf,
@@ -316,6 +322,21 @@ absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
   return st;
 }
 
+bool ArrayImpl::NewRowsAreHoles(uint64_t lo, uint64_t hi) {
+  const Shape& to = *reshape_.load()->to;
+  const uint64_t C = to.geo.chunk_bytes();
+  const uint64_t sd = to.geo.stripe_data_bytes();
+  const uint64_t first = to.data_offset + lo / sd * C;
+  const uint64_t end = to.data_offset + (hi + sd - 1) / sd * C;
+  for (int i = 0; i < to.geo.raid_disks(); ++i) {
+    std::shared_ptr<Member> m = slots_[i]->member.load();
+    if (m == nullptr) return false;
+    absl::StatusOr<uint64_t> data = m->NextDataOffset(first);
+    if (!data.ok() || *data < end) return false;
+  }
+  return true;
+}
+
 absl::Status ArrayImpl::ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf) {
   const ReshapeState& r = *reshape_.load();
   // New-shape bytes past the old array's end are zeros (md zero-fills
@@ -327,9 +348,26 @@ absl::Status ArrayImpl::ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf) {
   }
   const uint64_t zero_from = std::max(lo, old_end);
   if (zero_from < hi) std::memset(buf + (zero_from - lo), 0, hi - zero_from);
-  {
-    ShapeScope scope(this, r.to);
-    RETURN_IF_ERROR(WriteShaped(buf, hi - lo, lo, /*fua=*/false));
+  // Written stripe by new stripe, in runs: a stripe of zeros whose new
+  // rows are holes on every member is left a hole, so a sparse array stays
+  // sparse. The gate keeps clients out of [lo, hi), so the holes cannot
+  // fill between the probe and the skip.
+  const uint64_t sd = r.to->geo.stripe_data_bytes();
+  uint64_t run = lo;  // start of the run still to be written
+  for (uint64_t at = lo; at < hi;) {
+    const uint64_t next = std::min(hi, (at / sd + 1) * sd);
+    const bool skip =
+        IsAllZero(buf + (at - lo), next - at) && NewRowsAreHoles(at, next);
+    if (skip || next == hi) {
+      const uint64_t run_end = skip ? at : hi;
+      if (run_end > run) {
+        ShapeScope scope(this, r.to);
+        RETURN_IF_ERROR(
+            WriteShaped(buf + (run - lo), run_end - run, run, /*fua=*/false));
+      }
+      run = next;
+    }
+    at = next;
   }
   // Durable before the superblocks say the window moved.
   return FlushSlots(std::vector<bool>(SlotCount(), true));
@@ -375,10 +413,11 @@ absl::Status ArrayImpl::ResyncMovedPart() {
   } else {
     RETURN_IF_ERROR(scan(0, moved));
   }
-  Log(LogLevel::kInfo, absl::StrFormat(
-      "reshape: resynced %d stripes of the moved part after an unclean "
-      "shutdown",
-      done));
+  Log(LogLevel::kInfo,
+      absl::StrFormat(
+          "reshape: resynced %d stripes of the moved part after an unclean "
+          "shutdown",
+          done));
   r.resync_moved = false;
   return absl::OkStatus();
 }
@@ -496,7 +535,8 @@ absl::Status ArrayImpl::FinishReshape() {
     // resynced and the rest were copied with fresh parity.
     for (uint64_t k : r.dirty_at_resume) bitmap_->ClearChunk(k);
   }
-  Log(LogLevel::kNotice, absl::StrFormat("reshape finished: %d devices, %s, chunk %d, %d bytes",
+  Log(LogLevel::kNotice,
+      absl::StrFormat("reshape finished: %d devices, %s, chunk %d, %d bytes",
                       to.geo.raid_disks(), LayoutName(to.geo.layout()),
                       to.geo.chunk_bytes(), to.geo.array_bytes()));
   return st;

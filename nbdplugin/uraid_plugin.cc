@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // nbdkit-uraid-plugin: serves a uraid::Array as an NBD export.
 //
 // A thin adapter: configuration keys to AssembleOptions, nbdkit callbacks to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "array_lookup.h"
 
 #include <sys/stat.h>

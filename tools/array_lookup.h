@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Finding configured arrays for `uraid serve NAME|UUID`, `serve --scan`
 // and `examine --scan`: the config file (uraid.conf, libraid's
 // config_file.h) and the members among its DEVICE candidates

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `uraid examine`: prints one member's superblock the way `mdadm --examine`
 // does, so the two can be diffed. Reads the member directly (O_RDONLY, no
 // lock, no library member backend): examine must work on anything, including

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `uraid serve`: runs nbdkit with the uraid plugin. nbdkit owns the
 // sockets, threads and daemonising; this command resolves what to serve
 // (members given, or an array of uraid.conf found by uuid among its DEVICE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "nbdkit_supervisor.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Runs nbdkit servers as children of `uraid serve` and stays their parent
 // (serve --foreground, serve --scan --foreground, the uraid@ unit):
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "sd_notify.h"
 
 #include <sys/socket.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // systemd's readiness protocol (sd_notify(3)) for `uraid serve` under a
 // Type=notify unit: one datagram of "KEY=VALUE\n" lines to the unix socket
 // named by $NOTIFY_SOCKET ('@' = abstract namespace).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The read and write paths, member failure, superblock updates, the
 // clean/active state machine and resync.
 

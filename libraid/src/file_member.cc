@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File and block-device members: pread/pwrite on one fd shared by all
 // threads (positional I/O needs no lock), optional O_DIRECT with aligned
 // bounce buffers, fdatasync for flush, hole punching for discard.

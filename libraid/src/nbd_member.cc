@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // NBD members: an export on any NBD server (nbdkit, qemu-nbd, nbd-server),
 // reached in user space with libnbd.
 //

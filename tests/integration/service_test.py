@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Running uraid as a service, with real processes: uraid.conf and
 assembly by uuid (`serve --scan` of three arrays from shuffled candidates
 that include a stale member; `examine --scan` output fed back as a

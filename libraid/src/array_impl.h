@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -521,14 +522,31 @@ class ArrayImpl {
   void JobThread();
   absl::Status RunRecovery(int slot, bool replace);
   absl::Status RunScrub(bool repair);
-  absl::Status RebuildStripe(int slot, uint64_t stripe, uint8_t* buf,
-                             size_t buf_len, bool* done_slot);
+  // Rebuilds (or, for a replace, copies) up to `count` stripes from `from`
+  // of `slot` at once, their member I/O in flight together, `buf_len` bytes
+  // of `bufs` per stripe. Holds all their stripe locks until the front has
+  // moved past the ones done, so no client write can slip between a
+  // stripe's copy and the front; the window ends early at a stripe a
+  // client holds. Returns how many stripes from `from` are done (the front
+  // moved that far); none sets `*error` or `*target_gone`.
+  uint64_t RebuildStripes(int slot, uint64_t from, uint64_t count,
+                          uint8_t* bufs, size_t buf_len, absl::Status* error,
+                          bool* target_gone);
+  // One stripe of RebuildStripes, its lock held by the caller; does not
+  // move the front.
+  absl::Status RebuildStripeLocked(int slot, uint64_t stripe, uint8_t* buf,
+                                   size_t buf_len, bool* target_gone);
+  // Runs fn(0) .. fn(n - 1) at once on job_pool_ (the calling thread's
+  // shape carried over), for a job's window of stripes.
+  void RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn);
   absl::Status CheckpointRecovery(int slot);
   struct ThrottleState {
     int64_t anchor_ns = 0;
     uint64_t anchor_bytes = 0;
     uint64_t limit = 0;  // bytes/s in force since the anchor
   };
+  // Stripes a job's next window may take, from the speed limit in force.
+  uint64_t WindowStripes(const ThrottleState& t) const;
   // Sleeps as md's speed limits require after `done_bytes` (per member) of
   // job work; false when the job should stop.
   bool Throttle(ThrottleState& t, uint64_t done_bytes,
@@ -589,6 +607,13 @@ class ArrayImpl {
   AtomicCounters counters_;
   StripeLocks locks_;
   TaskPool pool_;
+  // Stripes a job (recovery, replace, check/repair) works on at once: one
+  // at a time left members idle between a stripe's reads and its write and
+  // paid every member's latency per stripe. Bounds the job's buffers to
+  // kJobDepth x 1 MiB.
+  static constexpr uint64_t kJobDepth = 8;
+  // Runs a job's window; its tasks submit member I/O on pool_.
+  TaskPool job_pool_{static_cast<int>(kJobDepth) - 1};
   StripeCache cache_;
   const std::chrono::milliseconds cache_max_age_;
   const int64_t bypass_flush_ns_;

@@ -402,6 +402,14 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
   }
 }
 
+uint64_t ArrayImpl::WindowStripes(const ThrottleState& t) const {
+  // About 100 ms of work at the limit in force, so a low limit (a busy
+  // array at md's minimum, a test stepping a job) still moves a stripe at
+  // a time and holds few stripe locks; at full speed, kJobDepth.
+  const uint64_t stripes = t.limit / 10 / geo_.chunk_bytes();
+  return std::clamp<uint64_t>(stripes, 1, kJobDepth);
+}
+
 uint64_t ArrayImpl::SkipRecoveryWindow(int slot, uint64_t from,
                                        uint64_t count) {
   const uint64_t C = geo_.chunk_bytes();
@@ -463,12 +471,26 @@ uint64_t ArrayImpl::SkipRecoveryWindow(int slot, uint64_t from,
   return ok ? count : 0;
 }
 
-absl::Status ArrayImpl::RebuildStripe(int slot, uint64_t stripe, uint8_t* buf,
-                                      size_t buf_len, bool* target_gone) {
+void ArrayImpl::RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn) {
+  if (n == 1) return fn(0);
+  const ShapeOverride shape = t_shape_override;
+  std::vector<std::function<void()>> tasks;
+  tasks.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    tasks.emplace_back([&fn, shape, i] {
+      ShapeScope scope(shape.owner, shape.shape);
+      fn(i);
+    });
+  }
+  job_pool_.RunAll(tasks);
+}
+
+absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
+                                            uint8_t* buf, size_t buf_len,
+                                            bool* target_gone) {
   *target_gone = false;
   const uint64_t C = geo_.chunk_bytes();
   Slot& s = *slots_[slot];
-  StripeLock lock(&locks_, stripe);
   RETURN_IF_ERROR(CheckUsable(false));
   for (uint64_t w = 0; w < C; w += buf_len) {
     const size_t len = static_cast<size_t>(std::min<uint64_t>(buf_len, C - w));
@@ -494,7 +516,7 @@ absl::Status ArrayImpl::RebuildStripe(int slot, uint64_t stripe, uint8_t* buf,
     std::vector<MemberIo> io{
         MemberIo{MemberIo::kWrite, slot, buf, len, stripe * C + w, {}}};
     io[0].to_replacement = to_repl;
-    io[0].keep_sparse = true;  // under the stripe lock (above)
+    io[0].keep_sparse = true;  // the caller holds the stripe lock
     Submit(io);
     if (!io[0].status.ok()) {
       bool slot_failed;
@@ -503,13 +525,51 @@ absl::Status ArrayImpl::RebuildStripe(int slot, uint64_t stripe, uint8_t* buf,
       return absl::OkStatus();
     }
   }
-  if (s.state.load() == SlotState::kRebuilding) {
-    s.front.store(stripe + 1, std::memory_order_release);
-  } else {
-    s.repl_front.store(stripe + 1, std::memory_order_release);
-  }
-  counters_.recovered_stripes.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+uint64_t ArrayImpl::RebuildStripes(int slot, uint64_t from, uint64_t count,
+                                   uint8_t* bufs, size_t buf_len,
+                                   absl::Status* error, bool* target_gone) {
+  *error = absl::OkStatus();
+  *target_gone = false;
+  count = std::min(count, geo_.stripe_count() - from);
+  if (count == 0) return 0;
+  Slot& s = *slots_[slot];
+  // The first lock is waited for; the rest only taken while free, so a
+  // client holding a stripe further on shortens the window instead of
+  // holding up the stripes before it.
+  locks_.Lock(from);
+  for (uint64_t i = 1; i < count; ++i) {
+    if (!locks_.TryLock(from + i)) {
+      count = i;
+      break;
+    }
+  }
+  std::vector<absl::Status> status(count);
+  std::unique_ptr<bool[]> gone(new bool[count]());
+  RunWindow(count, [&](uint64_t i) {
+    status[i] = RebuildStripeLocked(slot, from + i, bufs + i * buf_len, buf_len,
+                                    &gone[i]);
+  });
+  uint64_t done = 0;
+  while (done < count && status[done].ok() && !gone[done]) ++done;
+  if (done > 0) {
+    // Stripes past a failed one were copied too, but the front may claim
+    // only an unbroken run; they are done again on the next attempt.
+    if (s.state.load() == SlotState::kRebuilding) {
+      s.front.store(from + done, std::memory_order_release);
+    } else {
+      s.repl_front.store(from + done, std::memory_order_release);
+    }
+    counters_.recovered_stripes.fetch_add(done, std::memory_order_relaxed);
+  }
+  for (uint64_t i = 0; i < count; ++i) locks_.Unlock(from + i);
+  if (done < count) {
+    *error = status[done];
+    *target_gone = gone[done];
+  }
+  return done;
 }
 
 absl::Status ArrayImpl::CheckpointRecovery(int slot) {
@@ -529,7 +589,8 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   Slot& s = *slots_[slot];
   const uint64_t C = geo_.chunk_bytes();
   const uint64_t stripes = geo_.stripe_count();
-  AlignedBuffer buf(static_cast<size_t>(std::min(C, kRebuildWindow)));
+  const size_t piece = static_cast<size_t>(std::min(C, kRebuildWindow));
+  AlignedBuffer bufs(piece * kJobDepth);
   ThrottleState throttle;
   uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
   if (!replace) {
@@ -556,16 +617,25 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
         rebuilding ? SkipRecoveryWindow(slot, stripe, kHoleWindowStripes) : 0;
     if (skipped == 0) {
       bool target_gone;
-      absl::Status st =
-          RebuildStripe(slot, stripe, buf.data(), buf.size(), &target_gone);
+      absl::Status st;
+      uint64_t want = WindowStripes(throttle);
+      if (rebuilding && s.partial.load() && bitmap_ != nullptr) {
+        // A re-added member: never past this bitmap region, whose bit was
+        // set; the next one may be clear and skipped whole.
+        const uint64_t B = bitmap_->chunk_bytes();
+        const uint64_t region_end = (stripe * C / B + 1) * B;
+        want = std::min(want,
+                        std::max<uint64_t>(1, (region_end - stripe * C) / C));
+      }
+      skipped = RebuildStripes(slot, stripe, want, bufs.data(), piece, &st,
+                               &target_gone);
       if (!st.ok()) return st;
       if (target_gone) {
         return absl::AbortedError(
             absl::StrFormat("the %s target for slot %d failed or was removed",
                             replace ? "replace" : "recovery", slot));
       }
-      skipped = 1;
-      work += C;
+      work += skipped * C;
     }
     stripe += skipped;
     done = stripe * C;
@@ -649,18 +719,27 @@ absl::Status ArrayImpl::RunScrub(bool repair) {
       JobProgress(stripe * C);
       continue;
     }
-    bool mismatch;
-    RETURN_IF_ERROR(ScanStripe(stripe, repair, &mismatch));
-    work += C;
-    counters_.scrubbed_stripes.fetch_add(1, std::memory_order_relaxed);
-    if (mismatch) {
-      MutexLock lock(&job_mu_);
-      ++job_.mismatches;
-      if (job_.first_mismatches.size() < kMaxListedMismatches) {
-        job_.first_mismatches.push_back(stripe);
+    // A window of stripes at once, each under its own lock (a scan moves
+    // no front, so they need not be held together); results in order.
+    const uint64_t count = std::min(WindowStripes(throttle), stripes - stripe);
+    std::vector<absl::Status> status(count);
+    std::unique_ptr<bool[]> mismatch(new bool[count]());
+    RunWindow(count, [&](uint64_t i) {
+      status[i] = ScanStripe(stripe + i, repair, &mismatch[i]);
+    });
+    for (uint64_t i = 0; i < count; ++i) {
+      RETURN_IF_ERROR(status[i]);
+      work += C;
+      counters_.scrubbed_stripes.fetch_add(1, std::memory_order_relaxed);
+      if (mismatch[i]) {
+        MutexLock lock(&job_mu_);
+        ++job_.mismatches;
+        if (job_.first_mismatches.size() < kMaxListedMismatches) {
+          job_.first_mismatches.push_back(stripe + i);
+        }
       }
     }
-    ++stripe;
+    stripe += count;
     JobProgress(stripe * C);
   }
   return absl::OkStatus();

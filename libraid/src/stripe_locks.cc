@@ -17,6 +17,12 @@ void StripeLocks::Lock(uint64_t stripe) {
   shard.mu.Unlock();
 }
 
+bool StripeLocks::TryLock(uint64_t stripe) {
+  Shard& shard = ShardFor(stripe);
+  MutexLock lock(&shard.mu);
+  return shard.held.insert(stripe).second;
+}
+
 void StripeLocks::Unlock(uint64_t stripe) {
   Shard& shard = ShardFor(stripe);
   MutexLock lock(&shard.mu);

@@ -4,7 +4,8 @@
 // array is never locked as a whole on the data path.
 //
 // Deadlock rule: a thread holds at most one stripe lock at a time, or takes
-// several in ascending stripe order.
+// several in ascending stripe order. TryLock never waits, so it may be
+// used in any order.
 //
 // Thread-safe.
 
@@ -22,6 +23,8 @@ namespace uraid {
 class StripeLocks {
  public:
   void Lock(uint64_t stripe);
+  // Takes the lock if no one holds it; false (and nothing held) otherwise.
+  bool TryLock(uint64_t stripe);
   void Unlock(uint64_t stripe);
 
  private:

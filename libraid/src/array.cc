@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -1518,18 +1519,38 @@ absl::Status ArrayImpl::Resync() {
       s = skip_to - 1;
       continue;
     }
-    bool mismatch;
-    st = ScanStripe(s, /*repair=*/true, &mismatch);
-    if (!st.ok()) break;
-    counters_.resynced_stripes.fetch_add(1, std::memory_order_relaxed);
-    counters_.resync_bytes.fetch_add(C, std::memory_order_relaxed);
-    ++read;
-    if (mismatch) {
-      ++repaired;
-      counters_.resync_repairs.fetch_add(1, std::memory_order_relaxed);
+    // A window of the stripes that need it, scanned at once (each under
+    // its own lock). A write to one already scanned but not yet below the
+    // resync front still treats its parity as untrusted, which is safe.
+    const uint64_t max =
+        std::min(WindowStripes(throttle), geo_.stripe_count() - s);
+    uint64_t count = 1;
+    while (count < max && (!B || stripe_dirty(s + count)) &&
+           SkipHoles(s + count) == s + count) {
+      ++count;
     }
-    resync_stripe_.store(s + 1, std::memory_order_release);
-    release_through((s + 1) * C);
+    std::vector<absl::Status> status(count);
+    std::unique_ptr<bool[]> mismatch(new bool[count]());
+    RunWindow(count, [&](uint64_t i) {
+      status[i] = ScanStripe(s + i, /*repair=*/true, &mismatch[i]);
+    });
+    uint64_t done = 0;
+    for (; done < count && status[done].ok(); ++done) {
+      counters_.resynced_stripes.fetch_add(1, std::memory_order_relaxed);
+      counters_.resync_bytes.fetch_add(C, std::memory_order_relaxed);
+      ++read;
+      if (mismatch[done]) {
+        ++repaired;
+        counters_.resync_repairs.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    resync_stripe_.store(s + done, std::memory_order_release);
+    release_through((s + done) * C);
+    if (done < count) {
+      st = status[done];
+      break;
+    }
+    s += count - 1;
   }
   if (B && resync_stripe_.load() >= geo_.stripe_count()) {
     release_through(bitmap_->chunks() * B);  // the last, partial region

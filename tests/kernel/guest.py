@@ -526,7 +526,8 @@ def case_uraid_to_md(c):
     if leave_out is not None:
         stale = present[leave_out]
         rest = [x for x in present if x != stale]
-        srv = Server(c.tmp, rest)
+        # Leaving an active member out is md's --run (run=true).
+        srv = Server(c.tmp, rest, ["run=true"])
         h = srv.connect()
         write_pattern(lambda data, off: h.pwrite(data, off), image, 2,
                       spread_blocks(size // BLK, c.seed + 1, count=16))

@@ -272,6 +272,7 @@ struct SetArgs {
   std::string control;
   std::string speed_min;
   std::string speed_max;
+  int busy_share = -1;  // -1: unchanged
   std::string cache;
 };
 
@@ -279,16 +280,20 @@ int RunSet(const SetArgs& args) {
   Request r{.cmd = Cmd::kSet};
   if (!args.speed_min.empty()) r.speed_min_kib_s = *ParseRate(args.speed_min);
   if (!args.speed_max.empty()) r.speed_max_kib_s = *ParseRate(args.speed_max);
+  if (args.busy_share >= 0) {
+    r.busy_share_pct = static_cast<uint32_t>(args.busy_share);
+  }
   if (!args.cache.empty()) r.cache_bytes = *ParseSize(args.cache);
   std::optional<Connection> c = Connect(args.control);
   if (!c) return 1;
   ControlClient& client = *c->client;
   absl::StatusOr<json> reply = client.Call(r);
   if (!reply.ok()) return Fail(reply.status());
-  if (r.speed_min_kib_s || r.speed_max_kib_s) {
-    std::printf("speed limits: min %s KiB/s, max %s KiB/s\n",
+  if (r.speed_min_kib_s || r.speed_max_kib_s || r.busy_share_pct) {
+    std::printf("speed limits: min %s KiB/s, max %s KiB/s, busy share %s%%\n",
                 reply->value("speed_min", json()).dump().c_str(),
-                reply->value("speed_max", json()).dump().c_str());
+                reply->value("speed_max", json()).dump().c_str(),
+                reply->value("busy_share", json()).dump().c_str());
   }
   if (r.cache_bytes) {
     std::printf("stripe cache: %s\n", FormatSize(*r.cache_bytes).c_str());
@@ -432,16 +437,21 @@ void AddSetCommand(CLI::App& app, Action* action) {
   sub->add_option("--speed-max", args->speed_max,
                   "Highest rate of a job: KiB/s, or bytes/s with a suffix")
       ->check(RateValidator());
+  sub->add_option("--busy-share", args->busy_share,
+                  "Share of its time (percent, 0-90; default 25) a job keeps "
+                  "while clients are busy, above --speed-min and never "
+                  "above --speed-max; 0 is md's plain minimum")
+      ->check(CLI::Range(0, 90));
   sub->add_option("--cache", args->cache,
                   "Stripe cache bound (0 turns it off), e.g. 256M")
       ->check(SizeValidator());
   sub->final_callback([args, action] {
     *action = [args] {
       if (args->speed_min.empty() && args->speed_max.empty() &&
-          args->cache.empty()) {
+          args->busy_share < 0 && args->cache.empty()) {
         std::fprintf(stderr,
-                     "uraid: set needs --speed-min, --speed-max or "
-                     "--cache\n");
+                     "uraid: set needs --speed-min, --speed-max, --busy-share "
+                     "or --cache\n");
         return 2;
       }
       return RunSet(*args);

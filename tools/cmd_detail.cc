@@ -248,6 +248,12 @@ json ToJson(const ArrayInfo& info, bool live) {
   j["update_time_unix"] = info.utime & 0xFFFFFFFFFFull;
   json speed = std::move(j["speed"]);
   j.erase("speed");
+  // md's two limits stay the speed_limits object scripts compare; the
+  // busy share (uraid's own) is a field of its own.
+  if (speed.contains("busy_share_pct")) {
+    j["busy_share_pct"] = speed["busy_share_pct"];
+    speed.erase("busy_share_pct");
+  }
   j["speed_limits"] = std::move(speed);
   j["raid_level"] = LevelName(g.level());
   j["data_disks"] = g.data_disks();

@@ -544,6 +544,11 @@ class ArrayImpl {
     int64_t anchor_ns = 0;
     uint64_t anchor_bytes = 0;
     uint64_t limit = 0;  // bytes/s in force since the anchor
+    // When Throttle last let the job go (the start of its last window) and
+    // where a busy share's rest ends (0: none planned).
+    int64_t released_ns = 0;
+    int64_t rest_until_ns = 0;
+    bool sharing = false;  // released by the busy share, not by min
   };
   // Stripes a job's next window may take, from the speed limit in force.
   uint64_t WindowStripes(const ThrottleState& t) const;

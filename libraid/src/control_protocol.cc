@@ -33,7 +33,7 @@ const std::vector<CmdSpec>& Specs() {
       {Cmd::kCheck, "check", {}},
       {Cmd::kRepair, "repair", {}},
       {Cmd::kStop, "stop", {}},
-      {Cmd::kSet, "set", {"speed_min", "speed_max", "cache"}},
+      {Cmd::kSet, "set", {"speed_min", "speed_max", "busy_share", "cache"}},
       {Cmd::kGrow, "grow", {"raid_devices", "add", "layout", "chunk", "level"}},
       {Cmd::kEvents, "events", {}},
   };
@@ -378,16 +378,22 @@ absl::StatusOr<Request> ParseRequest(std::string_view line) {
         if (!v.ok()) return v.status();
         r.speed_max_kib_s = *v;
       }
+      if (auto it = j.find("busy_share"); it != j.end()) {
+        absl::StatusOr<uint64_t> v = GetNumber(*it, "busy_share", 0, 90, "%");
+        if (!v.ok()) return v.status();
+        r.busy_share_pct = static_cast<uint32_t>(*v);
+      }
       if (auto it = j.find("cache"); it != j.end()) {
         absl::StatusOr<uint64_t> v =
             GetNumber(*it, "cache", 0, kControlMaxCacheBytes, "bytes");
         if (!v.ok()) return v.status();
         r.cache_bytes = *v;
       }
-      if (!r.speed_min_kib_s && !r.speed_max_kib_s && !r.cache_bytes) {
+      if (!r.speed_min_kib_s && !r.speed_max_kib_s && !r.busy_share_pct &&
+          !r.cache_bytes) {
         return absl::InvalidArgumentError(
             "a set request needs at least one of speed_min, speed_max, "
-            "cache");
+            "cache or busy_share");
       }
       if (r.speed_min_kib_s && r.speed_max_kib_s &&
           *r.speed_min_kib_s > *r.speed_max_kib_s) {
@@ -427,6 +433,7 @@ std::string RequestLine(const Request& request) {
       break;
     case Cmd::kSet:
       if (request.speed_min_kib_s) j["speed_min"] = *request.speed_min_kib_s;
+      if (request.busy_share_pct) j["busy_share"] = *request.busy_share_pct;
       if (request.speed_max_kib_s) j["speed_max"] = *request.speed_max_kib_s;
       if (request.cache_bytes) j["cache"] = *request.cache_bytes;
       break;

@@ -56,6 +56,7 @@ struct Request {
   // set: each field given.
   std::optional<uint64_t> speed_min_kib_s;
   std::optional<uint64_t> speed_max_kib_s;
+  std::optional<uint32_t> busy_share_pct;  // SpeedLimits::busy_share_pct
   std::optional<uint64_t> cache_bytes;
   // grow: each field given (at least one). `add` is empty when not given;
   // a non-empty `add` comes with raid_devices.

@@ -110,8 +110,8 @@ Peer PeerOf(int fd, const std::optional<uint32_t>& read_group) {
     if (errno != ERANGE || groups.size() > 65536) return p;
     groups.resize(len / sizeof(gid_t) + 1);
   }
-  p.may_read = std::find(groups.begin(), groups.end(), *read_group) !=
-               groups.end();
+  p.may_read =
+      std::find(groups.begin(), groups.end(), *read_group) != groups.end();
   return p;
 }
 
@@ -157,15 +157,14 @@ class ControlServer::Impl {
     Mutex mu;
     std::deque<std::string> lines ABSL_GUARDED_BY(mu);
     uint64_t lost ABSL_GUARDED_BY(mu) = 0;  // dropped since the last catch-up
-    int wake_fd = -1;  // an eventfd the listener signals
+    int wake_fd = -1;                       // an eventfd the listener signals
   };
 
   void AcceptLoop();
   void Reap(bool all);
   void Serve(Conn* conn);
   // Answers one request line; sets *subscribe for an allowed "events".
-  std::string Handle(std::string_view line, const Peer& peer,
-                     bool* subscribe);
+  std::string Handle(std::string_view line, const Peer& peer, bool* subscribe);
   std::string Execute(const control::Request& request);
   // Streams events on `fd` until the client goes, the socket stalls or the
   // server stops.
@@ -448,8 +447,8 @@ void ControlServer::Impl::Serve(Conn* conn) {
   close(fd);
 }
 
-std::string ControlServer::Impl::Handle(std::string_view line,
-                                        const Peer& peer, bool* subscribe) {
+std::string ControlServer::Impl::Handle(std::string_view line, const Peer& peer,
+                                        bool* subscribe) {
   try {
     absl::StatusOr<control::Request> request = control::ParseRequest(line);
     if (!request.ok()) return control::ErrorReply(request.status());
@@ -457,17 +456,18 @@ std::string ControlServer::Impl::Handle(std::string_view line,
                             request->cmd == control::Cmd::kEvents;
     if (!peer.may_change && !(reads_only && peer.may_read)) {
       const std::string why =
-          peer.may_read
-              ? absl::StrFormat("permission denied: %s is read-only for "
-                                "group %s (uid %d)",
-                                control::CmdName(request->cmd),
-                                options_.read_group_name, peer.uid)
-              : absl::StrFormat("permission denied: uid %d is neither the "
-                                "server's user nor in its read group",
-                                peer.uid);
-      Log(LogLevel::kWarning, absl::StrFormat("control: %s refused (pid %d): %s",
-                                              control::CmdName(request->cmd),
-                                              peer.pid, why));
+          peer.may_read ? absl::StrFormat(
+                              "permission denied: %s is read-only for "
+                              "group %s (uid %d)",
+                              control::CmdName(request->cmd),
+                              options_.read_group_name, peer.uid)
+                        : absl::StrFormat(
+                              "permission denied: uid %d is neither the "
+                              "server's user nor in its read group",
+                              peer.uid);
+      Log(LogLevel::kWarning,
+          absl::StrFormat("control: %s refused (pid %d): %s",
+                          control::CmdName(request->cmd), peer.pid, why));
       return control::ErrorReply(absl::PermissionDeniedError(why));
     }
     if (request->cmd == control::Cmd::kEvents) {
@@ -491,19 +491,19 @@ void ControlServer::Impl::ServeEvents(int fd) {
   }
   const size_t max_queued = std::max<size_t>(options_.max_queued_events, 1);
   // Runs on the array's threads: queue or count, signal, never block.
-  const uint64_t id = array_->AddEventListener([sub, max_queued](
-                                                   const Event& e) {
-    {
-      MutexLock lock(&sub->mu);
-      if (sub->lost > 0 || sub->lines.size() >= max_queued) {
-        ++sub->lost;
-      } else {
-        sub->lines.push_back(EventLine(e));
-      }
-    }
-    const uint64_t one = 1;
-    (void)!write(sub->wake_fd, &one, sizeof one);
-  });
+  const uint64_t id =
+      array_->AddEventListener([sub, max_queued](const Event& e) {
+        {
+          MutexLock lock(&sub->mu);
+          if (sub->lost > 0 || sub->lines.size() >= max_queued) {
+            ++sub->lost;
+          } else {
+            sub->lines.push_back(EventLine(e));
+          }
+        }
+        const uint64_t one = 1;
+        (void)!write(sub->wake_fd, &one, sizeof one);
+      });
   // The state after subscribing: whatever changes from here on is queued.
   std::vector<Event> state = array_->StateEvents();
   const auto state_text = [](const std::vector<Event>& events) {
@@ -673,6 +673,7 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
       SpeedLimits limits = array_->Info().speed;
       if (r.speed_min_kib_s) limits.min_kib_s = *r.speed_min_kib_s;
       if (r.speed_max_kib_s) limits.max_kib_s = *r.speed_max_kib_s;
+      if (r.busy_share_pct) limits.busy_share_pct = *r.busy_share_pct;
       what = "set";
       if (limits.min_kib_s > limits.max_kib_s) {
         st = absl::InvalidArgumentError(absl::StrFormat(
@@ -680,13 +681,17 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
             limits.min_kib_s, limits.max_kib_s));
         break;
       }
-      if (r.speed_min_kib_s || r.speed_max_kib_s) {
+      if (r.speed_min_kib_s || r.speed_max_kib_s || r.busy_share_pct) {
         array_->SetSpeedLimits(limits);
         absl::StrAppendFormat(&what, " speed_min=%d speed_max=%d",
                               limits.min_kib_s, limits.max_kib_s);
+        if (r.busy_share_pct) {
+          absl::StrAppendFormat(&what, " busy_share=%d", limits.busy_share_pct);
+        }
       }
       fields["speed_min"] = limits.min_kib_s;
       fields["speed_max"] = limits.max_kib_s;
+      fields["busy_share"] = limits.busy_share_pct;
       if (r.cache_bytes) {
         array_->SetCacheBytes(*r.cache_bytes);
         fields["cache"] = *r.cache_bytes;

@@ -380,7 +380,8 @@ Json InfoToJson(const ArrayInfo& info) {
   j["job"] = JobToJson(info.job);
   j["last_job"] = JobToJson(info.last_job);
   j["speed"] = {{"min_kib_s", info.speed.min_kib_s},
-                {"max_kib_s", info.speed.max_kib_s}};
+                {"max_kib_s", info.speed.max_kib_s},
+                {"busy_share_pct", info.speed.busy_share_pct}};
   Json counters = Json::object();
   for (const auto& [name, field] : CounterFields()) {
     counters[name] = info.counters.*field;
@@ -426,6 +427,10 @@ absl::StatusOr<ArrayInfo> InfoFromJson(const Json& j) {
     Reader s(*speed, "speed", &status);
     s.U64("min_kib_s", &info.speed.min_kib_s);
     s.U64("max_kib_s", &info.speed.max_kib_s);
+    uint64_t pct = info.speed.busy_share_pct;
+    s.U64("busy_share_pct", &pct);  // absent from older servers
+    info.speed.busy_share_pct =
+        static_cast<uint32_t>(std::min<uint64_t>(pct, 90));
   }
   if (const Json* c = r.Get("counters"); c != nullptr && status.ok()) {
     Reader cr(*c, "counters", &status);

@@ -368,6 +368,12 @@ void ArrayImpl::JobProgressLocked(uint64_t done_bytes) {
 
 bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
                          bool honour_cancel) {
+  const auto release = [&](int64_t now, bool sharing) {
+    t.released_ns = now;
+    t.rest_until_ns = 0;
+    t.sharing = sharing;
+    return true;
+  };
   for (;;) {
     SpeedLimits lim;
     {
@@ -384,21 +390,43 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
         1, busy ? std::min(lim.min_kib_s, lim.max_kib_s) : lim.max_kib_s);
     const uint64_t limit = kib * 1024;
     if (limit != t.limit) {
+      const int64_t released = t.released_ns;
       t = ThrottleState{now, done_bytes, limit};
-      return true;
+      t.released_ns = released;
     }
     const int64_t due =
         t.anchor_ns +
         static_cast<int64_t>(static_cast<double>(done_bytes - t.anchor_bytes) *
                              1e9 / static_cast<double>(limit));
+    // The busy share: the job may go once it has rested (100 - pct) / pct
+    // times its last window, even before min's schedule, but never ahead
+    // of max's.
+    const uint32_t pct = std::min<uint32_t>(lim.busy_share_pct, 90);
+    if (busy && pct > 0 && lim.max_kib_s > lim.min_kib_s && t.released_ns) {
+      if (t.rest_until_ns == 0) {
+        const int64_t worked = std::max<int64_t>(now - t.released_ns, 0);
+        t.rest_until_ns = now + worked * (100 - pct) / pct;
+      }
+      const int64_t max_due =
+          t.anchor_ns + static_cast<int64_t>(
+                            static_cast<double>(done_bytes - t.anchor_bytes) *
+                            1e9 / (static_cast<double>(lim.max_kib_s) * 1024));
+      if (now >= std::max(t.rest_until_ns, max_due)) {
+        // Ahead of min's schedule: re-anchor, so min does not bank it.
+        t = ThrottleState{now, done_bytes, limit};
+        return release(now, true);
+      }
+    }
     if (now >= due) {
       // Running behind the limit (slow members): do not bank the lag as a
       // burst for later.
       if (now - due > 200'000'000) t = ThrottleState{now, done_bytes, limit};
-      return true;
+      return release(now, false);
     }
-    std::this_thread::sleep_for(
-        std::chrono::nanoseconds(std::min<int64_t>(due - now, 50'000'000)));
+    int64_t wake = due;
+    if (t.rest_until_ns) wake = std::min(wake, t.rest_until_ns);
+    std::this_thread::sleep_for(std::chrono::nanoseconds(
+        std::clamp<int64_t>(wake - now, 1'000, 50'000'000)));
   }
 }
 
@@ -406,6 +434,9 @@ uint64_t ArrayImpl::WindowStripes(const ThrottleState& t) const {
   // About 100 ms of work at the limit in force, so a low limit (a busy
   // array at md's minimum, a test stepping a job) still moves a stripe at
   // a time and holds few stripe locks; at full speed, kJobDepth.
+  // A busy share's window is half the depth: enough in flight to use its
+  // share of the members, few stripe locks held against the clients.
+  if (t.sharing) return kJobDepth / 2;
   const uint64_t stripes = t.limit / 10 / geo_.chunk_bytes();
   return std::clamp<uint64_t>(stripes, 1, kJobDepth);
 }

@@ -248,9 +248,19 @@ const char* JobKindName(JobKind kind);
 // md's sync_speed_min / sync_speed_max, in KiB/s of member data per member:
 // a job never runs faster than max_kib_s; while clients are doing I/O it
 // yields to them down to min_kib_s, never below. md's defaults.
+// md's limits, in KiB/s per member: a job never runs above max_kib_s; while
+// clients are busy it slows to min_kib_s. md's fixed minimum lets a rebuild
+// under steady client load crawl (1000 KiB/s: 46 days for 4 TB, the window
+// in which a second failure loses the array), so uraid adds a share: while
+// busy the job also keeps busy_share_pct percent of its time (it rests
+// (100 - pct) / pct times as long as its last window took), whichever of
+// the two is faster, and still never above max_kib_s. 0 gives md's plain
+// behaviour. With min = max (a test or a user pinning the speed) the share
+// changes nothing.
 struct SpeedLimits {
   uint64_t min_kib_s = 1000;
   uint64_t max_kib_s = 200000;
+  uint32_t busy_share_pct = 25;  // 0..90
 };
 
 // Progress of the running job, or the outcome of the last one.

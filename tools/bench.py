@@ -177,6 +177,12 @@ def main():
                     help="bitmap regions written before the kill -9")
     ap.add_argument("--resync-write-s", default=1.5, type=float,
                     help="seconds of writes before the kill -9")
+    ap.add_argument("--job-latency-ms", default=0, type=int,
+                    help="also run the jobs-on-slow-members part: rebuild, "
+                         "check, resync and reshape over nbdkit file "
+                         "exports behind rate=800M and this latency")
+    ap.add_argument("--job-member-size", default=256, type=int,
+                    help="MiB per member of the jobs-on-slow-members part")
     ap.add_argument("--delay-ms", default=0, type=int,
                     help="also run the members-behind-the-delay-filter "
                          "benchmark with this member latency (e.g. 2)")
@@ -301,6 +307,8 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     if args.delay_ms:
         bench_delay_members(args, plugin, tool)
+    if args.job_latency_ms:
+        bench_jobs_on_slow_members(args, plugin, tool)
 
 
 def report(rows, sweep, args):
@@ -1247,6 +1255,117 @@ def bench_delay_members(args, plugin, tool):
                   f"MB/s, {off['ios_per_write'] / on['ios_per_write']:.2f}x "
                   f"fewer member I/Os per write")
     return rows
+
+
+# ---------------------------------------------------------------------------
+# Jobs on members that behave like disks (--job-latency-ms): issue 16's table.
+
+
+def bench_jobs_on_slow_members(args, plugin, tool):
+    """Six nbdkit file exports on --dir, each behind --filter=rate
+    rate=800M (100 MB/s each way, the nominal member rate) and
+    --filter=delay (--job-latency-ms per read and write); the array over the
+    first four, served with a control socket. Times, in member bytes per
+    second against the nominal rate: a rebuild onto the fifth (fail +
+    remove + add, until idle), a check (--wait), the resync of a fresh
+    array (uraid create's initial parity over members full of data) and a
+    4 -> 5 reshape onto the sixth (grow --wait). Medians of --repeat."""
+    lat = args.job_latency_ms
+    mib = args.job_member_size
+    rate_mbs = 100.0
+    work = tempfile.mkdtemp(prefix="uraid-bench-jobs-", dir=args.dir)
+    servers = []
+    samples = {"rebuild": [], "check": [], "resync": [], "reshape 4->5": []}
+
+    def exports():
+        uris = []
+        for i in range(6):
+            img = os.path.join(work, f"j{i}.img")
+            subprocess.run(["dd", "if=/dev/urandom", f"of={img}", "bs=1M",
+                            f"count={mib}", "status=none"], check=True)
+            s = Server(args, f"j{i}", ["--filter=rate", "--filter=delay",
+                                       "file", img, "rate=800M",
+                                       # No 2 s burst (the default): the
+                                       # members are too small to hide it.
+                                       "burstiness=0.1",
+                                       f"delay-read={lat}ms",
+                                       f"delay-write={lat}ms"], work)
+            servers.append(s)
+            uris.append(s.uri)
+        return uris
+
+    def idle(ctl):
+        while True:
+            j = json.loads(subprocess.run(
+                [tool, "detail", "--control", ctl, "--json"], check=True,
+                capture_output=True, text=True).stdout)
+            if (j["job"]["kind"] == "idle" and not j["degraded"] and
+                    not j.get("resyncing")):
+                return j
+            time.sleep(0.02)
+
+    try:
+        for rep in range(args.repeat):
+            for s in servers:
+                s.stop()
+            servers.clear()
+            uris = exports()
+            # Resync: create's initial parity pass over members of data.
+            t0 = time.time()
+            subprocess.run([tool, "create", "--force", "--bitmap", "none",
+                            "--chunk", "512K", *uris[:4]], check=True,
+                           capture_output=True)
+            t = time.time() - t0
+            det = json.loads(subprocess.run(
+                [tool, "detail", "--json", *uris[:4]], check=True,
+                capture_output=True, text=True).stdout)
+            member = det["member_bytes"] if "member_bytes" in det else \
+                det["array_bytes"] // 3
+            samples["resync"].append(member / t / 1e6)
+            ctl = os.path.join(work, "ctl.sock")
+            srv = Server(args, "jobs-uraid",
+                         [plugin] + [f"member={u}" for u in uris[:4]] +
+                         [f"control={ctl}"], work)
+            try:
+                # Rebuild onto the fifth export.
+                run_tool(tool, "fail", "--control", ctl, uris[1])
+                run_tool(tool, "remove", "--control", ctl, uris[1])
+                t0 = time.time()
+                run_tool(tool, "add", "--control", ctl, uris[4])
+                idle(ctl)
+                samples["rebuild"].append(member / (time.time() - t0) / 1e6)
+                t0 = time.time()
+                run_tool(tool, "check", "--control", ctl, "--wait")
+                samples["check"].append(member / (time.time() - t0) / 1e6)
+                # Reshape 4 -> 5 with the member the rebuild freed.
+                t0 = time.time()
+                run_tool(tool, "grow", "--control", ctl, "--raid-devices",
+                         "5", "--add", uris[5], "--wait")
+                samples["reshape 4->5"].append(
+                    member / (time.time() - t0) / 1e6)
+            finally:
+                srv.stop()
+            log(f"bench: jobs on slow members, run {rep + 1}: " +
+                ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in
+                          samples.items()))
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\njobs on members like disks: 6 nbdkit file exports on "
+          f"{args.dir} ({mib} MiB each, full of data) behind rate=800M "
+          f"burstiness=0.1 and "
+          f"delay-read/delay-write={lat} ms, chunk 512K, 4 in the array; "
+          f"member bytes per second, median of {args.repeat} (wall time from "
+          f"the request to idle, including polling):\n")
+    print("| job | MB/s | vs member rate (100 MB/s) | samples |")
+    print("|---|---|---|---|")
+    for k, v in samples.items():
+        if v:
+            med = statistics.median(v)
+            print(f"| {k} | {med:.1f} | {med / rate_mbs:.2f}x | "
+                  f"{', '.join(f'{x:.0f}' for x in v)} |")
+    return samples
 
 
 if __name__ == "__main__":

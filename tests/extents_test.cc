@@ -45,14 +45,9 @@ class ExtentsTest : public ::testing::TestWithParam<int> {
   void Make(int n, uint64_t cache_bytes) {
     std::vector<std::unique_ptr<Member>> members;
     for (int i = 0; i < n; ++i) {
-      const std::string path = absl::StrFormat("%s/m%d.img", dir_, i);
-      FILE* f = fopen(path.c_str(), "w");
-      ASSERT_NE(f, nullptr);
-      ASSERT_EQ(ftruncate(fileno(f), (16ull << 20) + kMemberBytes), 0);
-      fclose(f);
-      auto m = OpenFileMember(path);
-      ASSERT_TRUE(m.ok()) << m.status();
-      members.push_back(std::move(*m));
+      std::unique_ptr<Member> m = NewFile(absl::StrFormat("m%d.img", i));
+      ASSERT_NE(m, nullptr);
+      members.push_back(std::move(m));
     }
     CreateOptions o;
     o.chunk_bytes = kChunk;

@@ -51,7 +51,7 @@ _uraid() {
       return 0
       ;;
     --chunk | -c | --bitmap-chunk | --size | -z | --cache | --port | \
-      --raid-devices | -n | --speed-min | --speed-max | --disks)
+      --raid-devices | -n | --speed-min | --speed-max | --busy-share | --disks)
       return 0  # a number or size: nothing to offer
       ;;
   esac

@@ -20,9 +20,9 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "control_protocol.h"
+#include "control/control_protocol.h"
+#include "control/info_json.h"
 #include "fuzz_check.h"
-#include "info_json.h"
 #include "uraid/control.h"
 #include "uraid/geometry.h"
 #include "uraid/member.h"

@@ -50,8 +50,8 @@
 #include <string>
 #include <vector>
 
-#include "config_file.h"
-#include "member_scan.h"
+#include "discover/config_file.h"
+#include "discover/member_scan.h"
 #include "plugin_log.h"
 #include "uraid/array.h"
 #include "uraid/control.h"

@@ -2,7 +2,7 @@
 // Tests for the uraid.conf parser: table tests of accepted files (what each
 // keyword yields) and of refused ones (the exact "file:line: why").
 
-#include "config_file.h"
+#include "discover/config_file.h"
 
 #include <string>
 #include <vector>

@@ -4,7 +4,7 @@
 // reason, copies of one slot), and ExpandDevices/ScanCandidates over real
 // files in a temporary directory.
 
-#include "member_scan.h"
+#include "discover/member_scan.h"
 
 #include <stdlib.h>
 #include <unistd.h>

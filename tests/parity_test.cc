@@ -8,7 +8,7 @@
 // used for aligned buffers, and misaligned buffers never reach ISA-L (where
 // xor_gen_sse/xor_gen_avx would fault).
 
-#include "parity.h"
+#include "parity/parity.h"
 
 #include <dlfcn.h>
 #include <isa-l/raid.h>
@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "aligned_buffer.h"
+#include "base/aligned_buffer.h"
 #include "gtest/gtest.h"
 
 // ---------------------------------------------------------------------------

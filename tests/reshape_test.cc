@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "format/reshape_math.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "reshape_math.h"
 #include "test_util.h"
 #include "uraid/array.h"
 #include "uraid/member.h"

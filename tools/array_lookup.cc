@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "member_scan.h"
+#include "discover/member_scan.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
 

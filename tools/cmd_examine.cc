@@ -27,7 +27,7 @@
 #include "array_lookup.h"
 #include "commands.h"
 #include "common.h"
-#include "member_scan.h"
+#include "discover/member_scan.h"
 #include "nlohmann/json.hpp"
 #include "size_parse.h"
 #include "uraid/member.h"

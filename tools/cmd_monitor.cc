@@ -34,7 +34,7 @@
 #include "absl/strings/str_format.h"
 #include "alert_queue.h"
 #include "commands.h"
-#include "config_file.h"
+#include "discover/config_file.h"
 #include "event_stream.h"
 #include "monitor_event.h"
 #include "monitor_reporter.h"

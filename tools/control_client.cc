@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "info_json.h"
+#include "control/info_json.h"
 #include "uraid/member.h"
 
 namespace uraid::tool {

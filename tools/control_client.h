@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "control_protocol.h"
+#include "control/control_protocol.h"
 #include "nlohmann/json.hpp"
 #include "uraid/array.h"
 

@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "control_protocol.h"
+#include "control/control_protocol.h"
 
 namespace uraid::tool {
 namespace {

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "aligned_buffer.h"
+#include "base/aligned_buffer.h"
 #include "benchmark/benchmark.h"
-#include "parity.h"
+#include "parity/parity.h"
 #include "uraid/array.h"
 #include "uraid/geometry.h"
 

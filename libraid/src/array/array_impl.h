@@ -1,0 +1,728 @@
+// SPDX-License-Identifier: MIT
+// Internal: the state behind uraid::Array, shared by create.cc,
+// assemble.cc (how an array comes to exist) and array.cc (the data path,
+// metadata updates and background work).
+//
+// Locking:
+// - stripe locks (StripeLocks) serialise writes, degraded reads and resync
+//   of one stripe; healthy reads take none (they read data chunks only, and
+//   a read racing an overlapping write may see either, as on any disk).
+// - state_mu_ guards the clean/active transition and the count of writes in
+//   flight; it is taken before sb_mu_ when both are needed.
+// - sb_mu_ guards the superblock template and serialises superblock writes.
+//   Every change of who holds a slot (a member failing, a replacement or a
+//   spare taking over, removal) is decided and made under it, so a check
+//   of the holder and the change it leads to cannot be split by another.
+// - slot health is atomic so the data path reads it without locks.
+
+#ifndef URAID_SRC_ARRAY_IMPL_H_
+#define URAID_SRC_ARRAY_IMPL_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "array/shape.h"
+#include "base/aligned_buffer.h"
+#include "base/task_pool.h"
+#include "control/event_hub.h"
+#include "jobs/reshape_gate.h"
+#include "stripe/stripe_cache.h"
+#include "stripe/stripe_locks.h"
+#include "uraid/array.h"
+#include "uraid/bitmap.h"
+#include "uraid/events.h"
+#include "uraid/sync.h"
+
+namespace uraid {
+
+// One member I/O of a plan. `offset` is relative to data_offset.
+struct MemberIo {
+  enum Kind { kRead, kWrite, kFlush, kDiscard };
+  Kind kind = kRead;
+  int slot = 0;
+  void* buf = nullptr;  // kRead destination / kWrite source
+  size_t len = 0;
+  uint64_t offset = 0;
+  absl::Status status;
+  // Addressed to the slot's replacement (a replace job's copy target)
+  // rather than its member.
+  bool to_replacement = false;
+  // Set by Submit when given the slot generations the plan was made with:
+  // the I/O is refused (stale, status Aborted) if its slot's member or
+  // role changed since, before or while it ran, so the caller replans.
+  bool check_gen = false;
+  uint64_t gen = 0;
+  bool stale = false;
+  // The member the I/O went to (set by RunIo): an error is held against
+  // that member only, not whatever holds the slot by the time it is seen.
+  const Member* used = nullptr;
+  // Keeps `used` alive as long as this MemberIo: the member may leave its
+  // slot (and be closed) while the I/O's error is still being handled,
+  // which then names it (FailSlot's only_if).
+  std::shared_ptr<Member> used_ref;
+  // The data offset (bytes) of the shape the plan was made in; set by
+  // Submit from the calling thread's shape (see shape.h).
+  uint64_t base = 0;
+  // kWrite from a job copying onto a member (rebuild, replace): where the
+  // data is all zeros and the member already reads as a hole there, the
+  // write is skipped and succeeds, so a sparse source leaves a sparse
+  // copy. Only for writers that hold the range's stripe lock (no client
+  // write can fill the hole between the probe and the skip).
+  bool keep_sparse = false;
+};
+
+// Slot generations captured when a plan is decided (see Slot::gen).
+using SlotGens = absl::InlinedVector<uint64_t, 16>;
+
+// Identity of one member device in the superblocks.
+struct DeviceId {
+  uint32_t dev_number = 0;
+  std::array<uint8_t, 16> device_uuid{};
+  uint64_t data_size_sectors = 0;  // this device's data_size
+};
+
+struct Slot {
+  // The member in this slot (null when missing). Recovery and replace swap
+  // it while I/O runs: the data path loads its own reference for each I/O,
+  // so a retired member closes when its last I/O returns.
+  std::atomic<std::shared_ptr<Member>> member;
+  std::atomic<SlotState> state{SlotState::kMissing};
+  // kRebuilding: stripes below `front` are in sync on `member`; below
+  // `durable_front` that is also flushed (what the superblock may claim).
+  std::atomic<uint64_t> front{0};
+  std::atomic<uint64_t> durable_front{0};
+  // kRebuilding a member re-added to the slot it left (md's re-add): it
+  // holds every region the write-intent bitmap has clear, so recovery
+  // rebuilds only the regions with bits set. Set and cleared with the
+  // member, under sb_mu_.
+  std::atomic<bool> partial{false};
+  // A replace job's target: writes to stripes below `repl_front` go to it
+  // as well as to `member`.
+  std::atomic<std::shared_ptr<Member>> replacement;
+  std::atomic<uint64_t> repl_front{0};
+  // Read errors corrected by rewriting (md's corrected read errors).
+  std::atomic<uint32_t> read_errors{0};
+  // Bumped (to odd) before and (to even) after every change of `member`
+  // that happens without the stripe locks (replace hand-over, a replace
+  // target taking over a failed slot, a spare stepping in, removal), so
+  // that plans made before it can tell (MemberIo::check_gen).
+  std::atomic<uint64_t> gen{0};
+  DeviceId id;       // guarded by ArrayImpl::sb_mu_ once the array exists
+  DeviceId repl_id;  // the replacement's, likewise
+};
+
+// The array's slots. Fixed capacity so that a reshape can append slots
+// while the data path indexes them without a lock: an element is
+// constructed before size() (release) makes it visible, and never moves.
+// Appends are serialised by the caller (sb_mu_).
+class SlotTable {
+ public:
+  explicit SlotTable(std::vector<std::unique_ptr<Slot>> slots) {
+    for (auto& s : slots) Append(std::move(s));
+  }
+  size_t size() const { return n_.load(std::memory_order_acquire); }
+  const std::unique_ptr<Slot>& operator[](size_t i) const { return slots_[i]; }
+  const std::unique_ptr<Slot>* begin() const { return slots_.data(); }
+  const std::unique_ptr<Slot>* end() const { return slots_.data() + size(); }
+  void Append(std::unique_ptr<Slot> slot) {
+    const size_t n = n_.load();
+    slots_[n] = std::move(slot);
+    n_.store(n + 1, std::memory_order_release);
+  }
+
+ private:
+  std::array<std::unique_ptr<Slot>, kMaxDisks> slots_;
+  std::atomic<size_t> n_{0};
+};
+
+// A member that belongs to the array without a slot.
+struct Spare {
+  std::shared_ptr<Member> member;
+  DeviceId id;
+};
+
+struct AtomicCounters {
+  std::atomic<uint64_t> member_reads{0}, member_read_bytes{0}, member_writes{0},
+      member_write_bytes{0}, member_flushes{0}, full_stripe_writes{0},
+      rmw_writes{0}, rcw_writes{0}, degraded_writes{0}, reconstructions{0},
+      resynced_stripes{0}, resync_repairs{0}, cached_writes{0},
+      cache_writebacks{0}, cache_evictions{0}, read_errors_corrected{0},
+      recovered_stripes{0}, scrubbed_stripes{0}, resync_bitmap_chunks{0},
+      resync_bytes{0};
+  Counters Snapshot() const;
+};
+
+class ArrayImpl {
+ public:
+  ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
+            std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
+            bool read_only, const CacheOptions& cache, Logger logger);
+  ~ArrayImpl();
+
+  // --- data path (array.cc) ---
+  // Client entry points: outside a reshape they run the shaped code below
+  // in the current shape; during one, the reshape router (reshape.cc)
+  // runs each part of the request in the shape that holds it.
+  absl::Status Read(void* buf, size_t len, uint64_t offset);
+  absl::Status Write(const void* buf, size_t len, uint64_t offset, bool fua);
+  absl::Status Flush();
+  absl::Status Trim(size_t len, uint64_t offset, bool fua);
+  absl::Status Zero(size_t len, uint64_t offset, bool fua);
+  absl::StatusOr<std::vector<Extent>> Extents(uint64_t offset, uint64_t len);
+
+  // --- reshape (reshape.cc) ---
+  // Starts a reshape to `to` (validated by the caller of Grow) with
+  // `add` joining as the new slots.
+  absl::Status Grow(GrowOptions options);
+  // Assembly found a reshape in progress: the array is in `from` (current
+  // shape) below nothing yet moved and in `to` below `front_bytes`.
+  // `unclean`: the array was not shut down cleanly, so the moved part's
+  // torn stripes are resynced before the copy goes on.
+  void ResumeReshape(const Geometry& to, uint64_t to_data_offset,
+                     uint64_t front_bytes, bool unclean);
+  // First byte of each member past the superblock and internal bitmap.
+  uint64_t MetadataEnd() const;
+  bool reshaping() const { return reshaping_.load(); }
+  // Copies the next window of a reshape started with start_job = false (or
+  // resumed by assembly with no background threads); true once it ended.
+  absl::StatusOr<bool> StepReshape();
+
+  // --- maintenance ---
+  absl::Status Resync();
+  absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
+  // Marks `slot` faulty. With `only_if`, only while that member still holds
+  // the slot: a late error from a member already replaced (a request that
+  // was in flight when a spare took over) must not fail its successor.
+  absl::Status FailSlot(int slot, const std::string& why,
+                        const Member* only_if = nullptr)
+      ABSL_LOCKS_EXCLUDED(sb_mu_);
+  // The slot's member (active, being replaced) has failed: replacement `r`,
+  // which holds every stripe below repl_front, becomes the slot's member,
+  // rebuilding from there (md turns a replacement into an ordinary rebuild
+  // the same way). Inside a generation change: plans made before it are
+  // refused and redone, none is made halfway through it. Returns the
+  // stripe the rebuild continues from.
+  uint64_t HandOverToReplacement(Slot& s, const std::shared_ptr<Member>& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // Reports an active member that has just been marked faulty: Fail, then
+  // ArrayFailed when failed_ is set, else DegradedArray.
+  void ReportMemberFailed(const std::string& name, int slot,
+                          const std::string& why) const;
+  // Reports a replace target that failed (FailSpare): the replace ends.
+  void ReportReplacementFailed(const std::string& name, int slot,
+                               const absl::Status& why) const;
+  void StartBackground();
+
+  // --- member management (slot_admin.cc) ---
+  absl::Status FailMember(const std::string& name);
+  absl::Status RemoveMember(const std::string& name);
+  absl::Status AddMember(std::unique_ptr<Member> member);
+  // Why `old`, the superblock of a member that held a slot of this array,
+  // cannot return to that slot with a partial rebuild (md's re-add); empty
+  // when it can.
+  std::string ReAddRefusal(const Superblock& old)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  absl::Status ReplaceMember(const std::string& old_name,
+                             std::unique_ptr<Member> replacement);
+
+  // --- jobs (jobs.cc) ---
+  absl::Status StartScrub(bool repair);
+  absl::Status StopJob();
+  absl::Status WaitForJob();
+  void SetSpeedLimits(const SpeedLimits& limits);
+  // Stops threads and marks clean when possible (called by ~Array).
+  void Shutdown();
+
+  // Writes the superblock (with the current roles, events+1) to every
+  // active member and flushes them. A member whose write fails is marked
+  // faulty and the write is repeated without it.
+  // `clean`: persist clean (true), dirty (false) or keep what the
+  // superblocks say now (nullopt, for role changes).
+  absl::Status WriteSuperblocks(std::optional<bool> clean)
+      ABSL_LOCKS_EXCLUDED(sb_mu_);
+  absl::Status WriteSuperblocksOnce(std::optional<bool> clean,
+                                    bool* member_failed)
+      ABSL_LOCKS_EXCLUDED(sb_mu_);
+
+  // Parity of stripes at or beyond this stripe is not trusted (unfinished
+  // resync): writes there use reconstruct-write.
+  void SetResyncStart(uint64_t stripe) { resync_stripe_.store(stripe); }
+
+  void SetCacheBytes(uint64_t bytes) { cache_.set_capacity(bytes); }
+  // Every slot, in whichever shape (loops over all members: superblocks,
+  // flushes, the bitmap); geo_.raid_disks() is the scoped shape's count.
+  int SlotCount() const { return static_cast<int>(slots_.size()); }
+
+  // --- write-intent bitmap (array_bitmap.cc) ---
+  // Assembly: attaches the bitmap of the array whose freshest superblock
+  // is `sb`: the internal one (read from `internal_source`, the freshest
+  // in-sync member) when sb has the bitmap feature, else the external
+  // `bitmap_file` when one is given, else none (logged when the array is
+  // dirty: the resync then covers everything). Refuses a bitmap file for
+  // an array with an internal bitmap.
+  absl::Status AttachBitmap(Member* internal_source, const Superblock& sb,
+                            const std::string& bitmap_file);
+  // Loads the internal bitmap described by `sb` from `member` (assembly)
+  // and attaches it. Read-only arrays keep only its header for Info.
+  absl::Status LoadBitmap(Member& member, const Superblock& sb);
+  // The same for the external bitmap file at `path`.
+  absl::Status LoadBitmapFile(const std::string& path, const Superblock& sb);
+  // The tail both loads share: keeps the checked header `bs` and `bits`,
+  // read from `where` (named in the log), and unless read-only builds the
+  // in-memory bitmap (all dirty when `verdict` is kStale).
+  absl::Status InstallBitmap(const BitmapSuper& bs,
+                             std::span<const uint8_t> bits,
+                             BitmapVerdict verdict, const Superblock& sb,
+                             const std::string& where);
+  // Names of the slot members, replacements and spares (a bitmap file
+  // must be none of them).
+  std::vector<std::string> MemberNames() const;
+  // Create: writes a new bitmap area to every slot member, or, with a
+  // non-empty `file`, to a new bitmap file there (see
+  // CreateOptions::bitmap_file; `force` overwrites an existing one).
+  absl::Status InitBitmap(uint64_t chunk_bytes, bool all_dirty,
+                          const std::string& file = "", bool force = false);
+  // Writes the whole in-memory area to `member` (a member joining); a
+  // no-op with an external bitmap, which members do not carry.
+  absl::Status CopyBitmapTo(Member& member);
+  bool has_bitmap() const { return bitmap_ != nullptr; }
+  const Geometry& geometry() const { return geo_; }
+  bool read_only() const { return read_only_; }
+  ArrayInfo Info() const;
+  // One log line at `level` (no event).
+  void Log(LogLevel level, const std::string& line) const;
+  // Event `e` (time, array uuid and name filled in here) goes to every
+  // listener, and `line` to the logger at `level` with the event attached.
+  // Safe under any of the array's locks except job_mu_ (listeners take
+  // their own leaf locks).
+  void Report(LogLevel level, Event e, const std::string& line) const;
+  // An event named `name`, about `member` in `slot` when given.
+  static Event MakeEvent(const char* name, std::string member = "",
+                         std::optional<int> slot = std::nullopt);
+  static Event SparesMissing(int have, int expected);
+  // Sets the event's time (now), array uuid and name.
+  void Stamp(Event& e) const;
+  EventHub& events() { return events_; }
+  // The current state as events, as a new subscriber first sees it:
+  // NewArray, then DegradedArray or ArrayFailed, SparesMissing, and the
+  // running job's start event.
+  std::vector<Event> StateEvents() const;
+  // md's spares=N: fewer spares than this gives SparesMissing.
+  void SetExpectedSpares(int n) { expected_spares_.store(n); }
+  // Reports SparesMissing when the array has fewer spares than expected.
+  void CheckSpares() const;
+
+ private:
+  // The shaped data path: one request in the calling thread's shape.
+  absl::Status ReadShaped(void* buf, size_t len, uint64_t offset);
+  absl::Status WriteShaped(const void* buf, size_t len, uint64_t offset,
+                           bool fua);
+  absl::Status TrimShaped(size_t len, uint64_t offset, bool fua);
+  absl::Status ZeroShaped(size_t len, uint64_t offset, bool fua);
+  // Stripe-lock key of `stripe` in the calling thread's shape.
+  uint64_t LockKey(uint64_t stripe) const {
+    return stripe | shape_view_.get().lock_tag;
+  }
+
+  // --- reshape (reshape.cc) ---
+  enum class ReqKind { kRead, kWrite, kTrim, kZero };
+  // Runs a client request on the plain path unless a reshape runs. The
+  // counter lets a starting reshape wait out plain requests already
+  // running: they count themselves before they look at reshaping_, and the
+  // reshape sets reshaping_ before it waits for the count to drain.
+  template <typename F>
+  absl::Status Route(ReqKind kind, void* buf, size_t len, uint64_t offset,
+                     bool fua, F plain) {
+    if (kind == ReqKind::kRead || kind == ReqKind::kWrite) NoteClientIo();
+    plain_inflight_.fetch_add(1);
+    if (!reshaping_.load()) {
+      absl::Status st = plain();
+      plain_inflight_.fetch_sub(1);
+      return st;
+    }
+    plain_inflight_.fetch_sub(1);
+    return RouteDuringReshape(kind, buf, len, offset, fua);
+  }
+  // Runs one request of `kind` in the calling thread's shape (`shaped`) or
+  // through the public entry point (which routes it afresh).
+  absl::Status Dispatch(ReqKind kind, bool shaped, void* buf, size_t len,
+                        uint64_t offset, bool fua);
+  struct ReshapeState;  // below, with the reshape's other state
+  // Adds the new shape `to` and makes `state` (whose `to` it sets) the
+  // array's reshape; the caller sets reshaping_ once the rest is ready.
+  // Both stay alive as long as the array (requests may still hold them).
+  void PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
+                            const Geometry& to, uint64_t to_data_offset)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // Runs one client request during a reshape (see ReshapeState).
+  absl::Status RouteDuringReshape(ReqKind kind, void* buf, size_t len,
+                                  uint64_t offset, bool fua);
+  absl::Status RunReshape();
+  // A reshape job is running or queued (so another is not requested).
+  bool ReshapeJobQueued() const;
+  // Copies one window (resyncing the moved part first after a crash), or
+  // finishes the reshape when the front is at the end.
+  absl::Status ReshapeStep(uint8_t* buf, uint64_t max_window);
+  uint64_t ReshapeMaxWindow() const;
+  // Copies [lo, hi) of the array from the old shape to the new one.
+  absl::Status ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf);
+  // Whether every member is a hole over the new shape's rows that hold
+  // array bytes [lo, hi) (so a window of zeros need not be written there:
+  // a sparse array stays sparse through a reshape).
+  bool NewRowsAreHoles(uint64_t lo, uint64_t hi);
+  // After a crash during a reshape: resyncs the moved part's stripes the
+  // bitmap (or, without one, the whole moved part) says may be torn.
+  absl::Status ResyncMovedPart();
+  absl::Status FinishReshape();
+  // Fills the superblock template's reshape fields for `front_bytes`.
+  void SetReshapeFieldsLocked(uint64_t front_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+
+  // Runs a plan: every I/O in flight together. Counts member I/O. Returns OK
+  // even when individual I/Os fail; their status is in each MemberIo.
+  void Submit(std::vector<MemberIo>& ios, const SlotGens* gens = nullptr);
+  // Every slot's generation, waiting out a change in progress. Take it
+  // before looking at slot states to decide a plan.
+  SlotGens CaptureGens() const;
+  // Runs `change` between the two generation bumps of `slot`.
+  template <typename F>
+  void ChangeSlot(Slot& slot, F change) {
+    slot.gen.fetch_add(1);
+    change();
+    slot.gen.fetch_add(1);
+  }
+  void RunIo(MemberIo& io);
+  // The first failed I/O of a plan, marked on its slot (the slot is failed),
+  // or OK. Sets *slot_failed when a member was failed, so the caller retries
+  // the operation around it.
+  absl::Status AbsorbFailures(std::vector<MemberIo>& ios, bool* slot_failed);
+
+  // The slot that cannot be used for `stripe` (missing, faulty, or
+  // rebuilding and not yet rebuilt there), or -1.
+  int MissingSlotAt(uint64_t stripe) const;
+  int GoneSlots() const;  // slots not active (missing, faulty, rebuilding)
+  // InvalidArgument naming `op` when [offset, offset+len) leaves the array.
+  absl::Status CheckRange(const char* op, size_t len, uint64_t offset) const;
+  bool SlotUsable(int slot) const {
+    return slots_[slot]->state.load(std::memory_order_acquire) ==
+           SlotState::kActive;
+  }
+  // Holds current data for `stripe`: active, or rebuilt that far.
+  bool SlotUsableAt(int slot, uint64_t stripe) const {
+    const SlotState st = slots_[slot]->state.load(std::memory_order_acquire);
+    return st == SlotState::kActive ||
+           (st == SlotState::kRebuilding &&
+            stripe < slots_[slot]->front.load(std::memory_order_acquire));
+  }
+  // Has a member that takes writes (active or rebuilding).
+  bool SlotPresent(int slot) const {
+    const SlotState st = slots_[slot]->state.load(std::memory_order_acquire);
+    return st == SlotState::kActive || st == SlotState::kRebuilding;
+  }
+  // A read of a healthy piece failed: rebuild it from parity and rewrite it
+  // to its member (md's read-error correction); fails the member when the
+  // rewrite fails or it has had too many. REQUIRES: the stripe lock.
+  // `failed` is the member whose read failed (MemberIo::used).
+  absl::Status CorrectReadErrorLocked(uint64_t stripe, int slot,
+                                      uint64_t chunk_offset, size_t len,
+                                      uint8_t* dst, const absl::Status& why,
+                                      const Member* failed);
+  // Rebuilds `slot`'s bytes from every other slot. REQUIRES: stripe lock.
+  absl::Status ReconstructLocked(uint64_t stripe, int slot,
+                                 uint64_t chunk_offset, size_t len,
+                                 uint8_t* dst);
+  // Lays newer cached bytes of the piece over `dst`. REQUIRES: stripe lock.
+  void OverlayCacheLocked(const Location& loc, size_t len, uint8_t* dst);
+  // Member I/O faster than this (moving average) is cheaper to run on the
+  // calling thread than to hand to the pool (see Submit).
+  static constexpr int64_t kParallelIoThresholdNs = 30'000;
+  // md's max_corr_read_errors: more corrected read errors fail the member.
+  static constexpr uint32_t kMaxCorrectedReadErrors = 20;
+  absl::Status CheckUsable(bool write) const;
+
+  // Reads one piece with its stripe lock held: from its member, or rebuilt
+  // from parity, then overlaid with newer cached bytes.
+  absl::Status ReadPieceLocked(const Location& loc, size_t len, uint8_t* dst);
+  // Reads `slot`'s bytes, or rebuilds them from the others. REQUIRES: the
+  // stripe lock.
+  absl::Status ReadPieceDegraded(uint64_t stripe, int slot,
+                                 uint64_t chunk_offset, size_t len,
+                                 uint8_t* dst);
+  // One stripe's share of a write: bytes [a, b) of the stripe's data space
+  // (0 .. chunk * data disks), new contents at `src`. Gathers it in the
+  // cache or writes it through. Takes the stripe lock.
+  absl::Status WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
+                          const uint8_t* src, bool fua,
+                          std::vector<bool>* touched);
+  // Writes [a, b) of a stripe to the members, retrying around members that
+  // fail. REQUIRES: the stripe lock.
+  absl::Status WriteStripeLocked(uint64_t stripe, uint64_t a, uint64_t b,
+                                 const uint8_t* src,
+                                 std::vector<bool>* touched);
+  // Writes a cache entry's dirty ranges and drops it. REQUIRES: its lock.
+  absl::Status WritebackLocked(StripeCache::Entry* e,
+                               std::vector<bool>* touched);
+  absl::Status WritebackStripe(uint64_t stripe);  // takes the lock
+  absl::Status WritebackAll();
+  void WritebackLoop();
+  // `missing` is the slot to write around, or -1. Fills `ios` outcome.
+  // `force_rcw`: never read-modify-write (a retry after a partly applied
+  // attempt: RMW would fold the new bytes into parity twice).
+  absl::Status PlanAndWriteStripe(uint64_t stripe, uint64_t a, uint64_t b,
+                                  const uint8_t* src, int missing,
+                                  const SlotGens& gens, bool force_rcw,
+                                  bool* slot_failed,
+                                  std::vector<bool>* touched);
+  absl::Status FlushSlots(const std::vector<bool>& which);
+  // Corrects read errors among a write plan's pre-reads (see array.cc).
+  // REQUIRES: the stripe lock.
+  absl::Status CorrectPreReads(uint64_t stripe, std::vector<MemberIo>& reads);
+  // The bitmap's persist callback: `bytes` at `offset` of the area, onto
+  // every slot member (and replace target), then flushed.
+  absl::Status PersistBitmap(uint64_t offset, std::span<const uint8_t> bytes);
+  // Superblock work a member failure inside PersistBitmap had to leave
+  // for later (it cannot call back into the bitmap).
+  void ProcessDeferredFailures();
+  void UpdateBitmapDegraded();
+  void BitmapTick();
+  // At a clean stop: clears every bit not needed (md's bitmap flush).
+  void ClearBitmapAtStop();
+  WriteIntentBitmapOptions BitmapOptions(bool array_clean);
+  absl::Status ScanStripe(uint64_t stripe, bool repair, bool* mismatch);
+  // The first stripe at or after `stripe` that is not a hole on every
+  // member (`stripe` itself when unknown).
+  uint64_t SkipHoles(uint64_t stripe);
+
+  absl::Status BeginWrite();
+  void EndWrite();
+  absl::Status MarkCleanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
+  void SafemodeLoop();
+  void ResyncLoop();
+
+  // --- jobs (jobs.cc) ---
+  struct JobRequest {
+    JobKind kind = JobKind::kNone;
+    int slot = -1;
+  };
+  // Queues `req` and starts the job thread if it is not running.
+  absl::Status RequestJob(JobRequest req);
+  // When the array is degraded and a spare or a partly rebuilt member is
+  // present, queues recovery onto it. `auto_start` is false before
+  // StartBackground (no threads before nbdkit forks).
+  void MaybeStartRecovery();
+  void JobThread();
+  absl::Status RunRecovery(int slot, bool replace);
+  absl::Status RunScrub(bool repair);
+  // Rebuilds (or, for a replace, copies) up to `count` stripes from `from`
+  // of `slot` at once, their member I/O in flight together, `buf_len` bytes
+  // of `bufs` per stripe. Holds all their stripe locks until the front has
+  // moved past the ones done, so no client write can slip between a
+  // stripe's copy and the front; the window ends early at a stripe a
+  // client holds. Returns how many stripes from `from` are done (the front
+  // moved that far); none sets `*error` or `*target_gone`.
+  uint64_t RebuildStripes(int slot, uint64_t from, uint64_t count,
+                          uint8_t* bufs, size_t buf_len, absl::Status* error,
+                          bool* target_gone);
+  // One stripe of RebuildStripes, its lock held by the caller; does not
+  // move the front.
+  absl::Status RebuildStripeLocked(int slot, uint64_t stripe, uint8_t* buf,
+                                   size_t buf_len, bool* target_gone);
+  // Runs fn(0) .. fn(n - 1) at once on job_pool_ (the calling thread's
+  // shape carried over), for a job's window of stripes.
+  void RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn);
+  absl::Status CheckpointRecovery(int slot);
+  struct ThrottleState {
+    int64_t anchor_ns = 0;
+    uint64_t anchor_bytes = 0;
+    uint64_t limit = 0;  // bytes/s in force since the anchor
+    // When Throttle last let the job go (the start of its last window) and
+    // where a busy share's rest ends (0: none planned).
+    int64_t released_ns = 0;
+    int64_t rest_until_ns = 0;
+    bool sharing = false;  // released by the busy share, not by min
+  };
+  // Stripes a job's next window may take, from the speed limit in force.
+  uint64_t WindowStripes(const ThrottleState& t) const;
+  // Sleeps as md's speed limits require after `done_bytes` (per member) of
+  // job work; false when the job should stop.
+  bool Throttle(ThrottleState& t, uint64_t done_bytes,
+                bool honour_cancel = true);
+  // Marks stripes [from, from + count) rebuilt on `slot` when the target
+  // needs nothing there: they are holes on every member and on the target,
+  // or (a re-added member) their bitmap regions are clear. Returns how many
+  // were skipped (0 when the window must be rebuilt). Takes their locks.
+  uint64_t SkipRecoveryWindow(int slot, uint64_t from, uint64_t count);
+  bool JobStopRequested() const;
+  // Records job progress (per-member bytes); reports Rebuild20..80.
+  void JobProgress(uint64_t done_bytes) ABSL_LOCKS_EXCLUDED(job_mu_);
+  void JobProgressLocked(uint64_t done_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job_mu_);
+  // The events of a job starting and ending (RebuildStarted, ...,
+  // SpareActive). REQUIRES: job_mu_ not held.
+  void ReportJobStart(JobKind kind, int slot);
+  void ReportJobEnd(const JobInfo& done, bool ok, double secs);
+  // Puts `m` (device `id`) into the gone slot `s`, rebuilding from stripe
+  // 0; `partial`: only where the bitmap has bits set (a re-added member).
+  void StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
+                          const DeviceId& id, bool partial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // Promotes the first spare into the gone slot; REQUIRES: sb_mu_ not held.
+  absl::Status PromoteSpare(int slot);
+  std::shared_ptr<Member> FindByName(const std::string& name, int* slot,
+                                     int* spare) const;
+  // Checks a member about to join (size, not ours already, not another
+  // array's) and gives it a device uuid and size; not yet a dev_number.
+  absl::StatusOr<DeviceId> PrepareNewMember(Member& member);
+  uint32_t NextDevNumber() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // Client I/O seen recently (jobs yield to it down to the minimum speed).
+  void NoteClientIo() {
+    last_client_io_ns_.store(NowNs(), std::memory_order_relaxed);
+  }
+  static int64_t NowNs();
+
+  // Every shape the array has had (a reshape adds one; appended under
+  // sb_mu_, never freed before the array); `shape_` is the current one.
+  // geo_ and data_offset_ read the calling thread's shape (shape.h).
+  std::vector<std::unique_ptr<Shape>> shapes_;
+  std::atomic<const Shape*> shape_;
+  const LiveShape shape_view_;
+  const LiveGeometry geo_;
+  const LiveDataOffset data_offset_;
+  const bool read_only_;
+  const Logger logger_;
+  // For events: fixed for the array's life (the uuid and set name never
+  // change), so reporting needs no lock.
+  const std::string event_uuid_;
+  const std::string event_name_;
+  EventHub events_;
+  std::atomic<int> expected_spares_{0};
+  SlotTable slots_;
+  std::atomic<bool> failed_{false};
+  // Moving average of member data-I/O latency, in ns (see Submit).
+  std::atomic<int64_t> io_latency_ns_{0};
+  AtomicCounters counters_;
+  StripeLocks locks_;
+  TaskPool pool_;
+  // Stripes a job (recovery, replace, check/repair) works on at once: one
+  // at a time left members idle between a stripe's reads and its write and
+  // paid every member's latency per stripe. Bounds the job's buffers to
+  // kJobDepth x 1 MiB.
+  static constexpr uint64_t kJobDepth = 8;
+  // Runs a job's window; its tasks submit member I/O on pool_.
+  TaskPool job_pool_{static_cast<int>(kJobDepth) - 1};
+  StripeCache cache_;
+  const std::chrono::milliseconds cache_max_age_;
+  const int64_t bypass_flush_ns_;
+
+  mutable Mutex sb_mu_;
+  Superblock sb_ ABSL_GUARDED_BY(sb_mu_);
+  std::vector<Spare> spares_ ABSL_GUARDED_BY(sb_mu_);
+  // Devices that left the array (removed, replaced): listed as faulty in
+  // the superblocks so that they are refused if presented again.
+  std::vector<uint32_t> retired_devs_ ABSL_GUARDED_BY(sb_mu_);
+
+  // Jobs: job_mu_ is a leaf lock (never held while taking another lock).
+  mutable Mutex job_mu_;
+  std::optional<JobRequest> pending_job_ ABSL_GUARDED_BY(job_mu_);
+  bool job_thread_running_ ABSL_GUARDED_BY(job_mu_) = false;
+  bool job_stop_ ABSL_GUARDED_BY(job_mu_) = false;
+  bool job_cancel_ ABSL_GUARDED_BY(job_mu_) = false;  // StopJob
+  bool background_ ABSL_GUARDED_BY(job_mu_) = false;
+  JobInfo job_ ABSL_GUARDED_BY(job_mu_);
+  // The last Rebuild milestone reported for the running job (20, 40, ...).
+  int job_milestone_ ABSL_GUARDED_BY(job_mu_) = 0;
+  JobInfo last_job_ ABSL_GUARDED_BY(job_mu_);
+  absl::Status last_job_status_ ABSL_GUARDED_BY(job_mu_);
+  SpeedLimits speed_ ABSL_GUARDED_BY(job_mu_);
+  // Rate samples (time ns, done bytes) for JobInfo::bytes_per_s.
+  std::vector<std::pair<int64_t, uint64_t>> job_samples_
+      ABSL_GUARDED_BY(job_mu_);
+  std::thread job_thread_;  // touched only under job_mu_
+  std::atomic<int64_t> last_client_io_ns_{0};
+
+  // Set once by create/assembly before any I/O; null without a bitmap (and
+  // on read-only arrays, which keep bitmap_super_ for Info only).
+  std::unique_ptr<WriteIntentBitmap> bitmap_;
+  std::optional<BitmapSuper> bitmap_super_;
+  uint64_t bitmap_area_offset_ = 0;  // raw member bytes; 0 in a file
+  uint64_t bitmap_dirty_at_load_ = 0;
+  // The external bitmap file (BitmapMode::kFile), open and locked for the
+  // array's life; null for an internal bitmap or none. Set with bitmap_.
+  std::unique_ptr<Member> bitmap_file_;
+  std::atomic<bool> deferred_sb_update_{false};
+  struct DeferredFailure {
+    int slot;
+    bool replacement;
+    std::shared_ptr<Member> member;
+    std::string why;
+  };
+  Mutex deferred_mu_;  // leaf
+  std::vector<DeferredFailure> deferred_ ABSL_GUARDED_BY(deferred_mu_);
+  std::chrono::steady_clock::time_point last_tick_;
+  // Added to the bitmap's clock: a stop moves it on by daemon_sleep so
+  // that every idle region's bit is cleared at once (md's flush at stop).
+  std::atomic<int64_t> bitmap_clock_skew_ns_{0};
+  // Flush cadence: the cache stops gathering while flushes come more often
+  // than bypass_flush_ns_ on average (see WritePiece).
+  std::atomic<int64_t> last_flush_ns_{0};
+  std::atomic<int64_t> flush_interval_ns_{int64_t{1} << 40};
+
+  mutable Mutex state_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
+  bool clean_ ABSL_GUARDED_BY(state_mu_) = true;
+  int writes_in_flight_ ABSL_GUARDED_BY(state_mu_) = 0;
+  // Any write since assembly: the persisted resync checkpoint must then be 0
+  // (those writes could have torn stripes below the checkpoint).
+  std::atomic<bool> wrote_since_open_{false};
+  std::chrono::steady_clock::time_point last_write_ ABSL_GUARDED_BY(state_mu_);
+  bool stop_ ABSL_GUARDED_BY(state_mu_) = false;
+
+  // First stripe whose parity is not yet known good; stripe_count() when
+  // the array is in sync.
+  std::atomic<uint64_t> resync_stripe_;
+  std::atomic<bool> resync_running_{false};
+  std::thread safemode_thread_;
+  std::thread writeback_thread_;
+  std::thread resync_thread_;
+  bool shut_down_ = false;
+
+  // A reshape in progress: array bytes below `front` are in `to`, the
+  // rest in `from`; `front` moves only while the gate's window covers the
+  // bytes it passes, and is durable in the superblocks when it moves.
+  struct ReshapeState {
+    const Shape* from = nullptr;
+    const Shape* to = nullptr;
+    std::atomic<uint64_t> front{0};
+    uint64_t end = 0;  // array bytes of `to`: where the reshape ends
+    ReshapeGate gate;
+    bool resync_moved = false;              // set by assembly after a crash
+    std::vector<uint64_t> dirty_at_resume;  // bitmap chunks to clear at end
+  };
+  // Set before reshaping_ turns true and kept (with every earlier one)
+  // until the array goes: requests routed by an old state may still be
+  // finishing when a new reshape starts.
+  std::vector<std::unique_ptr<ReshapeState>> reshapes_;
+  std::atomic<ReshapeState*> reshape_{nullptr};
+  std::atomic<bool> reshaping_{false};
+  // Client requests on the plain (no reshape) path; a reshape starts
+  // copying only once those that began before it have finished.
+  std::atomic<int64_t> plain_inflight_{0};
+};
+
+// Helpers shared by create.cc and assemble.cc.
+// Reads and decodes the 1.2 superblock of `member`.
+absl::StatusOr<Superblock> ReadSuperblock(Member& member);
+// A fresh random uuid (device and array uuids).
+std::array<uint8_t, 16> RandomUuid();
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_ARRAY_IMPL_H_

@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: MIT
+// Array::Assemble: form an array from members' superblocks, in any order,
+// refusing (and writing nothing) when the members cannot safely form it.
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "array/array_impl.h"
+#include "base/status_macros.h"
+#include "format/reshape_math.h"
+
+namespace uraid {
+namespace {
+
+// Geometry fields every member must agree on.
+absl::Status CompareShape(const Member& a, const Superblock& sa,
+                          const Member& b, const Superblock& sb) {
+  auto differ = [&](const char* field, uint64_t va,
+                    uint64_t vb) -> absl::Status {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("members %s and %s disagree on %s (%d vs %d)", a.Name(),
+                        b.Name(), field, va, vb));
+  };
+  if (sa.level != sb.level) return differ("level", sa.level, sb.level);
+  if (sa.layout != sb.layout) return differ("layout", sa.layout, sb.layout);
+  if (sa.chunksize != sb.chunksize) {
+    return differ("chunk size", sa.chunksize, sb.chunksize);
+  }
+  if (sa.raid_disks != sb.raid_disks) {
+    return differ("raid disks", sa.raid_disks, sb.raid_disks);
+  }
+  if (sa.size != sb.size) return differ("component size", sa.size, sb.size);
+  if (sa.data_offset != sb.data_offset) {
+    return differ("data offset", sa.data_offset, sb.data_offset);
+  }
+  return absl::OkStatus();
+}
+
+// md's --run rule: a slot the newest superblock lists as held by a device
+// (dev_roles) and that no given member fills was active when the array
+// last stopped, so its member was forgotten or could not be opened.
+// Starting without it would make it stale at the first write. Slots the
+// superblock already records as failed or empty started degraded before
+// and pass.
+absl::Status CheckNoActiveSlotForgotten(
+    const Superblock& top, const std::vector<int>& member_in_slot) {
+  std::vector<std::string> forgotten;
+  for (size_t d = 0; d < top.dev_roles.size(); ++d) {
+    const uint16_t role = top.dev_roles[d];
+    if (role < member_in_slot.size() && member_in_slot[role] < 0) {
+      forgotten.push_back(absl::StrFormat("slot %d (device %d)", role, d));
+    }
+  }
+  if (forgotten.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s not given: the array's newest superblock (events %d) lists %s as "
+      "active when the array last stopped; give %s, or start the array "
+      "degraded with --run (plugin key run=true; md's rule: the member "
+      "left out becomes stale at the first write)",
+      absl::StrJoin(forgotten, ", "), top.events,
+      forgotten.size() == 1 ? "it" : "them",
+      forgotten.size() == 1 ? "that member" : "those members"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
+    std::vector<std::unique_ptr<Member>> members,
+    const AssembleOptions& options, Logger logger) {
+  if (members.empty()) return absl::InvalidArgumentError("no members given");
+  const size_t m = members.size();
+  std::vector<Superblock> sbs;
+  for (const auto& member : members) {
+    if (member == nullptr) {
+      return absl::InvalidArgumentError(
+          "'missing' is only meaningful for create; leave the member out");
+    }
+    ASSIGN_OR_RETURN(Superblock sb, ReadSuperblock(*member));
+    sbs.push_back(std::move(sb));
+  }
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = i + 1; j < m; ++j) {
+      if (sbs[i].device_uuid == sbs[j].device_uuid) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "members %s and %s are the same device (device uuid %s, "
+            "dev_number %d): give each member once",
+            members[i]->Name(), members[j]->Name(),
+            FormatUuid(sbs[i].device_uuid), sbs[i].dev_number));
+      }
+    }
+  }
+  for (size_t i = 1; i < m; ++i) {
+    if (sbs[i].set_uuid != sbs[0].set_uuid) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "member %s belongs to a different array (uuid %s) than %s (uuid "
+          "%s)",
+          members[i]->Name(), FormatUuid(sbs[i].set_uuid), members[0]->Name(),
+          FormatUuid(sbs[0].set_uuid)));
+    }
+  }
+  size_t fresh = 0;
+  for (size_t i = 1; i < m; ++i) {
+    if (sbs[i].events > sbs[fresh].events) fresh = i;
+  }
+  const Superblock& top = sbs[fresh];
+  if (top.level != 4 && top.level != 5) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: level %d arrays are not supported (uraid handles RAID4 and "
+        "RAID5)",
+        members[fresh]->Name(), top.level));
+  }
+  const bool reshaping = top.feature_map & kFeatureReshapeActive;
+  for (size_t i = 0; i < m; ++i) {
+    // A member one event behind that took part in a reshape's start or end
+    // (a crash between two superblock writes) has the other shape in its
+    // superblock; the freshest superblock's shape is the one the data is
+    // in (no data moves before every member has the reshape's first
+    // superblock, nor after the last window), so it is not compared.
+    const bool reshape_edge =
+        sbs[i].events + 1 == top.events &&
+        (reshaping || (sbs[i].feature_map & kFeatureReshapeActive));
+    if (i != fresh && !reshape_edge) {
+      RETURN_IF_ERROR(CompareShape(*members[fresh], top, *members[i], sbs[i]));
+    }
+    const uint32_t fm = sbs[i].feature_map;
+    if (fm & (kFeatureJournal | kFeaturePpl | kFeatureMultiplePpls |
+              kFeatureClustered)) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: journal, PPL and clustered arrays are not supported "
+          "(feature map 0x%x)",
+          members[i]->Name(), fm));
+    }
+    if (fm & kFeatureReplacement) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: the member is an md replacement device being copied; uraid "
+          "does not resume md's replace, leave it out",
+          members[i]->Name()));
+    }
+  }
+  const int n = static_cast<int>(top.raid_disks);
+  const uint64_t chunk = uint64_t{top.chunksize} * 512;
+  // RAID4 has no layouts: md stores 0 and always puts parity last.
+  const Layout layout =
+      top.level == 4 ? Layout::kParityLast : static_cast<Layout>(top.layout);
+  if (top.level == 5 && top.layout > 5) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: superblock describes an invalid array: layout %d",
+                        members[fresh]->Name(), top.layout));
+  }
+  // During a reshape raid_disks is the new count and level, layout and
+  // chunk the old shape's; the new_* fields and delta_disks give the new.
+  if (reshaping && top.delta_disks < 0) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: a shrinking reshape (delta_disks %d) is in progress; uraid only "
+        "resumes reshapes that grow or keep the device count",
+        members[fresh]->Name(), top.delta_disks));
+  }
+  const int old_n = reshaping ? n - top.delta_disks : n;
+  absl::StatusOr<Geometry> geo =
+      Geometry::Make(top.level, layout, chunk, old_n, top.size * 512);
+  if (!geo.ok()) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: superblock describes an invalid array: %s",
+                        members[fresh]->Name(), geo.status().message()));
+  }
+  std::optional<Geometry> new_geo;
+  uint64_t new_offset_bytes = 0;
+  if (reshaping) {
+    const int new_level = static_cast<int>(top.new_level);
+    const Layout new_layout = new_level == 4
+                                  ? Layout::kParityLast
+                                  : static_cast<Layout>(top.new_layout);
+    absl::StatusOr<Geometry> g =
+        top.new_layout > 5
+            ? absl::InvalidArgumentError("new layout > 5")
+            : Geometry::Make(new_level, new_layout,
+                             uint64_t{top.new_chunk} * 512, n, top.size * 512);
+    const int64_t off =
+        (static_cast<int64_t>(top.data_offset) +
+         ((top.feature_map & kFeatureNewOffset) ? int64_t{top.new_offset}
+                                                : 0)) *
+        512;
+    if (!g.ok() || off <= 0) {
+      return absl::DataLossError(
+          absl::StrFormat("%s: superblock describes an invalid reshape: %s",
+                          members[fresh]->Name(),
+                          g.ok() ? absl::StrFormat("new data offset %d", off)
+                                 : std::string(g.status().message())));
+    }
+    new_geo = *g;
+    new_offset_bytes = static_cast<uint64_t>(off);
+  }
+
+  std::vector<int> slot_of(m, -1);
+  std::vector<int> member_in_slot(n, -1);
+  std::vector<size_t> spare_members;
+  for (size_t i = 0; i < m; ++i) {
+    const std::string& name = members[i]->Name();
+    uint16_t role = sbs[i].dev_number < top.dev_roles.size()
+                        ? top.dev_roles[sbs[i].dev_number]
+                        : kRoleSpare;
+    if (role == kRoleFaulty) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s is marked faulty in the array's newest superblock (events %d): "
+          "leave it out",
+          name, top.events));
+    }
+    if (sbs[i].events + 1 < top.events) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s is stale: events %d, the array is at %d; leave it out (and "
+          "start the array degraded with --run), then add it to the "
+          "running array (with "
+          "a bitmap only the regions written since it left are rebuilt)",
+          name, sbs[i].events, top.events));
+    }
+    if (role == kRoleJournal) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s is a journal device; uraid does not support md's journal", name));
+    }
+    const uint64_t need = (top.data_offset + top.size) * 512;
+    if (role == kRoleSpare) {
+      if (members[i]->Size() < need) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "spare %s is too small: %d bytes, the array needs %d", name,
+            members[i]->Size(), need));
+      }
+      spare_members.push_back(i);
+      continue;
+    }
+    if (role >= n) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s has role %d but the array has %d raid devices", name, role, n));
+    }
+    if (member_in_slot[role] >= 0) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("members %s and %s both claim slot %d",
+                          members[member_in_slot[role]]->Name(), name, role));
+    }
+    if (members[i]->Size() < need) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s is too small: %d bytes, the array needs %d (truncated?)", name,
+          members[i]->Size(), need));
+    }
+    member_in_slot[role] = static_cast<int>(i);
+    slot_of[i] = role;
+  }
+  std::vector<std::string> gone;
+  for (int s = 0; s < n; ++s) {
+    if (member_in_slot[s] < 0) {
+      gone.push_back(absl::StrCat(s));
+    } else if (sbs[member_in_slot[s]].feature_map & kFeatureRecoveryOffset) {
+      // Partly rebuilt: holds data only below its recovery offset.
+      gone.push_back(absl::StrCat(s, " (rebuilding)"));
+    }
+  }
+  if (gone.size() > 1) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%d of %d members are missing (slots %s); RAID%d survives only one",
+        gone.size(), n, absl::StrJoin(gone, ", "), top.level));
+  }
+  const bool dirty = !top.clean();
+  if (dirty && !gone.empty() && !options.force) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "array is dirty (unclean shutdown) and degraded (slot %s missing): "
+        "stripes being written at the crash may have stale parity, so slot "
+        "%s cannot be trusted to reconstruct; md refuses this too (\"cannot "
+        "start dirty degraded array\"). Force it to start anyway (plugin "
+        "key force=true, uraid --force)",
+        gone[0], gone[0]));
+  }
+
+  // After the dirty check, whose refusal is the graver one. force implies
+  // run, as mdadm's --force starts a partial array.
+  if (!options.run && !options.force) {
+    RETURN_IF_ERROR(CheckNoActiveSlotForgotten(top, member_in_slot));
+  }
+
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (int s = 0; s < n; ++s) slots.push_back(std::make_unique<Slot>());
+  std::vector<Spare> spares;
+  // The bitmap is read from the freshest in-sync member.
+  std::shared_ptr<Member> bitmap_source;
+  uint64_t bitmap_source_events = 0;
+  for (size_t i = 0; i < m; ++i) {
+    DeviceId id{sbs[i].dev_number, sbs[i].device_uuid, sbs[i].data_size};
+    if (slot_of[i] < 0) {
+      spares.push_back(
+          Spare{std::shared_ptr<Member>(std::move(members[i])), id});
+      continue;
+    }
+    Slot& slot = *slots[slot_of[i]];
+    slot.id = id;
+    std::shared_ptr<Member> member(std::move(members[i]));
+    if (!(sbs[i].feature_map & kFeatureRecoveryOffset) &&
+        (bitmap_source == nullptr || sbs[i].events > bitmap_source_events)) {
+      bitmap_source = member;
+      bitmap_source_events = sbs[i].events;
+    }
+    slot.member.store(member);
+    if (sbs[i].feature_map & kFeatureRecoveryOffset) {
+      const uint64_t front =
+          std::min(sbs[i].recovery_offset * 512 / chunk, geo->stripe_count());
+      slot.front.store(front);
+      slot.durable_front.store(front);
+      slot.state.store(SlotState::kRebuilding);
+    } else {
+      slot.state.store(SlotState::kActive);
+    }
+  }
+  Superblock tmpl = top;
+  auto impl = std::make_unique<ArrayImpl>(
+      *geo, top.data_offset * 512, tmpl, std::move(slots), std::move(spares),
+      options.read_only, options.cache, logger);
+  // The internal bitmap, or the external file the caller named.
+  RETURN_IF_ERROR(
+      impl->AttachBitmap(bitmap_source.get(), top, options.bitmap_file));
+  if (reshaping) {
+    const uint64_t position = top.reshape_position * 512;
+    absl::Status rs =
+        ValidateReshapeResume(*geo, top.data_offset * 512, *new_geo,
+                              new_offset_bytes, position, impl->MetadataEnd());
+    if (!rs.ok()) {
+      return absl::Status(
+          rs.code(),
+          absl::StrFormat("%s: %s", members[fresh]->Name(), rs.message()));
+    }
+    impl->ResumeReshape(*new_geo, new_offset_bytes, position,
+                        dirty && gone.empty());
+  }
+  // Members one event apart (a crash in the middle of a superblock update)
+  // are brought level now, as mdadm does when it starts an array: left as
+  // they are, a second such crash could leave two members two events
+  // behind, and the array could not be started at all.
+  if (!options.read_only &&
+      std::any_of(sbs.begin(), sbs.end(), [&](const Superblock& sb) {
+        return sb.events != top.events;
+      })) {
+    RETURN_IF_ERROR(impl->WriteSuperblocks(std::nullopt));
+  }
+  if (dirty) {
+    if (!gone.empty()) {
+      impl->Log(LogLevel::kWarning,
+                "starting a dirty degraded array by force; stripes "
+                "written at the crash may reconstruct wrong data");
+    } else if (reshaping) {
+      // The reshape job resyncs the moved part first (ResumeReshape); the
+      // rest gets fresh parity as it is copied.
+    } else {
+      // With a bitmap, the regions with bits set are what may be torn,
+      // wherever the resync checkpoint was.
+      uint64_t from = impl->has_bitmap() ? 0 : top.resync_offset * 512 / chunk;
+      impl->SetResyncStart(std::min(from, geo->stripe_count()));
+      impl->Log(
+          LogLevel::kWarning,
+          absl::StrFormat(
+              "array was not shut down cleanly: parity of stripes %d..%d will "
+              "be resynced",
+              from, geo->stripe_count() - 1));
+    }
+  }
+  impl->SetExpectedSpares(options.expected_spares);
+  return std::unique_ptr<Array>(new Array(std::move(impl)));
+}
+
+}  // namespace uraid

@@ -1,0 +1,545 @@
+// SPDX-License-Identifier: MIT
+// Online reshape (md's --grow): more members, another layout, chunk or
+// level, restriped in the background while clients read and write.
+//
+// How it stays crash-safe without a backup file (see reshape_math.h and
+// docs/reshape.md): the new shape is written below the old one, at a data
+// offset moved down into the headroom, so a window's new rows never land
+// on old rows still holding bytes not yet copied. Each window is copied
+// (old-shape read, new-shape full-stripe writes), the members flushed, and
+// only then is the window's end recorded as md's reshape_position in every
+// superblock. After a crash the copy restarts at the recorded position,
+// whose old copy is intact.
+//
+// Client requests during a reshape go through RouteDuringReshape: below the
+// front they use the new shape, at or past it the old one, and requests
+// touching the window being copied wait for it (ReshapeGate). The stripe
+// code in array.cc runs unchanged in either shape (ShapeScope, shape.h).
+// The stripe cache is written back and bypassed for the duration: it is
+// keyed by one shape's stripes.
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "array/array_impl.h"
+#include "base/status_macros.h"
+#include "format/reshape_math.h"
+#include "parity/parity.h"
+
+namespace uraid {
+namespace {
+
+// Largest window copied between two checkpoints (array bytes): bounds the
+// copy buffer and how long a request touching the window waits.
+constexpr uint64_t kMaxReshapeWindow = 16 << 20;
+// Tag of the new shape's stripe locks while both shapes are live. The
+// current shape's tag is always 0 (FinishReshape republishes the new shape
+// with tag 0 once no request uses the old one), so code that locks the
+// current shape's stripes directly (the jobs) needs no tag.
+constexpr uint64_t kNewShapeLockTag = uint64_t{1} << 63;
+
+// md stores 0 as the layout of a RAID4 array.
+uint32_t MdLayout(const Geometry& g) {
+  return g.level() == 4 ? 0 : static_cast<uint32_t>(g.layout());
+}
+
+}  // namespace
+
+uint64_t ArrayImpl::MetadataEnd() const {
+  uint64_t end = kSb12OffsetBytes + kSbBlockBytes;
+  if (bitmap_ != nullptr && bitmap_area_offset_ != 0) {
+    end = std::max(
+        end, bitmap_area_offset_ + BitmapAreaPages(bitmap_->chunks()) * 4096);
+  }
+  return end;
+}
+
+void ArrayImpl::SetReshapeFieldsLocked(uint64_t front_bytes) {
+  const ReshapeState& r = *reshape_.load();
+  const Geometry& from = r.from->geo;
+  const Geometry& to = r.to->geo;
+  sb_.feature_map |= kFeatureReshapeActive | kFeatureNewOffset;
+  sb_.level = from.level();
+  sb_.layout = MdLayout(from);
+  sb_.chunksize = static_cast<uint32_t>(from.chunk_bytes() / 512);
+  sb_.raid_disks = static_cast<uint32_t>(to.raid_disks());
+  sb_.delta_disks = to.raid_disks() - from.raid_disks();
+  sb_.new_level = static_cast<uint32_t>(to.level());
+  sb_.new_layout = MdLayout(to);
+  sb_.new_chunk = static_cast<uint32_t>(to.chunk_bytes() / 512);
+  sb_.new_offset =
+      static_cast<int32_t>((static_cast<int64_t>(r.to->data_offset) -
+                            static_cast<int64_t>(r.from->data_offset)) /
+                           512);
+  sb_.reshape_position = front_bytes / 512;
+}
+
+void ArrayImpl::PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
+                                     const Geometry& to,
+                                     uint64_t to_data_offset) {
+  shapes_.push_back(
+      std::make_unique<Shape>(Shape{to, to_data_offset, kNewShapeLockTag}));
+  state->to = shapes_.back().get();
+  reshapes_.push_back(std::move(state));
+  reshape_.store(reshapes_.back().get());
+}
+
+bool ArrayImpl::ReshapeJobQueued() const {
+  MutexLock lock(&job_mu_);
+  return job_.kind == JobKind::kReshape ||
+         (pending_job_.has_value() && pending_job_->kind == JobKind::kReshape);
+}
+
+absl::Status ArrayImpl::Grow(GrowOptions options) {
+  if (read_only_) return absl::FailedPreconditionError("array is read-only");
+  RETURN_IF_ERROR(CheckUsable(true));
+  if (reshaping_.load()) {
+    // A reshape paused by StopJob (or assembled without background
+    // threads) goes on when asked to with nothing new.
+    const bool resume = options.raid_devices == 0 && !options.layout &&
+                        options.chunk_bytes == 0 && options.level == 0 &&
+                        options.add.empty() && options.start_job;
+    if (!resume || ReshapeJobQueued()) {
+      return absl::FailedPreconditionError(
+          "a reshape is already in progress (grow with no changes resumes "
+          "a paused one)");
+    }
+    return RequestJob(JobRequest{JobKind::kReshape, -1});
+  }
+  if (GoneSlots() > 0) {
+    return absl::FailedPreconditionError(
+        "array is degraded: rebuild it before reshaping");
+  }
+  {
+    MutexLock lock(&job_mu_);
+    if (job_thread_running_ || pending_job_.has_value()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "a %s job is running: wait for it (or stop it) before reshaping",
+          JobKindName(job_.kind)));
+    }
+  }
+  const Shape& from = *shape_.load();
+  if (resync_stripe_.load() < from.geo.stripe_count()) {
+    return absl::FailedPreconditionError(
+        "the array is resyncing: wait for it to finish before reshaping");
+  }
+  const int disks =
+      options.raid_devices ? options.raid_devices : from.geo.raid_disks();
+  if (disks < from.geo.raid_disks()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("raid devices %d is fewer than the array's %d: "
+                        "shrinking is not supported",
+                        disks, from.geo.raid_disks()));
+  }
+  const size_t adding = static_cast<size_t>(disks - from.geo.raid_disks());
+  if (options.add.size() != adding) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "growing from %d to %d raid devices needs %d new member(s); %d given",
+        from.geo.raid_disks(), disks, adding, options.add.size()));
+  }
+  for (const auto& m : options.add) {
+    if (m == nullptr) return absl::InvalidArgumentError("no member given");
+  }
+  const int level = options.level ? options.level : from.geo.level();
+  if (level != 4 && level != 5) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("level %d: only RAID4 and RAID5 are supported", level));
+  }
+  Layout layout = options.layout.value_or(from.geo.layout());
+  if (level == 4 && !options.layout.has_value()) layout = Layout::kParityLast;
+  if (level == 4 && layout != Layout::kParityLast) {
+    return absl::InvalidArgumentError(
+        "RAID4 keeps parity on the last device: its layout is parity-last");
+  }
+  const uint64_t chunk =
+      options.chunk_bytes ? options.chunk_bytes : from.geo.chunk_bytes();
+  absl::StatusOr<Geometry> to =
+      Geometry::Make(level, layout, chunk, disks, from.geo.member_bytes());
+  if (!to.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the new shape is invalid: %s", to.status().message()));
+  }
+  if (*to == from.geo) {
+    return absl::InvalidArgumentError(
+        "nothing to change: the new shape is the array's shape");
+  }
+  if (to->raid_disks() == from.geo.raid_disks() &&
+      to->layout() == from.geo.layout() &&
+      to->chunk_bytes() == from.geo.chunk_bytes()) {
+    // RAID4 <-> RAID5 with parity-last: the same placement under another
+    // level number (md's instant takeover). Nothing moves.
+    {
+      MutexLock lock(&sb_mu_);
+      shapes_.push_back(
+          std::make_unique<Shape>(Shape{*to, from.data_offset, 0}));
+      shape_.store(shapes_.back().get());
+      sb_.level = level;
+      sb_.layout = MdLayout(*to);
+    }
+    Log(LogLevel::kNotice,
+        absl::StrFormat("level changed to %d (parity-last: no data moves)",
+                        level));
+    return WriteSuperblocks(std::nullopt);
+  }
+  ASSIGN_OR_RETURN(
+      const uint64_t to_offset,
+      ChooseReshapeDataOffset(from.geo, from.data_offset, *to, MetadataEnd()));
+  std::vector<DeviceId> ids;
+  for (const auto& m : options.add) {
+    ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*m));
+    for (size_t j = 0; j < ids.size(); ++j) {
+      if (options.add[j]->Name() == m->Name()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s is given twice", m->Name()));
+      }
+    }
+    ids.push_back(id);
+  }
+  for (const auto& m : options.add) RETURN_IF_ERROR(CopyBitmapTo(*m));
+
+  auto state = std::make_unique<ReshapeState>();
+  state->from = &from;
+  state->end = to->array_bytes();
+  // Requests wait until the cache is written back (below).
+  state->gate.Close(0, UINT64_MAX);
+  {
+    MutexLock lock(&sb_mu_);
+    for (size_t i = 0; i < options.add.size(); ++i) {
+      auto slot = std::make_unique<Slot>();
+      ids[i].dev_number = NextDevNumber();
+      slot->id = ids[i];
+      slot->member.store(std::shared_ptr<Member>(std::move(options.add[i])));
+      slot->state.store(SlotState::kActive);
+      slots_.Append(std::move(slot));
+    }
+    PublishReshapeLocked(std::move(state), *to, to_offset);
+    SetReshapeFieldsLocked(0);
+  }
+  ReshapeState& r = *reshape_.load();
+  reshaping_.store(true);
+  // Requests that took the plain path before reshaping_ was set finish in
+  // the old shape, perhaps through the cache; then the cache goes out.
+  while (plain_inflight_.load() > 0) std::this_thread::yield();
+  absl::Status st = WritebackAll();
+  if (st.ok()) st = WriteSuperblocks(std::nullopt);
+  r.gate.Open();
+  if (!st.ok()) {
+    // The superblocks may or may not say "reshaping"; either way the array
+    // serves through the router, and the next assembly resumes or not.
+    Log(LogLevel::kError, absl::StrFormat("reshape start: %s", st.message()));
+    return st;
+  }
+  Log(LogLevel::kNotice,
+      absl::StrFormat(
+          "reshape started: %d -> %d devices, %s -> %s, chunk %d -> %d, data "
+          "offset %d -> %d",
+          from.geo.raid_disks(), to->raid_disks(),
+          LayoutName(from.geo.layout()), LayoutName(to->layout()),
+          from.geo.chunk_bytes(), to->chunk_bytes(), from.data_offset,
+          to_offset));
+  if (!options.start_job) return absl::OkStatus();
+  return RequestJob(JobRequest{JobKind::kReshape, -1});
+}
+
+void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,
+                              uint64_t front_bytes, bool unclean) {
+  auto state = std::make_unique<ReshapeState>();
+  state->from = shape_.load();
+  state->end = to.array_bytes();
+  state->front.store(front_bytes);
+  // Torn stripes of the moved part are resynced by the reshape job (in
+  // the new shape) before it copies on: after an unclean shutdown, and
+  // whenever the bitmap holds set bits (a stale bitmap counts as all set).
+  // The plain resync, which knows only one shape, must not run.
+  state->resync_moved =
+      unclean || (bitmap_ != nullptr && bitmap_->DirtyChunks() > 0);
+  resync_stripe_.store(shape_.load()->geo.stripe_count());
+  {
+    MutexLock lock(&sb_mu_);
+    PublishReshapeLocked(std::move(state), to, to_data_offset);
+  }
+  reshaping_.store(true);
+  Log(LogLevel::kNotice,
+      absl::StrFormat("reshape in progress at %d of %d bytes (%d -> %d "
+                      "devices); it resumes "
+                      "when the array starts%s",
+                      front_bytes, to.array_bytes(),
+                      shape_.load()->geo.raid_disks(), to.raid_disks(),
+                      unclean ? ", after resyncing the moved part" : ""));
+}
+
+absl::Status ArrayImpl::Dispatch(ReqKind kind, bool shaped, void* buf,
+                                 size_t len, uint64_t offset, bool fua) {
+  switch (kind) {
+    case ReqKind::kRead:
+      return shaped ? ReadShaped(buf, len, offset) : Read(buf, len, offset);
+    case ReqKind::kWrite:
+      return shaped ? WriteShaped(buf, len, offset, fua)
+                    : Write(buf, len, offset, fua);
+    case ReqKind::kTrim:
+      return shaped ? TrimShaped(len, offset, fua) : Trim(len, offset, fua);
+    case ReqKind::kZero:
+      return shaped ? ZeroShaped(len, offset, fua) : Zero(len, offset, fua);
+  }
+  return absl::InternalError("unknown request kind");
+}
+
+absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
+                                           uint64_t offset, bool fua) {
+  ReshapeState& r = *reshape_.load();
+  static constexpr const char* kOps[] = {"read", "write", "trim", "zero"};
+  // The exported size is the old shape's until the reshape ends.
+  RETURN_IF_ERROR(CheckRange(kOps[static_cast<int>(kind)], len, offset));
+  const uint64_t end = offset + len;
+  r.gate.Enter(offset, end);
+  if (!reshaping_.load()) {
+    // Finished while we waited (FinishReshape cleared the flag before it
+    // opened the gate): the new shape is current now, under its own lock
+    // tag, so start over on the plain path.
+    r.gate.Leave(offset, end);
+    return Dispatch(kind, /*shaped=*/false, buf, len, offset, fua);
+  }
+  // The front cannot cross [offset, end) while we hold it.
+  const uint64_t front = r.front.load();
+  struct Part {
+    const Shape* shape;
+    uint64_t lo, hi;
+  };
+  Part parts[2] = {{r.to, offset, std::min(end, front)},
+                   {r.from, std::max(offset, front), end}};
+  absl::Status st;
+  for (const Part& p : parts) {
+    if (p.lo >= p.hi && !(len == 0 && p.shape == r.from)) continue;
+    ShapeScope scope(this, p.shape);
+    auto* at = static_cast<uint8_t*>(buf) + (buf ? p.lo - offset : 0);
+    const size_t n = p.hi > p.lo ? p.hi - p.lo : 0;
+    st = Dispatch(kind, /*shaped=*/true, at, n, p.lo, fua);
+    if (!st.ok()) break;
+  }
+  r.gate.Leave(offset, end);
+  return st;
+}
+
+bool ArrayImpl::NewRowsAreHoles(uint64_t lo, uint64_t hi) {
+  const Shape& to = *reshape_.load()->to;
+  const uint64_t C = to.geo.chunk_bytes();
+  const uint64_t sd = to.geo.stripe_data_bytes();
+  const uint64_t first = to.data_offset + lo / sd * C;
+  const uint64_t end = to.data_offset + (hi + sd - 1) / sd * C;
+  for (int i = 0; i < to.geo.raid_disks(); ++i) {
+    std::shared_ptr<Member> m = slots_[i]->member.load();
+    if (m == nullptr) return false;
+    absl::StatusOr<uint64_t> data = m->NextDataOffset(first);
+    if (!data.ok() || *data < end) return false;
+  }
+  return true;
+}
+
+absl::Status ArrayImpl::ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf) {
+  const ReshapeState& r = *reshape_.load();
+  // New-shape bytes past the old array's end are zeros (md zero-fills
+  // them): they become the grown part of the array.
+  const uint64_t old_end = std::min(hi, r.from->geo.array_bytes());
+  if (lo < old_end) {
+    ShapeScope scope(this, r.from);
+    RETURN_IF_ERROR(ReadShaped(buf, old_end - lo, lo));
+  }
+  const uint64_t zero_from = std::max(lo, old_end);
+  if (zero_from < hi) std::memset(buf + (zero_from - lo), 0, hi - zero_from);
+  // Written stripe by new stripe, in runs: a stripe of zeros whose new
+  // rows are holes on every member is left a hole, so a sparse array stays
+  // sparse. The gate keeps clients out of [lo, hi), so the holes cannot
+  // fill between the probe and the skip.
+  const uint64_t sd = r.to->geo.stripe_data_bytes();
+  uint64_t run = lo;  // start of the run still to be written
+  for (uint64_t at = lo; at < hi;) {
+    const uint64_t next = std::min(hi, (at / sd + 1) * sd);
+    const bool skip =
+        IsAllZero(buf + (at - lo), next - at) && NewRowsAreHoles(at, next);
+    if (skip || next == hi) {
+      const uint64_t run_end = skip ? at : hi;
+      if (run_end > run) {
+        ShapeScope scope(this, r.to);
+        RETURN_IF_ERROR(
+            WriteShaped(buf + (run - lo), run_end - run, run, /*fua=*/false));
+      }
+      run = next;
+    }
+    at = next;
+  }
+  // Durable before the superblocks say the window moved.
+  return FlushSlots(std::vector<bool>(SlotCount(), true));
+}
+
+absl::Status ArrayImpl::ResyncMovedPart() {
+  ReshapeState& r = *reshape_.load();
+  if (GoneSlots() > 0) {
+    // Parity cannot be recomputed without every member (the bits stay set
+    // for a later resync); a dirty degraded array was started by force.
+    r.resync_moved = false;
+    return absl::OkStatus();
+  }
+  ShapeScope scope(this, r.to);
+  const Geometry& to = r.to->geo;
+  const uint64_t moved = r.front.load() / to.stripe_data_bytes();
+  const uint64_t C = to.chunk_bytes();
+  uint64_t done = 0;
+  const auto scan = [&](uint64_t first, uint64_t last) -> absl::Status {
+    for (uint64_t s = first; s < std::min(last, moved); ++s) {
+      bool mismatch;
+      RETURN_IF_ERROR(ScanStripe(s, /*repair=*/true, &mismatch));
+      counters_.resynced_stripes.fetch_add(1, std::memory_order_relaxed);
+      if (mismatch) {
+        counters_.resync_repairs.fetch_add(1, std::memory_order_relaxed);
+      }
+      ++done;
+    }
+    return absl::OkStatus();
+  };
+  if (bitmap_ != nullptr) {
+    // Bits are kept by member offset from whichever data offset the write
+    // used; a set bit may stand for a torn stripe of either shape. Old-shape
+    // stripes past the front get fresh parity when they are copied, so only
+    // the new shape's stripes below the front need resyncing here. The bits
+    // stay set until the reshape ends (a second crash must find them).
+    const uint64_t B = bitmap_->chunk_bytes();
+    for (uint64_t k = 0; k < bitmap_->chunks(); ++k) {
+      if (!bitmap_->IsChunkDirty(k)) continue;
+      r.dirty_at_resume.push_back(k);
+      RETURN_IF_ERROR(scan(k * B / C, ((k + 1) * B + C - 1) / C));
+    }
+  } else {
+    RETURN_IF_ERROR(scan(0, moved));
+  }
+  Log(LogLevel::kInfo,
+      absl::StrFormat(
+          "reshape: resynced %d stripes of the moved part after an unclean "
+          "shutdown",
+          done));
+  r.resync_moved = false;
+  return absl::OkStatus();
+}
+
+uint64_t ArrayImpl::ReshapeMaxWindow() const {
+  const uint64_t sd = reshape_.load()->to->geo.stripe_data_bytes();
+  return std::max<uint64_t>(kMaxReshapeWindow / sd * sd, sd);
+}
+
+absl::Status ArrayImpl::ReshapeStep(uint8_t* buf, uint64_t max_window) {
+  ReshapeState& r = *reshape_.load();
+  if (r.resync_moved) RETURN_IF_ERROR(ResyncMovedPart());
+  const uint64_t lo = r.front.load();
+  if (lo >= r.end) return FinishReshape();
+  const uint64_t hi =
+      ReshapeWindowEnd(r.from->geo, r.from->data_offset, r.to->geo,
+                       r.to->data_offset, lo, max_window);
+  if (hi <= lo) {
+    return absl::InternalError(absl::StrFormat(
+        "reshape cannot progress at %d: the data offsets are too close", lo));
+  }
+  r.gate.Close(lo, hi);
+  absl::Status st = ReshapeWindow(lo, hi, buf);
+  if (st.ok()) {
+    {
+      MutexLock lock(&sb_mu_);
+      SetReshapeFieldsLocked(hi);
+    }
+    st = WriteSuperblocks(std::nullopt);
+  }
+  if (st.ok()) r.front.store(hi);
+  r.gate.Open();
+  if (!st.ok()) {
+    return absl::Status(
+        st.code(),
+        absl::StrFormat("reshape stopped at %d bytes: %s", lo, st.message()));
+  }
+  return hi >= r.end ? FinishReshape() : absl::OkStatus();
+}
+
+absl::StatusOr<bool> ArrayImpl::StepReshape() {
+  if (!reshaping_.load()) {
+    return absl::FailedPreconditionError("no reshape is in progress");
+  }
+  {
+    MutexLock lock(&job_mu_);
+    if (job_thread_running_) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("a %s job is running: it drives the reshape",
+                          JobKindName(job_.kind)));
+    }
+  }
+  AlignedBuffer buf(ReshapeMaxWindow());
+  RETURN_IF_ERROR(ReshapeStep(buf.data(), buf.size()));
+  return !reshaping_.load();
+}
+
+absl::Status ArrayImpl::RunReshape() {
+  if (!reshaping_.load()) return absl::OkStatus();
+  ReshapeState& r = *reshape_.load();
+  const uint64_t dd = static_cast<uint64_t>(r.to->geo.data_disks());
+  {
+    MutexLock lock(&job_mu_);
+    job_.total_bytes = r.end / dd;
+    job_.done_bytes = r.front.load() / dd;
+  }
+  AlignedBuffer buf(ReshapeMaxWindow());
+  ThrottleState throttle;
+  const uint64_t start = r.front.load();
+  while (reshaping_.load()) {
+    RETURN_IF_ERROR(ReshapeStep(buf.data(), buf.size()));
+    const uint64_t front = r.front.load();
+    JobProgress(front / dd);
+    if (!Throttle(throttle, (front - start) / dd)) break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::FinishReshape() {
+  ReshapeState& r = *reshape_.load();
+  const Shape& to = *r.to;
+  // No request may be in either shape while the current one changes.
+  r.gate.Close(0, UINT64_MAX);
+  const int64_t moved_by = static_cast<int64_t>(r.from->data_offset) -
+                           static_cast<int64_t>(to.data_offset);
+  {
+    MutexLock lock(&sb_mu_);
+    shapes_.push_back(
+        std::make_unique<Shape>(Shape{to.geo, to.data_offset, 0}));
+    shape_.store(shapes_.back().get());
+    sb_.feature_map &= ~(kFeatureReshapeActive | kFeatureNewOffset);
+    sb_.level = to.geo.level();
+    sb_.layout = MdLayout(to.geo);
+    sb_.chunksize = static_cast<uint32_t>(to.geo.chunk_bytes() / 512);
+    sb_.raid_disks = static_cast<uint32_t>(to.geo.raid_disks());
+    sb_.data_offset = to.data_offset / 512;
+    sb_.delta_disks = 0;
+    sb_.new_level = 0;
+    sb_.new_layout = 0;
+    sb_.new_chunk = 0;
+    sb_.new_offset = 0;
+    sb_.reshape_position = 0;
+    // Each device's data area now starts lower, so it is that much larger.
+    for (const auto& s : slots_) {
+      s->id.data_size_sectors += static_cast<uint64_t>(moved_by) / 512;
+    }
+  }
+  cache_.ResetStripeBytes(to.geo.stripe_data_bytes());
+  resync_stripe_.store(to.geo.stripe_count());
+  reshaping_.store(false);
+  absl::Status st = WriteSuperblocks(std::nullopt);
+  r.gate.Open();
+  if (bitmap_ != nullptr && st.ok()) {
+    // Chunks dirty at a resume are consistent now: their moved stripes were
+    // resynced and the rest were copied with fresh parity.
+    for (uint64_t k : r.dirty_at_resume) bitmap_->ClearChunk(k);
+  }
+  Log(LogLevel::kNotice,
+      absl::StrFormat("reshape finished: %d devices, %s, chunk %d, %d bytes",
+                      to.geo.raid_disks(), LayoutName(to.geo.layout()),
+                      to.geo.chunk_bytes(), to.geo.array_bytes()));
+  return st;
+}
+
+}  // namespace uraid

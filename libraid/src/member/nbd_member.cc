@@ -1,0 +1,993 @@
+// SPDX-License-Identifier: MIT
+// NBD members: an export on any NBD server (nbdkit, qemu-nbd, nbd-server),
+// reached in user space with libnbd.
+//
+// Threading model. The array calls Read/Write/Flush from many pool threads
+// at once and each call blocks until its I/O is done, so this backend only
+// has to be a synchronous, thread-safe Member whose calls overlap on the
+// wire. Each connection (`Conn`) is one libnbd handle driven with the aio
+// API by its callers themselves, leader/follower style, with no thread of
+// its own:
+//   - a caller submits its commands (nbd_aio_pread/pwrite/...) with a
+//     completion callback that only records the result under the Conn's
+//     mutex (libnbd runs callbacks with the handle lock held, so they must
+//     not call libnbd);
+//   - then, while its commands are unfinished, either it is the one thread
+//     polling the socket ("driving": poll + nbd_aio_notify_read/write, which
+//     completes anybody's commands) or it sleeps on the mutex until its
+//     commands complete or the driver steps down, when it takes over;
+//   - a submitter wakes the driver through an eventfd when libnbd needs the
+//     socket to become writable, so a driver polling only for input never
+//     strands a half-sent request.
+// Why not a poller thread per handle: nbdkit opens and reads the members
+// (superblocks) before it forks into the background, and threads do not
+// survive fork; with no threads there is nothing to restart, and a forked
+// child only has to replace the connections it inherited (see Usable()).
+// Why not nbd_poll from every caller: a reply read by one caller's poll
+// would leave its owner asleep in poll() until its own timeout.
+//
+// Connections: one when the server does not advertise multi-conn (requests
+// then share it, up to kMaxInFlight in flight); up to
+// MemberOptions::nbd_connections when it does, used round robin, so a flush
+// on any of them covers writes on all (the multi-conn promise).
+//
+// Timeouts: every call has a deadline `nbd_timeout_ms` from its start. A
+// caller whose deadline passes shuts the socket down (shutdown(2) on our own
+// dup of libnbd's descriptor, never libnbd's descriptor itself, which
+// libnbd may close and the process reuse), which makes libnbd fail every
+// command in flight on that connection at once, so no buffer is left in
+// libnbd's hands, then returns DeadlineExceeded. The other callers on that
+// connection fail too (Unavailable) instead of reconnecting, and for one
+// more timeout every new call fails at once: the array submits many member
+// I/Os together, and a server that is not answering would otherwise cost a
+// full timeout per pool-full of them before the array gives up on it. (This
+// shutdown(2) is the one thing we do to libnbd's socket behind its back; to
+// libnbd it looks like the server hanging up.)
+//
+// Reconnection: a call whose connection is lost (EOF, reset, the server
+// restarted) reconnects and resubmits its whole request up to
+// `nbd_reconnects` times with exponential backoff, never past its deadline.
+// Resubmitting is safe: reads and writes are idempotent, and the array never
+// has two overlapping writes to a member in flight. A server error reply
+// (EIO, ENOSPC, ...) is returned at once; that is a member failure, not a
+// transport problem.
+//
+// Durability across reconnection: without multi-conn, NBD does not promise
+// that a flush on a new connection covers writes acknowledged on an old
+// one, so when a connection is lost with acknowledged but unflushed writes,
+// every later Flush fails (DataLoss) and the array fails the member rather
+// than trusting data it cannot vouch for.
+
+#include <fcntl.h>
+#include <libnbd.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "member/data_extent_cache.h"
+#include "uraid/member.h"
+#include "uraid/sync.h"
+
+namespace uraid {
+namespace {
+
+// libnbd's manual advises about this many commands in flight per
+// connection; more only queue inside libnbd.
+constexpr int kMaxInFlight = 64;
+// Largest read or write sent as one command when the server does not say:
+// below libnbd's 64 MiB cap and nbdkit's limit.
+constexpr uint64_t kDefaultMaxIo = 32ull << 20;
+// Largest write-zeroes or block-status request (NBD lengths are 32-bit).
+constexpr uint64_t kMaxRange = 1ull << 30;
+// The most one hole probe asks the server about: a server may spend time in
+// proportion to the range (nbdkit's file plugin walks SEEK_DATA/SEEK_HOLE
+// over it), and a probe needs only the first extent.
+constexpr uint64_t kMaxProbeRange = 128ull << 20;
+constexpr int kMaxConnections = 16;
+
+std::string LibnbdError() {
+  const char* e = nbd_get_error();
+  return e != nullptr ? e : "unknown libnbd error";
+}
+
+std::string ErrnoText(int err) {
+  char buf[128];
+  // GNU strerror_r: returns the message, maybe not in buf.
+  return strerror_r(err, buf, sizeof(buf));
+}
+
+int PollTimeoutMs(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  int64_t ms =
+      absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
+  return static_cast<int>(std::min<int64_t>(ms, INT_MAX));
+}
+
+// What the server offers; read once per connection after the handshake.
+struct ExportInfo {
+  uint64_t size = 0;
+  bool read_only = false;
+  bool can_flush = false;
+  bool can_zero = false;
+  bool can_multi_conn = false;
+  bool can_block_status = false;
+  uint64_t min_block = 1;           // alignment every request must keep
+  uint64_t max_io = kDefaultMaxIo;  // largest read/write payload
+};
+
+class Conn;
+
+// One NBD command, and (while in flight) its result. Owned by the caller of
+// Conn::Run, which does not return before libnbd is done with it.
+struct Op {
+  enum Kind { kRead, kWrite, kFlush, kZero, kBlockStatus };
+  Kind kind = kRead;
+  void* buf = nullptr;  // kRead, kWrite
+  uint64_t len = 0;
+  uint64_t offset = 0;
+  // Set by Conn::Run and the callbacks, under the Conn's mutex.
+  Conn* conn = nullptr;
+  int* pending = nullptr;  // the batch's count of unfinished commands
+  bool submitted = false;
+  int error = 0;             // errno of a failed command, 0 on success
+  std::string submit_error;  // libnbd's message when submission failed
+  uint64_t flush_mark = 0;   // kFlush: writes completed before submission
+  // kBlockStatus: (length, NBD state flags) from `extents_offset` on,
+  // filled by the extent callback before completion.
+  uint64_t extents_offset = 0;
+  std::vector<std::pair<uint64_t, uint32_t>> extents;
+};
+
+Op MakeOp(Op::Kind kind, void* buf, uint64_t len, uint64_t offset) {
+  Op op;
+  op.kind = kind;
+  op.buf = buf;
+  op.len = len;
+  op.offset = offset;
+  return op;
+}
+
+struct RunResult {
+  enum Kind {
+    kOk,
+    kFailed,    // the server (or libnbd) refused a command: a real error
+    kLost,      // the connection died: reconnecting may help
+    kTimedOut,  // our deadline passed; the connection has been shut down
+  };
+  Kind kind = kOk;
+  int err = 0;
+  std::string message;
+  // kLost: the connection was shut down because a request on it got no
+  // reply in time.
+  bool killed_by_timeout = false;
+};
+
+// One connected libnbd handle plus the leader/follower machinery that lets
+// any number of threads share it (see the file comment). Thread-safe.
+class Conn {
+ public:
+  // Connects and negotiates, giving up at `deadline`. Messages do not name
+  // the URI; the member adds it.
+  static absl::StatusOr<std::unique_ptr<Conn>> Open(const std::string& uri,
+                                                    absl::Time deadline);
+  ~Conn();
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  const ExportInfo& info() const { return info_; }
+
+  // False once the connection has died or been shut down, and in a forked
+  // child: the socket is shared with the parent, whose replies would be
+  // read by either process at random.
+  bool Usable() const { return !broken_.load() && pid_ == ::getpid(); }
+
+  // True when writes completed on this connection since its last flush.
+  bool HasUnflushedWrites() {
+    MutexLock l(&mu_);
+    return writes_completed_ > writes_flushed_;
+  }
+
+  // Submits every op, then waits until all have completed or `deadline`
+  // passes (the connection is then shut down and the in-flight commands
+  // fail before Run returns). Never returns while libnbd may still touch an
+  // op's buffer.
+  RunResult Run(std::span<Op> ops, absl::Time deadline);
+
+ private:
+  Conn(nbd_handle* h, int kill_fd, int wake_fd, ExportInfo info)
+      : h_(h),
+        kill_fd_(kill_fd),
+        wake_fd_(wake_fd),
+        pid_(::getpid()),
+        info_(info) {}
+
+  int64_t Submit(Op& op);
+  // Waits, driving the socket when no other thread does, until `cond`
+  // holds; false if `deadline` passed first.
+  bool WaitLocked(absl::FunctionRef<bool()> cond, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One poll of the socket and the wake eventfd, then one notify.
+  void DriveOnce(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  void MarkBroken(const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
+  void KillLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Wake();
+
+  static int OnComplete(void* user_data, int* error);
+  static int OnExtent(void* user_data, const char* metacontext, uint64_t offset,
+                      uint32_t* entries, size_t nr_entries, int* error);
+
+  nbd_handle* const h_;
+  const int kill_fd_;  // our dup of the socket: shutdown(2) target, polled
+  const int wake_fd_;  // eventfd: a submitter needs the socket writable
+  const pid_t pid_;    // the process that connected
+  const ExportInfo info_;
+  std::atomic<bool> broken_{false};
+
+  Mutex mu_;
+  bool driving_ ABSL_GUARDED_BY(mu_) = false;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool killed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string broken_why_ ABSL_GUARDED_BY(mu_);
+  uint64_t writes_completed_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t writes_flushed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+absl::StatusOr<std::unique_ptr<Conn>> Conn::Open(const std::string& uri,
+                                                 absl::Time deadline) {
+  nbd_handle* h = nbd_create();
+  if (h == nullptr) {
+    return absl::InternalError(absl::StrCat("nbd_create: ", LibnbdError()));
+  }
+  auto fail = [h](absl::StatusCode code, const std::string& msg) {
+    nbd_close(h);
+    return absl::Status(code, msg);
+  };
+  // The URI comes from the user (command line, plugin key), so its
+  // tls-psk-file= and tls-certificates= may name local files.
+  nbd_set_uri_allow_local_file(h, true);
+  // For NextDataOffset; servers without it simply do not agree to it.
+  nbd_add_meta_context(h, LIBNBD_CONTEXT_BASE_ALLOCATION);
+  if (nbd_aio_connect_uri(h, uri.c_str()) == -1) {
+    const int err = nbd_get_errno();
+    std::string msg = absl::StrCat("connect: ", LibnbdError());
+    return fail(err == EINVAL || err == ENOTSUP
+                    ? absl::StatusCode::kInvalidArgument
+                    : absl::StatusCode::kUnavailable,
+                msg);
+  }
+  // The handshake, polled by hand so that a host that never answers costs
+  // at most the deadline (a blocking connect could wait minutes for TCP).
+  while (nbd_aio_is_ready(h) <= 0) {
+    if (nbd_aio_is_dead(h) > 0 || nbd_aio_is_closed(h) > 0) {
+      return fail(absl::StatusCode::kUnavailable,
+                  "connect: the server closed the connection");
+    }
+    const int fd = nbd_aio_get_fd(h);
+    if (fd == -1) {
+      return fail(absl::StatusCode::kUnavailable,
+                  absl::StrCat("connect: ", LibnbdError()));
+    }
+    const unsigned dir = nbd_aio_get_direction(h);
+    pollfd p{fd, 0, 0};
+    if (dir & LIBNBD_AIO_DIRECTION_READ) p.events |= POLLIN;
+    if (dir & LIBNBD_AIO_DIRECTION_WRITE) p.events |= POLLOUT;
+    const int timeout = PollTimeoutMs(deadline);
+    const int r = ::poll(&p, 1, timeout);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      return fail(absl::StatusCode::kInternal,
+                  absl::StrCat("connect: poll: ", ErrnoText(errno)));
+    }
+    if (r == 0) {
+      return fail(absl::StatusCode::kDeadlineExceeded,
+                  "connect: no answer from the server in time");
+    }
+    int rc = 0;
+    if (p.revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
+      rc = nbd_aio_notify_read(h);
+    } else if (p.revents & POLLOUT) {
+      rc = nbd_aio_notify_write(h);
+    }
+    if (rc == -1) {
+      return fail(absl::StatusCode::kUnavailable,
+                  absl::StrCat("connect: ", LibnbdError()));
+    }
+  }
+
+  ExportInfo info;
+  const int64_t size = nbd_get_size(h);
+  if (size < 0) {
+    return fail(absl::StatusCode::kUnavailable,
+                absl::StrCat("size: ", LibnbdError()));
+  }
+  info.size = static_cast<uint64_t>(size);
+  info.read_only = nbd_is_read_only(h) > 0;
+  info.can_flush = nbd_can_flush(h) > 0;
+  info.can_zero = nbd_can_zero(h) > 0;
+  info.can_multi_conn = nbd_can_multi_conn(h) > 0;
+  info.can_block_status =
+      nbd_can_meta_context(h, LIBNBD_CONTEXT_BASE_ALLOCATION) > 0;
+  const int64_t min_block = nbd_get_block_size(h, LIBNBD_SIZE_MINIMUM);
+  const int64_t max_block = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
+  info.min_block = min_block > 0 ? static_cast<uint64_t>(min_block) : 1;
+  uint64_t max_io = kDefaultMaxIo;
+  if (max_block > 0) max_io = std::min<uint64_t>(max_io, max_block);
+  max_io = max_io / info.min_block * info.min_block;
+  info.max_io = std::max<uint64_t>(max_io, info.min_block);
+
+  const int fd = nbd_aio_get_fd(h);
+  const int kill_fd = fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (kill_fd < 0) {
+    return fail(absl::StatusCode::kInternal,
+                absl::StrCat("dup socket: ", ErrnoText(errno)));
+  }
+  const int wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd < 0) {
+    const int err = errno;
+    ::close(kill_fd);
+    return fail(absl::StatusCode::kInternal,
+                absl::StrCat("eventfd: ", ErrnoText(err)));
+  }
+  return std::unique_ptr<Conn>(new Conn(h, kill_fd, wake_fd, info));
+}
+
+Conn::~Conn() {
+  // Every caller has returned from Run, so nothing is in flight. Say
+  // goodbye (NBD_CMD_DISC, not waited for) only in the process that
+  // connected and only on a live connection; in a forked child, closing
+  // just drops this process's copy of the socket.
+  if (pid_ == ::getpid() && !broken_.load() && nbd_aio_is_ready(h_) > 0) {
+    nbd_aio_disconnect(h_, 0);
+  }
+  nbd_close(h_);
+  ::close(kill_fd_);
+  ::close(wake_fd_);
+}
+
+void Conn::Wake() {
+  const uint64_t one = 1;
+  // EAGAIN means the counter is already non-zero: the wake is pending.
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+void Conn::MarkBroken(const std::string& why) {
+  MutexLock l(&mu_);
+  if (broken_why_.empty()) broken_why_ = why;
+  broken_.store(true);
+}
+
+void Conn::KillLocked(const std::string& why) {
+  if (killed_) return;
+  killed_ = true;
+  if (broken_why_.empty()) broken_why_ = why;
+  broken_.store(true);
+  // The socket reads EOF from now on: the driver's next notify moves libnbd
+  // to its dead state, which fails every command in flight.
+  ::shutdown(kill_fd_, SHUT_RDWR);
+  Wake();
+}
+
+int Conn::OnComplete(void* user_data, int* error) {
+  Op* op = static_cast<Op*>(user_data);
+  Conn* c = op->conn;
+  MutexLock l(&c->mu_);
+  op->error = *error;
+  --*op->pending;
+  --c->in_flight_;
+  if (*error == 0) {
+    if (op->kind == Op::kWrite || op->kind == Op::kZero) {
+      ++c->writes_completed_;
+    } else if (op->kind == Op::kFlush) {
+      c->writes_flushed_ = std::max(c->writes_flushed_, op->flush_mark);
+    }
+  }
+  return 1;  // retire the command; nobody asks for it by cookie
+}
+
+int Conn::OnExtent(void* user_data, const char* metacontext, uint64_t offset,
+                   uint32_t* entries, size_t nr_entries, int* error) {
+  if (std::strcmp(metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0) return 0;
+  Op* op = static_cast<Op*>(user_data);
+  // Only the driving thread runs callbacks, and the caller reads the
+  // extents after completion (ordered by the Conn's mutex).
+  op->extents_offset = offset;
+  for (size_t i = 0; i + 1 < nr_entries; i += 2) {
+    op->extents.emplace_back(entries[i], entries[i + 1]);
+  }
+  return 0;
+}
+
+int64_t Conn::Submit(Op& op) {
+  nbd_completion_callback done{&Conn::OnComplete, &op, nullptr};
+  switch (op.kind) {
+    case Op::kRead:
+      return nbd_aio_pread(h_, op.buf, op.len, op.offset, done, 0);
+    case Op::kWrite:
+      return nbd_aio_pwrite(h_, op.buf, op.len, op.offset, done, 0);
+    case Op::kFlush:
+      return nbd_aio_flush(h_, done, 0);
+    case Op::kZero:
+      // No NO_HOLE: the server may punch holes, and the range still reads
+      // back as zeros, which is all Discard promises.
+      return nbd_aio_zero(h_, op.len, op.offset, done, 0);
+    case Op::kBlockStatus: {
+      nbd_extent_callback extent{&Conn::OnExtent, &op, nullptr};
+      return nbd_aio_block_status(h_, op.len, op.offset, extent, done, 0);
+    }
+  }
+  return -1;
+}
+
+bool Conn::WaitLocked(absl::FunctionRef<bool()> cond, absl::Time deadline) {
+  while (!cond()) {
+    if (absl::Now() >= deadline) return false;
+    if (!driving_) {
+      driving_ = true;
+      mu_.Unlock();
+      DriveOnce(deadline);
+      mu_.Lock();
+      driving_ = false;  // a waiter whose commands are unfinished takes over
+    } else {
+      // Woken when a callback changes our state or the driver steps down.
+      auto ready = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return cond() || !driving_;
+      };
+      mu_.AwaitWithDeadline(Condition(&ready), deadline);
+    }
+  }
+  return true;
+}
+
+void Conn::DriveOnce(absl::Time deadline) {
+  const unsigned dir = nbd_aio_get_direction(h_);
+  pollfd fds[2] = {{kill_fd_, 0, 0}, {wake_fd_, POLLIN, 0}};
+  if (dir & LIBNBD_AIO_DIRECTION_READ) fds[0].events |= POLLIN;
+  if (dir & LIBNBD_AIO_DIRECTION_WRITE) fds[0].events |= POLLOUT;
+  const int r = ::poll(fds, 2, PollTimeoutMs(deadline));
+  if (r <= 0) return;  // timeout or EINTR: the caller checks its deadline
+  if (fds[1].revents & POLLIN) {
+    uint64_t count;
+    (void)!::read(wake_fd_, &count, sizeof(count));
+  }
+  int rc;
+  // As libnbd's own nbd_poll: hang-ups and errors are read to find out why.
+  if (fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
+    rc = nbd_aio_notify_read(h_);
+  } else if (fds[0].revents & POLLOUT) {
+    rc = nbd_aio_notify_write(h_);
+  } else {
+    return;  // only the wake: re-read the direction
+  }
+  if (rc == -1) {
+    MarkBroken(LibnbdError());
+  } else if (nbd_aio_is_dead(h_) > 0 || nbd_aio_is_closed(h_) > 0) {
+    MarkBroken("the server closed the connection");
+  }
+}
+
+RunResult Conn::Run(std::span<Op> ops, absl::Time deadline) {
+  int pending = 0;
+  bool timed_out = false;
+  RunResult result;
+  mu_.Lock();
+  for (Op& op : ops) {
+    op.conn = this;
+    op.pending = &pending;
+    op.submitted = false;
+    op.error = 0;
+    op.submit_error.clear();
+    op.extents.clear();
+  }
+  for (Op& op : ops) {
+    auto has_room = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return in_flight_ < kMaxInFlight || broken_.load();
+    };
+    if (!WaitLocked(has_room, deadline)) {
+      timed_out = true;
+      break;
+    }
+    if (broken_.load()) break;
+    if (op.kind == Op::kFlush) op.flush_mark = writes_completed_;
+    ++in_flight_;
+    ++pending;
+    mu_.Unlock();
+    const int64_t cookie = Submit(op);
+    std::string why;
+    int err = 0;
+    if (cookie == -1) {
+      // Thread-local: read at once, before any other libnbd call.
+      why = LibnbdError();
+      err = nbd_get_errno();
+      if (nbd_aio_is_dead(h_) > 0 || nbd_aio_is_closed(h_) > 0) {
+        MarkBroken(why);
+      }
+    } else if (nbd_aio_get_direction(h_) & LIBNBD_AIO_DIRECTION_WRITE) {
+      Wake();  // the request is not all sent: the driver must poll POLLOUT
+    }
+    mu_.Lock();
+    if (cookie == -1) {
+      --in_flight_;
+      --pending;
+      op.error = err != 0 ? err : EIO;
+      op.submit_error = why;
+      break;
+    }
+    op.submitted = true;
+  }
+  auto all_done = [&pending]() { return pending == 0; };
+  if (!timed_out && !WaitLocked(all_done, deadline)) timed_out = true;
+  if (timed_out) {
+    KillLocked("no reply before the timeout");
+    // Cannot take long: the socket is shut, so libnbd fails what is left.
+    WaitLocked(all_done, absl::InfiniteFuture());
+  }
+  mu_.Unlock();
+
+  if (timed_out) {
+    result.kind = RunResult::kTimedOut;
+    return result;
+  }
+  const Op* failed = nullptr;
+  bool unsent = false;  // skipped because the connection had died
+  for (const Op& op : ops) {
+    if (op.error != 0 && failed == nullptr) failed = &op;
+    if (!op.submitted && op.error == 0) unsent = true;
+  }
+  if (failed == nullptr && !unsent) return result;
+  // libnbd may have found the connection dead inside a submit call (a send
+  // failing), failing our commands there: ask the handle itself.
+  if (nbd_aio_is_dead(h_) > 0 || nbd_aio_is_closed(h_) > 0) {
+    MarkBroken("the connection died");
+  }
+  if (broken_.load() || failed == nullptr) {
+    // Whatever the commands say, the transport is at fault: worth a retry,
+    // unless a request on this connection timed out (the server is not
+    // answering; retrying would only wait for it again).
+    MutexLock l(&mu_);
+    result.kind = RunResult::kLost;
+    result.killed_by_timeout = killed_;
+    result.message = broken_why_.empty() ? "connection lost" : broken_why_;
+    return result;
+  }
+  result.kind = RunResult::kFailed;
+  result.err = failed->error;
+  result.message = failed->submit_error.empty() ? ErrnoText(failed->error)
+                                                : failed->submit_error;
+  return result;
+}
+
+class NbdMember final : public Member {
+ public:
+  NbdMember(std::string uri, const MemberOptions& options,
+            std::unique_ptr<Conn> first)
+      : uri_(std::move(uri)),
+        options_(options),
+        info_(first->info()),
+        slots_(info_.can_multi_conn ? options.nbd_connections : 1) {
+    slots_[0].conn = std::move(first);
+  }
+
+  absl::Status Read(void* buf, size_t len, uint64_t offset) override {
+    if (absl::Status s = RangeCheck("pread", len, offset); !s.ok()) return s;
+    if (len == 0) return absl::OkStatus();
+    const std::string what = absl::StrFormat("pread at %d", offset);
+    if (Aligned(len, offset)) {
+      std::vector<Op> ops = Split(Op::kRead, buf, len, offset);
+      return Execute(ops, what);
+    }
+    uint64_t start, end;
+    Window(len, offset, &start, &end);
+    std::vector<uint8_t> bounce(end - start);
+    std::vector<Op> ops = Split(Op::kRead, bounce.data(), end - start, start);
+    if (absl::Status s = Execute(ops, what); !s.ok()) return s;
+    std::memcpy(buf, bounce.data() + (offset - start), len);
+    return absl::OkStatus();
+  }
+
+  absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
+    if (absl::Status s = CheckWritable("pwrite", offset); !s.ok()) return s;
+    if (absl::Status s = RangeCheck("pwrite", len, offset); !s.ok()) return s;
+    if (len == 0) return absl::OkStatus();
+    const std::string what = absl::StrFormat("pwrite at %d", offset);
+    void* data = const_cast<void*>(buf);  // libnbd only reads it
+    if (Aligned(len, offset)) {
+      std::vector<Op> ops = Split(Op::kWrite, data, len, offset);
+      return Execute(ops, what);
+    }
+    return BounceWrite(static_cast<const uint8_t*>(buf), len, offset, what);
+  }
+
+  absl::Status Flush() override {
+    absl::Status s = absl::OkStatus();
+    // A server that offers no flush writes through (or cannot be made to
+    // flush at all); either way there is nothing to ask of it.
+    if (info_.can_flush && !info_.read_only && !options_.read_only) {
+      std::vector<Op> ops{MakeOp(Op::kFlush, nullptr, 0, 0)};
+      s = Execute(ops, "flush");
+    }
+    MutexLock l(&mu_);
+    if (s.ok() && lost_unflushed_writes_) {
+      return absl::DataLossError(absl::StrFormat(
+          "%s: flush: a connection was lost after the server acknowledged "
+          "writes and before they were flushed; the server does not "
+          "advertise multi-conn, so a flush on a new connection cannot "
+          "vouch for them",
+          uri_));
+    }
+    return s;
+  }
+
+  absl::Status Discard(size_t len, uint64_t offset) override {
+    if (absl::Status s = CheckWritable("discard", offset); !s.ok()) return s;
+    known_data_.Forget(offset, len);
+    if (!info_.can_zero) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s: discard at %d: the export does not offer write-zeroes", uri_,
+          offset));
+    }
+    if (absl::Status s = RangeCheck("discard", len, offset); !s.ok()) return s;
+    const uint64_t b = info_.min_block;
+    const uint64_t head_end =
+        std::min<uint64_t>((offset + b - 1) / b * b, offset + len);
+    const uint64_t tail_start =
+        std::max<uint64_t>((offset + len) / b * b, head_end);
+    // Partial blocks at the edges are written as zeros (read-modify-write).
+    for (auto [start, end] :
+         {std::pair{offset, head_end}, std::pair{tail_start, offset + len}}) {
+      if (start == end) continue;
+      std::vector<uint8_t> zeros(end - start, 0);
+      absl::Status s = BounceWrite(zeros.data(), end - start, start,
+                                   absl::StrFormat("discard at %d", start));
+      if (!s.ok()) return s;
+    }
+    if (tail_start == head_end) return absl::OkStatus();
+    std::vector<Op> ops;
+    for (uint64_t pos = head_end; pos < tail_start;) {
+      const uint64_t n =
+          std::min<uint64_t>(tail_start - pos, kMaxRange / b * b);
+      ops.push_back(MakeOp(Op::kZero, nullptr, n, pos));
+      pos += n;
+    }
+    return Execute(ops, absl::StrFormat("write-zeroes at %d", head_end));
+  }
+
+  bool DiscardZeroes() const override {
+    return info_.can_zero && !info_.read_only && !options_.read_only;
+  }
+
+  uint64_t Size() const override { return info_.size; }
+  const std::string& Name() const override { return uri_; }
+
+  // From the export's base:allocation map: skips ranges the server reports
+  // as reading zeros. Any trouble answers `offset` ("may hold data"), which
+  // is always safe; real I/O errors surface on the reads that follow.
+  absl::StatusOr<uint64_t> NextDataOffset(uint64_t offset) override {
+    if (!info_.can_block_status || offset >= info_.size) return offset;
+    if (known_data_.Contains(offset)) return offset;
+    uint64_t pos = offset / info_.min_block * info_.min_block;
+    // Each round covers at least one extent of at least one byte; the bound
+    // only guards against a server that answers nonsense.
+    for (int round = 0; round < 1 << 16 && pos < info_.size; ++round) {
+      const uint64_t count = std::min<uint64_t>(
+          info_.size - pos, kMaxProbeRange / info_.min_block * info_.min_block);
+      std::vector<Op> ops{MakeOp(Op::kBlockStatus, nullptr, count, pos)};
+      if (!Execute(ops, absl::StrFormat("block status at %d", pos)).ok()) {
+        return offset;
+      }
+      const Op& op = ops[0];
+      if (op.extents.empty() || op.extents_offset != pos) return offset;
+      for (const auto& [length, flags] : op.extents) {
+        if (length == 0) return offset;
+        if (!(flags & LIBNBD_STATE_ZERO)) {
+          known_data_.Remember(pos, pos + length);
+          return std::max(offset, pos);
+        }
+        pos += length;
+      }
+    }
+    return pos >= info_.size ? info_.size : offset;
+  }
+
+ private:
+  struct Slot {
+    std::shared_ptr<Conn> conn;
+    bool connecting = false;
+  };
+
+  absl::Status RangeCheck(const char* op, uint64_t len, uint64_t offset) const {
+    if (offset > info_.size || len > info_.size - offset) {
+      return absl::OutOfRangeError(
+          absl::StrFormat("%s: %s of %d bytes at %d is past the end (%d bytes)",
+                          uri_, op, len, offset, info_.size));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckWritable(const char* op, uint64_t offset) const {
+    if (options_.read_only) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s: member is open read-only", uri_));
+    }
+    if (info_.read_only) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: %s at %d: the NBD export is read-only (the server refuses "
+          "writes)",
+          uri_, op, offset));
+    }
+    return absl::OkStatus();
+  }
+
+  bool Aligned(uint64_t len, uint64_t offset) const {
+    return len % info_.min_block == 0 && offset % info_.min_block == 0;
+  }
+
+  // The block-aligned window [start, end) that covers [offset, offset+len).
+  void Window(uint64_t len, uint64_t offset, uint64_t* start,
+              uint64_t* end) const {
+    const uint64_t b = info_.min_block;
+    *start = offset / b * b;
+    *end = std::min<uint64_t>((offset + len + b - 1) / b * b, info_.size);
+  }
+
+  // An aligned transfer as commands of at most max_io bytes, all submitted
+  // together.
+  std::vector<Op> Split(Op::Kind kind, void* buf, uint64_t len,
+                        uint64_t offset) const {
+    std::vector<Op> ops;
+    auto* p = static_cast<uint8_t*>(buf);
+    for (uint64_t done = 0; done < len;) {
+      const uint64_t n = std::min<uint64_t>(len - done, info_.max_io);
+      ops.push_back(MakeOp(kind, p + done, n, offset + done));
+      done += n;
+    }
+    return ops;
+  }
+
+  // Read-modify-write of the partial blocks at the edges of an unaligned
+  // write. Serialised on the member: the array never writes overlapping
+  // bytes at once, but two unaligned writes may share a block when the
+  // export's minimum block is larger than the array's 4 KiB granularity.
+  absl::Status BounceWrite(const uint8_t* buf, uint64_t len, uint64_t offset,
+                           const std::string& what) {
+    MutexLock l(&rmw_mu_);
+    const uint64_t b = info_.min_block;
+    uint64_t start, end;
+    Window(len, offset, &start, &end);
+    std::vector<uint8_t> bounce(end - start);
+    std::vector<Op> reads;
+    if (offset != start) {
+      reads.push_back(MakeOp(Op::kRead, bounce.data(), b, start));
+    }
+    if ((offset + len) % b != 0 && (end - b != start || offset == start)) {
+      reads.push_back(
+          MakeOp(Op::kRead, bounce.data() + (end - b - start), b, end - b));
+    }
+    if (!reads.empty()) {
+      if (absl::Status s = Execute(reads, what); !s.ok()) return s;
+    }
+    std::memcpy(bounce.data() + (offset - start), buf, len);
+    std::vector<Op> ops = Split(Op::kWrite, bounce.data(), end - start, start);
+    return Execute(ops, what);
+  }
+
+  // A usable connection for `slot`, connecting when it has none or its
+  // connection is broken (or was inherited across fork).
+  absl::StatusOr<std::shared_ptr<Conn>> GetConn(size_t slot,
+                                                absl::Time deadline) {
+    std::shared_ptr<Conn> old;
+    {
+      MutexLock l(&mu_);
+      auto idle = [this, slot]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !slots_[slot].connecting;
+      };
+      if (!mu_.AwaitWithDeadline(Condition(&idle), deadline)) {
+        return absl::DeadlineExceededError(
+            "no connection: reconnecting took longer than the timeout");
+      }
+      Slot& s = slots_[slot];
+      if (s.conn != nullptr && s.conn->Usable()) return s.conn;
+      s.connecting = true;
+      old = std::move(s.conn);
+      if (old != nullptr && !info_.can_multi_conn &&
+          old->HasUnflushedWrites()) {
+        lost_unflushed_writes_ = true;
+      }
+    }
+    // Close before connecting again: some servers take one client at a
+    // time (qemu-nbd's default).
+    old.reset();
+    absl::StatusOr<std::unique_ptr<Conn>> fresh = Conn::Open(uri_, deadline);
+    absl::Status check =
+        fresh.ok() ? SameExport((*fresh)->info()) : fresh.status();
+    MutexLock l(&mu_);
+    slots_[slot].connecting = false;
+    if (!check.ok()) return check;
+    slots_[slot].conn = std::shared_ptr<Conn>(std::move(*fresh));
+    return slots_[slot].conn;
+  }
+
+  // After a reconnect, the export must still be the one we assembled.
+  absl::Status SameExport(const ExportInfo& now) const {
+    if (now.size != info_.size || now.read_only != info_.read_only ||
+        now.min_block != info_.min_block) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the export changed across a reconnect (size %d -> %d, read-only "
+          "%d -> %d, minimum block %d -> %d)",
+          info_.size, now.size, info_.read_only, now.read_only, info_.min_block,
+          now.min_block));
+    }
+    return absl::OkStatus();
+  }
+
+  // The server let a request or a handshake go unanswered for the whole
+  // timeout: for one more timeout, calls fail at once instead of each
+  // waiting out its own (the array submits many member I/Os together and
+  // would otherwise wait for them one pool-full at a time). After that a
+  // call tries again.
+  void NotAnswering() {
+    MutexLock l(&mu_);
+    fail_fast_until_ =
+        absl::Now() + absl::Milliseconds(options_.nbd_timeout_ms);
+    fail_fast_why_ = absl::StrFormat(
+        "the server is not answering (a request got no reply within %d ms); "
+        "calls fail at once for %d ms after that",
+        options_.nbd_timeout_ms, options_.nbd_timeout_ms);
+  }
+  // Every reconnect attempt failed: the server is gone (killed, its host
+  // down). The calls that follow (the array's retry of the same I/O, the
+  // other requests in flight) fail at once for a while instead of each
+  // spending the whole backoff again, so the member is failed within about
+  // one backoff (under a second) rather than several.
+  void Gone(const std::string& why) {
+    MutexLock l(&mu_);
+    fail_fast_until_ = absl::Now() + kGoneFailFast;
+    fail_fast_why_ = absl::StrFormat(
+        "connection lost (%s) and reconnecting failed; calls fail at once "
+        "for %d ms after that",
+        why, absl::ToInt64Milliseconds(kGoneFailFast));
+  }
+  static constexpr absl::Duration kGoneFailFast = absl::Seconds(1);
+
+  // Runs `ops` on one connection within this call's timeout, reconnecting
+  // and resubmitting them all when the connection is lost. A lost
+  // connection whose loss was a timeout is not retried.
+  absl::Status Execute(std::vector<Op>& ops, const std::string& what) {
+    const absl::Time now = absl::Now();
+    const absl::Duration timeout = absl::Milliseconds(options_.nbd_timeout_ms);
+    const absl::Time deadline = now + timeout;
+    {
+      MutexLock l(&mu_);
+      if (now < fail_fast_until_) {
+        return absl::UnavailableError(
+            absl::StrFormat("%s: %s: %s", uri_, what, fail_fast_why_));
+      }
+    }
+    const size_t slot = next_slot_.fetch_add(1) % slots_.size();
+    std::string lost;
+    for (int attempt = 0;; ++attempt) {
+      if (attempt > 0) {
+        if (attempt > options_.nbd_reconnects) {
+          Gone(lost);
+          return absl::UnavailableError(absl::StrFormat(
+              "%s: %s: connection lost (%s); gave up after %d reconnect "
+              "attempts",
+              uri_, what, lost, options_.nbd_reconnects));
+        }
+        const absl::Duration backoff =
+            std::min(absl::Milliseconds(100) * (1 << std::min(attempt - 1, 5)),
+                     absl::Seconds(2));
+        if (absl::Now() + backoff >= deadline) {
+          return absl::DeadlineExceededError(absl::StrFormat(
+              "%s: %s: connection lost (%s); no time left to reconnect "
+              "within the %d ms timeout",
+              uri_, what, lost, options_.nbd_timeout_ms));
+        }
+        absl::SleepFor(backoff);
+      }
+      absl::StatusOr<std::shared_ptr<Conn>> conn = GetConn(slot, deadline);
+      if (!conn.ok()) {
+        const absl::StatusCode code = conn.status().code();
+        if (code == absl::StatusCode::kDeadlineExceeded) NotAnswering();
+        if (code == absl::StatusCode::kDeadlineExceeded ||
+            code == absl::StatusCode::kFailedPrecondition ||
+            code == absl::StatusCode::kInvalidArgument) {
+          return absl::Status(code, absl::StrFormat("%s: %s: %s", uri_, what,
+                                                    conn.status().message()));
+        }
+        lost = std::string(conn.status().message());
+        continue;
+      }
+      RunResult r = (*conn)->Run(ops, deadline);
+      switch (r.kind) {
+        case RunResult::kOk:
+          return absl::OkStatus();
+        case RunResult::kFailed:
+          return absl::Status(
+              absl::ErrnoToStatus(r.err, "").code(),
+              absl::StrFormat("%s: %s: %s", uri_, what, r.message));
+        case RunResult::kTimedOut:
+          NotAnswering();
+          return absl::DeadlineExceededError(absl::StrFormat(
+              "%s: %s: no reply within %d ms; connection closed", uri_, what,
+              options_.nbd_timeout_ms));
+        case RunResult::kLost:
+          if (r.killed_by_timeout) {
+            return absl::UnavailableError(absl::StrFormat(
+                "%s: %s: connection closed because a request on it got no "
+                "reply within %d ms",
+                uri_, what, options_.nbd_timeout_ms));
+          }
+          lost = r.message;
+          break;
+      }
+    }
+  }
+
+  const std::string uri_;
+  const MemberOptions options_;
+  const ExportInfo info_;
+  // The last data extent NextDataOffset learned (one query per extent).
+  DataExtentCache known_data_;
+  std::atomic<uint64_t> next_slot_{0};
+  Mutex rmw_mu_;
+  Mutex mu_;
+  // Sized once; entries guarded by mu_.
+  std::vector<Slot> slots_;
+  bool lost_unflushed_writes_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time fail_fast_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::string fail_fast_why_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Member>> OpenNbdMember(
+    const std::string& uri, const MemberOptions& options) {
+  if (options.nbd_timeout_ms <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: NBD timeout must be more than 0 ms, not %d", uri,
+                        options.nbd_timeout_ms));
+  }
+  if (options.nbd_connections < 1 ||
+      options.nbd_connections > kMaxConnections) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: NBD connections must be 1..%d, not %d", uri,
+                        kMaxConnections, options.nbd_connections));
+  }
+  if (options.nbd_reconnects < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: NBD reconnect attempts must be 0 or more, not %d",
+                        uri, options.nbd_reconnects));
+  }
+  const absl::Time deadline =
+      absl::Now() + absl::Milliseconds(options.nbd_timeout_ms);
+  absl::StatusOr<std::unique_ptr<Conn>> conn = Conn::Open(uri, deadline);
+  if (!conn.ok()) {
+    return absl::Status(
+        conn.status().code(),
+        absl::StrFormat("%s: %s", uri, conn.status().message()));
+  }
+  return std::unique_ptr<Member>(new NbdMember(uri, options, *std::move(conn)));
+}
+
+}  // namespace uraid

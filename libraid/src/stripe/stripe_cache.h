@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+// Internal: the write-back stripe cache.
+//
+// Partial-stripe writes are gathered here, one entry per stripe, so that a
+// sequential stream of writes smaller than a stripe reaches the members as
+// full-stripe writes (no reads at all), and random small writes are
+// written back later with RMW or RCW. Entries hold only data newer than
+// the members (dirty byte ranges over a stripe-sized buffer); an entry is
+// dropped once written back, so the cache never serves stale data and
+// healthy reads of stripes it does not hold bypass it entirely.
+//
+// Locking contract: the index (which stripes have entries) is guarded by
+// an internal mutex; an entry's contents are guarded by the array's lock on
+// that stripe. Only the holder of a stripe's lock may create, change or
+// erase its entry, so a pointer returned by Find/GetOrCreate stays valid
+// while the caller holds that stripe lock.
+
+#ifndef URAID_SRC_STRIPE_CACHE_H_
+#define URAID_SRC_STRIPE_CACHE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "base/aligned_buffer.h"
+#include "uraid/sync.h"
+
+namespace uraid {
+
+// Disjoint, merged [start, end) byte ranges.
+class RangeSet {
+ public:
+  void Add(uint64_t start, uint64_t end);
+  // True when [0, size) is covered by one range.
+  bool Covers(uint64_t size) const;
+  bool empty() const { return ranges_.empty(); }
+  const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }
+
+ private:
+  std::map<uint64_t, uint64_t> ranges_;  // start -> end
+};
+
+class StripeCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Entry {
+    uint64_t stripe = 0;
+    AlignedBuffer data;       // the stripe's data space (chunk * data disks)
+    RangeSet dirty;           // bytes of `data` newer than the members
+    Clock::time_point since;  // when it first became dirty
+  };
+
+  // `stripe_bytes`: data bytes per stripe. `capacity_bytes`: soft bound on
+  // the memory held by entries (writers evict to stay under it).
+  StripeCache(uint64_t stripe_bytes, uint64_t capacity_bytes)
+      : stripe_bytes_(stripe_bytes), capacity_(capacity_bytes) {}
+
+  // Caching is pointless when fewer than four stripes fit.
+  bool enabled() const { return capacity_.load() >= 4 * stripe_bytes_.load(); }
+  void set_capacity(uint64_t bytes) { capacity_.store(bytes); }
+  uint64_t capacity() const { return capacity_.load(); }
+  uint64_t bytes() const { return entries_.load() * stripe_bytes_.load(); }
+  bool over_capacity() const {
+    return bytes() + stripe_bytes_.load() > capacity();
+  }
+  // A reshape changed the stripe size. REQUIRES: no entries, and no
+  // writer using the cache until it returns.
+  void ResetStripeBytes(uint64_t stripe_bytes);
+  size_t size() const { return entries_.load(); }
+
+  // Cheap check for the read path; may race with writers (a read racing a
+  // write may see either, as on any disk).
+  bool MayContain(uint64_t stripe) const;
+
+  // REQUIRES: the caller holds the lock of `stripe`.
+  Entry* Find(uint64_t stripe);
+  Entry* GetOrCreate(uint64_t stripe);
+  void Erase(uint64_t stripe);
+
+  // Stripes with entries, oldest first; with `older_than` set only those
+  // dirty since before it. Racy snapshot: recheck under the stripe lock.
+  std::vector<uint64_t> Oldest(size_t max,
+                               std::optional<Clock::time_point> older_than);
+
+ private:
+  // Stripe buffers are recycled: a stream allocates one per stripe, and
+  // fresh allocations of that size cost page faults on every use.
+  AlignedBuffer TakeBuffer();
+  void ReturnBuffer(AlignedBuffer b);
+
+  std::atomic<uint64_t> stripe_bytes_;  // changes only by ResetStripeBytes
+  std::atomic<uint64_t> capacity_;
+  Mutex free_mu_;
+  std::vector<AlignedBuffer> free_ ABSL_GUARDED_BY(free_mu_);
+  std::atomic<size_t> entries_{0};
+  mutable Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Entry>> map_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_STRIPE_CACHE_H_

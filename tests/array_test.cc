@@ -475,6 +475,42 @@ TEST(ArrayWrite, MemberFailureDuringWriteIsAbsorbed) {
   EXPECT_EQ(got, data);
 }
 
+// A degraded read plans each stripe once: the surviving chunks the client
+// reads are also the rebuild's sources, so a whole-array read costs one
+// member byte per byte (md and this engine before it read 1.5 on 4 disks:
+// the client's chunks, then all survivors again for the lost one).
+TEST(ArrayRead, DegradedSequentialReadReadsEachSurvivingByteOnce) {
+  auto m = MakeMembers(4);
+  CreateOptions o = Opts();
+  o.cache.bytes = 0;
+  auto a = MustCreate(m, o);
+  auto data = Pattern(a->size(), 21);
+  ASSERT_TRUE(a->Write(data.data(), data.size(), 0).ok());
+  ASSERT_TRUE(a->Flush().ok());
+  ASSERT_TRUE(a->FailSlot(1).ok());
+  ASSERT_TRUE(a->Info().degraded);
+  const Counters before = a->Info().counters;
+  // Requests of whole stripes (a request that ends inside the lost chunk
+  // leaves the next one to read those rows' survivors again).
+  std::vector<uint8_t> got(data.size());
+  const uint64_t step = 5 * a->geometry().stripe_data_bytes();
+  for (uint64_t at = 0; at < got.size(); at += step) {
+    const size_t n = std::min<uint64_t>(step, got.size() - at);
+    ASSERT_TRUE(a->Read(got.data() + at, n, at).ok());
+  }
+  const Counters after = a->Info().counters;
+  EXPECT_EQ(got, data);
+  EXPECT_EQ(after.member_read_bytes - before.member_read_bytes, a->size());
+  // Slot 1 holds parity in one stripe of four: the other three rebuild.
+  const uint64_t stripes = kMemberBytes / kChunk;
+  EXPECT_EQ(after.reconstructions - before.reconstructions, stripes * 3 / 4);
+  // A read that starts and ends inside chunks still gets the right bytes.
+  std::vector<uint8_t> part(3 * kChunk + 12288);
+  const uint64_t at = 5 * kChunk + 4096;
+  ASSERT_TRUE(a->Read(part.data(), part.size(), at).ok());
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), data.begin() + at));
+}
+
 // Sequential writes smaller than a stripe are gathered into full-stripe
 // writes: no member reads at all, whatever the write size.
 TEST(ArrayWrite, SequentialSmallWritesCoalesceIntoFullStripes) {

@@ -257,6 +257,14 @@ def main():
                         if writes:
                             m["reads_per_write"] = c["member_reads"] / writes
                             m["writes_per_write"] = c["member_writes"] / writes
+                        read_bytes = sum(
+                            r["jobs"][i]["read"]["io_bytes"]
+                            for i in range(len(jobs)))
+                        if read_bytes and not writes:
+                            # Member bytes read per byte delivered: 1.0 is
+                            # each member byte read once (degraded too).
+                            m["member_bytes_per_byte"] = (
+                                c["member_read_bytes"] / read_bytes)
                         m["counters"] = c
                     samples[side].append(m)
             med = {side: {k: statistics.median(x[k] for x in v)
@@ -321,11 +329,15 @@ def report(rows, sweep, args):
           f"(medians)\n")
     print("| workload | file MB/s | uraid MB/s | uraid/file | file IOPS | "
           "uraid IOPS | file p99 µs | uraid p99 µs | CPU s/GiB file | "
-          "CPU s/GiB uraid | member reads/write | member writes/write |")
+          "CPU s/GiB uraid | member reads/write (read rows: member B/B) | "
+          "member writes/write |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f, u = r["file"], r["uraid"]
         rpw = f"{u['reads_per_write']:.2f}" if "reads_per_write" in u else "-"
+        if "member_bytes_per_byte" in u:
+            # Read-only rows: the column shows member bytes per byte read.
+            rpw = f"{u['member_bytes_per_byte']:.2f} B/B"
         wpw = f"{u['writes_per_write']:.2f}" if "writes_per_write" in u else "-"
         print(f"| {r['workload']} | {f['mbs']:.0f} | {u['mbs']:.0f} | "
               f"{r['ratio']:.2f} | {f['iops']:.0f} | {u['iops']:.0f} | "

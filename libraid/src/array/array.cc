@@ -16,7 +16,6 @@
 namespace uraid {
 namespace {
 
-constexpr uint64_t kBlock = 4096;
 // md's safemode delay: the array is marked clean this long after the last
 // write completes.
 constexpr auto kSafemodeDelay = std::chrono::milliseconds(200);
@@ -26,12 +25,6 @@ constexpr uint64_t kScanWindow = 1 << 20;
 // Member I/Os faster than this on average are run one after another by the
 // calling thread; slower ones in parallel (see Submit).
 // (kParallelIoThresholdNs: array_impl.h)
-
-// 4 KiB blocks overlapping [x, y).
-uint64_t Blocks(uint64_t x, uint64_t y) {
-  if (y <= x) return 0;
-  return (y + kBlock - 1) / kBlock - x / kBlock;
-}
 
 uint64_t NowSeconds() { return static_cast<uint64_t>(std::time(nullptr)); }
 
@@ -674,12 +667,28 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
   // Healthy pieces straight into the caller's buffer, all in flight at once.
   // Pieces of stripes the cache holds newer data for, and pieces on a
   // missing member, take the locked slow path.
+  // Pieces of a stripe with a missing member go together, so the stripe's
+  // surviving chunks are read once for the client and the rebuild both.
+  std::vector<bool> degraded(pieces.size(), false);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (SlotUsableAt(pieces[i].loc.disk, pieces[i].loc.stripe)) continue;
+    for (size_t j = i;
+         j > 0 && pieces[j - 1].loc.stripe == pieces[i].loc.stripe; --j) {
+      degraded[j - 1] = true;
+    }
+    for (size_t j = i;
+         j < pieces.size() && pieces[j].loc.stripe == pieces[i].loc.stripe;
+         ++j) {
+      degraded[j] = true;
+    }
+  }
   std::vector<MemberIo> ios;
   std::vector<size_t> io_piece;
   std::vector<bool> slow(pieces.size(), false);
   const SlotGens gens = CaptureGens();
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
+    if (degraded[i]) continue;
     if (SlotUsableAt(p.loc.disk, p.loc.stripe) &&
         !cache_.MayContain(p.loc.stripe)) {
       ios.push_back(MemberIo{
@@ -701,6 +710,23 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
       failed[io_piece[j]] = ios[j].used;
     }
     slow[io_piece[j]] = true;
+  }
+  for (size_t i = 0; i < pieces.size();) {
+    if (!degraded[i]) {
+      ++i;
+      continue;
+    }
+    const uint64_t stripe = pieces[i].loc.stripe;
+    absl::InlinedVector<ReadPiece, 16> group;
+    for (; i < pieces.size() && degraded[i] && pieces[i].loc.stripe == stripe;
+         ++i) {
+      const Piece& p = pieces[i];
+      group.push_back(ReadPiece{p.loc.data_index, p.loc.chunk_offset,
+                                p.loc.chunk_offset + p.len,
+                                static_cast<uint64_t>(p.dst - out)});
+    }
+    StripeLock lock(&locks_, LockKey(stripe));
+    RETURN_IF_ERROR(ReadStripeDegradedLocked(stripe, group, out));
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!slow[i]) continue;
@@ -835,22 +861,21 @@ absl::Status ArrayImpl::ReconstructLocked(uint64_t stripe, int slot,
                                           uint8_t* dst) {
   RETURN_IF_ERROR(CheckUsable(false));
   const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
-  const int n = geo_.raid_disks();
-  ScratchOrOwned bufs(ScratchUser::kReconstruct,
-                      len * static_cast<size_t>(n - 1));
-  std::vector<MemberIo> ios;
+  // Generations first, health second: a member that changes hands after
+  // the check is caught by the generation (its reads come back stale).
   const SlotGens gens = CaptureGens();
-  for (int i = 0, j = 0; i < n; ++i) {
-    if (i == slot) continue;
-    if (!SlotUsableAt(i, stripe)) {
+  for (int i = 0; i < geo_.raid_disks(); ++i) {
+    if (i != slot && !SlotUsableAt(i, stripe)) {
       return absl::UnavailableError(absl::StrFormat(
           "cannot reconstruct slot %d at member offset %d: member in slot %d "
           "is also gone",
           slot, data_offset_ + member_offset, i));
     }
-    ios.push_back(MemberIo{
-        MemberIo::kRead, i, bufs.data() + len * j++, len, member_offset, {}});
   }
+  const ReadPlan plan = PlanReconstruct(geo_, stripe, slot, chunk_offset, len);
+  ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
+  std::vector<MemberIo> ios = PlannedMemberIos(MemberIo::kRead, stripe,
+                                               plan.reads, scratch.data(), dst);
   Submit(ios, &gens);
   bool slot_failed;
   absl::Status st = AbsorbFailures(ios, &slot_failed);
@@ -864,11 +889,59 @@ absl::Status ArrayImpl::ReconstructLocked(uint64_t stripe, int slot,
         absl::StrFormat("cannot reconstruct slot %d at member offset %d: %s",
                         slot, data_offset_ + member_offset, st.message()));
   }
-  std::vector<const void*> srcs;
-  for (int j = 0; j < n - 1; ++j) srcs.push_back(bufs.data() + len * j);
-  Xor(dst, srcs, len);
+  ComputeRead(plan, scratch.data(), dst);
   counters_.reconstructions.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::ReadStripeDegradedLocked(
+    uint64_t stripe, std::span<const ReadPiece> pieces, uint8_t* client) {
+  // Every surviving chunk the stripe's pieces and the rebuild need is read
+  // once: a degraded sequential read costs one member byte per byte. Under
+  // the stripe lock, so data and parity come from the same write. Anything
+  // but a clean run (a slot changing hands, a read error) falls back to the
+  // piece-at-a-time path, which corrects or reports it.
+  const SlotGens gens = CaptureGens();  // before the health (as above)
+  const int missing = MissingSlotAt(stripe);
+  bool others_usable = true;
+  for (int i = missing + 1; i < geo_.raid_disks(); ++i) {
+    others_usable = others_usable && SlotUsableAt(i, stripe);
+  }
+  if (missing >= 0 && others_usable && CheckUsable(false).ok()) {
+    const ReadPlan plan = PlanDegradedRead(geo_, stripe, pieces, missing);
+    ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
+    std::vector<MemberIo> ios = PlannedMemberIos(
+        MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
+    Submit(ios, &gens);
+    if (std::all_of(ios.begin(), ios.end(),
+                    [](const MemberIo& io) { return io.status.ok(); })) {
+      ComputeRead(plan, scratch.data(), client);
+      if (plan.rebuild) {
+        counters_.reconstructions.fetch_add(1, std::memory_order_relaxed);
+      }
+      for (const ReadPiece& p : pieces) {
+        OverlayCacheLocked(PieceLocation(stripe, p), p.y - p.x,
+                           client + p.client);
+      }
+      return absl::OkStatus();
+    }
+  }
+  for (const ReadPiece& p : pieces) {
+    RETURN_IF_ERROR(ReadPieceLocked(PieceLocation(stripe, p), p.y - p.x,
+                                    client + p.client));
+  }
+  return absl::OkStatus();
+}
+
+Location ArrayImpl::PieceLocation(uint64_t stripe, const ReadPiece& p) const {
+  Location loc;
+  loc.stripe = stripe;
+  loc.data_index = p.data_index;
+  loc.disk = geo_.DataDisk(stripe, p.data_index);
+  loc.parity_disk = geo_.ParityDisk(stripe);
+  loc.chunk_offset = p.x;
+  loc.member_offset = stripe * geo_.chunk_bytes() + p.x;
+  return loc;
 }
 
 // ---------------------------------------------------------------- writes
@@ -1043,191 +1116,49 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
                                            int missing, const SlotGens& gens,
                                            bool force_rcw, bool* slot_failed,
                                            std::vector<bool>* touched) {
-  const uint64_t C = geo_.chunk_bytes();
-  const int D = geo_.data_disks();
-  const int pd = geo_.ParityDisk(stripe);
-  const uint64_t base = stripe * C;  // member offset of the stripe
-
-  // Per data index: the written range [x, y) inside the chunk, if any.
-  struct Chunk {
-    bool written = false;
-    uint64_t x = 0, y = 0;
-    const uint8_t* data = nullptr;  // new bytes for [x, y)
-    int slot = 0;
-  };
-  std::vector<Chunk> ch(D);
-  uint64_t lo = C, hi = 0;
-  for (int k = 0; k < D; ++k) {
-    ch[k].slot = geo_.DataDisk(stripe, k);
-    uint64_t cs = static_cast<uint64_t>(k) * C, ce = cs + C;
-    if (b <= cs || a >= ce) continue;
-    ch[k].written = true;
-    ch[k].x = std::max(a, cs) - cs;
-    ch[k].y = std::min(b, ce) - cs;
-    ch[k].data = src + (std::max(a, cs) - a);
-    lo = std::min(lo, ch[k].x);
-    hi = std::max(hi, ch[k].y);
-  }
-  const uint64_t W = hi - lo;  // row window all parity work happens in
-  const bool parity_missing = missing == pd;
-  const int missing_k =
-      (missing >= 0 && !parity_missing) ? geo_.DataIndex(stripe, missing) : -1;
-
-  std::vector<MemberIo> writes;
-  auto add_data_writes = [&] {
-    for (int k = 0; k < D; ++k) {
-      if (!ch[k].written || k == missing_k) continue;
-      writes.push_back(MemberIo{MemberIo::kWrite,
-                                ch[k].slot,
-                                const_cast<uint8_t*>(ch[k].data),
-                                ch[k].y - ch[k].x,
-                                base + ch[k].x,
-                                {}});
-    }
-  };
-  auto run_writes = [&]() -> absl::Status {
-    for (const MemberIo& io : writes) (*touched)[io.slot] = true;
-    Submit(writes, &gens);
-    return AbsorbFailures(writes, slot_failed);
-  };
-
-  // Parity member gone: data alone is the truth.
-  if (parity_missing) {
-    add_data_writes();
-    counters_.degraded_writes.fetch_add(1, std::memory_order_relaxed);
-    return run_writes();
-  }
-
-  AlignedBuffer parity(W);
-  const bool full = (a == 0 && b == geo_.stripe_data_bytes());
-  if (full) {
-    std::vector<const void*> srcs;
-    for (int k = 0; k < D; ++k) srcs.push_back(ch[k].data);
-    Xor(parity.data(), srcs, C);
-    add_data_writes();
-    writes.push_back(
-        MemberIo{MemberIo::kWrite, pd, parity.data(), C, base, {}});
-    (missing_k >= 0 ? counters_.degraded_writes : counters_.full_stripe_writes)
-        .fetch_add(1, std::memory_order_relaxed);
-    return run_writes();
-  }
-
-  // Choose how to get the parity: read-modify-write reads the old data
-  // being replaced plus old parity; reconstruct-write reads every data byte
-  // of the window that is not being replaced. Counted in 4 KiB blocks as md
-  // does; ties go to reconstruct-write (md's default rmw_level).
-  enum { kRmw, kRcw, kReconstruct } mode;
-  if (missing_k >= 0) {
-    mode = ch[missing_k].written ? kReconstruct : kRmw;
-  } else if (force_rcw ||
-             stripe >= resync_stripe_.load(std::memory_order_acquire)) {
-    // Parity here is not trusted yet (unfinished resync), or may already
-    // hold part of this write (a retry): never carry it forward.
-    mode = kRcw;
-  } else {
-    uint64_t rmw = Blocks(lo, hi), rcw = 0;
-    for (int k = 0; k < D; ++k) {
-      if (ch[k].written) {
-        rmw += Blocks(ch[k].x, ch[k].y);
-        rcw += Blocks(lo, ch[k].x) + Blocks(ch[k].y, hi);
-      } else {
-        rcw += Blocks(lo, hi);
-      }
-    }
-    mode = rmw < rcw ? kRmw : kRcw;
-  }
-
-  std::vector<MemberIo> reads;
-  if (mode == kRmw) {
-    // P' = P ^ Dold ^ Dnew over each written range.
-    AlignedBuffer old(static_cast<size_t>(hi - lo) * D);
-    reads.push_back(
-        MemberIo{MemberIo::kRead, pd, parity.data(), W, base + lo, {}});
-    for (int k = 0; k < D; ++k) {
-      if (!ch[k].written) continue;
-      reads.push_back(MemberIo{MemberIo::kRead,
-                               ch[k].slot,
-                               old.data() + W * k,
-                               ch[k].y - ch[k].x,
-                               base + ch[k].x,
-                               {}});
-    }
+  // Parity of a stripe the resync has not reached is not trusted yet, and a
+  // retry's may already hold part of this write: never carry it forward.
+  const StripeHealth health{
+      missing,
+      !force_rcw && stripe < resync_stripe_.load(std::memory_order_acquire)};
+  const WritePlan plan = PlanWrite(geo_, stripe, a, b, health);
+  AlignedBuffer scratch(plan.scratch_bytes);
+  auto* client = const_cast<uint8_t*>(src);  // only written from
+  if (!plan.reads.empty()) {
+    std::vector<MemberIo> reads = PlannedMemberIos(
+        MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
     Submit(reads, &gens);
     RETURN_IF_ERROR(CorrectPreReads(stripe, reads));
     RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
-    for (int k = 0; k < D; ++k) {
-      if (!ch[k].written) continue;
-      uint8_t* p = parity.data() + (ch[k].x - lo);
-      const void* srcs[3] = {p, old.data() + W * k, ch[k].data};
-      Xor(p, srcs, ch[k].y - ch[k].x);
-    }
-    add_data_writes();
-    writes.push_back(
-        MemberIo{MemberIo::kWrite, pd, parity.data(), W, base + lo, {}});
-    (missing_k >= 0 ? counters_.degraded_writes : counters_.rmw_writes)
-        .fetch_add(1, std::memory_order_relaxed);
-    return run_writes();
   }
+  ComputeWrite(plan, scratch.data(), src);
+  std::vector<MemberIo> writes = PlannedMemberIos(
+      MemberIo::kWrite, stripe, plan.writes, scratch.data(), client);
+  std::atomic<uint64_t>* counter = &counters_.degraded_writes;
+  if (!plan.degraded) {
+    counter = plan.mode == WriteMode::kFull  ? &counters_.full_stripe_writes
+              : plan.mode == WriteMode::kRmw ? &counters_.rmw_writes
+                                             : &counters_.rcw_writes;
+  }
+  counter->fetch_add(1, std::memory_order_relaxed);
+  for (const MemberIo& io : writes) (*touched)[io.slot] = true;
+  Submit(writes, &gens);
+  return AbsorbFailures(writes, slot_failed);
+}
 
-  // Reconstruct-write (and its degraded form): build every data chunk's new
-  // contents over the window, then P = XOR of them all.
-  AlignedBuffer rows(static_cast<size_t>(W) * D);
-  std::vector<const void*> srcs(D);
-  for (int k = 0; k < D; ++k) {
-    uint8_t* row = rows.data() + W * k;
-    srcs[k] = row;
-    if (k == missing_k) continue;  // rebuilt below
-    if (mode == kReconstruct) {
-      // Rebuilding the missing chunk needs every other chunk's old bytes.
-      reads.push_back(
-          MemberIo{MemberIo::kRead, ch[k].slot, row, W, base + lo, {}});
-      continue;
-    }
-    if (ch[k].written && ch[k].x == lo && ch[k].y == hi) continue;
-    uint64_t x = ch[k].written ? ch[k].x : hi;
-    uint64_t y = ch[k].written ? ch[k].y : hi;
-    if (x > lo) {
-      reads.push_back(
-          MemberIo{MemberIo::kRead, ch[k].slot, row, x - lo, base + lo, {}});
-    }
-    if (ch[k].written && y < hi) {
-      reads.push_back(MemberIo{
-          MemberIo::kRead, ch[k].slot, row + (y - lo), hi - y, base + y, {}});
-    }
+std::vector<MemberIo> ArrayImpl::PlannedMemberIos(
+    MemberIo::Kind kind, uint64_t stripe, const std::vector<PlannedIo>& planned,
+    uint8_t* scratch, uint8_t* client) const {
+  const uint64_t base = stripe * geo_.chunk_bytes();
+  std::vector<MemberIo> ios;
+  ios.reserve(planned.size());
+  for (const PlannedIo& p : planned) {
+    uint8_t* buf =
+        (p.ref.buffer == PlanRef::kScratch ? scratch : client) + p.ref.offset;
+    ios.push_back(
+        MemberIo{kind, p.slot, buf, p.len, base + p.chunk_offset, {}});
   }
-  if (mode == kReconstruct) {
-    reads.push_back(
-        MemberIo{MemberIo::kRead, pd, parity.data(), W, base + lo, {}});
-  }
-  Submit(reads, &gens);
-  RETURN_IF_ERROR(CorrectPreReads(stripe, reads));
-  RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
-  if (mode == kReconstruct) {
-    // Old contents of the missing chunk: P ^ every other data chunk.
-    std::vector<const void*> others{parity.data()};
-    for (int k = 0; k < D; ++k) {
-      if (k != missing_k) others.push_back(rows.data() + W * k);
-    }
-    Xor(rows.data() + W * missing_k, others, W);
-  }
-  // Lay the new bytes over the window; a chunk replaced across the whole
-  // window is used in place from the caller's buffer (no copy).
-  for (int k = 0; k < D; ++k) {
-    if (!ch[k].written) continue;
-    if (ch[k].x == lo && ch[k].y == hi) {
-      srcs[k] = ch[k].data;
-      continue;
-    }
-    std::memcpy(rows.data() + W * k + (ch[k].x - lo), ch[k].data,
-                ch[k].y - ch[k].x);
-  }
-  Xor(parity.data(), srcs, W);
-  add_data_writes();
-  writes.push_back(
-      MemberIo{MemberIo::kWrite, pd, parity.data(), W, base + lo, {}});
-  (mode == kReconstruct ? counters_.degraded_writes : counters_.rcw_writes)
-      .fetch_add(1, std::memory_order_relaxed);
-  return run_writes();
+  return ios;
 }
 
 absl::Status ArrayImpl::CorrectPreReads(uint64_t stripe,

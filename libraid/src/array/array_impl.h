@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +36,7 @@
 #include "base/task_pool.h"
 #include "control/event_hub.h"
 #include "jobs/reshape_gate.h"
+#include "plan/stripe_plan.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
 #include "uraid/array.h"
@@ -440,6 +442,20 @@ class ArrayImpl {
   absl::Status ReconstructLocked(uint64_t stripe, int slot,
                                  uint64_t chunk_offset, size_t len,
                                  uint8_t* dst);
+  // Reads `pieces` of a stripe a member of which cannot serve it, each
+  // surviving byte once (PlanDegradedRead), into `client` at each piece's
+  // client offset, overlaid with newer cached bytes. REQUIRES: the stripe
+  // lock.
+  absl::Status ReadStripeDegradedLocked(uint64_t stripe,
+                                        std::span<const ReadPiece> pieces,
+                                        uint8_t* client);
+  Location PieceLocation(uint64_t stripe, const ReadPiece& piece) const;
+  // A plan's member I/Os, addressed to the stripe, with buffers resolved in
+  // `scratch` and `client`.
+  std::vector<MemberIo> PlannedMemberIos(MemberIo::Kind kind, uint64_t stripe,
+                                         const std::vector<PlannedIo>& planned,
+                                         uint8_t* scratch,
+                                         uint8_t* client) const;
   // Lays newer cached bytes of the piece over `dst`. REQUIRES: stripe lock.
   void OverlayCacheLocked(const Location& loc, size_t len, uint8_t* dst);
   // Member I/O faster than this (moving average) is cheaper to run on the

@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: MIT
+#include "plan/stripe_plan.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "parity/parity.h"
+
+namespace uraid {
+namespace {
+
+constexpr uint64_t kBlock = 4096;  // md's unit for the RMW/RCW count
+
+// 4 KiB blocks touched by [x, y).
+uint64_t Blocks(uint64_t x, uint64_t y) {
+  return y <= x ? 0 : (y + kBlock - 1) / kBlock - x / kBlock;
+}
+
+PlanRef Client(uint64_t offset) { return {PlanRef::kClient, offset}; }
+PlanRef Scratch(uint64_t offset) { return {PlanRef::kScratch, offset}; }
+
+uint8_t* Resolve(const PlanRef& r, uint8_t* scratch, uint8_t* client) {
+  return (r.buffer == PlanRef::kScratch ? scratch : client) + r.offset;
+}
+
+// Picks RMW or RCW for a healthy stripe with trusted parity, by the 4 KiB
+// blocks each reads over the window.
+WriteMode CheaperMode(const WritePlan& plan) {
+  uint64_t rmw = Blocks(plan.lo, plan.hi), rcw = 0;  // rmw: old parity
+  for (const WritePlan::Chunk& c : plan.chunks) {
+    if (c.written) {
+      rmw += Blocks(c.x, c.y);
+      rcw += Blocks(plan.lo, c.x) + Blocks(c.y, plan.hi);
+    } else {
+      rcw += Blocks(plan.lo, plan.hi);
+    }
+  }
+  return rmw < rcw ? WriteMode::kRmw : WriteMode::kRcw;
+}
+
+}  // namespace
+
+WritePlan PlanWrite(const Geometry& geo, uint64_t stripe, uint64_t a,
+                    uint64_t b, const StripeHealth& health) {
+  const uint64_t C = geo.chunk_bytes();
+  const int D = geo.data_disks();
+  WritePlan plan;
+  plan.parity_slot = geo.ParityDisk(stripe);
+  plan.chunks.resize(D);
+  plan.lo = C;
+  for (int k = 0; k < D; ++k) {
+    WritePlan::Chunk& c = plan.chunks[k];
+    c.slot = geo.DataDisk(stripe, k);
+    const uint64_t cs = static_cast<uint64_t>(k) * C, ce = cs + C;
+    if (b <= cs || a >= ce) continue;
+    c.written = true;
+    c.x = std::max(a, cs) - cs;
+    c.y = std::min(b, ce) - cs;
+    c.client = std::max(a, cs) - a;
+    plan.lo = std::min(plan.lo, c.x);
+    plan.hi = std::max(plan.hi, c.y);
+  }
+  const int missing = health.missing_slot;
+  plan.degraded = missing >= 0;
+  const bool parity_missing = missing == plan.parity_slot;
+  plan.missing_index =
+      (missing >= 0 && !parity_missing) ? geo.DataIndex(stripe, missing) : -1;
+  for (int k = 0; k < D; ++k) {
+    const WritePlan::Chunk& c = plan.chunks[k];
+    if (!c.written || k == plan.missing_index) continue;
+    plan.writes.push_back({c.slot, c.x, c.y - c.x, Client(c.client)});
+  }
+  if (parity_missing) {  // data alone is the truth
+    plan.mode = WriteMode::kParityGone;
+    return plan;
+  }
+  if (a == 0 && b == geo.stripe_data_bytes()) {
+    plan.mode = WriteMode::kFull;
+    plan.scratch_bytes = C;
+    plan.writes.push_back({plan.parity_slot, 0, C, Scratch(0)});
+    return plan;
+  }
+
+  if (plan.missing_index >= 0) {
+    plan.mode = plan.chunks[plan.missing_index].written
+                    ? WriteMode::kDegradedRcw
+                    : WriteMode::kRmw;
+  } else if (!health.parity_trusted) {
+    plan.mode = WriteMode::kRcw;
+  } else {
+    plan.mode = CheaperMode(plan);
+  }
+
+  // Scratch: the parity window at 0, then one window-sized row per data
+  // index (old data for RMW, the chunk's new contents for RCW).
+  const uint64_t lo = plan.lo, hi = plan.hi, W = hi - lo;
+  plan.scratch_bytes = W * (1 + static_cast<uint64_t>(D));
+  auto row = [&](int k) { return W + W * static_cast<uint64_t>(k); };
+  if (plan.mode == WriteMode::kRmw) {
+    plan.reads.push_back({plan.parity_slot, lo, W, Scratch(0)});
+    for (int k = 0; k < D; ++k) {
+      const WritePlan::Chunk& c = plan.chunks[k];
+      if (!c.written) continue;
+      plan.reads.push_back(
+          {c.slot, c.x, c.y - c.x, Scratch(row(k) + c.x - lo)});
+    }
+  } else {
+    for (int k = 0; k < D; ++k) {
+      const WritePlan::Chunk& c = plan.chunks[k];
+      if (k == plan.missing_index) continue;  // rebuilt by ComputeWrite
+      if (plan.mode == WriteMode::kDegradedRcw) {
+        // Rebuilding the missing chunk needs every other chunk's old rows.
+        plan.reads.push_back({c.slot, lo, W, Scratch(row(k))});
+        continue;
+      }
+      if (c.written && c.x == lo && c.y == hi) continue;
+      const uint64_t x = c.written ? c.x : hi;
+      if (x > lo) plan.reads.push_back({c.slot, lo, x - lo, Scratch(row(k))});
+      if (c.written && c.y < hi) {
+        plan.reads.push_back(
+            {c.slot, c.y, hi - c.y, Scratch(row(k) + c.y - lo)});
+      }
+    }
+    if (plan.mode == WriteMode::kDegradedRcw) {
+      plan.reads.push_back({plan.parity_slot, lo, W, Scratch(0)});
+    }
+  }
+  plan.writes.push_back({plan.parity_slot, lo, W, Scratch(0)});
+  return plan;
+}
+
+void ComputeWrite(const WritePlan& plan, uint8_t* scratch,
+                  const uint8_t* client) {
+  const int D = static_cast<int>(plan.chunks.size());
+  switch (plan.mode) {
+    case WriteMode::kParityGone:
+      return;
+    case WriteMode::kFull: {
+      std::vector<const void*> srcs;
+      for (const WritePlan::Chunk& c : plan.chunks) {
+        srcs.push_back(client + c.client);
+      }
+      Xor(scratch, srcs, plan.scratch_bytes);
+      return;
+    }
+    case WriteMode::kRmw: {
+      const uint64_t W = plan.hi - plan.lo;
+      for (int k = 0; k < D; ++k) {
+        const WritePlan::Chunk& c = plan.chunks[k];
+        if (!c.written) continue;
+        uint8_t* p = scratch + (c.x - plan.lo);
+        const void* srcs[3] = {p, scratch + W + W * k + (c.x - plan.lo),
+                               client + c.client};
+        Xor(p, srcs, c.y - c.x);
+      }
+      return;
+    }
+    case WriteMode::kRcw:
+    case WriteMode::kDegradedRcw: {
+      const uint64_t W = plan.hi - plan.lo;
+      auto row = [&](int k) { return scratch + W + W * k; };
+      if (plan.mode == WriteMode::kDegradedRcw) {
+        // The missing chunk's old rows: old parity ^ every other chunk.
+        std::vector<const void*> others{scratch};
+        for (int k = 0; k < D; ++k) {
+          if (k != plan.missing_index) others.push_back(row(k));
+        }
+        Xor(row(plan.missing_index), others, W);
+      }
+      // The new bytes over the window; a chunk replaced across the whole
+      // window is used in place from the client's buffer (no copy).
+      std::vector<const void*> srcs(D);
+      for (int k = 0; k < D; ++k) {
+        const WritePlan::Chunk& c = plan.chunks[k];
+        srcs[k] = row(k);
+        if (!c.written) continue;
+        if (c.x == plan.lo && c.y == plan.hi) {
+          srcs[k] = client + c.client;
+        } else {
+          std::memcpy(row(k) + (c.x - plan.lo), client + c.client, c.y - c.x);
+        }
+      }
+      Xor(scratch, srcs, W);
+      return;
+    }
+  }
+}
+
+namespace {
+
+// The rebuild of `slot`'s bytes [x, x + len) into client offset `target`,
+// with `pieces` (on other slots) read into the client buffer on the way.
+ReadPlan PlanRebuild(const Geometry& geo, uint64_t stripe, int slot, uint64_t x,
+                     uint64_t len, uint64_t target,
+                     std::span<const ReadPiece> pieces) {
+  const uint64_t y = x + len;
+  ReadPlan plan;
+  plan.rebuild = true;
+  plan.target = Client(target);
+  plan.len = len;
+  std::vector<const ReadPiece*> on(geo.raid_disks(), nullptr);
+  for (const ReadPiece& p : pieces) on[geo.DataDisk(stripe, p.data_index)] = &p;
+  // One source is read straight into the target, which the XOR then
+  // updates in place: a slot the client reads nothing from (the parity,
+  // when the rebuilt slot holds data) saves a scratch row.
+  int direct = -1;
+  for (int i = 0; i < geo.raid_disks() && direct < 0; ++i) {
+    if (i != slot && on[i] == nullptr) direct = i;
+  }
+  if (direct >= 0) {
+    plan.reads.push_back({direct, x, len, plan.target});
+    plan.sources.push_back(plan.target);
+  }
+  for (int i = 0; i < geo.raid_disks(); ++i) {
+    if (i == slot || i == direct) continue;
+    const ReadPiece* p = on[i];
+    if (p != nullptr) {
+      plan.reads.push_back({i, p->x, p->y - p->x, Client(p->client)});
+      if (p->x <= x && p->y >= y) {  // the client's bytes cover the rows
+        plan.sources.push_back(Client(p->client + (x - p->x)));
+        continue;
+      }
+    }
+    const uint64_t row = plan.scratch_bytes;
+    plan.scratch_bytes += len;
+    plan.sources.push_back(Scratch(row));
+    if (p == nullptr) {
+      plan.reads.push_back({i, x, len, Scratch(row)});
+      continue;
+    }
+    // Part of the rows arrives in the client's buffer: read only the rest.
+    const uint64_t ov_a = std::max(x, p->x), ov_b = std::min(y, p->y);
+    if (ov_a < ov_b) {
+      plan.copies.push_back(
+          {p->client + (ov_a - p->x), row + (ov_a - x), ov_b - ov_a});
+    }
+    if (x < p->x) {
+      const uint64_t e = std::min(y, p->x);
+      plan.reads.push_back({i, x, e - x, Scratch(row)});
+    }
+    if (p->y < y) {
+      const uint64_t s = std::max(x, p->y);
+      plan.reads.push_back({i, s, y - s, Scratch(row + (s - x))});
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+ReadPlan PlanDegradedRead(const Geometry& geo, uint64_t stripe,
+                          std::span<const ReadPiece> pieces, int missing_slot) {
+  const ReadPiece* lost = nullptr;
+  std::vector<ReadPiece> others;
+  for (const ReadPiece& p : pieces) {
+    if (missing_slot >= 0 &&
+        geo.DataDisk(stripe, p.data_index) == missing_slot) {
+      lost = &p;
+    } else {
+      others.push_back(p);
+    }
+  }
+  if (lost == nullptr) {
+    ReadPlan plan;
+    for (const ReadPiece& p : pieces) {
+      plan.reads.push_back({geo.DataDisk(stripe, p.data_index), p.x, p.y - p.x,
+                            Client(p.client)});
+    }
+    return plan;
+  }
+  return PlanRebuild(geo, stripe, missing_slot, lost->x, lost->y - lost->x,
+                     lost->client, others);
+}
+
+ReadPlan PlanReconstruct(const Geometry& geo, uint64_t stripe, int slot,
+                         uint64_t x, uint64_t len) {
+  return PlanRebuild(geo, stripe, slot, x, len, 0, {});
+}
+
+void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client) {
+  for (const ReadPlan::Copy& c : plan.copies) {
+    std::memcpy(scratch + c.to_scratch, client + c.from_client, c.len);
+  }
+  if (!plan.rebuild) return;
+  std::vector<const void*> srcs;
+  for (const PlanRef& r : plan.sources) {
+    srcs.push_back(Resolve(r, scratch, client));
+  }
+  Xor(Resolve(plan.target, scratch, client), srcs, plan.len);
+}
+
+uint64_t ReadBytes(const std::vector<PlannedIo>& ios) {
+  uint64_t n = 0;
+  for (const PlannedIo& io : ios) n += io.len;
+  return n;
+}
+
+}  // namespace uraid

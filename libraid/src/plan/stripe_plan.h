@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+// Internal: the planner. One stripe's request plus the stripe's health in,
+// the member I/O that serves it out: which member ranges to read, how the
+// XOR makes parity or a missing chunk, which member ranges to write. Pure:
+// no I/O, no threads, no array state. The stripe engine (array/array.cc)
+// runs a plan against the members; tests run it against memory.
+//
+// Units: every offset and length is in bytes. A PlannedIo's chunk_offset is
+// inside the slot's chunk of the stripe (the member offset is
+// stripe * chunk_bytes + chunk_offset, relative to the data offset).
+// Buffers: a plan names two, the client's buffer (the request's bytes: the
+// data to write, or where read data goes) and a scratch buffer of
+// `scratch_bytes` the executor allocates; PlanRef points into one of them.
+//
+// md's rules (reference: md-raid5.md, "partial-stripe writes"): a write
+// that covers the whole stripe computes parity from the new data alone; a
+// partial one reads either the old data it replaces plus old parity
+// (read-modify-write) or the data it does not replace (reconstruct-write),
+// whichever reads fewer 4 KiB blocks, ties to reconstruct-write (md's
+// default rmw_level); parity that is not trusted (a stripe the resync has
+// not reached, or a retry that may have half-written it) is never carried
+// forward. Unlike md, which decides per 4 KiB row, the decision is made once
+// for the rows the write touches (the window [lo, hi)), so one plan issues
+// one read and one write per member.
+
+#ifndef URAID_SRC_PLAN_STRIPE_PLAN_H_
+#define URAID_SRC_PLAN_STRIPE_PLAN_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "uraid/geometry.h"
+
+namespace uraid {
+
+struct PlanRef {
+  enum Buffer : uint8_t { kScratch, kClient };
+  Buffer buffer = kScratch;
+  uint64_t offset = 0;
+};
+
+struct PlannedIo {
+  int slot = 0;
+  uint64_t chunk_offset = 0;
+  uint64_t len = 0;
+  PlanRef ref;  // read destination / write source
+};
+
+// What is known of the stripe when the plan is made.
+struct StripeHealth {
+  int missing_slot = -1;  // the one slot whose member cannot serve it
+  // False where parity may be stale: never read-modify-write from it.
+  bool parity_trusted = true;
+};
+
+enum class WriteMode {
+  kParityGone,   // the parity member is missing: write the data only
+  kFull,         // parity from the new data alone
+  kRmw,          // P' = P ^ Dold ^ Dnew
+  kRcw,          // P' = XOR of new and unreplaced old data
+  kDegradedRcw,  // the replaced chunk is missing: rebuild its old rows first
+};
+
+struct WritePlan {
+  WriteMode mode = WriteMode::kFull;
+  bool degraded = false;  // some member of the stripe is missing
+  int parity_slot = 0;
+  uint64_t lo = 0, hi = 0;  // the rows [lo, hi) the parity work covers
+  uint64_t scratch_bytes = 0;
+  // Done together first; then ComputeWrite; then `writes`, together.
+  std::vector<PlannedIo> reads;
+  std::vector<PlannedIo> writes;
+
+  // For ComputeWrite: per data index, the new bytes [x, y) of its chunk,
+  // from client offset `client`.
+  struct Chunk {
+    int slot = 0;
+    bool written = false;
+    uint64_t x = 0, y = 0;
+    uint64_t client = 0;
+  };
+  std::vector<Chunk> chunks;
+  int missing_index = -1;  // data index of the missing data chunk, or -1
+};
+
+// The plan for writing the stripe's data bytes [a, b) (offsets into the
+// stripe's data, 0 <= a < b <= stripe_data_bytes()) whose new contents are
+// client bytes [0, b - a). REQUIRES: the request lies inside one stripe.
+WritePlan PlanWrite(const Geometry& geo, uint64_t stripe, uint64_t a,
+                    uint64_t b, const StripeHealth& health);
+
+// Once the plan's reads are in `scratch`: computes the new parity there
+// (and, for kDegradedRcw, the missing chunk's old rows first). `client`
+// holds the new data.
+void ComputeWrite(const WritePlan& plan, uint8_t* scratch,
+                  const uint8_t* client);
+
+// One client piece of a read: data index `data_index`'s bytes [x, y) go to
+// client offset `client`.
+struct ReadPiece {
+  int data_index = 0;
+  uint64_t x = 0, y = 0;
+  uint64_t client = 0;
+};
+
+struct ReadPlan {
+  uint64_t scratch_bytes = 0;
+  std::vector<PlannedIo> reads;  // done together first; then ComputeRead
+  // Bytes the client's buffer already holds that the rebuild also needs:
+  // copied to scratch so each source is one contiguous range.
+  struct Copy {
+    uint64_t from_client = 0, to_scratch = 0, len = 0;
+  };
+  std::vector<Copy> copies;
+  // The rebuild: `target` (len bytes, in the client buffer) becomes the XOR
+  // of `sources`; sources[0] may be the target itself (a read landed there).
+  bool rebuild = false;
+  PlanRef target;
+  uint64_t len = 0;
+  std::vector<PlanRef> sources;
+};
+
+// The plan for a read of one stripe's `pieces` (distinct data indexes, in
+// any order) while `missing_slot` cannot serve the stripe: every surviving
+// byte the client asked for and every byte the rebuild needs is read once,
+// the client's pieces straight into its buffer. missing_slot < 0, or a
+// missing slot no piece lies on, makes plain reads.
+ReadPlan PlanDegradedRead(const Geometry& geo, uint64_t stripe,
+                          std::span<const ReadPiece> pieces, int missing_slot);
+
+// Slot `slot`'s bytes [x, x + len) of the stripe, rebuilt from every other
+// slot into client offset 0 (a read error's correction, or a piece of a
+// missing member).
+ReadPlan PlanReconstruct(const Geometry& geo, uint64_t stripe, int slot,
+                         uint64_t x, uint64_t len);
+
+// Once the plan's reads are done: the copies, then the rebuild.
+void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client);
+
+// Member bytes a plan reads and writes (for tests and counters).
+uint64_t ReadBytes(const std::vector<PlannedIo>& ios);
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_PLAN_STRIPE_PLAN_H_

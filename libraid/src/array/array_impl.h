@@ -82,6 +82,11 @@ struct MemberIo {
   bool keep_sparse = false;
 };
 
+// Writes `len` bytes at raw member offset `raw` and flushes them, each step
+// retried once as data I/O is: the durable write of a superblock or bitmap
+// page. Thread-compatible (the member's own rules).
+absl::Status WriteDurably(Member& m, const void* buf, size_t len, uint64_t raw);
+
 // Slot generations captured when a plan is decided (see Slot::gen).
 using SlotGens = absl::InlinedVector<uint64_t, 16>;
 
@@ -456,6 +461,10 @@ class ArrayImpl {
                                          const std::vector<PlannedIo>& planned,
                                          uint8_t* scratch,
                                          uint8_t* client) const;
+  // Runs independent member calls (one per member) at once on the I/O pool,
+  // or in turn on this thread when members answer faster than a handoff
+  // (the rule Submit follows). Must not be called from a pool task.
+  void RunTogether(std::span<const std::function<void()>> tasks);
   // Lays newer cached bytes of the piece over `dst`. REQUIRES: stripe lock.
   void OverlayCacheLocked(const Location& loc, size_t len, uint8_t* dst);
   // Member I/O faster than this (moving average) is cheaper to run on the

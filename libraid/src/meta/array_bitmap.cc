@@ -75,17 +75,12 @@ absl::Status ArrayImpl::PersistBitmap(uint64_t offset,
   std::vector<std::function<void()>> tasks;
   for (Target& t : targets) {
     tasks.emplace_back([&t, raw, bytes] {
-      t.status = t.member->Write(bytes.data(), bytes.size(), raw);
-      if (t.status.ok()) t.status = t.member->Flush();
+      t.status = WriteDurably(*t.member, bytes.data(), bytes.size(), raw);
     });
   }
   // One round trip on every member at once: this is on the first write to
   // a region, so it is latency the client sees.
-  if (tasks.size() == 1 || io_latency_ns_.load() < kParallelIoThresholdNs) {
-    for (auto& task : tasks) task();
-  } else {
-    pool_.RunAll(tasks);
-  }
+  RunTogether(tasks);
   int written = 0;
   absl::Status first;
   for (Target& t : targets) {

@@ -21,8 +21,12 @@
  *     -EOPNOTSUPP  a feature uraid does not handle (reshape in progress,
  *               journal, a bitmap on a writable array, ...)
  *     -ENOMEM   out of memory
+ *     -ETIMEDOUT  an NBD member that did not answer in time
  *     -EIO      member I/O that could not be absorbed, a failed array
  *               (more than one member gone), corrupt metadata
+ *   (the whole table, one errno per absl::StatusCode, is StatusToErrno in
+ *   uraid/status_errno.h; the nbdkit plugin narrows the same table to the
+ *   errnos NBD carries)
  *   and, when `err` is not NULL and `err_len` > 0, copies a human-readable
  *   message naming the member and offset at fault into `err` (truncated to
  *   `err_len` - 1 bytes, always NUL-terminated). On success `err` is left

@@ -50,14 +50,14 @@
 #include <string>
 #include <vector>
 
-#include "discover/config_file.h"
-#include "discover/member_scan.h"
 #include "nbd_errno.h"
 #include "plugin_log.h"
 #include "uraid/array.h"
+#include "uraid/config_file.h"
 #include "uraid/control.h"
 #include "uraid/events.h"
 #include "uraid/member.h"
+#include "uraid/member_scan.h"
 #include "uraid/superblock.h"
 #include "uraid/version.h"
 

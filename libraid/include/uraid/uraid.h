@@ -18,8 +18,8 @@
  *               another process, ...), or a write to a read-only array
  *     -ENOENT   a member path that does not exist
  *     -EACCES   a member the process may not open
- *     -EOPNOTSUPP  a feature uraid does not handle (reshape in progress,
- *               journal, a bitmap on a writable array, ...)
+ *     -EOPNOTSUPP  a feature uraid does not handle (levels other than 4
+ *               and 5, journal or PPL, a shrinking reshape, ...)
  *     -ENOMEM   out of memory
  *     -ETIMEDOUT  an NBD member that did not answer in time
  *     -EIO      member I/O that could not be absorbed, a failed array

@@ -50,13 +50,14 @@
 #include <string>
 #include <vector>
 
-#include "discover/config_file.h"
-#include "discover/member_scan.h"
+#include "nbd_errno.h"
 #include "plugin_log.h"
 #include "uraid/array.h"
+#include "uraid/config_file.h"
 #include "uraid/control.h"
 #include "uraid/events.h"
 #include "uraid/member.h"
+#include "uraid/member_scan.h"
 #include "uraid/superblock.h"
 #include "uraid/version.h"
 
@@ -92,27 +93,10 @@ std::unique_ptr<uraid::Array> array;
 // The control channel; started in after_fork, stopped first in cleanup.
 std::unique_ptr<uraid::ControlServer> control;
 
-int StatusToErrno(const absl::Status& st) {
-  switch (st.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      return EINVAL;
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kPermissionDenied:
-      return EPERM;
-    case absl::StatusCode::kResourceExhausted:
-      return ENOMEM;
-    case absl::StatusCode::kUnimplemented:
-      return EOPNOTSUPP;
-    default:
-      return EIO;  // a member failure, data loss, a failed array
-  }
-}
-
 // Reports a failed status to nbdkit (message + errno) and returns -1.
 int Fail(const char* op, const absl::Status& st) {
   nbdkit_error("uraid: %s: %s", op, std::string(st.message()).c_str());
-  errno = StatusToErrno(st);
+  errno = uraid::plugin::NbdErrno(st);
   return -1;
 }
 
@@ -375,7 +359,7 @@ int AfterFork() {
         uraid::ControlServer::Start(config.control, array.get(), std::move(co));
     if (!s.ok()) {
       nbdkit_error("uraid: %s", std::string(s.status().message()).c_str());
-      errno = StatusToErrno(s.status());
+      errno = uraid::plugin::NbdErrno(s.status());
       return -1;
     }
     control = std::move(*s);

@@ -11,8 +11,8 @@
 #include "alert_mail.h"
 #include "array_health.h"
 #include "child_process.h"
-#include "control/info_json.h"
 #include "control_client.h"
+#include "uraid/info_json.h"
 
 namespace uraid::tool {
 namespace {

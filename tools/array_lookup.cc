@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "discover/member_scan.h"
 #include "uraid/member.h"
+#include "uraid/member_scan.h"
 #include "uraid/superblock.h"
 
 namespace uraid::tool {

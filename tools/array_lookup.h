@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "discover/config_file.h"
+#include "uraid/config_file.h"
 #include "uraid/superblock.h"
 
 namespace uraid::tool {

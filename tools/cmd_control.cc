@@ -16,13 +16,13 @@
 #include "absl/strings/str_join.h"
 #include "commands.h"
 #include "common.h"
-#include "control/control_protocol.h"
 #include "control_client.h"
 #include "job_progress.h"
 #include "nlohmann/json.hpp"
 #include "size_parse.h"
 #include "uraid/array.h"
 #include "uraid/control.h"
+#include "uraid/control_protocol.h"
 #include "uraid/geometry.h"
 
 namespace uraid::tool {
@@ -349,7 +349,10 @@ void AddReplaceCommand(CLI::App& app, Action* action) {
   CLI::App* sub = app.add_subcommand(
       "replace",
       "Copy an active member of a served array onto a new one while it "
-      "keeps serving (md's --replace); the old one is then marked faulty");
+      "keeps serving (md's --replace); when the copy ends the new one takes "
+      "the slot and the old one is released (faulty in the superblocks, "
+      "nothing to remove). If the old one fails first, the copy finishes "
+      "as a rebuild from parity");
   sub->add_option("--control", args->control, kControlHelp)->required();
   sub->add_option("OLD", args->old_member, "The member to replace")->required();
   sub->add_option("NEW", args->new_member,

@@ -19,13 +19,13 @@
 #include "array_health.h"
 #include "commands.h"
 #include "common.h"
-#include "control/info_json.h"
 #include "control_client.h"
 #include "job_progress.h"
 #include "nlohmann/json.hpp"
 #include "size_parse.h"
 #include "uraid/array.h"
 #include "uraid/geometry.h"
+#include "uraid/info_json.h"
 #include "uraid/superblock.h"
 
 namespace uraid::tool {
@@ -220,20 +220,20 @@ void PrintText(const ArrayInfo& info, bool live) {
   std::printf("  %s DEVICE\n", hints.xfs.c_str());
 }
 
-// The control protocol's encoding of the job (InfoToJson) plus its
+// The control protocol's encoding of the job (InfoToJsonText) plus its
 // progress: percent done and seconds left (-1: unknown).
 void AddJobProgress(const JobInfo& job, json* j) {
   (*j)["percent"] = JobPercent(job);
   (*j)["eta_seconds"] = JobEtaSeconds(job);
 }
 
-// InfoToJson's object (the control protocol's detail, so that no ArrayInfo
+// InfoToJsonText's object (the control protocol's detail, so that no ArrayInfo
 // field is encoded twice), with the names `detail --json` has always used
 // where they differ, and what only the tool adds: md's words and times,
 // sizes derived from the geometry, state, live and the mkfs hints.
 json ToJson(const ArrayInfo& info, bool live) {
   const Geometry& g = info.geometry;
-  json j = InfoToJson(info);
+  json j = json::parse(InfoToJsonText(info));
   // Here "layout" is the name; raid_devices, *_time_unix and speed_limits
   // stand for raid_disks, ctime, utime and speed.
   j["layout"] = std::string(LayoutName(g.layout()));

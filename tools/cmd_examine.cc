@@ -27,10 +27,10 @@
 #include "array_lookup.h"
 #include "commands.h"
 #include "common.h"
-#include "discover/member_scan.h"
 #include "nlohmann/json.hpp"
 #include "size_parse.h"
 #include "uraid/member.h"
+#include "uraid/member_scan.h"
 #include "uraid/superblock.h"
 
 namespace uraid::tool {

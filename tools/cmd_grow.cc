@@ -23,13 +23,13 @@
 #include "absl/strings/str_format.h"
 #include "commands.h"
 #include "common.h"
-#include "control/control_protocol.h"
 #include "control_client.h"
 #include "interrupt.h"
 #include "job_progress.h"
 #include "nlohmann/json.hpp"
 #include "size_parse.h"
 #include "uraid/array.h"
+#include "uraid/control_protocol.h"
 #include "uraid/geometry.h"
 
 namespace uraid::tool {

@@ -34,10 +34,10 @@
 #include "absl/strings/str_format.h"
 #include "alert_queue.h"
 #include "commands.h"
-#include "discover/config_file.h"
 #include "event_stream.h"
 #include "monitor_event.h"
 #include "monitor_reporter.h"
+#include "uraid/config_file.h"
 
 namespace uraid::tool {
 namespace {

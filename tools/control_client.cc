@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "control/info_json.h"
+#include "uraid/info_json.h"
 #include "uraid/member.h"
 
 namespace uraid::tool {
@@ -121,7 +121,7 @@ absl::StatusOr<nlohmann::ordered_json> ControlClient::CallLine(
   }
   absl::StatusOr<std::string> reply = ReadLine();
   if (!reply.ok()) return reply.status();
-  return control::ParseReply(*reply);
+  return ParseReplyLine(*reply);
 }
 
 absl::StatusOr<nlohmann::ordered_json> ControlClient::Call(
@@ -138,7 +138,14 @@ absl::StatusOr<ArrayInfo> ControlClient::Detail() {
     return absl::InternalError(absl::StrFormat(
         "control socket %s: the detail reply has no \"detail\"", path_));
   }
-  return InfoFromJson(*it);
+  return InfoFromJsonText(
+      it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+absl::StatusOr<nlohmann::ordered_json> ParseReplyLine(std::string_view line) {
+  if (absl::Status s = control::ReplyStatus(line); !s.ok()) return s;
+  // ReplyStatus has parsed it: valid JSON, an object with "ok": true.
+  return nlohmann::ordered_json::parse(line.begin(), line.end());
 }
 
 std::string MemberNameForServer(const std::string& arg) {

@@ -7,11 +7,12 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
-#include "control/control_protocol.h"
 #include "nlohmann/json.hpp"
 #include "uraid/array.h"
+#include "uraid/control_protocol.h"
 
 namespace uraid::tool {
 
@@ -45,6 +46,12 @@ class ControlClient {
   int timeout_ms_;
   std::string buf_;
 };
+
+// Reads one reply line of the control channel: the reply object when it
+// says ok (control::ReplyStatus in uraid/control_protocol.h checks the
+// line; nlohmann-json reads the fields), the server's error otherwise, and
+// Internal for a line that is no reply.
+absl::StatusOr<nlohmann::ordered_json> ParseReplyLine(std::string_view line);
 
 // A member argument as the server should see it: a relative path to an
 // existing file becomes absolute (the server's working directory is not

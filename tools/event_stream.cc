@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "control/control_protocol.h"
+#include "control_client.h"
 
 namespace uraid::tool {
 namespace {
@@ -109,7 +109,7 @@ absl::StatusOr<std::unique_ptr<EventStream>> EventStream::Open(
   absl::StatusOr<std::string> line =
       stream->ReadLine(reply_timeout_ms, /*first=*/true);
   if (!line.ok()) return line.status();
-  absl::StatusOr<control::Json> reply = control::ParseReply(*line);
+  absl::StatusOr<nlohmann::ordered_json> reply = ParseReplyLine(*line);
   if (!reply.ok()) {
     if (reply.status().code() == absl::StatusCode::kInternal) {
       // Not a reply of ours at all.

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The C API (uraid/uraid.h): a thin shell over uraid::Array. Maps
-// absl::Status to a negative errno plus a message copied into the caller's
-// buffer, and keeps every C++ exception (only std::bad_alloc is expected)
-// from crossing into C.
+// absl::Status to a negative errno (uraid/status_errno.h, the table the
+// plugin narrows for NBD) plus a message copied into the caller's buffer, and
+// keeps every C++ exception (only std::bad_alloc is expected) from crossing
+// into C.
 
 #include <algorithm>
 #include <cerrno>
@@ -19,6 +20,7 @@
 #include "uraid/array.h"
 #include "uraid/geometry.h"
 #include "uraid/member.h"
+#include "uraid/status_errno.h"
 #include "uraid/superblock.h"
 #include "uraid/uraid.h"
 #include "uraid/version.h"
@@ -28,34 +30,6 @@ struct uraid_array {
 };
 
 namespace {
-
-int StatusToErrno(const absl::Status& st) {
-  switch (st.code()) {
-    case absl::StatusCode::kOk:
-      return 0;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      return EINVAL;
-    case absl::StatusCode::kFailedPrecondition:
-      return EPERM;
-    case absl::StatusCode::kPermissionDenied:
-      return EACCES;
-    case absl::StatusCode::kNotFound:
-      return ENOENT;
-    case absl::StatusCode::kAlreadyExists:
-      return EEXIST;
-    case absl::StatusCode::kResourceExhausted:
-      return ENOMEM;
-    case absl::StatusCode::kUnimplemented:
-      return EOPNOTSUPP;
-    case absl::StatusCode::kDeadlineExceeded:
-      return ETIMEDOUT;
-    case absl::StatusCode::kCancelled:
-      return ECANCELED;
-    default:
-      return EIO;  // member I/O, data loss, a failed array
-  }
-}
 
 void CopyMessage(const std::string& msg, char* err, size_t err_len) {
   if (err == nullptr || err_len == 0) return;
@@ -68,7 +42,7 @@ void CopyMessage(const std::string& msg, char* err, size_t err_len) {
 int Report(const absl::Status& st, char* err, size_t err_len) {
   if (st.ok()) return 0;
   CopyMessage(std::string(st.message()), err, err_len);
-  return -StatusToErrno(st);
+  return -uraid::StatusToErrno(st);
 }
 
 // Runs `fn` (returning absl::Status) with no exception escaping.

@@ -38,8 +38,10 @@
 //                      duplicate, dirty+degraded, too small, locked by
 //                      another process, ...); a write to a read-only array
 //   NotFound, PermissionDenied, ... - opening a member file (the errno)
-//   Unimplemented    - md features uraid does not handle (reshape in
-//                      progress, journal/PPL, a bitmap on a writable array)
+//   Unimplemented    - md features uraid does not handle (levels other
+//                      than 4 and 5, journal/PPL/clustered arrays, md's
+//                      replacement devices, a shrinking reshape, a
+//                      clustered or lockless bitmap)
 //   DataLoss         - corrupt metadata
 //   Unavailable      - the array has failed (two members gone)
 //   Internal and the errno-derived codes - member I/O errors that could not
@@ -371,10 +373,14 @@ class Array {
   // Refuses, writing nothing, on: no or corrupt superblock, members of
   // different arrays, the same device twice, a stale member, a member marked
   // faulty, disagreeing geometry, more than one slot missing, a member too
-  // small, or a dirty degraded array without force. Assembly itself writes
-  // nothing; a writable array marks itself active (md's clean flag) on its
-  // first write. With options.read_only nothing is ever written, so members
-  // opened read-only (FileMemberOptions::read_only) are enough.
+  // small, or a dirty degraded array without force. Once it succeeds,
+  // assembly writes only to bring members level: when the superblocks'
+  // events disagree (members one event behind after a crash during a
+  // superblock update), every member's superblock is rewritten with the
+  // freshest events, as mdadm does when it starts an array. Otherwise it
+  // writes nothing; a writable array marks itself active (md's clean flag)
+  // on its first write. With options.read_only nothing is ever written, so
+  // members opened read-only (FileMemberOptions::read_only) are enough.
   static absl::StatusOr<std::unique_ptr<Array>> Assemble(
       std::vector<std::unique_ptr<Member>> members,
       const AssembleOptions& options, Logger logger = nullptr);
@@ -451,7 +457,9 @@ class Array {
   absl::Status AddMember(std::unique_ptr<Member> member);
   // Copies the active member `old_name` onto `replacement` while the old one
   // keeps serving (no degraded window); when the copy ends the replacement
-  // takes the slot and the old member is marked faulty and can be removed.
+  // takes the slot and the old member is released (the array lets go of it
+  // as RemoveMember would, and the superblocks' role tables record it
+  // faulty), so there is nothing left to remove.
   // If the old member fails during the copy, the copy continues as a
   // recovery from parity.
   absl::Status ReplaceMember(const std::string& old_name,

@@ -18,11 +18,15 @@
  *               another process, ...), or a write to a read-only array
  *     -ENOENT   a member path that does not exist
  *     -EACCES   a member the process may not open
- *     -EOPNOTSUPP  a feature uraid does not handle (reshape in progress,
- *               journal, a bitmap on a writable array, ...)
+ *     -EOPNOTSUPP  a feature uraid does not handle (levels other than 4
+ *               and 5, journal or PPL, a shrinking reshape, ...)
  *     -ENOMEM   out of memory
+ *     -ETIMEDOUT  an NBD member that did not answer in time
  *     -EIO      member I/O that could not be absorbed, a failed array
  *               (more than one member gone), corrupt metadata
+ *   (the whole table, one errno per absl::StatusCode, is StatusToErrno in
+ *   uraid/status_errno.h; the nbdkit plugin narrows the same table to the
+ *   errnos NBD carries)
  *   and, when `err` is not NULL and `err_len` > 0, copies a human-readable
  *   message naming the member and offset at fault into `err` (truncated to
  *   `err_len` - 1 bytes, always NUL-terminated). On success `err` is left

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Internal: the state behind uraid::Array, shared by create.cc,
-// assemble.cc (how an array comes to exist) and array.cc (the data path,
-// metadata updates and background work).
+// Internal: the state behind uraid::Array, shared by nine files: in
+// array/, create.cc and assemble.cc (how an array comes to exist), array.cc
+// (the data path, metadata updates and background work), array_events.cc
+// and array_extents.cc; in meta/, array_bitmap.cc and slot_admin.cc; in
+// jobs/, jobs.cc and reshape.cc.
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync

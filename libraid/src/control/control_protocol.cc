@@ -511,6 +511,10 @@ absl::StatusOr<Json> ParseReply(std::string_view line) {
   return absl::Status(code, error->get_ref<const std::string&>());
 }
 
+absl::Status ReplyStatus(std::string_view line) {
+  return ParseReply(line).status();
+}
+
 std::string CodeName(absl::StatusCode code) {
   return absl::StatusCodeToString(code);
 }

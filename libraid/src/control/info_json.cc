@@ -457,4 +457,18 @@ absl::StatusOr<ArrayInfo> InfoFromJson(const Json& j) {
   return info;
 }
 
+std::string InfoToJsonText(const ArrayInfo& info) {
+  return InfoToJson(info).dump(-1, ' ', false,
+                               nlohmann::json::error_handler_t::replace);
+}
+
+absl::StatusOr<ArrayInfo> InfoFromJsonText(std::string_view json) {
+  const Json j = Json::parse(json.begin(), json.end(), nullptr,
+                             /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError("array detail: not JSON");
+  }
+  return InfoFromJson(j);
+}
+
 }  // namespace uraid

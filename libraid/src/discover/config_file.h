@@ -1,94 +1,11 @@
 // SPDX-License-Identifier: MIT
-// uraid.conf: the array configuration file, in mdadm.conf's words.
-//
-//   # comment (from '#' at the start of a word to the end of the line)
-//   DEVICE /dev/disk/by-id/* /srv/raid/*.img     several globs per line,
-//   DEVICE nbd://host/export                     several lines; NBD URIs
-//                                                as they are
-//   ARRAY NAME uuid=UUID [bitmap=FILE] [socket=PATH] [control=PATH]
-//         [cache=SIZE] [readonly]
-//   MAILADDR root@example.org
-//   PROGRAM /usr/local/sbin/raid-alert
-//
-// As in mdadm.conf, keywords are case-insensitive and may be shortened to
-// their first three letters or more ("dev", "ARR"), and a line that starts
-// with whitespace continues the previous line. UUIDs are 32 hex digits,
-// any of ':', '-', '.' between them (mdadm's and blkid's spellings).
-// NAME is what `uraid serve NAME` and the systemd units (uraid@NAME) use:
-// letters, digits, '.', '_', '-' and '+', not starting with '.' or '-'.
-//
-// Parsing is pure (text in, struct out); LoadConfigFile reads the file.
-// Errors are InvalidArgument "FILE:LINE: what", e.g.
-// "uraid.conf:7: unknown keyword 'ARRY'".
-//
-// Used by the `uraid` tool (serve, examine --scan, monitor --scan) and the
-// nbdkit plugin (array= config=). Internal to the library.
+// Forwarding header: config_file.h is public now (uraid/config_file.h, which
+// the tool and the plugin include). Kept for the library's own sources and
+// white-box tests that name it by its old place.
 
-#ifndef URAID_SRC_CONFIG_FILE_H_
-#define URAID_SRC_CONFIG_FILE_H_
+#ifndef URAID_SRC_DISCOVER_CONFIG_FILE_H_
+#define URAID_SRC_DISCOVER_CONFIG_FILE_H_
 
-#include <array>
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <vector>
+#include "uraid/config_file.h"  // IWYU pragma: export
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-
-namespace uraid {
-
-// One ARRAY line.
-struct ConfigArray {
-  std::string name;
-  std::array<uint8_t, 16> uuid{};
-  // Paths as written (the tool and plugin make them absolute); empty: not
-  // given.
-  std::string bitmap;
-  std::string socket;
-  std::string control;
-  std::optional<uint64_t> cache_bytes;  // cache=SIZE, K/M/G/T binary
-  bool readonly = false;
-  int line = 0;  // where the ARRAY line starts
-};
-
-struct ConfigFile {
-  std::string path;                   // as given to the parser, for messages
-  std::vector<std::string> devices;   // every DEVICE word, in order
-  std::vector<ConfigArray> arrays;    // in order
-  std::vector<std::string> mailaddr;  // MAILADDR words
-  std::string program;                // PROGRAM, empty: none
-};
-
-// Where the tool and the units look without --config: $URAID_CONFIG when
-// set and not empty (tests, staged installs), else /etc/uraid/uraid.conf.
-std::string DefaultConfigPath();
-
-// Parses `text`; `path` only names the file in messages, as given
-// ("/etc/uraid/uraid.conf:7: ..."), so the user finds the file.
-// Refuses unknown keywords and ARRAY tags, ARRAY lines without uuid= or
-// with a bad one, bad names and sizes, a second array with the same name
-// or uuid (naming both lines), and a second PROGRAM.
-absl::StatusOr<ConfigFile> ParseConfig(absl::string_view text,
-                                       const std::string& path);
-
-// Reads and parses `path`. A missing file is NotFound naming it.
-absl::StatusOr<ConfigFile> LoadConfigFile(const std::string& path);
-
-// True when `name` is a valid ARRAY name (see above).
-bool ValidArrayName(absl::string_view name);
-
-// The array called `name_or_uuid` (an ARRAY name, or its uuid in any
-// spelling ParseUuid takes), or nullptr.
-const ConfigArray* FindConfigArray(const ConfigFile& config,
-                                   absl::string_view name_or_uuid);
-
-// The control socket of a configured array: its control= or, as
-// `uraid serve` gives every array it serves from the config,
-// /run/uraid/NAME.ctl.
-std::string ConfigControlSocket(const ConfigArray& array);
-
-}  // namespace uraid
-
-#endif  // URAID_SRC_CONFIG_FILE_H_
+#endif  // URAID_SRC_DISCOVER_CONFIG_FILE_H_

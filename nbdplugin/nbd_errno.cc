@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+// StatusToErrno narrowed to NBD's errnos; the reasons are in nbd_errno.h.
+
+#include "nbd_errno.h"
+
+#include <cerrno>
+
+#include "absl/status/status.h"
+#include "uraid/status_errno.h"
+
+namespace uraid::plugin {
+
+int NarrowToNbdErrno(int err) {
+  switch (err) {
+    case 0:
+    case EPERM:
+    case EIO:
+    case ENOMEM:
+    case EINVAL:
+    case ENOSPC:
+    case EOVERFLOW:
+    case ESHUTDOWN:
+#if ENOTSUP != EOPNOTSUPP
+    case ENOTSUP:
+#endif
+    case EOPNOTSUPP:
+      return err;
+    case EACCES:
+      return EPERM;
+    default:
+      return EIO;
+  }
+}
+
+int NbdErrno(const absl::Status& status) {
+  return NarrowToNbdErrno(uraid::StatusToErrno(status));
+}
+
+}  // namespace uraid::plugin

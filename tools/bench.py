@@ -137,6 +137,10 @@ WORKLOADS = [
      [0, 1], False),
     ("degraded seq read 1M qd8", [dict(rw="read", bs="1m", iodepth=8)], [0],
      True),
+    # One stripe per request at the defaults (4 members, chunk 512K): the
+    # rebuild's sources are all the client's own chunks.
+    ("degraded seq read 1.5M qd8", [dict(rw="read", bs="1536k", iodepth=8)],
+     [0], True),
     ("4K write+flush qd1, idle", [dict(rw="randwrite", bs="4k", iodepth=1,
                                        fsync=1)], [0], False),
     ("4K write+flush qd1, beside a 1M stream",
@@ -211,7 +215,11 @@ def main():
 
         def uraid_args(extra=(), degraded=False):
             ms = members[1:] if degraded else members
-            return ([plugin] + [f"member={m}" for m in ms] +
+            # Degraded on purpose (md's --run rule wants it said) and
+            # read-only, so the member left out does not go stale for the
+            # rows after.
+            run = ["run=true", "readonly=true"] if degraded else []
+            return ([plugin] + [f"member={m}" for m in ms] + run +
                     list(args.uraid_arg) + list(extra))
 
         # Fill both with data so reads read data, not holes.
@@ -263,8 +271,12 @@ def main():
                         if read_bytes and not writes:
                             # Member bytes read per byte delivered: 1.0 is
                             # each member byte read once (degraded too).
+                            # fio leaves its 1 s ramp out of io_bytes, the
+                            # counters do not: scaled to the whole run.
+                            whole = read_bytes * (args.runtime + 1) / (
+                                args.runtime)
                             m["member_bytes_per_byte"] = (
-                                c["member_read_bytes"] / read_bytes)
+                                c["member_read_bytes"] / whole)
                         m["counters"] = c
                     samples[side].append(m)
             med = {side: {k: statistics.median(x[k] for x in v)
@@ -392,6 +404,7 @@ EXTRA_PARTS = [
     "rebuild: unthrottled",
     "rebuild: throttled",
     "rebuild: under client load",
+    "rebuild: default limits beside a 1M stream",
     "scrub: check",
     "scrub: repair",
     "resync after crash: bitmap",
@@ -815,6 +828,64 @@ def bench_rebuild_scrub(args, plugin, tool, work):
                 "how": f"slope of done_bytes over {args.extra_window}s, "
                        f"from 1s after the add, fio randwrite 4K qd32 "
                        f"running; speed-max unthrottled"})
+        if wanted(args, "rebuild: default limits beside a 1M stream"):
+            # Issue 16's point 5: with md's default limits (min 1000 KiB/s,
+            # max 200000) and the default busy share, a client stream keeps
+            # most of its throughput and the rebuild still moves. The client
+            # alone first (median of --repeat), then the same fio beside a
+            # rebuild.
+            stream = [dict(rw="write", bs="1m", iodepth=8)]
+            run_s = int(1.0 + args.extra_window + 1.5 + 0.999)
+            alones = [summarize(fio(srv.uri, stream, run_s, size), [0])
+                      for _ in range(args.repeat)]
+            alone = {k: statistics.median(a[k] for a in alones)
+                     for k in ("mbs", "iops", "p99_us")}
+            run_tool(tool, "set", "--control", ctl, "--speed-max", "200000")
+            run_tool(tool, "set", "--control", ctl, "--speed-min", "1000",
+                     "--busy-share", "25")
+            join = fio_in_background(srv.uri, stream, run_s + 1, size)
+            time.sleep(1.0)  # fio's ramp
+            t0, before = start_rebuild()
+            rate, avg, _ = windowed(t0, 1.0, args.extra_window)
+            r = join(timeout=120)
+            set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
+            finish(before)
+            if isinstance(r, Exception) or r is None:
+                raise RuntimeError(f"fio beside the rebuild: {r}")
+            client = summarize(r, [0])
+            keep = client["mbs"] / alone["mbs"] if alone["mbs"] else 0
+            unthrottled = next((x["mbs"] for x in out["rows"]
+                                if x["part"] == "rebuild: unthrottled"),
+                               None)
+            if unthrottled is None:  # that part was not selected: one run
+                set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
+                t0u, b0 = start_rebuild()
+                t1u, lj = finish(b0)
+                unthrottled = lj["total_bytes"] / (t1u - t0u) / 1e6
+            # The share is of what the rebuild could have had: its own
+            # unthrottled rate, capped by md's default max (200000 KiB/s).
+            unthrottled = min(unthrottled, 200000 * 1024 / 1e6)
+            share = rate / 1e6 / unthrottled
+            log(f"bench: rebuild at default limits beside a 1M write stream: "
+                f"{rate / 1e6:.1f} MB/s ({share:.2f}x unthrottled); client "
+                f"{client['mbs']:.0f} MB/s ({keep:.2f}x alone, "
+                f"{alone['mbs']:.0f}), p99 {client['p99_us']:.0f} µs "
+                f"(alone {alone['p99_us']:.0f})")
+            out["rows"].append({
+                "part": "rebuild: default limits beside a 1M stream",
+                "mbs": rate / 1e6, "engine_mbs": None,
+                "avg_from_start_mbs": avg / 1e6,
+                "vs_read": rate / 1e6 / read_mbs, "client": client,
+                "client_alone": alone, "client_keep": keep, "share": share,
+                "target": "rebuild ≥ 0.25× unthrottled, client ≥ 0.70× alone",
+                "pass": share >= 0.25 and keep >= 0.70,
+                "how": f"slope of done_bytes over {args.extra_window}s from 1s "
+                       f"after the add; md's default min/max, busy share 25%; "
+                       f"rebuild {share:.2f}x unthrottled, capped at the "
+                       f"default max ({unthrottled:.0f} MB/s); client keeps "
+                       f"{keep:.2f}x "
+                       f"of {alone['mbs']:.0f} MB/s alone (p99 "
+                       f"{alone['p99_us']:.0f} µs alone)"})
         for kind in ("check", "repair"):
             name = f"scrub: {kind}"
             if not wanted(args, name):

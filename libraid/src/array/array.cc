@@ -116,7 +116,28 @@ absl::Status ArrayImpl::CheckUsable(bool write) const {
   if (write && read_only_) {
     return absl::FailedPreconditionError("array is read-only");
   }
+  if (write && has_bg_error_.load(std::memory_order_acquire)) {
+    MutexLock lock(&bg_mu_);
+    return bg_error_;
+  }
   return absl::OkStatus();
+}
+
+void ArrayImpl::RecordBackgroundError(const absl::Status& st,
+                                      absl::string_view what) {
+  if (st.ok()) return;
+  {
+    MutexLock lock(&bg_mu_);
+    if (!bg_error_.ok()) return;
+    bg_error_ = absl::Status(
+        st.code(),
+        absl::StrCat(what, " could not be recorded in the superblocks (",
+                     st.message(), "); writes are refused until restart"));
+    has_bg_error_.store(true, std::memory_order_release);
+  }
+  Log(LogLevel::kError,
+      absl::StrCat("background error: ", what, ": ", st.message(),
+                   "; the array refuses writes from now on"));
 }
 
 namespace {
@@ -309,7 +330,9 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
                           data_offset_ + io.offset, io.status.message()));
     }
     if (SlotPresent(io.slot)) {
-      (void)FailSlot(io.slot, std::string(io.status.message()), io.used);
+      RecordBackgroundError(
+          FailSlot(io.slot, std::string(io.status.message()), io.used),
+          absl::StrFormat("the failure of slot %d", io.slot));
     }
     // Failed by us or, racing us, by another request that hit the same
     // dying member: either way the caller should redo its plan around it.
@@ -819,7 +842,10 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
   const bool same = failed == nullptr || m.get() == failed;
   if (absl::Status rs = ReconstructLocked(stripe, slot, chunk_offset, len, dst);
       !rs.ok()) {
-    if (same) (void)FailSlot(slot, std::string(why.message()), failed);
+    if (same) {
+      RecordBackgroundError(FailSlot(slot, std::string(why.message()), failed),
+                            absl::StrFormat("the failure of slot %d", slot));
+    }
     return absl::UnavailableError(absl::StrFormat(
         "member %s (slot %d) failed reading at member offset %d (%s) and "
         "cannot be rebuilt from parity: %s",

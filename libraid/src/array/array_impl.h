@@ -33,6 +33,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "array/shape.h"
 #include "base/aligned_buffer.h"
 #include "base/task_pool.h"
@@ -475,6 +476,9 @@ class ArrayImpl {
   // md's max_corr_read_errors: more corrected read errors fail the member.
   static constexpr uint32_t kMaxCorrectedReadErrors = 20;
   absl::Status CheckUsable(bool write) const;
+  // Keeps `st` (if an error) as the background error, named by `what`;
+  // the first one stays. See bg_error_.
+  void RecordBackgroundError(const absl::Status& st, absl::string_view what);
 
   // Reads one piece with its stripe lock held: from its member, or rebuilt
   // from parity, then overlaid with newer cached bytes.
@@ -634,6 +638,14 @@ class ArrayImpl {
   std::atomic<int> expected_spares_{0};
   SlotTable slots_;
   std::atomic<bool> failed_{false};
+  // The sticky background error: a metadata update that had to record a
+  // member's failure (or a spare's or replacement's loss) did not make it
+  // to the members. From then on writes fail with it (reads go on), so
+  // nothing is acknowledged that the superblocks may contradict after a
+  // restart. Set once; never cleared while the array is open.
+  mutable Mutex bg_mu_;
+  absl::Status bg_error_ ABSL_GUARDED_BY(bg_mu_);
+  std::atomic<bool> has_bg_error_{false};
   // Moving average of member data-I/O latency, in ns (see Submit).
   std::atomic<int64_t> io_latency_ns_{0};
   AtomicCounters counters_;

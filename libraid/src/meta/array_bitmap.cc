@@ -126,11 +126,15 @@ void ArrayImpl::ProcessDeferredFailures() {
       if (s.replacement.compare_exchange_strong(d.member, nullptr)) {
         ReportReplacementFailed(d.member->Name(), d.slot,
                                 absl::InternalError(d.why));
-        (void)WriteSuperblocks(std::nullopt);
+        RecordBackgroundError(
+            WriteSuperblocks(std::nullopt),
+            absl::StrFormat("the loss of slot %d's replacement", d.slot));
       }
     } else {
       // Only while it still holds the slot (FailSlot checks under sb_mu_).
-      (void)FailSlot(d.slot, "bitmap write failed: " + d.why, d.member.get());
+      RecordBackgroundError(
+          FailSlot(d.slot, "bitmap write failed: " + d.why, d.member.get()),
+          absl::StrFormat("the failure of slot %d", d.slot));
     }
   }
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "array/array_impl.h"
 #include "base/status_macros.h"
@@ -332,7 +333,8 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
       MutexLock lock(&sb_mu_);
       std::erase_if(spares_, [&](const Spare& sp) { return sp.member == m; });
     }
-    (void)WriteSuperblocks(std::nullopt);
+    RecordBackgroundError(WriteSuperblocks(std::nullopt),
+                          absl::StrCat("dropping spare ", m->Name()));
     return st;
   }
   {

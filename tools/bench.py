@@ -757,6 +757,21 @@ def bench_rebuild_scrub(args, plugin, tool, work):
                 "--rebuild-member-size")
         return (db - da) / (tb - ta), db / (tb - t0), det
 
+    def rebuild_beside(jobs, runtime, ramp):
+        """A rebuild started `ramp` s into fio `jobs` (runtime s), at the
+        limits in force; returns (rate over the window, average from the
+        add, the client's summary) once both are done, unthrottled again."""
+        join = fio_in_background(srv.uri, jobs, runtime, size)
+        time.sleep(ramp)  # fio's ramp
+        t0, before = start_rebuild()
+        rate, avg, _ = windowed(t0, 1.0, args.extra_window)
+        r = join(timeout=120)
+        set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
+        finish(before)
+        if isinstance(r, Exception) or r is None:
+            raise RuntimeError(f"fio beside the rebuild: {r}")
+        return rate, avg, summarize(r, [0])
+
     try:
         if wanted(args, "rebuild: unthrottled"):
             set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
@@ -801,18 +816,9 @@ def bench_rebuild_scrub(args, plugin, tool, work):
             lo = args.load_min_kib
             set_speed(lo, UNTHROTTLED_KIB_S)
             runtime = 1.5 + 1.0 + args.extra_window + 1.5
-            join = fio_in_background(
-                srv.uri, [dict(rw="randwrite", bs="4k", iodepth=32)],
-                int(runtime + 0.999), size)
-            time.sleep(1.5)  # fio's ramp
-            t0, before = start_rebuild()
-            rate, avg, _ = windowed(t0, 1.0, args.extra_window)
-            r = join(timeout=120)
-            set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
-            finish(before)
-            if isinstance(r, Exception) or r is None:
-                raise RuntimeError(f"fio beside the rebuild: {r}")
-            client = summarize(r, [0])
+            rate, avg, client = rebuild_beside(
+                [dict(rw="randwrite", bs="4k", iodepth=32)],
+                int(runtime + 0.999), 1.5)
             ratio = rate / (lo * 1024)
             log(f"bench: rebuild beside fio randwrite 4K qd32 (min {lo} "
                 f"KiB/s): {rate / 1e6:.1f} MB/s = {ratio:.2f}x min; client "
@@ -843,16 +849,7 @@ def bench_rebuild_scrub(args, plugin, tool, work):
             run_tool(tool, "set", "--control", ctl, "--speed-max", "200000")
             run_tool(tool, "set", "--control", ctl, "--speed-min", "1000",
                      "--busy-share", "25")
-            join = fio_in_background(srv.uri, stream, run_s + 1, size)
-            time.sleep(1.0)  # fio's ramp
-            t0, before = start_rebuild()
-            rate, avg, _ = windowed(t0, 1.0, args.extra_window)
-            r = join(timeout=120)
-            set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
-            finish(before)
-            if isinstance(r, Exception) or r is None:
-                raise RuntimeError(f"fio beside the rebuild: {r}")
-            client = summarize(r, [0])
+            rate, avg, client = rebuild_beside(stream, run_s + 1, 1.0)
             keep = client["mbs"] / alone["mbs"] if alone["mbs"] else 0
             unthrottled = next((x["mbs"] for x in out["rows"]
                                 if x["part"] == "rebuild: unthrottled"),

@@ -1498,60 +1498,56 @@ absl::Status ArrayImpl::Resync() {
     }
     return false;
   };
-  ThrottleState throttle;
-  for (uint64_t s = start; s < geo_.stripe_count(); ++s) {
-    {
-      MutexLock lock(&state_mu_);
-      if (stop_) break;
-    }
-    // md's speed limits hold for resync too (StopJob does not stop it:
-    // parity must become trustworthy; a restart resumes it).
-    // Counts stripes actually read: skipped holes and clean regions cost
-    // nothing and must not make it sleep.
-    if (!Throttle(throttle, read * C, /*honour_cancel=*/false)) break;
-    // Stripes that are holes on every member are zeros with zero parity:
-    // consistent without reading them (a new array on sparse files).
+  // Marks the stripes below `end` in sync.
+  auto done_through = [&](uint64_t end) {
+    resync_stripe_.store(end, std::memory_order_release);
+    release_through(end * C);
+  };
+  StripePass pass;
+  // md's speed limits hold for resync too (StopJob does not stop it:
+  // parity must become trustworthy; a restart resumes it). They count
+  // stripes actually read: skipped holes and clean regions cost nothing.
+  pass.stripe_work = C;
+  pass.honour_cancel = false;
+  pass.stopped = [&] {
+    MutexLock lock(&state_mu_);
+    return stop_;
+  };
+  // Stripes that are holes on every member are zeros with zero parity:
+  // consistent without reading them (a new array on sparse files).
+  pass.skip = [&](uint64_t s) {
     uint64_t skip_to = SkipHoles(s);
-    if (skip_to > s || (B && !stripe_dirty(s))) {
-      skip_to = std::max(skip_to, s + 1);
-      resync_stripe_.store(skip_to, std::memory_order_release);
-      release_through(skip_to * C);
-      s = skip_to - 1;
-      continue;
-    }
-    // A window of the stripes that need it, scanned at once (each under
-    // its own lock). A write to one already scanned but not yet below the
-    // resync front still treats its parity as untrusted, which is safe.
-    const uint64_t max =
-        std::min(WindowStripes(throttle), geo_.stripe_count() - s);
+    if (skip_to == s && (!B || stripe_dirty(s))) return s;
+    skip_to = std::max(skip_to, s + 1);
+    done_through(skip_to);
+    return skip_to;
+  };
+  // A window of the stripes that need it, scanned at once (each under its
+  // own lock). A write to one already scanned but not yet below the resync
+  // front still treats its parity as untrusted, which is safe.
+  pass.cap = [&](uint64_t s, uint64_t max) {
     uint64_t count = 1;
     while (count < max && (!B || stripe_dirty(s + count)) &&
            SkipHoles(s + count) == s + count) {
       ++count;
     }
-    std::vector<absl::Status> status(count);
-    std::unique_ptr<bool[]> mismatch(new bool[count]());
-    RunWindow(count, [&](uint64_t i) {
-      status[i] = ScanStripe(s + i, /*repair=*/true, &mismatch[i]);
-    });
-    uint64_t done = 0;
-    for (; done < count && status[done].ok(); ++done) {
-      counters_.resynced_stripes.fetch_add(1, std::memory_order_relaxed);
-      counters_.resync_bytes.fetch_add(C, std::memory_order_relaxed);
-      ++read;
-      if (mismatch[done]) {
-        ++repaired;
-        counters_.resync_repairs.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    resync_stripe_.store(s + done, std::memory_order_release);
-    release_through((s + done) * C);
-    if (done < count) {
-      st = status[done];
-      break;
-    }
-    s += count - 1;
-  }
+    return count;
+  };
+  pass.work = [&](uint64_t s, uint64_t count, absl::Status* error) {
+    std::vector<uint64_t> mismatched;
+    const uint64_t done =
+        ScanWindow(s, count, /*repair=*/true, &mismatched, error);
+    counters_.resynced_stripes.fetch_add(done, std::memory_order_relaxed);
+    counters_.resync_bytes.fetch_add(done * C, std::memory_order_relaxed);
+    counters_.resync_repairs.fetch_add(mismatched.size(),
+                                       std::memory_order_relaxed);
+    read += done;
+    repaired += mismatched.size();
+    done_through(s + done);
+    return done;
+  };
+  uint64_t at = start;
+  st = RunStripePass(pass, geo_.stripe_count(), &at);
   if (B && resync_stripe_.load() >= geo_.stripe_count()) {
     release_through(bitmap_->chunks() * B);  // the last, partial region
   }

@@ -375,10 +375,12 @@ class ArrayImpl {
   uint64_t ReshapeMaxWindow() const;
   // Copies [lo, hi) of the array from the old shape to the new one.
   absl::Status ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf);
-  // Whether every member is a hole over the new shape's rows that hold
-  // array bytes [lo, hi) (so a window of zeros need not be written there:
-  // a sparse array stays sparse through a reshape).
-  bool NewRowsAreHoles(uint64_t lo, uint64_t hi);
+  // How far (array bytes, a new-stripe boundary, at most `hi`) every
+  // member is a hole over the new shape's rows from the one holding `lo`
+  // (so zeros need not be written there: a sparse array stays sparse
+  // through a reshape); at most lo's row start when that row holds data.
+  // One probe per member answers for every stripe up to the first data.
+  uint64_t NewRowsHoleEnd(uint64_t lo, uint64_t hi);
   // After a crash during a reshape: resyncs the moved part's stripes the
   // bitmap (or, without one, the whole moved part) says may be torn.
   absl::Status ResyncMovedPart();
@@ -539,6 +541,47 @@ class ArrayImpl {
   // Runs fn(0) .. fn(n - 1) at once on job_pool_ (the calling thread's
   // shape carried over), for a job's window of stripes.
   void RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn);
+  // One pass of a job over the stripes, a window at a time: the loop that
+  // recovery, scrub and resync share. Each round stops if `stopped` says
+  // so, Throttles on the work done so far, moves past what `skip` says
+  // needs no work or else works a window of WindowStripes (narrowed by
+  // `cap`), and then reports the new position to `moved`.
+  struct StripePass {
+    // Per-member bytes one worked stripe counts toward the speed limits
+    // (skipped stripes count nothing).
+    uint64_t stripe_work = 0;
+    bool honour_cancel = true;  // passed to Throttle
+    // Optional: true stops the pass before its next window.
+    std::function<bool()> stopped;
+    // Optional: the first stripe at or after `s` that needs work (`s` when
+    // it does). Whatever the skipped stripes need (a front moved past
+    // them) it has done itself.
+    std::function<uint64_t(uint64_t s)> skip;
+    // Optional: narrows a window of `want` stripes from `s` (at least 1
+    // is kept).
+    std::function<uint64_t(uint64_t s, uint64_t want)> cap;
+    // Works stripes [s, s + count) and records them done (fronts,
+    // counters): returns how many from `s` are done in an unbroken run,
+    // at least one unless it sets `*error`, which stops the pass.
+    std::function<uint64_t(uint64_t s, uint64_t count, absl::Status* error)>
+        work;
+    // Optional: after the pass moved to `s` (worked or skipped); progress
+    // and checkpoints. An error stops the pass.
+    std::function<absl::Status(uint64_t s)> moved;
+  };
+  // Runs `pass` from `*stripe` until `end`, a stop (Throttle or `stopped`)
+  // or an error, which it returns; `*stripe` is where it got to (every
+  // stripe below it is done).
+  absl::Status RunStripePass(const StripePass& pass, uint64_t end,
+                             uint64_t* stripe);
+  // Scans stripes [from, from + count) at once (ScanStripe, each under its
+  // own lock; a scan moves no front, so they are not held together).
+  // Returns how many from `from` were scanned in an unbroken run; fewer
+  // than `count` sets `*error` to the status of the first that was not.
+  // Appends the scanned stripes whose parity did not match to
+  // `*mismatched`, in order.
+  uint64_t ScanWindow(uint64_t from, uint64_t count, bool repair,
+                      std::vector<uint64_t>* mismatched, absl::Status* error);
   absl::Status CheckpointRecovery(int slot);
   struct ThrottleState {
     int64_t anchor_ns = 0;

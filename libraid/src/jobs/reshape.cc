@@ -322,19 +322,21 @@ absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
   return st;
 }
 
-bool ArrayImpl::NewRowsAreHoles(uint64_t lo, uint64_t hi) {
+uint64_t ArrayImpl::NewRowsHoleEnd(uint64_t lo, uint64_t hi) {
   const Shape& to = *reshape_.load()->to;
   const uint64_t C = to.geo.chunk_bytes();
   const uint64_t sd = to.geo.stripe_data_bytes();
-  const uint64_t first = to.data_offset + lo / sd * C;
-  const uint64_t end = to.data_offset + (hi + sd - 1) / sd * C;
-  for (int i = 0; i < to.geo.raid_disks(); ++i) {
+  const uint64_t row = lo / sd;  // lo's new row
+  uint64_t end_row = (hi + sd - 1) / sd;
+  for (int i = 0; i < to.geo.raid_disks() && end_row > row; ++i) {
     std::shared_ptr<Member> m = slots_[i]->member.load();
-    if (m == nullptr) return false;
-    absl::StatusOr<uint64_t> data = m->NextDataOffset(first);
-    if (!data.ok() || *data < end) return false;
+    if (m == nullptr) return row * sd;
+    absl::StatusOr<uint64_t> data = m->NextDataOffset(to.data_offset + row * C);
+    if (!data.ok() || *data < to.data_offset + row * C) return row * sd;
+    // Rows wholly below the member's next data are holes on it.
+    end_row = std::min(end_row, (*data - to.data_offset) / C);
   }
-  return true;
+  return std::min(hi, std::max(end_row, row) * sd);
 }
 
 absl::Status ArrayImpl::ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf) {
@@ -353,11 +355,17 @@ absl::Status ArrayImpl::ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf) {
   // sparse. The gate keeps clients out of [lo, hi), so the holes cannot
   // fill between the probe and the skip.
   const uint64_t sd = r.to->geo.stripe_data_bytes();
-  uint64_t run = lo;  // start of the run still to be written
+  uint64_t run = lo;        // start of the run still to be written
+  uint64_t holes_end = lo;  // [.., holes_end): new rows known to be holes
   for (uint64_t at = lo; at < hi;) {
     const uint64_t next = std::min(hi, (at / sd + 1) * sd);
-    const bool skip =
-        IsAllZero(buf + (at - lo), next - at) && NewRowsAreHoles(at, next);
+    bool skip = false;
+    if (IsAllZero(buf + (at - lo), next - at)) {
+      // One probe answers up to the first data on any member (within the
+      // window: past it, clients may write).
+      if (holes_end < next) holes_end = NewRowsHoleEnd(at, hi);
+      skip = holes_end >= next;
+    }
     if (skip || next == hi) {
       const uint64_t run_end = skip ? at : hi;
       if (run_end > run) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Internal: the state behind uraid::Array, shared by create.cc,
-// assemble.cc (how an array comes to exist) and array.cc (the data path,
-// metadata updates and background work).
+// assemble.cc (how an array comes to exist), array.cc (the data path,
+// metadata updates and background threads) and jobs/ (the job runner and
+// recovery in jobs.cc, scrub.cc, resync.cc, reshape.cc).
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync
@@ -196,7 +197,7 @@ class ArrayImpl {
   // resumed by assembly with no background threads); true once it ended.
   absl::StatusOr<bool> StepReshape();
 
-  // --- maintenance ---
+  // --- maintenance (jobs/resync.cc, jobs/scrub.cc) ---
   absl::Status Resync();
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
   // Marks `slot` faulty. With `only_if`, only while that member still holds
@@ -499,6 +500,7 @@ class ArrayImpl {
   // At a clean stop: clears every bit not needed (md's bitmap flush).
   void ClearBitmapAtStop();
   WriteIntentBitmapOptions BitmapOptions(bool array_clean);
+  // jobs/scrub.cc:
   absl::Status ScanStripe(uint64_t stripe, bool repair, bool* mismatch);
   // The first stripe at or after `stripe` that is not a hole on every
   // member (`stripe` itself when unknown).

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Background jobs on the array: recovery onto a spare, replace, and the
-// check/repair scrub (resync after an unclean shutdown keeps its own thread
-// in array.cc; it predates the job runner and needs no throttle because md
-// runs it at full speed too).
+// Background jobs on the array: the job runner (queue, throttle, the
+// window loop every job shares, progress), recovery onto a spare and
+// replace. The check/repair scrub is in scrub.cc, the reshape in
+// reshape.cc; resync after an unclean shutdown (resync.cc) keeps its own
+// thread but shares the window loop and the speed limits.
 //
 // One job runs at a time, on the job thread. Requests queue one deep:
 // RequestJob starts the thread when it is idle, or leaves the request for
@@ -546,23 +547,6 @@ absl::Status ArrayImpl::RunStripePass(const StripePass& pass, uint64_t end,
   return absl::OkStatus();
 }
 
-uint64_t ArrayImpl::ScanWindow(uint64_t from, uint64_t count, bool repair,
-                               std::vector<uint64_t>* mismatched,
-                               absl::Status* error) {
-  *error = absl::OkStatus();
-  std::vector<absl::Status> status(count);
-  std::unique_ptr<bool[]> mismatch(new bool[count]());
-  RunWindow(count, [&](uint64_t i) {
-    status[i] = ScanStripe(from + i, repair, &mismatch[i]);
-  });
-  uint64_t done = 0;
-  for (; done < count && status[done].ok(); ++done) {
-    if (mismatch[done]) mismatched->push_back(from + done);
-  }
-  if (done < count) *error = status[done];
-  return done;
-}
-
 absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
                                             uint8_t* buf, size_t buf_len,
                                             bool* target_gone) {
@@ -778,56 +762,6 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
       absl::StrFormat("replace: %s now holds slot %d; %s is released",
                       r->Name(), slot, old ? old->Name() : "?"));
   return WriteSuperblocks(std::nullopt);
-}
-
-absl::Status ArrayImpl::RunScrub(bool repair) {
-  const uint64_t C = geo_.chunk_bytes();
-  StripePass pass;
-  pass.stripe_work = C;  // the limits count stripes scanned, not skipped
-  // Stripes that are holes on every member are zeros with zero parity.
-  pass.skip = [&](uint64_t at) { return SkipHoles(at); };
-  pass.work = [&](uint64_t at, uint64_t count, absl::Status* error) {
-    std::vector<uint64_t> mismatched;
-    const uint64_t done = ScanWindow(at, count, repair, &mismatched, error);
-    counters_.scrubbed_stripes.fetch_add(done, std::memory_order_relaxed);
-    if (!mismatched.empty()) {
-      MutexLock lock(&job_mu_);
-      job_.mismatches += mismatched.size();
-      for (uint64_t m : mismatched) {
-        if (job_.first_mismatches.size() >= kMaxListedMismatches) break;
-        job_.first_mismatches.push_back(m);
-      }
-    }
-    return done;
-  };
-  pass.moved = [&](uint64_t at) {
-    JobProgress(at * C);
-    return absl::OkStatus();
-  };
-  uint64_t stripe = 0;
-  return RunStripePass(pass, geo_.stripe_count(), &stripe);
-}
-
-absl::Status ArrayImpl::StartScrub(bool repair) {
-  RETURN_IF_ERROR(CheckUsable(repair));
-  if (GoneSlots() > 0) {
-    return absl::FailedPreconditionError(
-        "array is degraded: parity cannot be checked until it is rebuilt");
-  }
-  if (resync_running_.load()) {
-    return absl::FailedPreconditionError(
-        "a resync is running; it checks and repairs parity itself");
-  }
-  {
-    MutexLock lock(&job_mu_);
-    if (job_thread_running_) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("a %s job is running; stop it first or wait for it",
-                          JobKindName(job_.kind)));
-    }
-  }
-  return RequestJob(
-      JobRequest{repair ? JobKind::kRepair : JobKind::kCheck, -1});
 }
 
 absl::Status ArrayImpl::StopJob() {

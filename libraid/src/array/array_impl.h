@@ -374,8 +374,24 @@ class ArrayImpl {
   // finishes the reshape when the front is at the end.
   absl::Status ReshapeStep(uint8_t* buf, uint64_t max_window);
   uint64_t ReshapeMaxWindow() const;
-  // Copies [lo, hi) of the array from the old shape to the new one.
+  // Copies [lo, hi) of the array from the old shape to the new one and
+  // flushes every member. REQUIRES: the gate closed over [lo, hi).
   absl::Status ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf);
+  // The end of the window that starts at `lo` (ReshapeWindowEnd: its new
+  // rows land below the old row holding `lo`), or an error when none fits.
+  absl::StatusOr<uint64_t> ReshapeWindowAt(uint64_t lo, uint64_t max_window);
+  // One copy step, every stripe's I/O from kJobDepth workers at once:
+  // writes [wlo, whi) from `wbuf` in the new shape (whole new stripes;
+  // stripes of zeros over holes are left holes) while it reads [rlo, rhi)
+  // in the old shape into `rbuf` (zeros past the old array's end); then,
+  // if it wrote, flushes every member. Either range may be empty.
+  // REQUIRES: the gate closed over both; [wlo, whi) within the window
+  // allowed by the durable reshape_position, [rlo, rhi) at or past whi.
+  absl::Status ReshapeCopy(uint64_t wlo, uint64_t whi, const uint8_t* wbuf,
+                           uint64_t rlo, uint64_t rhi, uint8_t* rbuf);
+  // Records `hi` as reshape_position in every superblock, then publishes
+  // it as the front.
+  absl::Status ReshapeCheckpoint(uint64_t hi);
   // How far (array bytes, a new-stripe boundary, at most `hi`) every
   // member is a hole over the new shape's rows from the one holding `lo`
   // (so zeros need not be written there: a sparse array stays sparse
@@ -598,9 +614,11 @@ class ArrayImpl {
   // Stripes a job's next window may take, from the speed limit in force.
   uint64_t WindowStripes(const ThrottleState& t) const;
   // Sleeps as md's speed limits require after `done_bytes` (per member) of
-  // job work; false when the job should stop.
+  // job work; false when the job should stop. With `would_wait`, does not
+  // sleep: returns false with *would_wait set when it would have (the
+  // caller gets ready to rest, then calls again).
   bool Throttle(ThrottleState& t, uint64_t done_bytes,
-                bool honour_cancel = true);
+                bool honour_cancel = true, bool* would_wait = nullptr);
   // Marks stripes [from, from + count) rebuilt on `slot` when the target
   // needs nothing there: they are holes on every member and on the target,
   // or (a re-added member) their bitmap regions are clear. Returns how many

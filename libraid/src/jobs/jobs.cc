@@ -368,7 +368,8 @@ void ArrayImpl::JobProgressLocked(uint64_t done_bytes) {
 }
 
 bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
-                         bool honour_cancel) {
+                         bool honour_cancel, bool* would_wait) {
+  if (would_wait != nullptr) *would_wait = false;
   const auto release = [&](int64_t now, bool sharing) {
     t.released_ns = now;
     t.rest_until_ns = 0;
@@ -423,6 +424,10 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
       // burst for later.
       if (now - due > 200'000'000) t = ThrottleState{now, done_bytes, limit};
       return release(now, false);
+    }
+    if (would_wait != nullptr) {
+      *would_wait = true;
+      return false;
     }
     int64_t wake = due;
     if (t.rest_until_ns) wake = std::min(wake, t.rest_until_ns);

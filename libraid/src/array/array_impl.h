@@ -568,6 +568,9 @@ class ArrayImpl {
     // Per-member bytes one worked stripe counts toward the speed limits
     // (skipped stripes count nothing).
     uint64_t stripe_work = 0;
+    // Most stripes one window may take (0: kJobDepth); job_pool_ works
+    // kJobDepth of them at a time whatever the window.
+    uint64_t max_window = 0;
     bool honour_cancel = true;  // passed to Throttle
     // Optional: true stops the pass before its next window.
     std::function<bool()> stopped;
@@ -611,8 +614,9 @@ class ArrayImpl {
     int64_t rest_until_ns = 0;
     bool sharing = false;  // released by the busy share, not by min
   };
-  // Stripes a job's next window may take, from the speed limit in force.
-  uint64_t WindowStripes(const ThrottleState& t) const;
+  // Stripes a job's next window may take, from the speed limit in force,
+  // at most `depth`.
+  uint64_t WindowStripes(const ThrottleState& t, uint64_t depth) const;
   // Sleeps as md's speed limits require after `done_bytes` (per member) of
   // job work; false when the job should stop. With `would_wait`, does not
   // sleep: returns false with *would_wait set when it would have (the
@@ -680,6 +684,12 @@ class ArrayImpl {
   // paid every member's latency per stripe. Bounds the job's buffers to
   // kJobDepth x 1 MiB.
   static constexpr uint64_t kJobDepth = 8;
+  // A scan's window (scrub, resync) may hold more stripes than run at
+  // once: each holds its lock only while it is scanned and uses its
+  // thread's scratch buffer, so only kJobDepth are in flight, and the
+  // window's end, where every member drains while the last stripes
+  // finish, comes a quarter as often.
+  static constexpr uint64_t kScanWindowStripes = 4 * kJobDepth;
   // Runs a job's window; its tasks submit member I/O on pool_.
   TaskPool job_pool_{static_cast<int>(kJobDepth) - 1};
   StripeCache cache_;

@@ -436,15 +436,16 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
   }
 }
 
-uint64_t ArrayImpl::WindowStripes(const ThrottleState& t) const {
+uint64_t ArrayImpl::WindowStripes(const ThrottleState& t,
+                                  uint64_t depth) const {
   // About 100 ms of work at the limit in force, so a low limit (a busy
   // array at md's minimum, a test stepping a job) still moves a stripe at
-  // a time and holds few stripe locks; at full speed, kJobDepth.
+  // a time and holds few stripe locks; at full speed, `depth`.
   // A busy share's window is half the depth: enough in flight to use its
   // share of the members, few stripe locks held against the clients.
   if (t.sharing) return kJobDepth / 2;
   const uint64_t stripes = t.limit / 10 / geo_.chunk_bytes();
-  return std::clamp<uint64_t>(stripes, 1, kJobDepth);
+  return std::clamp<uint64_t>(stripes, 1, depth);
 }
 
 uint64_t ArrayImpl::SkipRecoveryWindow(int slot, uint64_t from,
@@ -533,7 +534,10 @@ absl::Status ArrayImpl::RunStripePass(const StripePass& pass, uint64_t end,
     const uint64_t at = *stripe;
     uint64_t next = pass.skip ? std::clamp(pass.skip(at), at, end) : at;
     if (next == at) {
-      uint64_t count = std::min(WindowStripes(throttle), end - at);
+      uint64_t count =
+          std::min(WindowStripes(throttle,
+                                 pass.max_window ? pass.max_window : kJobDepth),
+                   end - at);
       if (pass.cap) count = std::clamp<uint64_t>(pass.cap(at, count), 1, count);
       absl::Status error;
       const uint64_t done = std::min(pass.work(at, count, &error), count);

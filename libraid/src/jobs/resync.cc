@@ -79,6 +79,7 @@ absl::Status ArrayImpl::Resync() {
   // parity must become trustworthy; a restart resumes it). They count
   // stripes actually read: skipped holes and clean regions cost nothing.
   pass.stripe_work = C;
+  pass.max_window = kScanWindowStripes;
   pass.honour_cancel = false;
   pass.stopped = [&] {
     MutexLock lock(&state_mu_);

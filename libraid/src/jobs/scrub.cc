@@ -121,6 +121,7 @@ absl::Status ArrayImpl::RunScrub(bool repair) {
   const uint64_t C = geo_.chunk_bytes();
   StripePass pass;
   pass.stripe_work = C;  // the limits count stripes scanned, not skipped
+  pass.max_window = kScanWindowStripes;
   // Stripes that are holes on every member are zeros with zero parity.
   pass.skip = [&](uint64_t at) { return SkipHoles(at); };
   pass.work = [&](uint64_t at, uint64_t count, absl::Status* error) {

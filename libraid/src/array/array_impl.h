@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Internal: the state behind uraid::Array, shared by nine files: in
-// array/, create.cc and assemble.cc (how an array comes to exist), array.cc
-// (the data path, metadata updates and background work), array_events.cc
-// and array_extents.cc; in meta/, array_bitmap.cc and slot_admin.cc; in
-// jobs/, jobs.cc and reshape.cc.
+// Internal: the state behind uraid::Array, shared by the files that define
+// its methods: in array/, create.cc and assemble.cc (how an array comes to
+// exist), array.cc (the data path, metadata updates and background
+// threads), array_events.cc and array_extents.cc; in meta/, array_bitmap.cc
+// and slot_admin.cc; in jobs/, the job runner and recovery (jobs.cc),
+// scrub.cc, resync.cc and reshape.cc.
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync
@@ -206,7 +207,7 @@ class ArrayImpl {
   // resumed by assembly with no background threads); true once it ended.
   absl::StatusOr<bool> StepReshape();
 
-  // --- maintenance ---
+  // --- maintenance (jobs/resync.cc, jobs/scrub.cc) ---
   absl::Status Resync();
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
   // Marks `slot` faulty. With `only_if`, only while that member still holds
@@ -383,12 +384,30 @@ class ArrayImpl {
   // finishes the reshape when the front is at the end.
   absl::Status ReshapeStep(uint8_t* buf, uint64_t max_window);
   uint64_t ReshapeMaxWindow() const;
-  // Copies [lo, hi) of the array from the old shape to the new one.
+  // Copies [lo, hi) of the array from the old shape to the new one and
+  // flushes every member. REQUIRES: the gate closed over [lo, hi).
   absl::Status ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf);
-  // Whether every member is a hole over the new shape's rows that hold
-  // array bytes [lo, hi) (so a window of zeros need not be written there:
-  // a sparse array stays sparse through a reshape).
-  bool NewRowsAreHoles(uint64_t lo, uint64_t hi);
+  // The end of the window that starts at `lo` (ReshapeWindowEnd: its new
+  // rows land below the old row holding `lo`), or an error when none fits.
+  absl::StatusOr<uint64_t> ReshapeWindowAt(uint64_t lo, uint64_t max_window);
+  // One copy step, every stripe's I/O from kJobDepth workers at once:
+  // writes [wlo, whi) from `wbuf` in the new shape (whole new stripes;
+  // stripes of zeros over holes are left holes) while it reads [rlo, rhi)
+  // in the old shape into `rbuf` (zeros past the old array's end); then,
+  // if it wrote, flushes every member. Either range may be empty.
+  // REQUIRES: the gate closed over both; [wlo, whi) within the window
+  // allowed by the durable reshape_position, [rlo, rhi) at or past whi.
+  absl::Status ReshapeCopy(uint64_t wlo, uint64_t whi, const uint8_t* wbuf,
+                           uint64_t rlo, uint64_t rhi, uint8_t* rbuf);
+  // Records `hi` as reshape_position in every superblock, then publishes
+  // it as the front.
+  absl::Status ReshapeCheckpoint(uint64_t hi);
+  // How far (array bytes, a new-stripe boundary, at most `hi`) every
+  // member is a hole over the new shape's rows from the one holding `lo`
+  // (so zeros need not be written there: a sparse array stays sparse
+  // through a reshape); at most lo's row start when that row holds data.
+  // One probe per member answers for every stripe up to the first data.
+  uint64_t NewRowsHoleEnd(uint64_t lo, uint64_t hi);
   // After a crash during a reshape: resyncs the moved part's stripes the
   // bitmap (or, without one, the whole moved part) says may be torn.
   absl::Status ResyncMovedPart();
@@ -528,6 +547,7 @@ class ArrayImpl {
   // At a clean stop: clears every bit not needed (md's bitmap flush).
   void ClearBitmapAtStop();
   WriteIntentBitmapOptions BitmapOptions(bool array_clean);
+  // jobs/scrub.cc:
   absl::Status ScanStripe(uint64_t stripe, bool repair, bool* mismatch);
   // The first stripe at or after `stripe` that is not a hole on every
   // member (`stripe` itself when unknown).
@@ -570,6 +590,50 @@ class ArrayImpl {
   // Runs fn(0) .. fn(n - 1) at once on job_pool_ (the calling thread's
   // shape carried over), for a job's window of stripes.
   void RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn);
+  // One pass of a job over the stripes, a window at a time: the loop that
+  // recovery, scrub and resync share. Each round stops if `stopped` says
+  // so, Throttles on the work done so far, moves past what `skip` says
+  // needs no work or else works a window of WindowStripes (narrowed by
+  // `cap`), and then reports the new position to `moved`.
+  struct StripePass {
+    // Per-member bytes one worked stripe counts toward the speed limits
+    // (skipped stripes count nothing).
+    uint64_t stripe_work = 0;
+    // Most stripes one window may take (0: kJobDepth); job_pool_ works
+    // kJobDepth of them at a time whatever the window.
+    uint64_t max_window = 0;
+    bool honour_cancel = true;  // passed to Throttle
+    // Optional: true stops the pass before its next window.
+    std::function<bool()> stopped;
+    // Optional: the first stripe at or after `s` that needs work (`s` when
+    // it does). Whatever the skipped stripes need (a front moved past
+    // them) it has done itself.
+    std::function<uint64_t(uint64_t s)> skip;
+    // Optional: narrows a window of `want` stripes from `s` (at least 1
+    // is kept).
+    std::function<uint64_t(uint64_t s, uint64_t want)> cap;
+    // Works stripes [s, s + count) and records them done (fronts,
+    // counters): returns how many from `s` are done in an unbroken run,
+    // at least one unless it sets `*error`, which stops the pass.
+    std::function<uint64_t(uint64_t s, uint64_t count, absl::Status* error)>
+        work;
+    // Optional: after the pass moved to `s` (worked or skipped); progress
+    // and checkpoints. An error stops the pass.
+    std::function<absl::Status(uint64_t s)> moved;
+  };
+  // Runs `pass` from `*stripe` until `end`, a stop (Throttle or `stopped`)
+  // or an error, which it returns; `*stripe` is where it got to (every
+  // stripe below it is done).
+  absl::Status RunStripePass(const StripePass& pass, uint64_t end,
+                             uint64_t* stripe);
+  // Scans stripes [from, from + count) at once (ScanStripe, each under its
+  // own lock; a scan moves no front, so they are not held together).
+  // Returns how many from `from` were scanned in an unbroken run; fewer
+  // than `count` sets `*error` to the status of the first that was not.
+  // Appends the scanned stripes whose parity did not match to
+  // `*mismatched`, in order.
+  uint64_t ScanWindow(uint64_t from, uint64_t count, bool repair,
+                      std::vector<uint64_t>* mismatched, absl::Status* error);
   absl::Status CheckpointRecovery(int slot);
   struct ThrottleState {
     int64_t anchor_ns = 0;
@@ -581,12 +645,15 @@ class ArrayImpl {
     int64_t rest_until_ns = 0;
     bool sharing = false;  // released by the busy share, not by min
   };
-  // Stripes a job's next window may take, from the speed limit in force.
-  uint64_t WindowStripes(const ThrottleState& t) const;
+  // Stripes a job's next window may take, from the speed limit in force,
+  // at most `depth`.
+  uint64_t WindowStripes(const ThrottleState& t, uint64_t depth) const;
   // Sleeps as md's speed limits require after `done_bytes` (per member) of
-  // job work; false when the job should stop.
+  // job work; false when the job should stop. With `would_wait`, does not
+  // sleep: returns false with *would_wait set when it would have (the
+  // caller gets ready to rest, then calls again).
   bool Throttle(ThrottleState& t, uint64_t done_bytes,
-                bool honour_cancel = true);
+                bool honour_cancel = true, bool* would_wait = nullptr);
   // Marks stripes [from, from + count) rebuilt on `slot` when the target
   // needs nothing there: they are holes on every member and on the target,
   // or (a re-added member) their bitmap regions are clear. Returns how many
@@ -656,6 +723,12 @@ class ArrayImpl {
   // paid every member's latency per stripe. Bounds the job's buffers to
   // kJobDepth x 1 MiB.
   static constexpr uint64_t kJobDepth = 8;
+  // A scan's window (scrub, resync) may hold more stripes than run at
+  // once: each holds its lock only while it is scanned and uses its
+  // thread's scratch buffer, so only kJobDepth are in flight, and the
+  // window's end, where every member drains while the last stripes
+  // finish, comes a quarter as often.
+  static constexpr uint64_t kScanWindowStripes = 4 * kJobDepth;
   // Runs a job's window; its tasks submit member I/O on pool_.
   TaskPool job_pool_{static_cast<int>(kJobDepth) - 1};
   StripeCache cache_;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Background jobs on the array: recovery onto a spare, replace, and the
-// check/repair scrub (resync after an unclean shutdown keeps its own thread
-// in array.cc; it predates the job runner and needs no throttle because md
-// runs it at full speed too).
+// Background jobs on the array: the job runner (queue, throttle, the
+// window loop every job shares, progress), recovery onto a spare and
+// replace. The check/repair scrub is in scrub.cc, the reshape in
+// reshape.cc; resync after an unclean shutdown (resync.cc) keeps its own
+// thread but shares the window loop and the speed limits.
 //
 // One job runs at a time, on the job thread. Requests queue one deep:
 // RequestJob starts the thread when it is idle, or leaves the request for
@@ -367,7 +368,8 @@ void ArrayImpl::JobProgressLocked(uint64_t done_bytes) {
 }
 
 bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
-                         bool honour_cancel) {
+                         bool honour_cancel, bool* would_wait) {
+  if (would_wait != nullptr) *would_wait = false;
   const auto release = [&](int64_t now, bool sharing) {
     t.released_ns = now;
     t.rest_until_ns = 0;
@@ -394,10 +396,13 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
       t = ThrottleState{now, done_bytes, limit};
       t.released_ns = released;
     }
-    const int64_t due =
-        t.anchor_ns +
-        static_cast<int64_t>(static_cast<double>(done_bytes - t.anchor_bytes) *
-                             1e9 / static_cast<double>(limit));
+    // When `done_bytes` fall due at `rate` bytes/s from the anchor.
+    const auto due_at = [&](double rate) {
+      return t.anchor_ns +
+             static_cast<int64_t>(
+                 static_cast<double>(done_bytes - t.anchor_bytes) * 1e9 / rate);
+    };
+    const int64_t due = due_at(static_cast<double>(limit));
     // The busy share: the job may go once it has rested (100 - pct) / pct
     // times its last window, even before min's schedule, but never ahead
     // of max's.
@@ -407,10 +412,7 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
         const int64_t worked = std::max<int64_t>(now - t.released_ns, 0);
         t.rest_until_ns = now + worked * (100 - pct) / pct;
       }
-      const int64_t max_due =
-          t.anchor_ns + static_cast<int64_t>(
-                            static_cast<double>(done_bytes - t.anchor_bytes) *
-                            1e9 / (static_cast<double>(lim.max_kib_s) * 1024));
+      const int64_t max_due = due_at(static_cast<double>(lim.max_kib_s) * 1024);
       if (now >= std::max(t.rest_until_ns, max_due)) {
         // Ahead of min's schedule: re-anchor, so min does not bank it.
         t = ThrottleState{now, done_bytes, limit};
@@ -423,6 +425,10 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
       if (now - due > 200'000'000) t = ThrottleState{now, done_bytes, limit};
       return release(now, false);
     }
+    if (would_wait != nullptr) {
+      *would_wait = true;
+      return false;
+    }
     int64_t wake = due;
     if (t.rest_until_ns) wake = std::min(wake, t.rest_until_ns);
     std::this_thread::sleep_for(std::chrono::nanoseconds(
@@ -430,15 +436,16 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
   }
 }
 
-uint64_t ArrayImpl::WindowStripes(const ThrottleState& t) const {
+uint64_t ArrayImpl::WindowStripes(const ThrottleState& t,
+                                  uint64_t depth) const {
   // About 100 ms of work at the limit in force, so a low limit (a busy
   // array at md's minimum, a test stepping a job) still moves a stripe at
-  // a time and holds few stripe locks; at full speed, kJobDepth.
+  // a time and holds few stripe locks; at full speed, `depth`.
   // A busy share's window is half the depth: enough in flight to use its
   // share of the members, few stripe locks held against the clients.
   if (t.sharing) return kJobDepth / 2;
   const uint64_t stripes = t.limit / 10 / geo_.chunk_bytes();
-  return std::clamp<uint64_t>(stripes, 1, kJobDepth);
+  return std::clamp<uint64_t>(stripes, 1, depth);
 }
 
 uint64_t ArrayImpl::SkipRecoveryWindow(int slot, uint64_t from,
@@ -514,6 +521,39 @@ void ArrayImpl::RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn) {
     });
   }
   job_pool_.RunAll(tasks);
+}
+
+absl::Status ArrayImpl::RunStripePass(const StripePass& pass, uint64_t end,
+                                      uint64_t* stripe) {
+  ThrottleState throttle;
+  uint64_t work = 0;
+  while (*stripe < end) {
+    if (pass.stopped && pass.stopped()) break;
+    // The limit is on work done: skipped stripes cost nothing.
+    if (!Throttle(throttle, work, pass.honour_cancel)) break;
+    const uint64_t at = *stripe;
+    uint64_t next = pass.skip ? std::clamp(pass.skip(at), at, end) : at;
+    if (next == at) {
+      uint64_t count =
+          std::min(WindowStripes(throttle,
+                                 pass.max_window ? pass.max_window : kJobDepth),
+                   end - at);
+      if (pass.cap) count = std::clamp<uint64_t>(pass.cap(at, count), 1, count);
+      absl::Status error;
+      const uint64_t done = std::min(pass.work(at, count, &error), count);
+      *stripe = at + done;
+      work += done * pass.stripe_work;
+      if (!error.ok()) return error;
+      if (done == 0) {
+        return absl::InternalError(
+            absl::StrFormat("a job made no progress at stripe %d", at));
+      }
+      next = at + done;
+    }
+    *stripe = next;
+    if (pass.moved) RETURN_IF_ERROR(pass.moved(next));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
@@ -622,7 +662,6 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   const uint64_t stripes = geo_.stripe_count();
   const size_t piece = static_cast<size_t>(std::min(C, kRebuildWindow));
   AlignedBuffer bufs(piece * kJobDepth);
-  ThrottleState throttle;
   uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
   if (!replace) {
     Log(LogLevel::kInfo,
@@ -636,46 +675,45 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
                       bitmap_->DirtyChunks(), bitmap_->chunks())
                 : ""));
   }
-  int64_t last_checkpoint = NowNs();
-  uint64_t done = stripe * C;
-  uint64_t work = 0;  // bytes actually rebuilt (the speed limits count these)
-  JobProgress(done);
-  while (stripe < stripes) {
-    // The limit is on work done: skipped holes cost nothing.
-    if (!Throttle(throttle, work)) break;
-    const bool rebuilding = s.state.load() == SlotState::kRebuilding;
-    uint64_t skipped =
-        rebuilding ? SkipRecoveryWindow(slot, stripe, kHoleWindowStripes) : 0;
-    if (skipped == 0) {
-      bool target_gone;
-      absl::Status st;
-      uint64_t want = WindowStripes(throttle);
-      if (rebuilding && s.partial.load() && bitmap_ != nullptr) {
-        // A re-added member: never past this bitmap region, whose bit was
-        // set; the next one may be clear and skipped whole.
-        const uint64_t B = bitmap_->chunk_bytes();
-        const uint64_t region_end = (stripe * C / B + 1) * B;
-        want = std::min(want,
-                        std::max<uint64_t>(1, (region_end - stripe * C) / C));
-      }
-      skipped = RebuildStripes(slot, stripe, want, bufs.data(), piece, &st,
-                               &target_gone);
-      if (!st.ok()) return st;
-      if (target_gone) {
-        return absl::AbortedError(
-            absl::StrFormat("the %s target for slot %d failed or was removed",
-                            replace ? "replace" : "recovery", slot));
-      }
-      work += skipped * C;
+  StripePass pass;
+  pass.stripe_work = C;  // the limits count stripes rebuilt, not skipped
+  pass.skip = [&](uint64_t at) {
+    if (s.state.load() != SlotState::kRebuilding) return at;
+    return at + SkipRecoveryWindow(slot, at, kHoleWindowStripes);
+  };
+  pass.cap = [&](uint64_t at, uint64_t want) {
+    if (s.state.load() != SlotState::kRebuilding || !s.partial.load() ||
+        bitmap_ == nullptr) {
+      return want;
     }
-    stripe += skipped;
-    done = stripe * C;
-    JobProgress(done);
+    // A re-added member: never past this bitmap region, whose bit was
+    // set; the next one may be clear and skipped whole.
+    const uint64_t B = bitmap_->chunk_bytes();
+    const uint64_t region_end = (at * C / B + 1) * B;
+    return std::min(want, std::max<uint64_t>(1, (region_end - at * C) / C));
+  };
+  pass.work = [&](uint64_t at, uint64_t count, absl::Status* error) {
+    bool target_gone;
+    const uint64_t done = RebuildStripes(slot, at, count, bufs.data(), piece,
+                                         error, &target_gone);
+    if (error->ok() && target_gone) {
+      *error = absl::AbortedError(
+          absl::StrFormat("the %s target for slot %d failed or was removed",
+                          replace ? "replace" : "recovery", slot));
+    }
+    return done;
+  };
+  int64_t last_checkpoint = NowNs();
+  pass.moved = [&](uint64_t at) -> absl::Status {
+    JobProgress(at * C);
     if (NowNs() - last_checkpoint > kCheckpointNs) {
       RETURN_IF_ERROR(CheckpointRecovery(slot));
       last_checkpoint = NowNs();
     }
-  }
+    return absl::OkStatus();
+  };
+  JobProgress(stripe * C);
+  RETURN_IF_ERROR(RunStripePass(pass, stripes, &stripe));
   if (stripe < stripes) {
     // Stopped: keep the position for the next run (or assembly).
     return CheckpointRecovery(slot);
@@ -733,69 +771,6 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
       absl::StrFormat("replace: %s now holds slot %d; %s is released",
                       r->Name(), slot, old ? old->Name() : "?"));
   return WriteSuperblocks(std::nullopt);
-}
-
-absl::Status ArrayImpl::RunScrub(bool repair) {
-  const uint64_t C = geo_.chunk_bytes();
-  const uint64_t stripes = geo_.stripe_count();
-  ThrottleState throttle;
-  uint64_t work = 0;  // bytes actually scanned
-  uint64_t stripe = 0;
-  while (stripe < stripes) {
-    if (!Throttle(throttle, work)) break;
-    // Stripes that are holes on every member are zeros with zero parity.
-    const uint64_t next = SkipHoles(stripe);
-    if (next > stripe) {
-      stripe = next;
-      JobProgress(stripe * C);
-      continue;
-    }
-    // A window of stripes at once, each under its own lock (a scan moves
-    // no front, so they need not be held together); results in order.
-    const uint64_t count = std::min(WindowStripes(throttle), stripes - stripe);
-    std::vector<absl::Status> status(count);
-    std::unique_ptr<bool[]> mismatch(new bool[count]());
-    RunWindow(count, [&](uint64_t i) {
-      status[i] = ScanStripe(stripe + i, repair, &mismatch[i]);
-    });
-    for (uint64_t i = 0; i < count; ++i) {
-      RETURN_IF_ERROR(status[i]);
-      work += C;
-      counters_.scrubbed_stripes.fetch_add(1, std::memory_order_relaxed);
-      if (mismatch[i]) {
-        MutexLock lock(&job_mu_);
-        ++job_.mismatches;
-        if (job_.first_mismatches.size() < kMaxListedMismatches) {
-          job_.first_mismatches.push_back(stripe + i);
-        }
-      }
-    }
-    stripe += count;
-    JobProgress(stripe * C);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ArrayImpl::StartScrub(bool repair) {
-  RETURN_IF_ERROR(CheckUsable(repair));
-  if (GoneSlots() > 0) {
-    return absl::FailedPreconditionError(
-        "array is degraded: parity cannot be checked until it is rebuilt");
-  }
-  if (resync_running_.load()) {
-    return absl::FailedPreconditionError(
-        "a resync is running; it checks and repairs parity itself");
-  }
-  {
-    MutexLock lock(&job_mu_);
-    if (job_thread_running_) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("a %s job is running; stop it first or wait for it",
-                          JobKindName(job_.kind)));
-    }
-  }
-  return RequestJob(
-      JobRequest{repair ? JobKind::kRepair : JobKind::kCheck, -1});
 }
 
 absl::Status ArrayImpl::StopJob() {

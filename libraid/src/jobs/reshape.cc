@@ -19,8 +19,11 @@
 // keyed by one shape's stripes.
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "array/array_impl.h"
@@ -322,55 +325,125 @@ absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
   return st;
 }
 
-bool ArrayImpl::NewRowsAreHoles(uint64_t lo, uint64_t hi) {
+uint64_t ArrayImpl::NewRowsHoleEnd(uint64_t lo, uint64_t hi) {
   const Shape& to = *reshape_.load()->to;
   const uint64_t C = to.geo.chunk_bytes();
   const uint64_t sd = to.geo.stripe_data_bytes();
-  const uint64_t first = to.data_offset + lo / sd * C;
-  const uint64_t end = to.data_offset + (hi + sd - 1) / sd * C;
-  for (int i = 0; i < to.geo.raid_disks(); ++i) {
+  const uint64_t row = lo / sd;  // lo's new row
+  uint64_t end_row = (hi + sd - 1) / sd;
+  for (int i = 0; i < to.geo.raid_disks() && end_row > row; ++i) {
     std::shared_ptr<Member> m = slots_[i]->member.load();
-    if (m == nullptr) return false;
-    absl::StatusOr<uint64_t> data = m->NextDataOffset(first);
-    if (!data.ok() || *data < end) return false;
+    if (m == nullptr) return row * sd;
+    absl::StatusOr<uint64_t> data = m->NextDataOffset(to.data_offset + row * C);
+    if (!data.ok() || *data < to.data_offset + row * C) return row * sd;
+    // Rows wholly below the member's next data are holes on it.
+    end_row = std::min(end_row, (*data - to.data_offset) / C);
   }
-  return true;
+  return std::min(hi, std::max(end_row, row) * sd);
+}
+
+absl::StatusOr<uint64_t> ArrayImpl::ReshapeWindowAt(uint64_t lo,
+                                                    uint64_t max_window) {
+  const ReshapeState& r = *reshape_.load();
+  const uint64_t hi =
+      ReshapeWindowEnd(r.from->geo, r.from->data_offset, r.to->geo,
+                       r.to->data_offset, lo, max_window);
+  if (hi <= lo) {
+    return absl::InternalError(absl::StrFormat(
+        "reshape cannot progress at %d: the data offsets are too close", lo));
+  }
+  return hi;
+}
+
+absl::Status ArrayImpl::ReshapeCopy(uint64_t wlo, uint64_t whi,
+                                    const uint8_t* wbuf, uint64_t rlo,
+                                    uint64_t rhi, uint8_t* rbuf) {
+  const ReshapeState& r = *reshape_.load();
+  const uint64_t sd = r.to->geo.stripe_data_bytes();
+  // One new stripe's worth of array bytes in one shape: a write of a whole
+  // new stripe (no pre-reads, fresh parity), or a read of the old rows
+  // that hold it.
+  struct Unit {
+    const Shape* shape;
+    uint64_t lo, hi;
+  };
+  std::vector<Unit> writes, reads;
+  // A stripe of zeros whose new rows are holes on every member is left a
+  // hole, so a sparse array stays sparse. The gate keeps clients out of
+  // [wlo, whi), so the holes cannot fill between the probe and the skip.
+  uint64_t holes_end = wlo;  // [.., holes_end): new rows known to be holes
+  for (uint64_t at = wlo; at < whi;) {
+    const uint64_t next = std::min(whi, (at / sd + 1) * sd);
+    bool skip = false;
+    if (IsAllZero(wbuf + (at - wlo), next - at)) {
+      // One probe answers up to the first data on any member (within the
+      // window: past it, clients may write).
+      if (holes_end < next) holes_end = NewRowsHoleEnd(at, whi);
+      skip = holes_end >= next;
+    }
+    if (!skip) writes.push_back(Unit{r.to, at, next});
+    at = next;
+  }
+  // New-shape bytes past the old array's end are zeros (md zero-fills
+  // them): they become the grown part of the array.
+  const uint64_t old_end = std::min(rhi, r.from->geo.array_bytes());
+  for (uint64_t at = rlo; at < old_end;) {
+    const uint64_t next = std::min(old_end, (at / sd + 1) * sd);
+    reads.push_back(Unit{r.from, at, next});
+    at = next;
+  }
+  const uint64_t zero_from = std::max(rlo, old_end);
+  if (zero_from < rhi)
+    std::memset(rbuf + (zero_from - rlo), 0, rhi - zero_from);
+  // Writes and reads alternate, so both directions of every member stay
+  // busy; the workers take the units in that order.
+  std::vector<Unit> units;
+  for (size_t i = 0; i < std::max(writes.size(), reads.size()); ++i) {
+    if (i < writes.size()) units.push_back(writes[i]);
+    if (i < reads.size()) units.push_back(reads[i]);
+  }
+  std::atomic<size_t> next_unit{0};
+  std::atomic<bool> failed{false};
+  Mutex mu;
+  size_t error_at = SIZE_MAX;  // the first unit that failed, under mu
+  absl::Status error;
+  RunWindow(std::min<uint64_t>(kJobDepth, units.size()), [&](uint64_t) {
+    for (size_t i = next_unit.fetch_add(1); i < units.size() && !failed.load();
+         i = next_unit.fetch_add(1)) {
+      const Unit& u = units[i];
+      ShapeScope scope(this, u.shape);
+      absl::Status st =
+          u.shape == r.to ? WriteShaped(wbuf + (u.lo - wlo), u.hi - u.lo, u.lo,
+                                        /*fua=*/false)
+                          : ReadShaped(rbuf + (u.lo - rlo), u.hi - u.lo, u.lo);
+      if (st.ok()) continue;
+      failed.store(true);
+      MutexLock lock(&mu);
+      if (i < error_at) {
+        error_at = i;
+        error = st;
+      }
+    }
+  });
+  RETURN_IF_ERROR(error);
+  if (writes.empty()) return absl::OkStatus();
+  // Durable before the superblocks say the window moved.
+  return FlushSlots(std::vector<bool>(SlotCount(), true));
 }
 
 absl::Status ArrayImpl::ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf) {
-  const ReshapeState& r = *reshape_.load();
-  // New-shape bytes past the old array's end are zeros (md zero-fills
-  // them): they become the grown part of the array.
-  const uint64_t old_end = std::min(hi, r.from->geo.array_bytes());
-  if (lo < old_end) {
-    ShapeScope scope(this, r.from);
-    RETURN_IF_ERROR(ReadShaped(buf, old_end - lo, lo));
+  RETURN_IF_ERROR(ReshapeCopy(lo, lo, nullptr, lo, hi, buf));
+  return ReshapeCopy(lo, hi, buf, hi, hi, nullptr);
+}
+
+absl::Status ArrayImpl::ReshapeCheckpoint(uint64_t hi) {
+  {
+    MutexLock lock(&sb_mu_);
+    SetReshapeFieldsLocked(hi);
   }
-  const uint64_t zero_from = std::max(lo, old_end);
-  if (zero_from < hi) std::memset(buf + (zero_from - lo), 0, hi - zero_from);
-  // Written stripe by new stripe, in runs: a stripe of zeros whose new
-  // rows are holes on every member is left a hole, so a sparse array stays
-  // sparse. The gate keeps clients out of [lo, hi), so the holes cannot
-  // fill between the probe and the skip.
-  const uint64_t sd = r.to->geo.stripe_data_bytes();
-  uint64_t run = lo;  // start of the run still to be written
-  for (uint64_t at = lo; at < hi;) {
-    const uint64_t next = std::min(hi, (at / sd + 1) * sd);
-    const bool skip =
-        IsAllZero(buf + (at - lo), next - at) && NewRowsAreHoles(at, next);
-    if (skip || next == hi) {
-      const uint64_t run_end = skip ? at : hi;
-      if (run_end > run) {
-        ShapeScope scope(this, r.to);
-        RETURN_IF_ERROR(
-            WriteShaped(buf + (run - lo), run_end - run, run, /*fua=*/false));
-      }
-      run = next;
-    }
-    at = next;
-  }
-  // Durable before the superblocks say the window moved.
-  return FlushSlots(std::vector<bool>(SlotCount(), true));
+  RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
+  reshape_.load()->front.store(hi);
+  return absl::OkStatus();
 }
 
 absl::Status ArrayImpl::ResyncMovedPart() {
@@ -432,23 +505,10 @@ absl::Status ArrayImpl::ReshapeStep(uint8_t* buf, uint64_t max_window) {
   if (r.resync_moved) RETURN_IF_ERROR(ResyncMovedPart());
   const uint64_t lo = r.front.load();
   if (lo >= r.end) return FinishReshape();
-  const uint64_t hi =
-      ReshapeWindowEnd(r.from->geo, r.from->data_offset, r.to->geo,
-                       r.to->data_offset, lo, max_window);
-  if (hi <= lo) {
-    return absl::InternalError(absl::StrFormat(
-        "reshape cannot progress at %d: the data offsets are too close", lo));
-  }
+  ASSIGN_OR_RETURN(const uint64_t hi, ReshapeWindowAt(lo, max_window));
   r.gate.Close(lo, hi);
   absl::Status st = ReshapeWindow(lo, hi, buf);
-  if (st.ok()) {
-    {
-      MutexLock lock(&sb_mu_);
-      SetReshapeFieldsLocked(hi);
-    }
-    st = WriteSuperblocks(std::nullopt);
-  }
-  if (st.ok()) r.front.store(hi);
+  if (st.ok()) st = ReshapeCheckpoint(hi);
   r.gate.Open();
   if (!st.ok()) {
     return absl::Status(
@@ -484,16 +544,76 @@ absl::Status ArrayImpl::RunReshape() {
     job_.total_bytes = r.end / dd;
     job_.done_bytes = r.front.load() / dd;
   }
-  AlignedBuffer buf(ReshapeMaxWindow());
+  if (r.resync_moved) RETURN_IF_ERROR(ResyncMovedPart());
+  // The job pipelines what ReshapeStep does one window at a time: while
+  // window [lo, hi) is written in the new shape, the next one, [hi, next),
+  // is read in the old shape. That is safe without waiting: the next
+  // window's old rows are at or past the old row holding hi, and this
+  // window's new rows stay below the old row holding lo (the invariant,
+  // docs/reshape.md). The next window's writes wait until hi is durable
+  // in the superblocks, as they would one window at a time, so a crash at
+  // any point restarts at a recorded position whose old copy is intact.
+  // The gate stays closed over a window from before its read until its
+  // end is recorded, so no client write slips in between.
+  const uint64_t max_window = ReshapeMaxWindow();
+  AlignedBuffer buf_a(max_window), buf_b(max_window);
+  uint8_t* cur = buf_a.data();    // holds [lo, hi) once read
+  uint8_t* ahead = buf_b.data();  // receives [hi, next)
   ThrottleState throttle;
   const uint64_t start = r.front.load();
-  while (reshaping_.load()) {
-    RETURN_IF_ERROR(ReshapeStep(buf.data(), buf.size()));
-    const uint64_t front = r.front.load();
-    JobProgress(front / dd);
-    if (!Throttle(throttle, (front - start) / dd)) break;
+  const auto stopped_at = [&](uint64_t lo, const absl::Status& st) {
+    r.gate.Open();
+    return absl::Status(
+        st.code(),
+        absl::StrFormat("reshape stopped at %d bytes: %s", lo, st.message()));
+  };
+  bool read_ahead = true;
+  uint64_t lo = start, hi = start;  // hi == lo: nothing read yet
+  while (lo < r.end) {
+    if (hi == lo) {
+      ASSIGN_OR_RETURN(hi, ReshapeWindowAt(lo, max_window));
+      r.gate.Close(lo, hi);
+      absl::Status st = ReshapeCopy(lo, lo, nullptr, lo, hi, cur);
+      if (!st.ok()) return stopped_at(lo, st);
+    }
+    uint64_t next = hi;
+    if (read_ahead && hi < r.end) {
+      // Without a window there (an error), the next round finds out.
+      absl::StatusOr<uint64_t> e = ReshapeWindowAt(hi, max_window);
+      if (e.ok()) {
+        next = *e;
+        // Wider: waits for the requests inside [hi, next) to leave.
+        r.gate.Close(lo, next);
+      }
+    }
+    absl::Status st = ReshapeCopy(lo, hi, cur, hi, next, ahead);
+    if (st.ok()) st = ReshapeCheckpoint(hi);
+    if (!st.ok()) return stopped_at(lo, st);
+    // [lo, hi) is in the new shape now: its requests may go on.
+    if (next > hi) {
+      r.gate.Close(hi, next);
+    } else {
+      r.gate.Open();
+    }
+    JobProgress(hi / dd);
+    lo = hi;
+    hi = next;
+    std::swap(cur, ahead);
+    if (lo >= r.end) break;
+    bool wait = false;
+    read_ahead = Throttle(throttle, (lo - start) / dd, true, &wait);
+    if (!read_ahead) {
+      // Rest (or stop) with the gate open: the window read ahead is
+      // dropped, and read again after the rest. While the limits hold the
+      // job back, it reads no further ahead (that read could be wasted).
+      r.gate.Open();
+      hi = lo;
+      if (!wait || !Throttle(throttle, (lo - start) / dd)) {
+        return absl::OkStatus();
+      }
+    }
   }
-  return absl::OkStatus();
+  return FinishReshape();
 }
 
 absl::Status ArrayImpl::FinishReshape() {

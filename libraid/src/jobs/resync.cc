@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+// Resync after an unclean shutdown (and a new array's initial parity):
+// recomputes the parity of every stripe from resync_stripe_ on, or, with
+// a write-intent bitmap, of those under set bits, releasing each bit once
+// its region is in sync. It runs on its own thread (StartBackground), not
+// the job runner: StopJob does not stop it, because parity must become
+// trustworthy; a restart resumes it.
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "array/array_impl.h"
+#include "base/status_macros.h"
+
+namespace uraid {
+
+absl::Status ArrayImpl::Resync() {
+  if (reshaping_.load()) {
+    return absl::FailedPreconditionError(
+        "a reshape is in progress: it resyncs what it has moved itself");
+  }
+  if (read_only_ || resync_stripe_.load() >= geo_.stripe_count()) {
+    return absl::OkStatus();
+  }
+  bool expected = false;
+  if (!resync_running_.compare_exchange_strong(expected, true)) {
+    return absl::OkStatus();  // another thread is already on it
+  }
+  uint64_t start = resync_stripe_.load();
+  const uint64_t C = geo_.chunk_bytes();
+  const uint64_t B = bitmap_ != nullptr ? bitmap_->chunk_bytes() : 0;
+  {
+    Event e = MakeEvent("ResyncStarted");
+    e.details.emplace_back("from_stripe", static_cast<int64_t>(start));
+    if (B) {
+      e.details.emplace_back("dirty_regions",
+                             static_cast<int64_t>(bitmap_->DirtyChunks()));
+    }
+    Report(LogLevel::kNotice, std::move(e),
+           absl::StrFormat(
+               "resync: recomputing parity of stripes %d..%d%s", start,
+               geo_.stripe_count() - 1,
+               B ? absl::StrFormat(" where the bitmap has bits set (%d "
+                                   "of %d regions)",
+                                   bitmap_->DirtyChunks(), bitmap_->chunks())
+                 : ""));
+  }
+  absl::Status st;
+  uint64_t repaired = 0, read = 0, regions = 0;
+  // With a bitmap only regions whose bit is set can be inconsistent; each
+  // is released (ClearChunk) once every stripe in it has been resynced, so
+  // progress survives a crash through the bits.
+  uint64_t next_region = B ? start * C / B : 0;
+  auto release_through = [&](uint64_t end_bytes) {
+    for (; B && next_region < bitmap_->chunks() &&
+           (next_region + 1) * B <= end_bytes;
+         ++next_region) {
+      if (bitmap_->IsChunkDirty(next_region)) {
+        ++regions;
+        counters_.resync_bitmap_chunks.fetch_add(1);
+      }
+      bitmap_->ClearChunk(next_region);
+    }
+  };
+  auto stripe_dirty = [&](uint64_t s) {
+    for (uint64_t k = s * C / B; k <= ((s + 1) * C - 1) / B; ++k) {
+      if (bitmap_->IsChunkDirty(k)) return true;
+    }
+    return false;
+  };
+  // Marks the stripes below `end` in sync.
+  auto done_through = [&](uint64_t end) {
+    resync_stripe_.store(end, std::memory_order_release);
+    release_through(end * C);
+  };
+  StripePass pass;
+  // md's speed limits hold for resync too (StopJob does not stop it:
+  // parity must become trustworthy; a restart resumes it). They count
+  // stripes actually read: skipped holes and clean regions cost nothing.
+  pass.stripe_work = C;
+  pass.max_window = kScanWindowStripes;
+  pass.honour_cancel = false;
+  pass.stopped = [&] {
+    MutexLock lock(&state_mu_);
+    return stop_;
+  };
+  // Stripes that are holes on every member are zeros with zero parity:
+  // consistent without reading them (a new array on sparse files).
+  pass.skip = [&](uint64_t s) {
+    uint64_t skip_to = SkipHoles(s);
+    if (skip_to == s && (!B || stripe_dirty(s))) return s;
+    skip_to = std::max(skip_to, s + 1);
+    done_through(skip_to);
+    return skip_to;
+  };
+  // A window of the stripes that need it, scanned at once (each under its
+  // own lock). A write to one already scanned but not yet below the resync
+  // front still treats its parity as untrusted, which is safe.
+  pass.cap = [&](uint64_t s, uint64_t max) {
+    uint64_t count = 1;
+    while (count < max && (!B || stripe_dirty(s + count)) &&
+           SkipHoles(s + count) == s + count) {
+      ++count;
+    }
+    return count;
+  };
+  pass.work = [&](uint64_t s, uint64_t count, absl::Status* error) {
+    std::vector<uint64_t> mismatched;
+    const uint64_t done =
+        ScanWindow(s, count, /*repair=*/true, &mismatched, error);
+    counters_.resynced_stripes.fetch_add(done, std::memory_order_relaxed);
+    counters_.resync_bytes.fetch_add(done * C, std::memory_order_relaxed);
+    counters_.resync_repairs.fetch_add(mismatched.size(),
+                                       std::memory_order_relaxed);
+    read += done;
+    repaired += mismatched.size();
+    done_through(s + done);
+    return done;
+  };
+  uint64_t at = start;
+  st = RunStripePass(pass, geo_.stripe_count(), &at);
+  if (B && resync_stripe_.load() >= geo_.stripe_count()) {
+    release_through(bitmap_->chunks() * B);  // the last, partial region
+  }
+  resync_running_.store(false);
+  const auto finished = [&](LogLevel level, const std::string& result,
+                            const std::string& line) {
+    Event e = MakeEvent("ResyncFinished");
+    e.details.emplace_back("result", result);
+    e.details.emplace_back("stripe",
+                           static_cast<int64_t>(resync_stripe_.load()));
+    e.details.emplace_back("repaired", static_cast<int64_t>(repaired));
+    Report(level, std::move(e), line);
+  };
+  if (!st.ok()) {
+    finished(LogLevel::kError, std::string(st.message()),
+             absl::StrFormat("resync stopped at stripe %d: %s",
+                             resync_stripe_.load(), st.message()));
+    return st;
+  }
+  if (resync_stripe_.load() < geo_.stripe_count()) {
+    finished(LogLevel::kNotice, "interrupted",
+             absl::StrFormat("resync interrupted at stripe %d; it resumes "
+                             "there at the next start",
+                             resync_stripe_.load()));
+    return absl::OkStatus();
+  }
+  finished(LogLevel::kNotice, "completed",
+           absl::StrFormat(
+               "resync: done: %d stripes read (%d bytes per member%s), %d "
+               "skipped, %d repaired",
+               read, read * C,
+               B ? absl::StrFormat(", %d bitmap regions", regions) : "",
+               geo_.stripe_count() - start - read, repaired));
+  MutexLock lock(&state_mu_);
+  if (writes_in_flight_ == 0 && !clean_) return MarkCleanLocked();
+  return absl::OkStatus();
+}
+
+}  // namespace uraid

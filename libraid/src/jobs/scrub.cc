@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+// Parity scans: one stripe (ScanStripe, under its lock), a window of them
+// at once (ScanWindow, shared with resync.cc), the check/repair job
+// (RunScrub, on the job thread; StartScrub queues it), the offline
+// CheckParity, and SkipHoles, which lets scans pass stripes that are holes
+// on every member.
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "array/array_impl.h"
+#include "base/status_macros.h"
+#include "parity/parity.h"
+
+namespace uraid {
+namespace {
+
+// Resync and parity check work on row windows of at most this many bytes
+// per member, so memory stays bounded for any chunk size.
+constexpr uint64_t kScanWindow = 1 << 20;
+
+}  // namespace
+
+absl::Status ArrayImpl::ScanStripe(uint64_t stripe, bool repair,
+                                   bool* mismatch) {
+  *mismatch = false;
+  const int n = geo_.raid_disks();
+  const uint64_t C = geo_.chunk_bytes();
+  const uint64_t win = std::min(C, kScanWindow);
+  const int pd = geo_.ParityDisk(stripe);
+  ScratchOrOwned bufs(ScratchUser::kScan, win * n);
+  StripeLock lock(&locks_, LockKey(stripe));
+  RETURN_IF_ERROR(CheckUsable(false));
+  if (MissingSlotAt(stripe) >= 0) {
+    return absl::FailedPreconditionError(
+        "array is degraded: parity cannot be checked");
+  }
+  for (uint64_t w = 0; w < C; w += win) {
+    std::vector<MemberIo> ios;
+    for (int i = 0; i < n; ++i) {
+      ios.push_back(MemberIo{
+          MemberIo::kRead, i, bufs.data() + win * i, win, stripe * C + w, {}});
+    }
+    const SlotGens gens = CaptureGens();
+    Submit(ios, &gens);
+    // A read error met by the scrub is corrected like any other (md does
+    // the same); only an uncorrectable one stops it.
+    RETURN_IF_ERROR(CorrectPreReads(stripe, ios));
+    bool slot_failed;
+    RETURN_IF_ERROR(AbsorbFailures(ios, &slot_failed));
+    std::vector<const void*> all;
+    for (int i = 0; i < n; ++i) all.push_back(bufs.data() + win * i);
+    if (XorIsZero(all, win)) continue;
+    *mismatch = true;
+    if (!repair) return absl::OkStatus();
+    std::vector<const void*> data;
+    for (int i = 0; i < n; ++i) {
+      if (i != pd) data.push_back(bufs.data() + win * i);
+    }
+    uint8_t* p = bufs.data() + win * pd;
+    Xor(p, data, win);
+    std::vector<MemberIo> w_io{
+        MemberIo{MemberIo::kWrite, pd, p, win, stripe * C + w, {}}};
+    Submit(w_io);
+    RETURN_IF_ERROR(AbsorbFailures(w_io, &slot_failed));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
+    std::vector<uint64_t>* first_bad) {
+  if (reshaping_.load()) {
+    return absl::FailedPreconditionError(
+        "a reshape is in progress: check parity after it ends");
+  }
+  uint64_t bad = 0;
+  for (uint64_t s = 0; s < geo_.stripe_count(); ++s) {
+    bool mismatch;
+    RETURN_IF_ERROR(ScanStripe(s, /*repair=*/false, &mismatch));
+    if (!mismatch) continue;
+    if (first_bad != nullptr && first_bad->size() < 16) {
+      first_bad->push_back(s);
+    }
+    ++bad;
+  }
+  return bad;
+}
+
+uint64_t ArrayImpl::SkipHoles(uint64_t stripe) {
+  const uint64_t C = geo_.chunk_bytes();
+  uint64_t next = geo_.member_bytes();
+  for (int i = 0; i < geo_.raid_disks(); ++i) {
+    if (!SlotUsable(i)) return stripe;
+    absl::StatusOr<uint64_t> d =
+        slots_[i]->member.load()->NextDataOffset(data_offset_ + stripe * C);
+    if (!d.ok() || *d < data_offset_) return stripe;
+    next = std::min(next, *d - data_offset_);
+  }
+  return std::max(stripe, std::min(next / C, geo_.stripe_count()));
+}
+
+uint64_t ArrayImpl::ScanWindow(uint64_t from, uint64_t count, bool repair,
+                               std::vector<uint64_t>* mismatched,
+                               absl::Status* error) {
+  *error = absl::OkStatus();
+  std::vector<absl::Status> status(count);
+  std::unique_ptr<bool[]> mismatch(new bool[count]());
+  RunWindow(count, [&](uint64_t i) {
+    status[i] = ScanStripe(from + i, repair, &mismatch[i]);
+  });
+  uint64_t done = 0;
+  for (; done < count && status[done].ok(); ++done) {
+    if (mismatch[done]) mismatched->push_back(from + done);
+  }
+  if (done < count) *error = status[done];
+  return done;
+}
+
+absl::Status ArrayImpl::RunScrub(bool repair) {
+  const uint64_t C = geo_.chunk_bytes();
+  StripePass pass;
+  pass.stripe_work = C;  // the limits count stripes scanned, not skipped
+  pass.max_window = kScanWindowStripes;
+  // Stripes that are holes on every member are zeros with zero parity.
+  pass.skip = [&](uint64_t at) { return SkipHoles(at); };
+  pass.work = [&](uint64_t at, uint64_t count, absl::Status* error) {
+    std::vector<uint64_t> mismatched;
+    const uint64_t done = ScanWindow(at, count, repair, &mismatched, error);
+    counters_.scrubbed_stripes.fetch_add(done, std::memory_order_relaxed);
+    if (!mismatched.empty()) {
+      MutexLock lock(&job_mu_);
+      job_.mismatches += mismatched.size();
+      for (uint64_t m : mismatched) {
+        if (job_.first_mismatches.size() >= kMaxListedMismatches) break;
+        job_.first_mismatches.push_back(m);
+      }
+    }
+    return done;
+  };
+  pass.moved = [&](uint64_t at) {
+    JobProgress(at * C);
+    return absl::OkStatus();
+  };
+  uint64_t stripe = 0;
+  return RunStripePass(pass, geo_.stripe_count(), &stripe);
+}
+
+absl::Status ArrayImpl::StartScrub(bool repair) {
+  RETURN_IF_ERROR(CheckUsable(repair));
+  if (GoneSlots() > 0) {
+    return absl::FailedPreconditionError(
+        "array is degraded: parity cannot be checked until it is rebuilt");
+  }
+  if (resync_running_.load()) {
+    return absl::FailedPreconditionError(
+        "a resync is running; it checks and repairs parity itself");
+  }
+  {
+    MutexLock lock(&job_mu_);
+    if (job_thread_running_) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("a %s job is running; stop it first or wait for it",
+                          JobKindName(job_.kind)));
+    }
+  }
+  return RequestJob(
+      JobRequest{repair ? JobKind::kRepair : JobKind::kCheck, -1});
+}
+
+}  // namespace uraid

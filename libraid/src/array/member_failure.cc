@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+// A member's failure and the superblock updates that record it: the one
+// fail-a-slot decision (FailSlot), the hand-over to a replacement, and the
+// fan-out of superblocks to every member (WriteSuperblocksOnce).
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "array/array_impl.h"
+#include "base/status_macros.h"
+#include "parity/parity.h"
+
+namespace uraid {
+namespace {
+
+uint64_t NowSeconds() { return static_cast<uint64_t>(std::time(nullptr)); }
+
+}  // namespace
+
+uint64_t ArrayImpl::HandOverToReplacement(Slot& s,
+                                          const std::shared_ptr<Member>& r) {
+  uint64_t from = 0;
+  // sb_mu_ is held; the analysis cannot see into the lambda ChangeSlot runs.
+  ChangeSlot(s, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    retired_devs_.push_back(s.id.dev_number);
+    s.id = s.repl_id;
+    from = s.repl_front.load();
+    s.front.store(from);
+    s.durable_front.store(0);  // not flushed yet: claim nothing
+    s.partial.store(false);
+    s.member.store(r);
+    s.replacement.store(nullptr);
+    s.state.store(SlotState::kRebuilding);
+  });
+  return from;
+}
+
+void ArrayImpl::ReportMemberFailed(const std::string& name, int slot,
+                                   const std::string& why) const {
+  {
+    Event e = MakeEvent("Fail", name, slot);
+    e.details.emplace_back("error", why);
+    Report(LogLevel::kError, std::move(e),
+           absl::StrFormat("member %s (slot %d) failed: %s", name, slot, why));
+  }
+  std::vector<uint64_t> gone;
+  for (int i = 0; i < SlotCount(); ++i) {
+    if (slots_[i]->state.load() != SlotState::kActive) gone.push_back(i);
+  }
+  if (failed_.load()) {
+    Event e = MakeEvent("ArrayFailed", name, slot);
+    e.details.emplace_back("gone_slots", gone);
+    Report(LogLevel::kCritical, std::move(e),
+           absl::StrFormat("array has FAILED (%d members gone, the last %s); "
+                           "requests that need them return EIO",
+                           gone.size(), name));
+    return;
+  }
+  Event e = MakeEvent("DegradedArray");
+  e.details.emplace_back("gone_slots", gone);
+  Report(LogLevel::kWarning, std::move(e),
+         absl::StrFormat("array continues degraded without slot %d", slot));
+}
+
+void ArrayImpl::ReportReplacementFailed(const std::string& name, int slot,
+                                        const absl::Status& why) const {
+  Event e = MakeEvent("FailSpare", name, slot);
+  e.details.emplace_back("error", std::string(why.message()));
+  e.details.emplace_back("kind", std::string("replace"));
+  Report(LogLevel::kError, std::move(e),
+         absl::StrFormat(
+             "replacement %s for slot %d failed: %s; replace abandoned", name,
+             slot, why.message()));
+}
+
+absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
+                                 const Member* only_if) {
+  if (slot < 0 || slot >= SlotCount()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("slot %d out of range 0..%d", slot, SlotCount() - 1));
+  }
+  Slot& sl = *slots_[slot];
+  // The check of who holds the slot and the change it decides are one step
+  // under sb_mu_ (every hand-over of a slot happens under it): two requests
+  // that hit the same dying member must not both act on it, or the second
+  // would fail the replacement the first handed the slot to.
+  enum class Outcome { kNotHolder, kHandedOver, kTargetFailed, kFailed, kGone };
+  Outcome outcome = Outcome::kGone;
+  std::shared_ptr<Member> old, r;
+  uint64_t f = 0;
+  {
+    MutexLock lock(&sb_mu_);
+    old = sl.member.load();
+    r = sl.replacement.load();
+    SlotState st = sl.state.load();
+    if (only_if != nullptr && old.get() != only_if) {
+      outcome = Outcome::kNotHolder;
+    } else if (r != nullptr && st == SlotState::kActive) {
+      // A member being replaced fails: its replacement takes over.
+      outcome = Outcome::kHandedOver;
+      f = HandOverToReplacement(sl, r);
+    } else {
+      // A rebuild may finish (kRebuilding -> kActive) while we look: the
+      // exchange retries with what it found.
+      while ((st == SlotState::kActive || st == SlotState::kRebuilding) &&
+             !sl.state.compare_exchange_weak(st, SlotState::kFaulty)) {
+      }
+      if (st == SlotState::kActive) outcome = Outcome::kFailed;
+      if (st == SlotState::kRebuilding) outcome = Outcome::kTargetFailed;
+    }
+  }
+  switch (outcome) {
+    case Outcome::kNotHolder:
+      Log(LogLevel::kDebug,
+          absl::StrFormat("slot %d: ignoring a late error from %s, which no "
+                          "longer holds the "
+                          "slot: %s",
+                          slot, only_if->Name(), why));
+      return absl::OkStatus();
+    case Outcome::kGone:
+      return absl::OkStatus();  // already gone
+    case Outcome::kHandedOver: {
+      Event e = MakeEvent("Fail", old ? old->Name() : "", slot);
+      e.details.emplace_back("error", why);
+      e.details.emplace_back("replacement", r->Name());
+      Report(LogLevel::kWarning, std::move(e),
+             absl::StrFormat(
+                 "member %s (slot %d) failed during replace: %s; "
+                 "replacement %s continues as a rebuild from stripe %d",
+                 old ? old->Name() : "", slot, why, r->Name(), f));
+    }
+      return read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
+    case Outcome::kTargetFailed: {
+      // The rebuild target failed: the slot is as degraded as before.
+      {
+        Event e = MakeEvent("FailSpare", old ? old->Name() : "", slot);
+        e.details.emplace_back("error", why);
+        Report(LogLevel::kError, std::move(e),
+               absl::StrFormat("rebuild target %s (slot %d) failed: %s",
+                               old ? old->Name() : "", slot, why));
+      }
+      absl::Status st =
+          read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
+      MaybeStartRecovery();
+      return st;
+    }
+    case Outcome::kFailed:
+      break;
+  }
+  UpdateBitmapDegraded();
+  std::string name = old ? old->Name() : "";
+  const int gone = GoneSlots();
+  if (gone > 1) failed_.store(true);
+  ReportMemberFailed(name, slot, why);
+  if (gone > 1) return absl::OkStatus();  // nothing safe to record any more
+  if (resync_stripe_.load() < geo_.stripe_count()) {
+    Log(LogLevel::kWarning,
+        "a member failed before resync finished; stripes not yet "
+        "resynced may reconstruct stale data");
+  }
+  if (read_only_) return absl::OkStatus();
+  absl::Status st = WriteSuperblocks(std::nullopt);
+  MaybeStartRecovery();
+  return st;
+}
+
+absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
+  bool member_failed = false;
+  absl::Status st = WriteSuperblocksOnce(clean, &member_failed);
+  ProcessDeferredFailures();  // a member that failed the bitmap header
+  if (member_failed) {
+    // What FailSlot does after its own superblock write (it cannot be
+    // called from inside one): a spare steps in.
+    UpdateBitmapDegraded();
+    MaybeStartRecovery();
+  }
+  return st;
+}
+
+absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
+                                             bool* member_failed) {
+  // Positions in the superblock (resync and recovery offsets) are in the
+  // current shape's stripes, whichever shape the caller was working in.
+  ShapeScope current(this, shape_.load());
+  MutexLock lock(&sb_mu_);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    sb_.events += 1;
+    sb_.utime = NowSeconds();
+    if (clean.has_value()) {
+      if (*clean) {
+        sb_.resync_offset = kMaxSector;
+      } else if (wrote_since_open_.load()) {
+        // Writes since assembly may have torn stripes anywhere: dirty from
+        // the start.
+        sb_.resync_offset = 0;
+      } else {
+        // Only resync has written: stripes below its front are in sync.
+        sb_.resync_offset = resync_stripe_.load() * geo_.chunk_bytes() / 512;
+      }
+    }
+    std::fill(sb_.dev_roles.begin(), sb_.dev_roles.end(), kRoleSpare);
+    auto set_role = [&](uint32_t dev, uint16_t role)
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_) {
+                          if (dev >= sb_.dev_roles.size()) {
+                            sb_.dev_roles.resize(dev + 1, kRoleSpare);
+                          }
+                          sb_.dev_roles[dev] = role;
+                        };
+    for (uint32_t dev : retired_devs_) set_role(dev, kRoleFaulty);
+    // Every device that gets this superblock: slot members (active or
+    // recovering), a replace target, spares.
+    struct Target {
+      std::shared_ptr<Member> member;
+      DeviceId id;
+      int slot = -1;  // -1: a spare
+      bool replacement = false;
+      std::optional<uint64_t> recovery_sectors;
+    };
+    // Highest slots first: at a reshape's start the new members get their
+    // superblocks before the old ones, so a crash in between leaves either
+    // the old array intact (new members without a superblock) or the
+    // reshape's superblock on the freshest members (see assemble.cc).
+    std::vector<Target> targets;
+    for (int i = SlotCount() - 1; i >= 0; --i) {
+      const Slot& s = *slots_[i];
+      std::shared_ptr<Member> m = s.member.load();
+      const SlotState st = s.state.load();
+      if (m != nullptr) {
+        if (st == SlotState::kActive || st == SlotState::kRebuilding) {
+          set_role(s.id.dev_number, static_cast<uint16_t>(i));
+          Target t{m, s.id, i, false, std::nullopt};
+          if (st == SlotState::kRebuilding) {
+            t.recovery_sectors =
+                s.durable_front.load() * geo_.chunk_bytes() / 512;
+          }
+          targets.push_back(std::move(t));
+        } else {
+          set_role(s.id.dev_number, kRoleFaulty);
+        }
+      }
+      if (std::shared_ptr<Member> r = s.replacement.load(); r != nullptr) {
+        // Not resumable across restarts (see ReplaceMember): a spare on disk.
+        set_role(s.repl_id.dev_number, kRoleSpare);
+        targets.push_back(Target{r, s.repl_id, i, true, std::nullopt});
+      }
+    }
+    for (const Spare& sp : spares_) {
+      set_role(sp.id.dev_number, kRoleSpare);
+      targets.push_back(Target{sp.member, sp.id, -1, false, std::nullopt});
+    }
+    // md writes the bitmap header (with the new events) before the
+    // superblocks: a crash in between leaves the bitmap one event ahead,
+    // which assembly accepts, never behind (which would mean stale).
+    if (bitmap_ != nullptr) {
+      absl::Status bs = bitmap_->SetEvents(sb_.events);
+      if (!bs.ok()) {
+        Log(LogLevel::kError, absl::StrFormat("bitmap: writing events %d: %s",
+                                              sb_.events, bs.message()));
+      }
+    }
+    std::vector<std::vector<uint8_t>> blocks;
+    for (const Target& t : targets) {
+      Superblock mine = sb_;
+      mine.dev_number = t.id.dev_number;
+      mine.device_uuid = t.id.device_uuid;
+      mine.data_size = t.id.data_size_sectors;
+      mine.feature_map &= ~kFeatureRecoveryOffset;
+      mine.recovery_offset = 0;
+      if (t.recovery_sectors.has_value()) {
+        mine.feature_map |= kFeatureRecoveryOffset;
+        mine.recovery_offset = *t.recovery_sectors;
+      }
+      blocks.push_back(EncodeSuperblock(mine));
+    }
+    // Every member's write and flush at once (each retried once, as data
+    // I/O): the first write after idle waits for one member round trip, not
+    // one per member. While a reshape is on the superblocks, they go one
+    // after another in the order above, which assembly relies on.
+    std::vector<absl::Status> results(targets.size());
+    const bool in_order = reshaping_.load() || sb_.delta_disks != 0 ||
+                          (sb_.feature_map & kFeatureReshapeActive) != 0;
+    if (in_order) {
+      for (size_t i = 0; i < targets.size(); ++i) {
+        results[i] = WriteDurably(*targets[i].member, blocks[i].data(),
+                                  blocks[i].size(), kSb12OffsetBytes);
+        if (!results[i].ok()) break;
+      }
+    } else {
+      std::vector<std::function<void()>> tasks;
+      for (size_t i = 0; i < targets.size(); ++i) {
+        tasks.emplace_back([&, i] {
+          results[i] = WriteDurably(*targets[i].member, blocks[i].data(),
+                                    blocks[i].size(), kSb12OffsetBytes);
+        });
+      }
+      RunTogether(tasks);
+    }
+    // The first failure, in target order, is handled as before and the
+    // update is made again with a new event count.
+    bool retry = false;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const Target& t = targets[i];
+      const absl::Status& st = results[i];
+      if (st.ok()) continue;
+      {
+        Event e = MakeEvent("MetadataWriteFailed", t.member->Name(), t.slot);
+        e.details.emplace_back("error", std::string(st.message()));
+        Report(LogLevel::kError, std::move(e),
+               absl::StrFormat("member %s failed writing its superblock: %s",
+                               t.member->Name(), st.message()));
+      }
+      retry = true;
+      if (t.slot < 0) {
+        std::erase_if(spares_,
+                      [&](const Spare& sp) { return sp.member == t.member; });
+        break;
+      }
+      Slot& s = *slots_[t.slot];
+      if (t.replacement) {
+        std::shared_ptr<Member> expected = t.member;
+        s.replacement.compare_exchange_strong(expected, nullptr);
+        break;
+      }
+      // Hand-overs happen under sb_mu_, which is held: the member still
+      // holds its slot unless the slot changed hands before this write.
+      if (s.member.load() != t.member) break;
+      *member_failed = true;
+      if (std::shared_ptr<Member> r = s.replacement.load();
+          r != nullptr && s.state.load() == SlotState::kActive) {
+        // As in FailSlot: the replacement goes on as a rebuild.
+        (void)HandOverToReplacement(s, r);
+        Event e = MakeEvent("Fail", t.member->Name(), t.slot);
+        e.details.emplace_back("error", std::string(st.message()));
+        e.details.emplace_back("replacement", r->Name());
+        Report(
+            LogLevel::kWarning, std::move(e),
+            absl::StrFormat("replacement %s continues as a rebuild of slot %d",
+                            r->Name(), t.slot));
+        break;
+      }
+      SlotState was = s.state.load();
+      while ((was == SlotState::kActive || was == SlotState::kRebuilding) &&
+             !s.state.compare_exchange_weak(was, SlotState::kFaulty)) {
+      }
+      const std::string why =
+          absl::StrCat("superblock write failed: ", st.message());
+      if (was == SlotState::kRebuilding) {
+        Event e = MakeEvent("FailSpare", t.member->Name(), t.slot);
+        e.details.emplace_back("error", why);
+        Report(LogLevel::kError, std::move(e),
+               absl::StrFormat("rebuild target %s (slot %d) failed: %s",
+                               t.member->Name(), t.slot, why));
+      }
+      if (was == SlotState::kActive) {
+        if (GoneSlots() > 1) failed_.store(true);
+        ReportMemberFailed(t.member->Name(), t.slot, why);
+        if (failed_.load()) {
+          return absl::UnavailableError(absl::StrFormat(
+              "array has failed: superblock write to %s failed: %s",
+              t.member->Name(), st.message()));
+        }
+      }
+      break;
+    }
+    if (!retry) return absl::OkStatus();
+  }
+  return absl::InternalError("superblock update did not settle");
+}
+
+}  // namespace uraid

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+// The member-I/O executor of ArrayImpl: one member call retried once
+// (DoIo), the fan-out of a plan's I/O (Submit, RunTogether), slot
+// generations and the replace target's mirror (RunIo), and what a failed
+// I/O means for its slot (AbsorbFailures).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "array/array_impl.h"
+#include "base/status_macros.h"
+#include "parity/parity.h"
+
+namespace uraid {
+
+namespace {
+
+// One call on one member, retried once: a transient error (a dropped
+// connection, a busy device) should not cost a member. A second failure is
+// the member's.
+absl::Status DoIo(Member& m, const MemberIo& io, uint64_t raw) {
+  absl::Status st;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    switch (io.kind) {
+      case MemberIo::kRead:
+        st = m.Read(io.buf, io.len, raw);
+        break;
+      case MemberIo::kWrite:
+        st = m.Write(io.buf, io.len, raw);
+        break;
+      case MemberIo::kFlush:
+        st = m.Flush();
+        break;
+      case MemberIo::kDiscard:
+        st = m.Discard(io.len, raw);
+        break;
+    }
+    if (st.ok() || absl::IsOutOfRange(st)) break;
+  }
+  return st;
+}
+
+}  // namespace
+
+absl::Status WriteDurably(Member& m, const void* buf, size_t len,
+                          uint64_t raw) {
+  MemberIo io{MemberIo::kWrite, 0, const_cast<void*>(buf), len, 0, {}};
+  absl::Status st = DoIo(m, io, raw);
+  if (!st.ok()) return st;
+  io.kind = MemberIo::kFlush;
+  return DoIo(m, io, raw);
+}
+
+void ArrayImpl::RunTogether(std::span<const std::function<void()>> tasks) {
+  // As Submit: members that answer at once are cheaper to call in turn.
+  if (tasks.size() <= 1 ||
+      io_latency_ns_.load(std::memory_order_relaxed) < kParallelIoThresholdNs) {
+    for (const auto& task : tasks) task();
+    return;
+  }
+  pool_.RunAll(tasks);
+}
+
+void ArrayImpl::RunIo(MemberIo& io) {
+  Slot& slot = *slots_[io.slot];
+  const auto stale = [&] {
+    if (!io.check_gen || slot.gen.load() == io.gen) return false;
+    io.stale = true;
+    io.status = absl::AbortedError(absl::StrFormat(
+        "slot %d changed members while the request was planned", io.slot));
+    return true;
+  };
+  if (stale()) return;
+  std::shared_ptr<Member> m =
+      io.to_replacement ? slot.replacement.load() : slot.member.load();
+  if (m == nullptr) {
+    io.status = absl::UnavailableError("member is gone");
+    return;
+  }
+  const uint64_t raw = io.base + io.offset;
+  const auto start = std::chrono::steady_clock::now();
+  io.used = m.get();
+  io.used_ref = m;
+  if (io.keep_sparse && io.kind == MemberIo::kWrite &&
+      IsAllZero(io.buf, io.len)) {
+    absl::StatusOr<uint64_t> data = m->NextDataOffset(raw);
+    if (data.ok() && *data >= raw + io.len) {
+      // Already zeros there (a hole): nothing to write, and no latency
+      // sample (a probe is not a write).
+      io.status = absl::OkStatus();
+      stale();
+      return;
+    }
+  }
+  io.status = DoIo(*m, io, raw);
+  switch (io.kind) {
+    case MemberIo::kRead:
+      counters_.member_reads.fetch_add(1, std::memory_order_relaxed);
+      counters_.member_read_bytes.fetch_add(io.len, std::memory_order_relaxed);
+      break;
+    case MemberIo::kWrite:
+      counters_.member_writes.fetch_add(1, std::memory_order_relaxed);
+      counters_.member_write_bytes.fetch_add(io.len, std::memory_order_relaxed);
+      break;
+    case MemberIo::kFlush:
+      counters_.member_flushes.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case MemberIo::kDiscard:
+      break;
+  }
+  // A replace job's target gets every write and flush of the stripes it
+  // already holds, so that it is current when it takes the slot. Its own
+  // failure ends the replace, not the slot.
+  if (io.status.ok() && !io.to_replacement && io.kind != MemberIo::kRead) {
+    std::shared_ptr<Member> r = slot.replacement.load();
+    if (r != nullptr && (io.kind == MemberIo::kFlush ||
+                         io.offset / geo_.chunk_bytes() <
+                             slot.repl_front.load(std::memory_order_acquire))) {
+      absl::Status rs = DoIo(*r, io, raw);
+      if (!rs.ok() && slot.replacement.compare_exchange_strong(r, nullptr)) {
+        ReportReplacementFailed(r->Name(), io.slot, rs);
+      }
+    }
+  }
+  // The member changed under the I/O: whatever it did went to a member that
+  // no longer holds the slot (or read from one that does not yet).
+  if (stale()) return;
+  // Flushes and discards say nothing about per-I/O latency.
+  if (io.kind == MemberIo::kFlush || io.kind == MemberIo::kDiscard) return;
+  // Moving average of data I/O latency (1/8 weight per sample). Racy
+  // updates lose a sample now and then, which is harmless.
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+  const int64_t old = io_latency_ns_.load(std::memory_order_relaxed);
+  io_latency_ns_.store(old + (ns - old) / 8, std::memory_order_relaxed);
+}
+
+SlotGens ArrayImpl::CaptureGens() const {
+  SlotGens gens(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    uint64_t g;
+    while ((g = slots_[i]->gen.load()) & 1) std::this_thread::yield();
+    gens[i] = g;
+  }
+  return gens;
+}
+
+void ArrayImpl::Submit(std::vector<MemberIo>& ios, const SlotGens* gens) {
+  const uint64_t base = data_offset_;
+  for (MemberIo& io : ios) io.base = base;
+  if (gens != nullptr) {
+    for (MemberIo& io : ios) {
+      io.check_gen = true;
+      io.gen = (*gens)[io.slot];
+    }
+  }
+  // Members that answer within a few microseconds (page cache, memory) are
+  // cheaper to call one after another than to hand to other threads: a
+  // handoff costs more than the I/O. Slower members (disks, O_DIRECT,
+  // remote exports) get every I/O of the plan in flight at once, so a
+  // stripe costs one member latency, not N. The choice follows the
+  // measured latency, so it adapts to whatever the members are.
+  if (ios.size() == 1 ||
+      io_latency_ns_.load(std::memory_order_relaxed) < kParallelIoThresholdNs) {
+    for (MemberIo& io : ios) RunIo(io);
+    return;
+  }
+  std::vector<std::function<void()>> tasks;
+  tasks.reserve(ios.size());
+  for (MemberIo& io : ios) tasks.emplace_back([this, &io] { RunIo(io); });
+  pool_.RunAll(tasks);
+}
+
+absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
+                                       bool* slot_failed) {
+  *slot_failed = false;
+  absl::Status first;
+  for (MemberIo& io : ios) {
+    if (io.status.ok()) continue;
+    if (io.stale) {
+      // Not the member's fault: the caller replans with the new members.
+      *slot_failed = true;
+      if (first.ok()) first = io.status;
+      continue;
+    }
+    if (io.to_replacement) {
+      // The copy target failed: the replace ends, the slot is unharmed.
+      std::shared_ptr<Member> r = slots_[io.slot]->replacement.load();
+      if (r != nullptr &&
+          slots_[io.slot]->replacement.compare_exchange_strong(r, nullptr)) {
+        ReportReplacementFailed(r->Name(), io.slot, io.status);
+      }
+      if (first.ok()) first = io.status;
+      continue;
+    }
+    if (first.ok()) {
+      std::shared_ptr<Member> m = slots_[io.slot]->member.load();
+      first = absl::Status(
+          io.status.code(),
+          absl::StrFormat("member %s (slot %d) at member offset %d: %s",
+                          m ? m->Name() : "?", io.slot,
+                          data_offset_ + io.offset, io.status.message()));
+    }
+    if (SlotPresent(io.slot)) {
+      RecordBackgroundError(
+          FailSlot(io.slot, std::string(io.status.message()), io.used),
+          absl::StrFormat("the failure of slot %d", io.slot));
+    }
+    // Failed by us or, racing us, by another request that hit the same
+    // dying member: either way the caller should redo its plan around it.
+    *slot_failed = true;
+  }
+  return first;
+}
+
+std::vector<MemberIo> ArrayImpl::PlannedMemberIos(
+    MemberIo::Kind kind, uint64_t stripe, const std::vector<PlannedIo>& planned,
+    uint8_t* scratch, uint8_t* client) const {
+  const uint64_t base = stripe * geo_.chunk_bytes();
+  std::vector<MemberIo> ios;
+  ios.reserve(planned.size());
+  for (const PlannedIo& p : planned) {
+    uint8_t* buf =
+        (p.ref.buffer == PlanRef::kScratch ? scratch : client) + p.ref.offset;
+    ios.push_back(
+        MemberIo{kind, p.slot, buf, p.len, base + p.chunk_offset, {}});
+  }
+  return ios;
+}
+
+}  // namespace uraid

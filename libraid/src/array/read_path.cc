@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: MIT
+// The read path: healthy pieces straight into the caller's buffer, degraded
+// stripes planned once (PlanDegradedRead), read errors corrected from parity
+// and rewritten (md's rule), newer cached bytes laid over. Also the four
+// request entry points, which route by shape.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "array/array_impl.h"
+#include "base/status_macros.h"
+#include "parity/parity.h"
+
+namespace uraid {
+
+absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
+  return Route(ReqKind::kRead, buf, len, offset, false,
+               [&] { return ReadShaped(buf, len, offset); });
+}
+
+absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
+                              bool fua) {
+  // The router only reads from `buf` for writes.
+  return Route(ReqKind::kWrite, const_cast<void*>(buf), len, offset, fua,
+               [&] { return WriteShaped(buf, len, offset, fua); });
+}
+
+absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
+  return Route(ReqKind::kTrim, nullptr, len, offset, fua,
+               [&] { return TrimShaped(len, offset, fua); });
+}
+
+absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
+  return Route(ReqKind::kZero, nullptr, len, offset, fua,
+               [&] { return ZeroShaped(len, offset, fua); });
+}
+
+absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
+  RETURN_IF_ERROR(CheckRange("read", len, offset));
+  auto* out = static_cast<uint8_t*>(buf);
+  const uint64_t chunk = geo_.chunk_bytes();
+
+  struct Piece {
+    Location loc;
+    size_t len;
+    uint8_t* dst;
+  };
+  std::vector<Piece> pieces;
+  for (uint64_t done = 0; done < len;) {
+    Location loc = geo_.Map(offset + done);
+    size_t n = static_cast<size_t>(
+        std::min<uint64_t>(len - done, chunk - loc.chunk_offset));
+    pieces.push_back(Piece{loc, n, out + done});
+    done += n;
+  }
+  // Healthy pieces straight into the caller's buffer, all in flight at once.
+  // Pieces of stripes the cache holds newer data for, and pieces on a
+  // missing member, take the locked slow path.
+  // Pieces of a stripe with a missing member go together, so the stripe's
+  // surviving chunks are read once for the client and the rebuild both.
+  std::vector<bool> degraded(pieces.size(), false);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (SlotUsableAt(pieces[i].loc.disk, pieces[i].loc.stripe)) continue;
+    for (size_t j = i;
+         j > 0 && pieces[j - 1].loc.stripe == pieces[i].loc.stripe; --j) {
+      degraded[j - 1] = true;
+    }
+    for (size_t j = i;
+         j < pieces.size() && pieces[j].loc.stripe == pieces[i].loc.stripe;
+         ++j) {
+      degraded[j] = true;
+    }
+  }
+  std::vector<MemberIo> ios;
+  std::vector<size_t> io_piece;
+  std::vector<bool> slow(pieces.size(), false);
+  const SlotGens gens = CaptureGens();
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& p = pieces[i];
+    if (degraded[i]) continue;
+    if (SlotUsableAt(p.loc.disk, p.loc.stripe) &&
+        !cache_.MayContain(p.loc.stripe)) {
+      ios.push_back(MemberIo{
+          MemberIo::kRead, p.loc.disk, p.dst, p.len, p.loc.member_offset, {}});
+      io_piece.push_back(i);
+    } else {
+      slow[i] = true;
+    }
+  }
+  Submit(ios, &gens);
+  std::vector<absl::Status> errors(pieces.size());
+  std::vector<const Member*> failed(pieces.size(), nullptr);
+  for (size_t j = 0; j < ios.size(); ++j) {
+    if (ios[j].status.ok()) continue;
+    // A stale read (the slot changed members) is redone under the lock;
+    // only a real error calls for correction.
+    if (!ios[j].stale) {
+      errors[io_piece[j]] = ios[j].status;
+      failed[io_piece[j]] = ios[j].used;
+    }
+    slow[io_piece[j]] = true;
+  }
+  for (size_t i = 0; i < pieces.size();) {
+    if (!degraded[i]) {
+      ++i;
+      continue;
+    }
+    const uint64_t stripe = pieces[i].loc.stripe;
+    absl::InlinedVector<ReadPiece, 16> group;
+    for (; i < pieces.size() && degraded[i] && pieces[i].loc.stripe == stripe;
+         ++i) {
+      const Piece& p = pieces[i];
+      group.push_back(ReadPiece{p.loc.data_index, p.loc.chunk_offset,
+                                p.loc.chunk_offset + p.len,
+                                static_cast<uint64_t>(p.dst - out)});
+    }
+    StripeLock lock(&locks_, LockKey(stripe));
+    RETURN_IF_ERROR(ReadStripeDegradedLocked(stripe, group, out));
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!slow[i]) continue;
+    const Piece& p = pieces[i];
+    StripeLock lock(&locks_, LockKey(p.loc.stripe));
+    if (!errors[i].ok() && SlotUsableAt(p.loc.disk, p.loc.stripe)) {
+      RETURN_IF_ERROR(CorrectReadErrorLocked(p.loc.stripe, p.loc.disk,
+                                             p.loc.chunk_offset, p.len, p.dst,
+                                             errors[i], failed[i]));
+      OverlayCacheLocked(p.loc, p.len, p.dst);
+    } else {
+      RETURN_IF_ERROR(ReadPieceLocked(p.loc, p.len, p.dst));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ArrayImpl::OverlayCacheLocked(const Location& loc, size_t len,
+                                   uint8_t* dst) {
+  if (StripeCache::Entry* e = cache_.Find(loc.stripe)) {
+    const uint64_t start =
+        static_cast<uint64_t>(loc.data_index) * geo_.chunk_bytes() +
+        loc.chunk_offset;
+    const uint64_t end = start + len;
+    for (const auto& [a, b] : e->dirty.ranges()) {
+      uint64_t x = std::max(a, start), y = std::min(b, end);
+      if (x < y) std::memcpy(dst + (x - start), e->data.data() + x, y - x);
+    }
+  }
+}
+
+absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
+                                               uint64_t chunk_offset,
+                                               size_t len, uint8_t* dst,
+                                               const absl::Status& why,
+                                               const Member* failed) {
+  Slot& s = *slots_[slot];
+  const SlotGens gens = CaptureGens();
+  std::shared_ptr<Member> m = s.member.load();
+  const std::string name = failed ? failed->Name() : "?";
+  const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
+  // The slot changed hands since the read (a spare took over): the error
+  // belongs to a member that is gone; the bytes come from parity.
+  const bool same = failed == nullptr || m.get() == failed;
+  if (absl::Status rs = ReconstructLocked(stripe, slot, chunk_offset, len, dst);
+      !rs.ok()) {
+    if (same) {
+      RecordBackgroundError(FailSlot(slot, std::string(why.message()), failed),
+                            absl::StrFormat("the failure of slot %d", slot));
+    }
+    return absl::UnavailableError(absl::StrFormat(
+        "member %s (slot %d) failed reading at member offset %d (%s) and "
+        "cannot be rebuilt from parity: %s",
+        name, slot, data_offset_ + member_offset, why.message(), rs.message()));
+  }
+  if (!same) return absl::OkStatus();
+  // A member that no longer covers the offset (a file truncated under the
+  // array, an export that shrank) has lost its data: no rewrite can help.
+  if (why.code() == absl::StatusCode::kOutOfRange) {
+    return FailSlot(slot, std::string(why.message()), failed);
+  }
+  if (read_only_) {
+    Log(LogLevel::kWarning,
+        absl::StrFormat(
+            "read error on %s (slot %d) at member offset %d: %s; served from "
+            "parity (read-only: not rewritten)",
+            name, slot, data_offset_ + member_offset, why.message()));
+    return absl::OkStatus();
+  }
+  // md rewrites the sector from parity: a medium error usually goes away
+  // when the drive remaps it. Only a member that keeps failing is dropped.
+  std::vector<MemberIo> w{
+      MemberIo{MemberIo::kWrite, slot, dst, len, member_offset, {}}};
+  Submit(w, &gens);
+  if (w[0].stale) return absl::OkStatus();
+  if (!w[0].status.ok()) {
+    return FailSlot(slot,
+                    absl::StrFormat("read error (%s) and rewrite failed (%s)",
+                                    why.message(), w[0].status.message()),
+                    failed);
+  }
+  const uint32_t n = s.read_errors.fetch_add(1) + 1;
+  counters_.read_errors_corrected.fetch_add(1, std::memory_order_relaxed);
+  {
+    Event e = MakeEvent("ReadErrorCorrected", name, slot);
+    e.details.emplace_back("offset",
+                           static_cast<int64_t>(data_offset_ + member_offset));
+    e.details.emplace_back("error", std::string(why.message()));
+    e.details.emplace_back("corrected", int64_t{n});
+    Report(LogLevel::kWarning, std::move(e),
+           absl::StrFormat(
+               "read error on %s (slot %d) at member offset %d: %s; rebuilt "
+               "from parity and rewritten (%d corrected on this member)",
+               name, slot, data_offset_ + member_offset, why.message(), n));
+  }
+  if (n > kMaxCorrectedReadErrors) {
+    return FailSlot(slot,
+                    absl::StrFormat("%d read errors corrected, more than "
+                                    "md's limit of %d",
+                                    n, kMaxCorrectedReadErrors),
+                    failed);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::ReadPieceLocked(const Location& loc, size_t len,
+                                        uint8_t* dst) {
+  RETURN_IF_ERROR(
+      ReadPieceDegraded(loc.stripe, loc.disk, loc.chunk_offset, len, dst));
+  // Lay newer cached bytes over what the members hold.
+  OverlayCacheLocked(loc, len, dst);
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::ReadPieceDegraded(uint64_t stripe, int slot,
+                                          uint64_t chunk_offset, size_t len,
+                                          uint8_t* dst) {
+  const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
+  for (int attempt = 0;; ++attempt) {
+    const SlotGens gens = CaptureGens();
+    if (!SlotUsableAt(slot, stripe)) break;
+    std::vector<MemberIo> ios{
+        MemberIo{MemberIo::kRead, slot, dst, len, member_offset, {}}};
+    Submit(ios, &gens);
+    if (ios[0].status.ok()) return absl::OkStatus();
+    if (ios[0].stale && attempt < 8) continue;  // members changed: again
+    return CorrectReadErrorLocked(stripe, slot, chunk_offset, len, dst,
+                                  ios[0].status, ios[0].used);
+  }
+  return ReconstructLocked(stripe, slot, chunk_offset, len, dst);
+}
+
+absl::Status ArrayImpl::ReconstructLocked(uint64_t stripe, int slot,
+                                          uint64_t chunk_offset, size_t len,
+                                          uint8_t* dst) {
+  RETURN_IF_ERROR(CheckUsable(false));
+  const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
+  // Generations first, health second: a member that changes hands after
+  // the check is caught by the generation (its reads come back stale).
+  const SlotGens gens = CaptureGens();
+  for (int i = 0; i < geo_.raid_disks(); ++i) {
+    if (i != slot && !SlotUsableAt(i, stripe)) {
+      return absl::UnavailableError(absl::StrFormat(
+          "cannot reconstruct slot %d at member offset %d: member in slot %d "
+          "is also gone",
+          slot, data_offset_ + member_offset, i));
+    }
+  }
+  const ReadPlan plan = PlanReconstruct(geo_, stripe, slot, chunk_offset, len);
+  ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
+  std::vector<MemberIo> ios = PlannedMemberIos(MemberIo::kRead, stripe,
+                                               plan.reads, scratch.data(), dst);
+  Submit(ios, &gens);
+  bool slot_failed;
+  absl::Status st = AbsorbFailures(ios, &slot_failed);
+  if (!st.ok() && std::any_of(ios.begin(), ios.end(),
+                              [](const MemberIo& io) { return io.stale; })) {
+    // A member was swapped under us (replace hand-over): read again.
+    return ReconstructLocked(stripe, slot, chunk_offset, len, dst);
+  }
+  if (!st.ok()) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot reconstruct slot %d at member offset %d: %s",
+                        slot, data_offset_ + member_offset, st.message()));
+  }
+  ComputeRead(plan, scratch.data(), dst);
+  counters_.reconstructions.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::ReadStripeDegradedLocked(
+    uint64_t stripe, std::span<const ReadPiece> pieces, uint8_t* client) {
+  // Every surviving chunk the stripe's pieces and the rebuild need is read
+  // once: a degraded sequential read costs one member byte per byte. Under
+  // the stripe lock, so data and parity come from the same write. Anything
+  // but a clean run (a slot changing hands, a read error) falls back to the
+  // piece-at-a-time path, which corrects or reports it.
+  const SlotGens gens = CaptureGens();  // before the health (as above)
+  const int missing = MissingSlotAt(stripe);
+  bool others_usable = true;
+  for (int i = missing + 1; i < geo_.raid_disks(); ++i) {
+    others_usable = others_usable && SlotUsableAt(i, stripe);
+  }
+  if (missing >= 0 && others_usable && CheckUsable(false).ok()) {
+    const ReadPlan plan = PlanDegradedRead(geo_, stripe, pieces, missing);
+    ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
+    std::vector<MemberIo> ios = PlannedMemberIos(
+        MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
+    Submit(ios, &gens);
+    if (std::all_of(ios.begin(), ios.end(),
+                    [](const MemberIo& io) { return io.status.ok(); })) {
+      ComputeRead(plan, scratch.data(), client);
+      if (plan.rebuild) {
+        counters_.reconstructions.fetch_add(1, std::memory_order_relaxed);
+      }
+      for (const ReadPiece& p : pieces) {
+        OverlayCacheLocked(PieceLocation(stripe, p), p.y - p.x,
+                           client + p.client);
+      }
+      return absl::OkStatus();
+    }
+  }
+  for (const ReadPiece& p : pieces) {
+    RETURN_IF_ERROR(ReadPieceLocked(PieceLocation(stripe, p), p.y - p.x,
+                                    client + p.client));
+  }
+  return absl::OkStatus();
+}
+
+Location ArrayImpl::PieceLocation(uint64_t stripe, const ReadPiece& p) const {
+  Location loc;
+  loc.stripe = stripe;
+  loc.data_index = p.data_index;
+  loc.disk = geo_.DataDisk(stripe, p.data_index);
+  loc.parity_disk = geo_.ParityDisk(stripe);
+  loc.chunk_offset = p.x;
+  loc.member_offset = stripe * geo_.chunk_bytes() + p.x;
+  return loc;
+}
+
+}  // namespace uraid

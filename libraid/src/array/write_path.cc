@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: MIT
+// The write path: the clean/active transition before the first write,
+// gathering in the stripe cache, one stripe written by its plan under the
+// stripe lock (PlanWrite), read-error correction of the plan's reads,
+// flush, trim and write-zeroes.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "array/array_impl.h"
+#include "base/status_macros.h"
+#include "parity/parity.h"
+
+namespace uraid {
+
+absl::Status ArrayImpl::BeginWrite() {
+  MutexLock lock(&state_mu_);
+  RETURN_IF_ERROR(CheckUsable(true));
+  ++writes_in_flight_;
+  wrote_since_open_.store(true);
+  if (clean_) {
+    // md's rule: the superblocks say "active" (dirty) before any member
+    // write, so a crash from here on is detected at the next assembly.
+    absl::Status st = WriteSuperblocks(/*clean=*/false);
+    if (!st.ok()) {
+      --writes_in_flight_;
+      return st;
+    }
+    clean_ = false;
+  }
+  return absl::OkStatus();
+}
+
+void ArrayImpl::EndWrite() {
+  MutexLock lock(&state_mu_);
+  --writes_in_flight_;
+  last_write_ = std::chrono::steady_clock::now();
+}
+
+absl::Status ArrayImpl::WriteShaped(const void* buf, size_t len,
+                                    uint64_t offset, bool fua) {
+  RETURN_IF_ERROR(CheckRange("write", len, offset));
+  if (len == 0) return CheckUsable(true);
+  RETURN_IF_ERROR(BeginWrite());
+  const auto* src = static_cast<const uint8_t*>(buf);
+  const uint64_t sd = geo_.stripe_data_bytes();
+  std::vector<bool> touched(geo_.raid_disks(), false);
+  absl::Status st;
+  for (uint64_t done = 0; done < len && st.ok();) {
+    uint64_t pos = offset + done;
+    uint64_t stripe = pos / sd;
+    uint64_t a = pos % sd;
+    uint64_t b = std::min<uint64_t>(sd, a + (len - done));
+    st = WritePiece(stripe, a, b, src + done, fua, &touched);
+    done += b - a;
+  }
+  if (st.ok() && fua) st = FlushSlots(touched);
+  EndWrite();
+  return st;
+}
+
+absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
+                                   const uint8_t* src, bool fua,
+                                   std::vector<bool>* touched) {
+  const uint64_t sd = geo_.stripe_data_bytes();
+  const bool full = a == 0 && b == sd;
+  // Gather only what looks like a stream: a piece that starts or ends a
+  // stripe (a sequential writer crossing a stripe boundary; with a deep
+  // queue the pieces arrive out of order), or lands in or beside a stripe
+  // already being gathered. A random small write gains nothing from
+  // waiting, so it goes straight to RMW/RCW. Nor does anything while some
+  // client flushes every few milliseconds: each flush would write the
+  // half-gathered stripes back as partial stripes anyway, and it is the
+  // flushing client that would wait for them (the latency-isolation case:
+  // a 4K write+flush beside a stream); writing through puts that cost on
+  // the writer instead.
+  // The cache is keyed by stripes of one shape: a reshape writes it back
+  // and runs without it (reshape.cc).
+  const bool cache =
+      cache_.enabled() && !reshaping_.load() && !full && !fua &&
+      flush_interval_ns_.load(std::memory_order_relaxed) >= bypass_flush_ns_ &&
+      (a == 0 || b == sd || cache_.MayContain(stripe) ||
+       (stripe > 0 && cache_.MayContain(stripe - 1)) ||
+       cache_.MayContain(stripe + 1));
+  if (cache) {
+    // Keep the cache within its bound before taking our stripe lock: never
+    // hold one stripe lock while waiting for another.
+    for (int i = 0; i < 4 && cache_.over_capacity(); ++i) {
+      std::vector<uint64_t> victims = cache_.Oldest(1, std::nullopt);
+      if (victims.empty() || victims[0] == stripe) break;
+      RETURN_IF_ERROR(WritebackStripe(victims[0]));
+      counters_.cache_evictions.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  StripeLock lock(&locks_, LockKey(stripe));
+  StripeCache::Entry* e = cache_.Find(stripe);
+  if (cache || (e != nullptr && !full)) {
+    // Gather: the bytes join the stripe's entry; a stripe that becomes
+    // fully dirty goes out at once as a full-stripe write (no reads).
+    if (e == nullptr) e = cache_.GetOrCreate(stripe);
+    std::memcpy(e->data.data() + a, src, b - a);
+    e->dirty.Add(a, b);
+    counters_.cached_writes.fetch_add(1, std::memory_order_relaxed);
+    if (!fua && !e->dirty.Covers(sd)) return absl::OkStatus();
+    return WritebackLocked(e, touched);
+  }
+  // A full-stripe write supersedes anything cached for the stripe.
+  if (e != nullptr) cache_.Erase(stripe);
+  return WriteStripeLocked(stripe, a, b, src, touched);
+}
+
+absl::Status ArrayImpl::WritebackLocked(StripeCache::Entry* e,
+                                        std::vector<bool>* touched) {
+  const uint64_t stripe = e->stripe;
+  for (const auto& [a, b] : e->dirty.ranges()) {
+    RETURN_IF_ERROR(
+        WriteStripeLocked(stripe, a, b, e->data.data() + a, touched));
+  }
+  counters_.cache_writebacks.fetch_add(1, std::memory_order_relaxed);
+  cache_.Erase(stripe);
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::WritebackStripe(uint64_t stripe) {
+  StripeLock lock(&locks_, LockKey(stripe));
+  StripeCache::Entry* e = cache_.Find(stripe);
+  if (e == nullptr) return absl::OkStatus();
+  std::vector<bool> touched(geo_.raid_disks(), false);
+  return WritebackLocked(e, &touched);
+}
+
+absl::Status ArrayImpl::WritebackAll() {
+  absl::Status first;
+  for (uint64_t stripe : cache_.Oldest(SIZE_MAX, std::nullopt)) {
+    absl::Status st = WritebackStripe(stripe);
+    if (first.ok()) first = st;
+  }
+  return first;
+}
+
+absl::Status ArrayImpl::WriteStripeLocked(uint64_t stripe, uint64_t a,
+                                          uint64_t b, const uint8_t* src,
+                                          std::vector<bool>* touched) {
+  // A write over the end of one chunk and the start of the next touches
+  // disjoint rows when it is shorter than a chunk: two small updates (as
+  // md's per-row choice would make) instead of one over the whole chunk.
+  const uint64_t C = geo_.chunk_bytes();
+  if (a / C + 1 == (b - 1) / C && b % C != 0 && b % C <= a % C) {
+    uint64_t mid = (a / C + 1) * C;
+    RETURN_IF_ERROR(WriteStripeLocked(stripe, a, mid, src, touched));
+    return WriteStripeLocked(stripe, mid, b, src + (mid - a), touched);
+  }
+  // md's write-intent rule: the region's bit is durable before the first
+  // member write into it, and is released when the write is done.
+  if (bitmap_ != nullptr) {
+    RETURN_IF_ERROR(bitmap_->StartWrite(stripe * C, C));
+    ProcessDeferredFailures();
+  }
+  absl::Status st = absl::InternalError("write retries exhausted");
+  bool whole = true;  // every member got its share (else keep the bit)
+  for (int attempt = 0; attempt <= geo_.raid_disks(); ++attempt) {
+    st = CheckUsable(true);
+    if (!st.ok()) break;
+    bool slot_failed = false;
+    const SlotGens gens = CaptureGens();
+    const int missing = MissingSlotAt(stripe);
+    whole = whole && missing < 0;
+    st = PlanAndWriteStripe(stripe, a, b, src, missing, gens,
+                            /*force_rcw=*/attempt > 0, &slot_failed, touched);
+    if (st.ok() || !slot_failed) break;
+    whole = false;
+    // A member failed mid-plan: it is now marked faulty. Redo the stripe
+    // around it; every plan is idempotent (it rewrites the same data and
+    // parity from scratch), so partial writes of the failed attempt are
+    // harmless.
+  }
+  if (bitmap_ != nullptr) bitmap_->EndWrite(stripe * C, C, st.ok() && whole);
+  return st;
+}
+
+absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
+                                           uint64_t b, const uint8_t* src,
+                                           int missing, const SlotGens& gens,
+                                           bool force_rcw, bool* slot_failed,
+                                           std::vector<bool>* touched) {
+  // Parity of a stripe the resync has not reached is not trusted yet, and a
+  // retry's may already hold part of this write: never carry it forward.
+  const StripeHealth health{
+      missing,
+      !force_rcw && stripe < resync_stripe_.load(std::memory_order_acquire)};
+  const WritePlan plan = PlanWrite(geo_, stripe, a, b, health);
+  AlignedBuffer scratch(plan.scratch_bytes);
+  auto* client = const_cast<uint8_t*>(src);  // only written from
+  if (!plan.reads.empty()) {
+    std::vector<MemberIo> reads = PlannedMemberIos(
+        MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
+    Submit(reads, &gens);
+    RETURN_IF_ERROR(CorrectPreReads(stripe, reads));
+    RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
+  }
+  ComputeWrite(plan, scratch.data(), src);
+  std::vector<MemberIo> writes = PlannedMemberIos(
+      MemberIo::kWrite, stripe, plan.writes, scratch.data(), client);
+  std::atomic<uint64_t>* counter = &counters_.degraded_writes;
+  if (!plan.degraded) {
+    counter = plan.mode == WriteMode::kFull  ? &counters_.full_stripe_writes
+              : plan.mode == WriteMode::kRmw ? &counters_.rmw_writes
+                                             : &counters_.rcw_writes;
+  }
+  counter->fetch_add(1, std::memory_order_relaxed);
+  for (const MemberIo& io : writes) (*touched)[io.slot] = true;
+  Submit(writes, &gens);
+  return AbsorbFailures(writes, slot_failed);
+}
+
+absl::Status ArrayImpl::CorrectPreReads(uint64_t stripe,
+                                        std::vector<MemberIo>& reads) {
+  // A write's reads of old data or parity met a read error on a working
+  // member: rebuild those bytes from the rest of the stripe and rewrite
+  // them, as for a client read, and go on with the plan. Only what cannot
+  // be corrected is left for AbsorbFailures.
+  const uint64_t base = stripe * geo_.chunk_bytes();
+  for (MemberIo& io : reads) {
+    if (io.status.ok() || io.stale || io.to_replacement ||
+        !SlotUsableAt(io.slot, stripe)) {
+      continue;
+    }
+    absl::Status st = CorrectReadErrorLocked(
+        stripe, io.slot, io.offset - base, io.len,
+        static_cast<uint8_t*>(io.buf), io.status, io.used);
+    if (st.ok()) {
+      io.status = absl::OkStatus();
+    } else if (!CheckUsable(false).ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which) {
+  for (int attempt = 0; attempt <= static_cast<int>(which.size()); ++attempt) {
+    std::vector<MemberIo> ios;
+    for (int i = 0; i < static_cast<int>(which.size()); ++i) {
+      if (which[i] && SlotPresent(i)) {
+        ios.push_back(MemberIo{MemberIo::kFlush, i, nullptr, 0, 0, {}});
+      }
+    }
+    Submit(ios);
+    bool slot_failed;
+    absl::Status st = AbsorbFailures(ios, &slot_failed);
+    if (st.ok()) return st;
+    // A member that cannot flush is failed; the data it held is still
+    // recoverable from the others, which did flush. Fine unless the array
+    // failed as a whole.
+    RETURN_IF_ERROR(CheckUsable(false));
+    if (!slot_failed) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::Flush() {
+  RETURN_IF_ERROR(CheckUsable(false));
+  // Moving average of the time between flushes (1/8 weight per sample;
+  // racy updates lose a sample now and then, which is harmless).
+  const int64_t now = NowNs();
+  const int64_t gap = now - last_flush_ns_.exchange(now);
+  const int64_t avg = flush_interval_ns_.load(std::memory_order_relaxed);
+  flush_interval_ns_.store(avg + (gap - avg) / 8, std::memory_order_relaxed);
+  // Everything acknowledged before this call is in the cache or on the
+  // members: write the cache back, then make the members durable.
+  RETURN_IF_ERROR(WritebackAll());
+  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
+  // Bits whose persist failed earlier go out now: after a flush the
+  // on-disk bitmap covers every write (FlushSlots made the data durable).
+  if (bitmap_ != nullptr) RETURN_IF_ERROR(bitmap_->Sync());
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::TrimShaped(size_t len, uint64_t offset, bool fua) {
+  RETURN_IF_ERROR(CheckRange("trim", len, offset));
+  RETURN_IF_ERROR(CheckUsable(true));
+  for (const auto& s : slots_) {
+    std::shared_ptr<Member> m = s->member.load();
+    std::shared_ptr<Member> r = s->replacement.load();
+    if ((m != nullptr && !m->DiscardZeroes()) ||
+        (r != nullptr && !r->DiscardZeroes())) {
+      return absl::OkStatus();  // advisory: cannot keep parity, so skip
+    }
+  }
+  const uint64_t sd = geo_.stripe_data_bytes();
+  uint64_t first = (offset + sd - 1) / sd;
+  uint64_t end = (offset + len) / sd;
+  if (first >= end) return absl::OkStatus();
+  RETURN_IF_ERROR(BeginWrite());
+  std::vector<bool> touched(geo_.raid_disks(), false);
+  absl::Status st;
+  for (uint64_t s = first; s < end && st.ok(); ++s) {
+    StripeLock lock(&locks_, LockKey(s));
+    cache_.Erase(s);  // the whole stripe is being replaced by zeros
+    const uint64_t C = geo_.chunk_bytes();
+    if (bitmap_ != nullptr) {
+      st = bitmap_->StartWrite(s * C, C);
+      if (!st.ok()) break;
+    }
+    // Every present chunk, parity included, becomes zeros: the stripe stays
+    // consistent and a missing member's chunk reconstructs as zeros too.
+    std::vector<MemberIo> ios;
+    for (int i = 0; i < geo_.raid_disks(); ++i) {
+      if (!SlotUsableAt(i, s)) continue;
+      touched[i] = true;
+      ios.push_back(MemberIo{MemberIo::kDiscard,
+                             i,
+                             nullptr,
+                             geo_.chunk_bytes(),
+                             s * geo_.chunk_bytes(),
+                             {}});
+    }
+    Submit(ios);
+    bool slot_failed;
+    st = AbsorbFailures(ios, &slot_failed);
+    if (!st.ok() && slot_failed && CheckUsable(true).ok()) {
+      st = absl::OkStatus();  // the failed member's chunk is implied by P=0
+    }
+    if (bitmap_ != nullptr) {
+      bitmap_->EndWrite(s * C, C, st.ok() && !slot_failed);
+    }
+  }
+  if (st.ok() && fua) st = FlushSlots(touched);
+  EndWrite();
+  return st;
+}
+
+absl::Status ArrayImpl::ZeroShaped(size_t len, uint64_t offset, bool fua) {
+  RETURN_IF_ERROR(CheckRange("zero", len, offset));
+  if (len == 0) return CheckUsable(true);
+  const uint64_t sd = geo_.stripe_data_bytes();
+  // Zeros go through the ordinary write path, one stripe's worth at a time,
+  // so parity and degraded handling are exactly those of writes.
+  AlignedBuffer zeros(std::min<uint64_t>(len, sd), /*zero=*/true);
+  for (uint64_t done = 0; done < len;) {
+    uint64_t pos = offset + done;
+    uint64_t n = std::min<uint64_t>(len - done, sd - pos % sd);
+    n = std::min<uint64_t>(n, zeros.size());
+    RETURN_IF_ERROR(WriteShaped(zeros.data(), n, pos, false));
+    done += n;
+  }
+  return fua ? Flush() : absl::OkStatus();
+}
+
+}  // namespace uraid

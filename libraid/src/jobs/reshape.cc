@@ -355,9 +355,9 @@ absl::StatusOr<uint64_t> ArrayImpl::ReshapeWindowAt(uint64_t lo,
   return hi;
 }
 
-absl::Status ArrayImpl::ReshapeCopy(uint64_t wlo, uint64_t whi,
-                                    const uint8_t* wbuf, uint64_t rlo,
-                                    uint64_t rhi, uint8_t* rbuf) {
+absl::Status ArrayImpl::ReshapeCopy(
+    uint64_t wlo, uint64_t whi, const uint8_t* wbuf, uint64_t rlo, uint64_t rhi,
+    uint8_t* rbuf, const std::function<absl::Status()>& beside) {
   const ReshapeState& r = *reshape_.load();
   const uint64_t sd = r.to->geo.stripe_data_bytes();
   // One new stripe's worth of array bytes in one shape: a write of a whole
@@ -406,8 +406,14 @@ absl::Status ArrayImpl::ReshapeCopy(uint64_t wlo, uint64_t whi,
   std::atomic<bool> failed{false};
   Mutex mu;
   size_t error_at = SIZE_MAX;  // the first unit that failed, under mu
-  absl::Status error;
-  RunWindow(std::min<uint64_t>(kJobDepth, units.size()), [&](uint64_t) {
+  absl::Status error, beside_status;
+  const uint64_t workers = std::min<uint64_t>(kJobDepth, units.size());
+  // Worker 0 runs on the calling thread (RunWindow): `beside` goes first.
+  RunWindow(std::max<uint64_t>(workers, beside ? 1 : 0), [&](uint64_t w) {
+    if (w == 0 && beside) {
+      beside_status = beside();
+      if (!beside_status.ok()) failed.store(true);
+    }
     for (size_t i = next_unit.fetch_add(1); i < units.size() && !failed.load();
          i = next_unit.fetch_add(1)) {
       const Unit& u = units[i];
@@ -425,18 +431,18 @@ absl::Status ArrayImpl::ReshapeCopy(uint64_t wlo, uint64_t whi,
       }
     }
   });
-  RETURN_IF_ERROR(error);
-  if (writes.empty()) return absl::OkStatus();
-  // Durable before the superblocks say the window moved.
-  return FlushSlots(std::vector<bool>(SlotCount(), true));
+  RETURN_IF_ERROR(beside_status);
+  return error;
 }
 
 absl::Status ArrayImpl::ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf) {
-  RETURN_IF_ERROR(ReshapeCopy(lo, lo, nullptr, lo, hi, buf));
-  return ReshapeCopy(lo, hi, buf, hi, hi, nullptr);
+  RETURN_IF_ERROR(ReshapeCopy(lo, lo, nullptr, lo, hi, buf, nullptr));
+  return ReshapeCopy(lo, hi, buf, hi, hi, nullptr, nullptr);
 }
 
 absl::Status ArrayImpl::ReshapeCheckpoint(uint64_t hi) {
+  // The copy durable before the superblocks say the front moved.
+  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
   {
     MutexLock lock(&sb_mu_);
     SetReshapeFieldsLocked(hi);
@@ -547,54 +553,79 @@ absl::Status ArrayImpl::RunReshape() {
   if (r.resync_moved) RETURN_IF_ERROR(ResyncMovedPart());
   // The job pipelines what ReshapeStep does one window at a time: while
   // window [lo, hi) is written in the new shape, the next one, [hi, next),
-  // is read in the old shape. That is safe without waiting: the next
-  // window's old rows are at or past the old row holding hi, and this
-  // window's new rows stay below the old row holding lo (the invariant,
-  // docs/reshape.md). The next window's writes wait until hi is durable
-  // in the superblocks, as they would one window at a time, so a crash at
-  // any point restarts at a recorded position whose old copy is intact.
-  // The gate stays closed over a window from before its read until its
-  // end is recorded, so no client write slips in between.
+  // is read in the old shape, and the end of the window before, lo, is
+  // recorded. Reading early is safe: the next window's old rows are at or
+  // past the old row holding hi, and this window's new rows stay below the
+  // old row holding lo (the invariant, docs/reshape.md). Writing beside
+  // the checkpoint is safe only when this window also stays below the old
+  // row holding the position already recorded (`durable`), which the
+  // growing distance between the shapes allows once the front has moved
+  // far enough; until then the checkpoint comes first, as one window at a
+  // time. Either way a crash at any point restarts at a recorded position
+  // whose old copy is intact. The gate stays closed over everything from
+  // `durable` to the end of what is read, so no client request sees or
+  // writes bytes whose copy is not yet recorded.
   const uint64_t max_window = ReshapeMaxWindow();
   AlignedBuffer buf_a(max_window), buf_b(max_window);
   uint8_t* cur = buf_a.data();    // holds [lo, hi) once read
   uint8_t* ahead = buf_b.data();  // receives [hi, next)
   ThrottleState throttle;
   const uint64_t start = r.front.load();
-  const auto stopped_at = [&](uint64_t lo, const absl::Status& st) {
+  uint64_t durable = start;         // reshape_position in the superblocks
+  uint64_t lo = start, hi = start;  // hi == lo: nothing read yet
+  uint64_t gate_hi = start;         // the gate covers [durable, gate_hi)
+  const auto stopped_at = [&](const absl::Status& st) {
     r.gate.Open();
     return absl::Status(
-        st.code(),
-        absl::StrFormat("reshape stopped at %d bytes: %s", lo, st.message()));
+        st.code(), absl::StrFormat("reshape stopped at %d bytes: %s", durable,
+                                   st.message()));
+  };
+  // Records everything written, [.., lo), and lets its requests in.
+  const std::function<absl::Status()> checkpoint = [&]() -> absl::Status {
+    RETURN_IF_ERROR(ReshapeCheckpoint(lo));
+    durable = lo;
+    if (gate_hi > lo) {
+      r.gate.Close(lo, gate_hi);
+    } else {
+      r.gate.Open();
+    }
+    return absl::OkStatus();
   };
   bool read_ahead = true;
-  uint64_t lo = start, hi = start;  // hi == lo: nothing read yet
   while (lo < r.end) {
     if (hi == lo) {
-      ASSIGN_OR_RETURN(hi, ReshapeWindowAt(lo, max_window));
-      r.gate.Close(lo, hi);
-      absl::Status st = ReshapeCopy(lo, lo, nullptr, lo, hi, cur);
-      if (!st.ok()) return stopped_at(lo, st);
+      // Nothing read ahead (the first window, after a rest, or when not
+      // reading ahead): read this window alone. The last one may not be
+      // recorded yet, so the gate still starts at `durable`.
+      absl::StatusOr<uint64_t> e = ReshapeWindowAt(lo, max_window);
+      if (!e.ok()) return stopped_at(e.status());
+      hi = gate_hi = *e;
+      r.gate.Close(durable, hi);
+      absl::Status st = ReshapeCopy(lo, lo, nullptr, lo, hi, cur, nullptr);
+      if (!st.ok()) return stopped_at(st);
     }
     uint64_t next = hi;
     if (read_ahead && hi < r.end) {
       // Without a window there (an error), the next round finds out.
       absl::StatusOr<uint64_t> e = ReshapeWindowAt(hi, max_window);
       if (e.ok()) {
-        next = *e;
+        next = gate_hi = *e;
         // Wider: waits for the requests inside [hi, next) to leave.
-        r.gate.Close(lo, next);
+        r.gate.Close(durable, next);
       }
     }
-    absl::Status st = ReshapeCopy(lo, hi, cur, hi, next, ahead);
-    if (st.ok()) st = ReshapeCheckpoint(hi);
-    if (!st.ok()) return stopped_at(lo, st);
-    // [lo, hi) is in the new shape now: its requests may go on.
-    if (next > hi) {
-      r.gate.Close(hi, next);
-    } else {
-      r.gate.Open();
+    const bool pending = durable < lo;
+    const bool beside =
+        pending &&
+        hi <= ReshapeWindowEnd(r.from->geo, r.from->data_offset, r.to->geo,
+                               r.to->data_offset, durable, r.end);
+    if (pending && !beside) {
+      absl::Status st = checkpoint();
+      if (!st.ok()) return stopped_at(st);
     }
+    absl::Status st = ReshapeCopy(lo, hi, cur, hi, next, ahead,
+                                  beside ? checkpoint : nullptr);
+    if (!st.ok()) return stopped_at(st);
     JobProgress(hi / dd);
     lo = hi;
     hi = next;
@@ -603,15 +634,23 @@ absl::Status ArrayImpl::RunReshape() {
     bool wait = false;
     read_ahead = Throttle(throttle, (lo - start) / dd, true, &wait);
     if (!read_ahead) {
-      // Rest (or stop) with the gate open: the window read ahead is
-      // dropped, and read again after the rest. While the limits hold the
-      // job back, it reads no further ahead (that read could be wasted).
-      r.gate.Open();
+      // Rest (or stop) with what is written recorded and the gate open:
+      // the window read ahead is dropped, and read again after the rest.
+      // While the limits hold the job back, it reads no further ahead
+      // (that read could be wasted).
+      gate_hi = lo;
       hi = lo;
+      st = checkpoint();
+      if (!st.ok()) return stopped_at(st);
       if (!wait || !Throttle(throttle, (lo - start) / dd)) {
         return absl::OkStatus();
       }
     }
+  }
+  if (durable < lo) {
+    gate_hi = lo;
+    absl::Status st = checkpoint();
+    if (!st.ok()) return stopped_at(st);
   }
   return FinishReshape();
 }

@@ -644,6 +644,7 @@ class ArrayImpl {
     // When Throttle last let the job go (the start of its last window) and
     // where a busy share's rest ends (0: none planned).
     int64_t released_ns = 0;
+    uint64_t released_bytes = 0;  // done_bytes when it last let the job go
     int64_t rest_until_ns = 0;
     bool sharing = false;  // released by the busy share, not by min
   };

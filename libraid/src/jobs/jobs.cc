@@ -372,6 +372,7 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
   if (would_wait != nullptr) *would_wait = false;
   const auto release = [&](int64_t now, bool sharing) {
     t.released_ns = now;
+    t.released_bytes = done_bytes;
     t.rest_until_ns = 0;
     t.sharing = sharing;
     return true;
@@ -392,9 +393,17 @@ bool ArrayImpl::Throttle(ThrottleState& t, uint64_t done_bytes,
         1, busy ? std::min(lim.min_kib_s, lim.max_kib_s) : lim.max_kib_s);
     const uint64_t limit = kib * 1024;
     if (limit != t.limit) {
+      // A lower limit applies to the window that was in flight when it
+      // came (the job could not see it sooner): anchored where that window
+      // started, its bytes are paid for at the new rate before the next.
+      // A higher one starts from now.
+      const bool lower = t.released_ns != 0 && limit < t.limit;
       const int64_t released = t.released_ns;
-      t = ThrottleState{now, done_bytes, limit};
+      const uint64_t released_bytes = t.released_bytes;
+      t = lower ? ThrottleState{released, released_bytes, limit}
+                : ThrottleState{now, done_bytes, limit};
       t.released_ns = released;
+      t.released_bytes = released_bytes;
     }
     // When `done_bytes` fall due at `rate` bytes/s from the anchor.
     const auto due_at = [&](double rate) {

@@ -42,6 +42,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "uraid/export.h"
 #include "uraid/sync.h"
 
 namespace uraid {
@@ -93,7 +94,7 @@ struct BitmapSuper {
 
 // Serialises into kBitmapSuperBytes bytes, every field as given (the pad is
 // zero). REQUIRES: cluster_name.size() <= 64.
-std::vector<uint8_t> EncodeBitmapSuper(const BitmapSuper& sb);
+URAID_EXPORT std::vector<uint8_t> EncodeBitmapSuper(const BitmapSuper& sb);
 
 // Parses the first 256 bytes of `bytes` and checks what the kernel checks
 // in md_bitmap_read_sb, plus sync_size != 0:
@@ -104,29 +105,31 @@ std::vector<uint8_t> EncodeBitmapSuper(const BitmapSuper& sb);
 //                    sync_size 0
 //   Unimplemented    version 5 (clustered) or 6 (llbitmap)
 // The message names the field and the value seen.
-absl::StatusOr<BitmapSuper> DecodeBitmapSuper(std::span<const uint8_t> bytes);
+URAID_EXPORT absl::StatusOr<BitmapSuper> DecodeBitmapSuper(
+    std::span<const uint8_t> bytes);
 
 // The same field checks as DecodeBitmapSuper, on a struct.
-absl::Status CheckBitmapSuper(const BitmapSuper& sb);
+URAID_EXPORT absl::Status CheckBitmapSuper(const BitmapSuper& sb);
 
 // --- Geometry of the area. ---
 
 // Number of bitmap chunks (bits): ceil(sync_size * 512 / chunk_bytes).
 // REQUIRES: chunk_bytes is a power of two >= 512.
-uint64_t BitmapChunks(uint64_t sync_size_sectors, uint64_t chunk_bytes);
+URAID_EXPORT uint64_t BitmapChunks(uint64_t sync_size_sectors,
+                                   uint64_t chunk_bytes);
 inline uint64_t BitmapChunks(const BitmapSuper& sb) {
   return BitmapChunks(sb.sync_size, sb.chunksize);
 }
 // Bytes of the bit array: ceil(chunks / 8).
-uint64_t BitmapBitBytes(uint64_t chunks);
+URAID_EXPORT uint64_t BitmapBitBytes(uint64_t chunks);
 // Bytes of the whole area, header included: 256 + BitmapBitBytes(chunks).
-uint64_t BitmapAreaBytes(uint64_t chunks);
+URAID_EXPORT uint64_t BitmapAreaBytes(uint64_t chunks);
 // The area rounded up to whole 512-byte sectors (what md's last page write
 // covers with 512-byte logical blocks), as a count of sectors.
-uint64_t BitmapAreaSectors(uint64_t chunks);
+URAID_EXPORT uint64_t BitmapAreaSectors(uint64_t chunks);
 // The area rounded up to whole 4 KiB pages (what mdadm writes at create
 // time), as a count of pages.
-uint64_t BitmapAreaPages(uint64_t chunks);
+URAID_EXPORT uint64_t BitmapAreaPages(uint64_t chunks);
 
 // The chunk a new bitmap should use: 64 MiB (mdadm's default), doubled
 // until the bits for `member_data_bytes` (one member's data size) fit in
@@ -134,13 +137,13 @@ uint64_t BitmapAreaPages(uint64_t chunks);
 // considers at 128 KiB unless the user picks a chunk; pass
 // min(reserved, 128 KiB) to match it. InvalidArgument when even a 2 GiB
 // chunk does not fit (or space_bytes <= 256).
-absl::StatusOr<uint32_t> DefaultBitmapChunkBytes(uint64_t member_data_bytes,
-                                                 uint64_t space_bytes);
+URAID_EXPORT absl::StatusOr<uint32_t> DefaultBitmapChunkBytes(
+    uint64_t member_data_bytes, uint64_t space_bytes);
 
 // The area mdadm writes for a new bitmap: the header followed by bits all
 // set (0xFF, so the kernel's first start treats every chunk as dirty),
 // BitmapAreaPages(...) * 4096 bytes long. REQUIRES: CheckBitmapSuper ok.
-std::vector<uint8_t> NewBitmapArea(const BitmapSuper& sb);
+URAID_EXPORT std::vector<uint8_t> NewBitmapArea(const BitmapSuper& sb);
 
 // Bit `chunk` of a bit array (the bytes after the header).
 // REQUIRES: chunk / 8 < bits.size().
@@ -148,7 +151,8 @@ inline bool BitmapBit(std::span<const uint8_t> bits, uint64_t chunk) {
   return (bits[chunk / 8] >> (chunk % 8)) & 1;
 }
 // Set bits among the first `chunks` bits. REQUIRES: bits holds them.
-uint64_t CountBitmapDirty(std::span<const uint8_t> bits, uint64_t chunks);
+URAID_EXPORT uint64_t CountBitmapDirty(std::span<const uint8_t> bits,
+                                       uint64_t chunks);
 
 // --- Matching a bitmap to its array. ---
 
@@ -180,7 +184,7 @@ enum class BitmapVerdict {
 //                       rewrites it silently; we refuse, because the bits
 //                       would not describe this geometry), or events more
 //                       than one ahead
-absl::StatusOr<BitmapVerdict> ValidateBitmapForArray(
+URAID_EXPORT absl::StatusOr<BitmapVerdict> ValidateBitmapForArray(
     const BitmapSuper& sb, const std::array<uint8_t, 16>& array_uuid,
     uint64_t sb_events, uint64_t member_data_sectors);
 
@@ -247,7 +251,7 @@ struct WriteIntentBitmapOptions {
 // they may take their own locks. flush_data may call into this object
 // (writes it lets through are simply not cleared by that Tick); persist
 // must not, since callers wait for it to finish.
-class WriteIntentBitmap {
+class URAID_EXPORT WriteIntentBitmap {
  public:
   using Clock = WriteIntentBitmapOptions::Clock;
 

@@ -31,19 +31,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <set>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "uraid/export.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 
@@ -268,6 +263,7 @@ class URAID_EXPORT WriteIntentBitmap {
 
   WriteIntentBitmap(const WriteIntentBitmap&) = delete;
   WriteIntentBitmap& operator=(const WriteIntentBitmap&) = delete;
+  ~WriteIntentBitmap();
 
   // Announces a write of `len` bytes at `member_offset_bytes` of each
   // member's data area (bytes from data_offset). Returns once every chunk
@@ -344,75 +340,18 @@ class URAID_EXPORT WriteIntentBitmap {
   std::vector<uint8_t> AreaImage() const;
 
  private:
-  // Part of the batch being persisted: `bytes` at `offset` of the area.
-  struct Run {
-    uint64_t offset;
-    std::vector<uint8_t> bytes;
-    // The dirty pages it carries, with the modification number taken.
-    std::vector<std::pair<uint64_t, uint64_t>> taken;
-  };
-  struct Idle {
-    Clock::time_point eligible_at;  // may be cleared from then on
-    uint64_t seq;                   // tells a later idle period apart
-  };
+  // The bits, the page bookkeeping of group commit and the mutex over them
+  // (write_intent_bitmap.cc): behind a pointer so that the class layout,
+  // and with it this header, depends on no mutex type (the library's TSan
+  // build swaps them).
+  struct URAID_NO_EXPORT Impl;
 
-  WriteIntentBitmap(const BitmapSuper& sb, std::span<const uint8_t> bits,
-                    BitmapPersistFn persist, WriteIntentBitmapOptions options);
+  URAID_NO_EXPORT explicit WriteIntentBitmap(std::unique_ptr<Impl> impl);
 
-  Clock::time_point Now() const;
-  bool MemBit(uint64_t chunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bit is set on disk whatever becomes of the batch in flight.
-  bool DurableBit(uint64_t chunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SetMemBit(uint64_t chunk, bool value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MarkPageDirty(uint64_t page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UpdateHeader() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts one write less on each chunk of [first, last].
-  void ReleaseLocked(uint64_t first, uint64_t last, bool success)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs batches (or waits for others') until `done` holds.
-  absl::Status PersistUntil(absl::FunctionRef<bool()> done)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Until every page dirtied so far is durable.
-  absl::Status PersistAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the dirty pages once; drops mu_ during the callbacks.
-  absl::Status RunBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
+  // Fixed at Create; copies of the Impl's, for the inline queries.
   const uint64_t chunks_;
   const uint64_t chunk_bytes_;
-  const uint64_t sync_bytes_;
-  const Clock::duration daemon_sleep_;
-  const BitmapPersistFn persist_;
-  const std::function<Clock::time_point()> clock_;
-
-  mutable Mutex mu_;
-  BitmapSuper sb_ ABSL_GUARDED_BY(mu_);
-  // The area as it should be (image_) and as of the last completed batch
-  // (disk_); both BitmapAreaSectors * 512 bytes, header included.
-  std::vector<uint8_t> image_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint8_t> disk_ ABSL_GUARDED_BY(mu_);
-  uint64_t dirty_count_ ABSL_GUARDED_BY(mu_) = 0;
-  // Writes in progress per chunk (absent = none).
-  absl::flat_hash_map<uint64_t, uint32_t> active_ ABSL_GUARDED_BY(mu_);
-  // Chunks with a set bit, no write in progress, and not pinned.
-  absl::flat_hash_map<uint64_t, Idle> idle_ ABSL_GUARDED_BY(mu_);
-  // Chunks whose bit must stay until ClearChunk (md's NEEDED).
-  std::vector<bool> pinned_ ABSL_GUARDED_BY(mu_);
-  uint64_t idle_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  bool degraded_ ABSL_GUARDED_BY(mu_) = false;
-
-  // Page bookkeeping for group commit. Every change to a page takes a new
-  // modification number; a batch persists the page content as of the
-  // number it saw; a waiter for a change waits until durable_seq_ reaches
-  // that number.
-  uint64_t mod_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<uint64_t> page_mod_seq_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> page_durable_seq_ ABSL_GUARDED_BY(mu_);
-  std::set<uint64_t> dirty_pages_ ABSL_GUARDED_BY(mu_);  // not yet taken
-  bool persisting_ ABSL_GUARDED_BY(mu_) = false;
-  // The batch being persisted (set while persisting_); the runs are not
-  // changed until it completes, so the persisting thread reads them
-  // without the lock.
-  const std::vector<Run>* inflight_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace uraid

@@ -26,7 +26,6 @@
 #ifndef URAID_MEMBER_H_
 #define URAID_MEMBER_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -37,7 +36,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "uraid/export.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 
@@ -276,28 +274,14 @@ class URAID_EXPORT FaultyMember : public Member {
   const std::string& Name() const override;
   absl::StatusOr<uint64_t> NextDataOffset(uint64_t offset) override;
 
- private:
-  enum class Kind { kRead, kWrite, kDiscard, kFlush };
-  // What to do with one call.
-  struct Decision {
-    absl::Status error;   // non-OK: fail the call with it
-    bool lose = false;    // write: skip it, return OK
-    bool tear = false;    // write: write `torn_len` bytes, then
-    size_t torn_len = 0;  //   return `error` (OK if torn_ok)
-  };
-  absl::Status Check(const char* op, uint64_t offset);
-  Decision Decide(Kind kind, size_t len, uint64_t offset);
+  ~FaultyMember() override;
 
-  std::shared_ptr<Member> target_;
-  std::atomic<bool> failed_{false};
-  // Fast path: false while the plan is empty.
-  std::atomic<bool> planned_{false};
-  mutable Mutex mu_;
-  FaultPlan plan_ ABSL_GUARDED_BY(mu_);
-  uint64_t data_ios_ ABSL_GUARDED_BY(mu_) = 0;    // since SetPlan
-  uint64_t rate_calls_ ABSL_GUARDED_BY(mu_) = 0;  // since SetPlan
-  std::atomic<uint64_t> reads_{0}, writes_{0}, discards_{0}, flushes_{0},
-      errors_{0}, lost_{0}, torn_{0};
+ private:
+  // The plan, its mutex and the counters (faulty_member.cc): behind a
+  // pointer so that the class layout, and with it this header, depends on
+  // no mutex type (the library's TSan build swaps them).
+  struct URAID_NO_EXPORT Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace uraid

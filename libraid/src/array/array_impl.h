@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "array/shape.h"
 #include "base/aligned_buffer.h"
+#include "base/sync.h"
 #include "base/task_pool.h"
 #include "control/event_hub.h"
 #include "jobs/reshape_gate.h"
@@ -44,7 +45,6 @@
 #include "uraid/array.h"
 #include "uraid/bitmap.h"
 #include "uraid/events.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 

@@ -52,9 +52,9 @@ fi
 # (rebuild, replace, scrub) with I/O running, the control server's
 # connections, the NBD member's connection pools, the bitmap under array
 # writes, reshapes with clients writing during the copy. -DURAID_TSAN=ON
-# switches uraid/sync.h's mutexes to std::mutex, which TSan sees (Debian's
-# libabsl is not built with TSan: absl::Mutex would give false reports on
-# every guarded field). halt_on_error: the first
+# switches libraid/src/base/sync.h's mutexes to std::mutex, which TSan
+# sees (Debian's libabsl is not built with TSan: absl::Mutex would give
+# false reports on every guarded field). halt_on_error: the first
 # report fails the binary (exit code 66); tests/tsan.supp, if present, holds
 # suppressions (each with its reason). Two binaries at a time, the longest
 # first; each one's output is shown when it fails.

@@ -26,13 +26,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/sync.h"
 #include "control/control_protocol.h"
 #include "control/info_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 namespace {

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "base/sync.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 namespace {

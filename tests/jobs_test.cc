@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/sync.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 namespace {

@@ -62,6 +62,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "uraid/events.h"
+#include "uraid/export.h"
 #include "uraid/geometry.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
@@ -245,7 +246,7 @@ enum class JobKind {
 
 // md's "resync" / "recover" / "replace" / "check" / "repair" / "reshape" /
 // "idle".
-const char* JobKindName(JobKind kind);
+URAID_EXPORT const char* JobKindName(JobKind kind);
 
 // md's sync_speed_min / sync_speed_max, in KiB/s of member data per member:
 // a job never runs faster than max_kib_s; while clients are doing I/O it
@@ -353,7 +354,7 @@ struct ArrayInfo {
   Counters counters;
 };
 
-class Array {
+class URAID_EXPORT Array {
  public:
   // Writes new superblocks to `members` (a null entry is a missing slot;
   // slot order is list order) and, unless assume_clean or defer_resync, makes
@@ -532,7 +533,7 @@ class Array {
   std::vector<Event> StateEvents() const;
 
  private:
-  explicit Array(std::unique_ptr<ArrayImpl> impl);
+  URAID_NO_EXPORT explicit Array(std::unique_ptr<ArrayImpl> impl);
   std::unique_ptr<ArrayImpl> impl_;
 };
 

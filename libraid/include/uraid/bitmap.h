@@ -31,18 +31,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <set>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "uraid/sync.h"
+#include "uraid/export.h"
 
 namespace uraid {
 
@@ -93,7 +89,7 @@ struct BitmapSuper {
 
 // Serialises into kBitmapSuperBytes bytes, every field as given (the pad is
 // zero). REQUIRES: cluster_name.size() <= 64.
-std::vector<uint8_t> EncodeBitmapSuper(const BitmapSuper& sb);
+URAID_EXPORT std::vector<uint8_t> EncodeBitmapSuper(const BitmapSuper& sb);
 
 // Parses the first 256 bytes of `bytes` and checks what the kernel checks
 // in md_bitmap_read_sb, plus sync_size != 0:
@@ -104,29 +100,31 @@ std::vector<uint8_t> EncodeBitmapSuper(const BitmapSuper& sb);
 //                    sync_size 0
 //   Unimplemented    version 5 (clustered) or 6 (llbitmap)
 // The message names the field and the value seen.
-absl::StatusOr<BitmapSuper> DecodeBitmapSuper(std::span<const uint8_t> bytes);
+URAID_EXPORT absl::StatusOr<BitmapSuper> DecodeBitmapSuper(
+    std::span<const uint8_t> bytes);
 
 // The same field checks as DecodeBitmapSuper, on a struct.
-absl::Status CheckBitmapSuper(const BitmapSuper& sb);
+URAID_EXPORT absl::Status CheckBitmapSuper(const BitmapSuper& sb);
 
 // --- Geometry of the area. ---
 
 // Number of bitmap chunks (bits): ceil(sync_size * 512 / chunk_bytes).
 // REQUIRES: chunk_bytes is a power of two >= 512.
-uint64_t BitmapChunks(uint64_t sync_size_sectors, uint64_t chunk_bytes);
+URAID_EXPORT uint64_t BitmapChunks(uint64_t sync_size_sectors,
+                                   uint64_t chunk_bytes);
 inline uint64_t BitmapChunks(const BitmapSuper& sb) {
   return BitmapChunks(sb.sync_size, sb.chunksize);
 }
 // Bytes of the bit array: ceil(chunks / 8).
-uint64_t BitmapBitBytes(uint64_t chunks);
+URAID_EXPORT uint64_t BitmapBitBytes(uint64_t chunks);
 // Bytes of the whole area, header included: 256 + BitmapBitBytes(chunks).
-uint64_t BitmapAreaBytes(uint64_t chunks);
+URAID_EXPORT uint64_t BitmapAreaBytes(uint64_t chunks);
 // The area rounded up to whole 512-byte sectors (what md's last page write
 // covers with 512-byte logical blocks), as a count of sectors.
-uint64_t BitmapAreaSectors(uint64_t chunks);
+URAID_EXPORT uint64_t BitmapAreaSectors(uint64_t chunks);
 // The area rounded up to whole 4 KiB pages (what mdadm writes at create
 // time), as a count of pages.
-uint64_t BitmapAreaPages(uint64_t chunks);
+URAID_EXPORT uint64_t BitmapAreaPages(uint64_t chunks);
 
 // The chunk a new bitmap should use: 64 MiB (mdadm's default), doubled
 // until the bits for `member_data_bytes` (one member's data size) fit in
@@ -134,13 +132,13 @@ uint64_t BitmapAreaPages(uint64_t chunks);
 // considers at 128 KiB unless the user picks a chunk; pass
 // min(reserved, 128 KiB) to match it. InvalidArgument when even a 2 GiB
 // chunk does not fit (or space_bytes <= 256).
-absl::StatusOr<uint32_t> DefaultBitmapChunkBytes(uint64_t member_data_bytes,
-                                                 uint64_t space_bytes);
+URAID_EXPORT absl::StatusOr<uint32_t> DefaultBitmapChunkBytes(
+    uint64_t member_data_bytes, uint64_t space_bytes);
 
 // The area mdadm writes for a new bitmap: the header followed by bits all
 // set (0xFF, so the kernel's first start treats every chunk as dirty),
 // BitmapAreaPages(...) * 4096 bytes long. REQUIRES: CheckBitmapSuper ok.
-std::vector<uint8_t> NewBitmapArea(const BitmapSuper& sb);
+URAID_EXPORT std::vector<uint8_t> NewBitmapArea(const BitmapSuper& sb);
 
 // Bit `chunk` of a bit array (the bytes after the header).
 // REQUIRES: chunk / 8 < bits.size().
@@ -148,7 +146,8 @@ inline bool BitmapBit(std::span<const uint8_t> bits, uint64_t chunk) {
   return (bits[chunk / 8] >> (chunk % 8)) & 1;
 }
 // Set bits among the first `chunks` bits. REQUIRES: bits holds them.
-uint64_t CountBitmapDirty(std::span<const uint8_t> bits, uint64_t chunks);
+URAID_EXPORT uint64_t CountBitmapDirty(std::span<const uint8_t> bits,
+                                       uint64_t chunks);
 
 // --- Matching a bitmap to its array. ---
 
@@ -180,7 +179,7 @@ enum class BitmapVerdict {
 //                       rewrites it silently; we refuse, because the bits
 //                       would not describe this geometry), or events more
 //                       than one ahead
-absl::StatusOr<BitmapVerdict> ValidateBitmapForArray(
+URAID_EXPORT absl::StatusOr<BitmapVerdict> ValidateBitmapForArray(
     const BitmapSuper& sb, const std::array<uint8_t, 16>& array_uuid,
     uint64_t sb_events, uint64_t member_data_sectors);
 
@@ -247,7 +246,7 @@ struct WriteIntentBitmapOptions {
 // they may take their own locks. flush_data may call into this object
 // (writes it lets through are simply not cleared by that Tick); persist
 // must not, since callers wait for it to finish.
-class WriteIntentBitmap {
+class URAID_EXPORT WriteIntentBitmap {
  public:
   using Clock = WriteIntentBitmapOptions::Clock;
 
@@ -264,6 +263,7 @@ class WriteIntentBitmap {
 
   WriteIntentBitmap(const WriteIntentBitmap&) = delete;
   WriteIntentBitmap& operator=(const WriteIntentBitmap&) = delete;
+  ~WriteIntentBitmap();
 
   // Announces a write of `len` bytes at `member_offset_bytes` of each
   // member's data area (bytes from data_offset). Returns once every chunk
@@ -340,75 +340,18 @@ class WriteIntentBitmap {
   std::vector<uint8_t> AreaImage() const;
 
  private:
-  // Part of the batch being persisted: `bytes` at `offset` of the area.
-  struct Run {
-    uint64_t offset;
-    std::vector<uint8_t> bytes;
-    // The dirty pages it carries, with the modification number taken.
-    std::vector<std::pair<uint64_t, uint64_t>> taken;
-  };
-  struct Idle {
-    Clock::time_point eligible_at;  // may be cleared from then on
-    uint64_t seq;                   // tells a later idle period apart
-  };
+  // The bits, the page bookkeeping of group commit and the mutex over them
+  // (write_intent_bitmap.cc): behind a pointer so that the class layout,
+  // and with it this header, depends on no mutex type (the library's TSan
+  // build swaps them).
+  struct URAID_NO_EXPORT Impl;
 
-  WriteIntentBitmap(const BitmapSuper& sb, std::span<const uint8_t> bits,
-                    BitmapPersistFn persist, WriteIntentBitmapOptions options);
+  URAID_NO_EXPORT explicit WriteIntentBitmap(std::unique_ptr<Impl> impl);
 
-  Clock::time_point Now() const;
-  bool MemBit(uint64_t chunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bit is set on disk whatever becomes of the batch in flight.
-  bool DurableBit(uint64_t chunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SetMemBit(uint64_t chunk, bool value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MarkPageDirty(uint64_t page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UpdateHeader() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts one write less on each chunk of [first, last].
-  void ReleaseLocked(uint64_t first, uint64_t last, bool success)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs batches (or waits for others') until `done` holds.
-  absl::Status PersistUntil(absl::FunctionRef<bool()> done)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Until every page dirtied so far is durable.
-  absl::Status PersistAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the dirty pages once; drops mu_ during the callbacks.
-  absl::Status RunBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
+  // Fixed at Create; copies of the Impl's, for the inline queries.
   const uint64_t chunks_;
   const uint64_t chunk_bytes_;
-  const uint64_t sync_bytes_;
-  const Clock::duration daemon_sleep_;
-  const BitmapPersistFn persist_;
-  const std::function<Clock::time_point()> clock_;
-
-  mutable Mutex mu_;
-  BitmapSuper sb_ ABSL_GUARDED_BY(mu_);
-  // The area as it should be (image_) and as of the last completed batch
-  // (disk_); both BitmapAreaSectors * 512 bytes, header included.
-  std::vector<uint8_t> image_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint8_t> disk_ ABSL_GUARDED_BY(mu_);
-  uint64_t dirty_count_ ABSL_GUARDED_BY(mu_) = 0;
-  // Writes in progress per chunk (absent = none).
-  absl::flat_hash_map<uint64_t, uint32_t> active_ ABSL_GUARDED_BY(mu_);
-  // Chunks with a set bit, no write in progress, and not pinned.
-  absl::flat_hash_map<uint64_t, Idle> idle_ ABSL_GUARDED_BY(mu_);
-  // Chunks whose bit must stay until ClearChunk (md's NEEDED).
-  std::vector<bool> pinned_ ABSL_GUARDED_BY(mu_);
-  uint64_t idle_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  bool degraded_ ABSL_GUARDED_BY(mu_) = false;
-
-  // Page bookkeeping for group commit. Every change to a page takes a new
-  // modification number; a batch persists the page content as of the
-  // number it saw; a waiter for a change waits until durable_seq_ reaches
-  // that number.
-  uint64_t mod_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<uint64_t> page_mod_seq_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> page_durable_seq_ ABSL_GUARDED_BY(mu_);
-  std::set<uint64_t> dirty_pages_ ABSL_GUARDED_BY(mu_);  // not yet taken
-  bool persisting_ ABSL_GUARDED_BY(mu_) = false;
-  // The batch being persisted (set while persisting_); the runs are not
-  // changed until it completes, so the persisting thread reads them
-  // without the lock.
-  const std::vector<Run>* inflight_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace uraid

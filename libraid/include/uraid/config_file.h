@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "uraid/export.h"
 
 namespace uraid {
 
@@ -67,31 +68,31 @@ struct ConfigFile {
 
 // Where the tool and the units look without --config: $URAID_CONFIG when
 // set and not empty (tests, staged installs), else /etc/uraid/uraid.conf.
-std::string DefaultConfigPath();
+URAID_EXPORT std::string DefaultConfigPath();
 
 // Parses `text`; `path` only names the file in messages, as given
 // ("/etc/uraid/uraid.conf:7: ..."), so the user finds the file.
 // Refuses unknown keywords and ARRAY tags, ARRAY lines without uuid= or
 // with a bad one, bad names and sizes, a second array with the same name
 // or uuid (naming both lines), and a second PROGRAM.
-absl::StatusOr<ConfigFile> ParseConfig(absl::string_view text,
-                                       const std::string& path);
+URAID_EXPORT absl::StatusOr<ConfigFile> ParseConfig(absl::string_view text,
+                                                    const std::string& path);
 
 // Reads and parses `path`. A missing file is NotFound naming it.
-absl::StatusOr<ConfigFile> LoadConfigFile(const std::string& path);
+URAID_EXPORT absl::StatusOr<ConfigFile> LoadConfigFile(const std::string& path);
 
 // True when `name` is a valid ARRAY name (see above).
-bool ValidArrayName(absl::string_view name);
+URAID_EXPORT bool ValidArrayName(absl::string_view name);
 
 // The array called `name_or_uuid` (an ARRAY name, or its uuid in any
 // spelling ParseUuid takes), or nullptr.
-const ConfigArray* FindConfigArray(const ConfigFile& config,
-                                   absl::string_view name_or_uuid);
+URAID_EXPORT const ConfigArray* FindConfigArray(const ConfigFile& config,
+                                                absl::string_view name_or_uuid);
 
 // The control socket of a configured array: its control= or, as
 // `uraid serve` gives every array it serves from the config,
 // /run/uraid/NAME.ctl.
-std::string ConfigControlSocket(const ConfigArray& array);
+URAID_EXPORT std::string ConfigControlSocket(const ConfigArray& array);
 
 }  // namespace uraid
 

@@ -94,6 +94,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "uraid/array.h"
+#include "uraid/export.h"
 #include "uraid/member.h"
 
 namespace uraid {
@@ -133,6 +134,10 @@ struct ControlServerOptions {
 
 // Serves one Array on a unix socket. Thread-safe; the Array must outlive
 // the server (stop the server first).
+//
+// Exported member by member, not as a class: a class-wide URAID_EXPORT
+// would export the nested Impl (the server's internals) with it, and
+// ControlServer has no vtable or typeinfo that embedders need.
 class ControlServer {
  public:
   // Creates the socket at `socket_path` with mode 0600 (0660 and the
@@ -140,18 +145,18 @@ class ControlServer {
   // A stale socket (no server behind it) is replaced; a live one is
   // refused (FailedPrecondition), and so is any other kind of file there
   // (never removed). InvalidArgument for a path too long for a unix socket.
-  static absl::StatusOr<std::unique_ptr<ControlServer>> Start(
+  URAID_EXPORT static absl::StatusOr<std::unique_ptr<ControlServer>> Start(
       const std::string& socket_path, Array* array,
       ControlServerOptions options = {});
 
   // Stop().
-  ~ControlServer();
+  URAID_EXPORT ~ControlServer();
 
   // Stops accepting, closes every connection once its current request is
   // answered, joins the threads and removes the socket file. Idempotent.
-  void Stop();
+  URAID_EXPORT void Stop();
 
-  const std::string& socket_path() const;
+  URAID_EXPORT const std::string& socket_path() const;
 
   class Impl;
 

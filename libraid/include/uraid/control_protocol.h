@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "uraid/export.h"
 #include "uraid/geometry.h"
 
 namespace uraid::control {
@@ -43,7 +44,7 @@ enum class Cmd {
 };
 
 // "detail", "fail", ... as on the wire.
-const char* CmdName(Cmd cmd);
+URAID_EXPORT const char* CmdName(Cmd cmd);
 
 // Longest member name or path in a request (PATH_MAX).
 inline constexpr size_t kMaxNameBytes = 4096;
@@ -78,23 +79,23 @@ struct Request {
 // Parses one request line (without its newline; a trailing "\r" is
 // whitespace). InvalidArgument naming the problem for anything but a valid
 // request.
-absl::StatusOr<Request> ParseRequest(std::string_view line);
+URAID_EXPORT absl::StatusOr<Request> ParseRequest(std::string_view line);
 
 // The request as one line, newline included; ParseRequest(line) gives back
 // `request` when it is valid.
-std::string RequestLine(const Request& request);
+URAID_EXPORT std::string RequestLine(const Request& request);
 
 // Checks one reply line (with or without its newline): OK when it is a
 // JSON object whose "ok" is true (its other fields are the caller's to
 // read); the server's error, with its code and message, when "ok" is
 // false; Internal naming the problem for a line that is no reply
 // ("malformed reply from the control server (...)").
-absl::Status ReplyStatus(std::string_view line);
+URAID_EXPORT absl::Status ReplyStatus(std::string_view line);
 
 // absl's name of a status code ("INVALID_ARGUMENT") and back (Unknown for
 // anything else).
-std::string CodeName(absl::StatusCode code);
-absl::StatusCode CodeFromName(std::string_view name);
+URAID_EXPORT std::string CodeName(absl::StatusCode code);
+URAID_EXPORT absl::StatusCode CodeFromName(std::string_view name);
 
 }  // namespace uraid::control
 

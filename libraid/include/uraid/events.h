@@ -25,6 +25,8 @@
 #include <variant>
 #include <vector>
 
+#include "uraid/export.h"
+
 namespace uraid {
 
 // syslog's severities, the ones a storage engine uses. Routine lines are
@@ -32,7 +34,7 @@ namespace uraid {
 enum class LogLevel { kDebug, kInfo, kNotice, kWarning, kError, kCritical };
 
 // "debug", "info", "notice", "warning", "error", "critical".
-const char* LogLevelName(LogLevel level);
+URAID_EXPORT const char* LogLevelName(LogLevel level);
 
 // One event of one array. Names are mdadm --monitor's where md has one:
 //   Fail            an active member failed (member, slot, "error")
@@ -50,7 +52,7 @@ const char* LogLevelName(LogLevel level);
 // "result"), ResyncStarted / ResyncFinished, ReshapeStarted /
 // ReshapeFinished, SpareAdded, MemberRemoved, MetadataWriteFailed
 // ("error"), EventsLost ("count"; the control channel's, per subscriber).
-struct Event {
+struct URAID_EXPORT Event {
   using Value = std::variant<int64_t, std::string, bool, std::vector<uint64_t>>;
 
   std::string name;

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "uraid/export.h"
 
 namespace uraid {
 
@@ -38,9 +39,9 @@ enum class Layout : int {
 
 // Accepts md's canonical names and aliases ("left-symmetric", "ls", "default",
 // ...) and the numbers "0".."5". Error names the bad input.
-absl::StatusOr<Layout> ParseLayout(std::string_view text);
+URAID_EXPORT absl::StatusOr<Layout> ParseLayout(std::string_view text);
 // md's canonical name, e.g. "left-symmetric".
-std::string_view LayoutName(Layout layout);
+URAID_EXPORT std::string_view LayoutName(Layout layout);
 
 inline constexpr uint64_t kMinChunkBytes = 4096;
 inline constexpr uint64_t kMaxChunkBytes = 16ull << 20;
@@ -60,7 +61,7 @@ struct Location {
 // An array's shape. Immutable value type (copyable, comparable); construct
 // with Make(). Safe to share between threads. Usable on its own, without
 // any Array, by tests that need md's placement.
-class Geometry {
+class URAID_EXPORT Geometry {
  public:
   // Validates: level 4 or 5 (level 4 requires kParityLast), chunk a power of
   // two in [4 KiB, 16 MiB], 3..64 disks, member_bytes a non-zero multiple of

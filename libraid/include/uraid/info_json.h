@@ -50,31 +50,33 @@
 
 #include "absl/status/statusor.h"
 #include "uraid/array.h"
+#include "uraid/export.h"
 
 namespace uraid {
 
 // `info` as one JSON object (the shape above), compact, no newline.
 // Strings that are not valid UTF-8 (member paths can be anything) are
 // written with U+FFFD in place of bad bytes.
-std::string InfoToJsonText(const ArrayInfo& info);
+URAID_EXPORT std::string InfoToJsonText(const ArrayInfo& info);
 // Decodes one JSON object of that shape; InvalidArgument naming the field
 // (or "not JSON") otherwise.
-absl::StatusOr<ArrayInfo> InfoFromJsonText(std::string_view json);
+URAID_EXPORT absl::StatusOr<ArrayInfo> InfoFromJsonText(std::string_view json);
 
 // The array's state in mdadm --detail's words: "clean" or "active", then
 // "degraded" or "failed", "resyncing" ("resyncing (PENDING)" when
 // read-only), "reshaping"; comma separated.
-std::string ArrayStateText(const ArrayInfo& info);
+URAID_EXPORT std::string ArrayStateText(const ArrayInfo& info);
 
 // "active", "faulty", "missing", "rebuilding", "spare".
-const char* SlotStateName(SlotState state);
+URAID_EXPORT const char* SlotStateName(SlotState state);
 
 // Every Counters field with its JSON name, in display order: the one list
 // the JSON codec and the tool's counter table both use.
-std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields();
-std::optional<SlotState> SlotStateFromName(std::string_view name);
+URAID_EXPORT std::vector<std::pair<const char*, uint64_t Counters::*>>
+CounterFields();
+URAID_EXPORT std::optional<SlotState> SlotStateFromName(std::string_view name);
 // JobKindName's inverse ("idle" -> kNone).
-std::optional<JobKind> JobKindFromName(std::string_view name);
+URAID_EXPORT std::optional<JobKind> JobKindFromName(std::string_view name);
 
 }  // namespace uraid
 

@@ -26,7 +26,6 @@
 #ifndef URAID_MEMBER_H_
 #define URAID_MEMBER_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -36,11 +35,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "uraid/sync.h"
+#include "uraid/export.h"
 
 namespace uraid {
 
-class Member {
+class URAID_EXPORT Member {
  public:
   virtual ~Member() = default;
 
@@ -90,7 +89,7 @@ struct FileMemberOptions {
 // PermissionDenied, ...), FailedPrecondition when another open holds the
 // lock, InvalidArgument for something that is neither a regular file nor a
 // block device.
-absl::StatusOr<std::unique_ptr<Member>> OpenFileMember(
+URAID_EXPORT absl::StatusOr<std::unique_ptr<Member>> OpenFileMember(
     const std::string& path, const FileMemberOptions& options = {});
 
 // Options for OpenMember, which opens a file, a block device or an NBD
@@ -118,12 +117,12 @@ struct MemberOptions {
 
 // True when `spec` names a remote member (it contains "://"), false for a
 // path.
-bool IsMemberUri(const std::string& spec);
+URAID_EXPORT bool IsMemberUri(const std::string& spec);
 
 // Opens `spec`: an NBD URI (nbd://, nbds://, nbd+unix://, nbds+unix://, ...:
 // anything containing "://") through OpenNbdMember, anything else through
 // OpenFileMember.
-absl::StatusOr<std::unique_ptr<Member>> OpenMember(
+URAID_EXPORT absl::StatusOr<std::unique_ptr<Member>> OpenMember(
     const std::string& spec, const MemberOptions& options = {});
 
 // Opens an NBD export with libnbd (URI syntax: libnbd's nbd_connect_uri,
@@ -135,18 +134,20 @@ absl::StatusOr<std::unique_ptr<Member>> OpenMember(
 // block size are done by aligned read-modify-write. Every error names the
 // URI. Does not lock the export: two arrays over one export is the user's
 // mistake to avoid.
-absl::StatusOr<std::unique_ptr<Member>> OpenNbdMember(
+URAID_EXPORT absl::StatusOr<std::unique_ptr<Member>> OpenNbdMember(
     const std::string& uri, const MemberOptions& options = {});
 
 // A zero-filled member in memory, for tests and embedding. Thread-safe.
 // Allocates all `size` bytes up front. Discard zeroes the range
 // (DiscardZeroes() is true); ranges past the end fail with OutOfRange.
-std::unique_ptr<Member> NewMemoryMember(std::string name, uint64_t size);
+URAID_EXPORT std::unique_ptr<Member> NewMemoryMember(std::string name,
+                                                     uint64_t size);
 
 // A non-owning handle: forwards every call to `target`, which outlives it by
 // shared ownership. Lets a test stop an array and assemble the same
 // in-memory members again.
-std::unique_ptr<Member> ShareMember(std::shared_ptr<Member> target);
+URAID_EXPORT std::unique_ptr<Member> ShareMember(
+    std::shared_ptr<Member> target);
 
 // Fault injection for tests: FaultyMember forwards to a target member and
 // fails, drops or tears calls as its FaultPlan says.
@@ -250,7 +251,7 @@ struct FaultCounters {
 // parentheses, <offset> being the call's offset. Injection is decided under
 // one mutex, so concurrent calls each see a consistent plan; the target is
 // called outside it.
-class FaultyMember : public Member {
+class URAID_EXPORT FaultyMember : public Member {
  public:
   explicit FaultyMember(std::shared_ptr<Member> target);
   void SetFailed(bool failed);
@@ -273,28 +274,14 @@ class FaultyMember : public Member {
   const std::string& Name() const override;
   absl::StatusOr<uint64_t> NextDataOffset(uint64_t offset) override;
 
- private:
-  enum class Kind { kRead, kWrite, kDiscard, kFlush };
-  // What to do with one call.
-  struct Decision {
-    absl::Status error;   // non-OK: fail the call with it
-    bool lose = false;    // write: skip it, return OK
-    bool tear = false;    // write: write `torn_len` bytes, then
-    size_t torn_len = 0;  //   return `error` (OK if torn_ok)
-  };
-  absl::Status Check(const char* op, uint64_t offset);
-  Decision Decide(Kind kind, size_t len, uint64_t offset);
+  ~FaultyMember() override;
 
-  std::shared_ptr<Member> target_;
-  std::atomic<bool> failed_{false};
-  // Fast path: false while the plan is empty.
-  std::atomic<bool> planned_{false};
-  mutable Mutex mu_;
-  FaultPlan plan_ ABSL_GUARDED_BY(mu_);
-  uint64_t data_ios_ ABSL_GUARDED_BY(mu_) = 0;    // since SetPlan
-  uint64_t rate_calls_ ABSL_GUARDED_BY(mu_) = 0;  // since SetPlan
-  std::atomic<uint64_t> reads_{0}, writes_{0}, discards_{0}, flushes_{0},
-      errors_{0}, lost_{0}, torn_{0};
+ private:
+  // The plan, its mutex and the counters (faulty_member.cc): behind a
+  // pointer so that the class layout, and with it this header, depends on
+  // no mutex type (the library's TSan build swaps them).
+  struct URAID_NO_EXPORT Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace uraid

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "uraid/export.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
 
@@ -29,7 +30,8 @@ namespace uraid {
 // is; a glob expanded (glob(3), sorted), keeping regular files and block
 // devices, each by its realpath (so /dev/disk/by-id/x and /dev/sdb are one
 // candidate). A pattern that matches nothing adds nothing, as in mdadm.
-std::vector<std::string> ExpandDevices(const std::vector<std::string>& words);
+URAID_EXPORT std::vector<std::string> ExpandDevices(
+    const std::vector<std::string>& words);
 
 // A candidate whose superblock decoded.
 struct ScannedMember {
@@ -41,7 +43,7 @@ struct ScannedMember {
 // NBD URIs with `options`' NBD settings). Candidates that cannot be opened
 // or hold no valid superblock are skipped (most of /dev/sd* belongs to no
 // array); each is described in *skipped when given ("PATH: why").
-std::vector<ScannedMember> ScanCandidates(
+URAID_EXPORT std::vector<ScannedMember> ScanCandidates(
     const std::vector<std::string>& specs, const MemberOptions& options,
     std::vector<std::string>* skipped = nullptr);
 
@@ -63,7 +65,7 @@ struct MemberSelection {
 // the fresher is kept and the other left out; at equal events there is no
 // telling which is right, so it is FailedPrecondition naming both (md's
 // "very similar superblocks"). No candidate of the array: NotFound.
-absl::StatusOr<MemberSelection> SelectMembers(
+URAID_EXPORT absl::StatusOr<MemberSelection> SelectMembers(
     const std::vector<ScannedMember>& scanned,
     const std::array<uint8_t, 16>& uuid);
 

@@ -57,17 +57,18 @@
 #define URAID_STATUS_ERRNO_H_
 
 #include "absl/status/status.h"
+#include "uraid/export.h"
 
 namespace uraid {
 
 // The errno for `status` by the table above: 0 for OK, otherwise a
 // positive errno value (never 0). Callers that return negative errnos
 // (the C API) negate it.
-int StatusToErrno(const absl::Status& status);
+URAID_EXPORT int StatusToErrno(const absl::Status& status);
 
 // The same for a bare code, for callers that carry codes without a
 // Status. StatusToErrno(s) == StatusCodeToErrno(s.code()).
-int StatusCodeToErrno(absl::StatusCode code);
+URAID_EXPORT int StatusCodeToErrno(absl::StatusCode code);
 
 }  // namespace uraid
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "uraid/export.h"
 
 namespace uraid {
 
@@ -104,33 +105,35 @@ struct Superblock {
 // Serialises into a kSbBlockBytes block (zero beyond the used bytes), with
 // max_dev = max(sb.max_dev, dev_roles.size()) and a fresh sb_csum.
 // REQUIRES: set_name.size() <= 32, dev_roles.size() <= kSbMaxDevLimit.
-std::vector<uint8_t> EncodeSuperblock(const Superblock& sb);
+URAID_EXPORT std::vector<uint8_t> EncodeSuperblock(const Superblock& sb);
 
 // Parses and validates like the kernel's super_1_load: magic, major version,
 // max_dev bound, no unknown feature bits, pad0/pad3 zero, checksum,
 // super_offset == expected_super_offset, data_size >= 10, data_offset past
 // the superblock. The error says which check failed and the values seen.
 // `bytes` must hold at least 256 + 2*max_dev bytes.
-absl::StatusOr<Superblock> DecodeSuperblock(
+URAID_EXPORT absl::StatusOr<Superblock> DecodeSuperblock(
     std::span<const uint8_t> bytes,
     uint64_t expected_super_offset = kSb12OffsetSectors);
 
 // md's sb_csum over the first 256 + 2*max_dev bytes of `bytes`, treating the
 // sb_csum field as zero. REQUIRES: bytes.size() >= 256 + 2*max_dev.
-uint32_t SuperblockChecksum(std::span<const uint8_t> bytes, uint32_t max_dev);
+URAID_EXPORT uint32_t SuperblockChecksum(std::span<const uint8_t> bytes,
+                                         uint32_t max_dev);
 
 // mdadm's data_offset rule for a 1.2 member (reference §2.8), in sectors:
 // bitmap space + headroom rounded up to 1 MiB.
-uint64_t DefaultDataOffsetSectors(uint64_t device_sectors,
-                                  uint64_t chunk_sectors);
+URAID_EXPORT uint64_t DefaultDataOffsetSectors(uint64_t device_sectors,
+                                               uint64_t chunk_sectors);
 
 // Formats a 16-byte uuid the way mdadm prints it: "xxxxxxxx:xxxxxxxx:...".
-std::string FormatUuid(const std::array<uint8_t, 16>& uuid);
+URAID_EXPORT std::string FormatUuid(const std::array<uint8_t, 16>& uuid);
 
 // FormatUuid's inverse, also taking blkid's spelling: 32 hex digits in
 // either case, with ':', '-' or '.' allowed between bytes (never inside
 // one). InvalidArgument names the text and what is wrong.
-absl::StatusOr<std::array<uint8_t, 16>> ParseUuid(std::string_view text);
+URAID_EXPORT absl::StatusOr<std::array<uint8_t, 16>> ParseUuid(
+    std::string_view text);
 
 }  // namespace uraid
 

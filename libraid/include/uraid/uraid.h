@@ -51,6 +51,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "uraid/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -145,54 +147,59 @@ typedef struct uraid_member_desc {
  * open array in *out. Refuses, writing nothing, when more than one slot is
  * missing, a member is too small or already holds an md superblock (unless
  * force), or the geometry is invalid. */
-int uraid_create(const char* const* paths, size_t n,
-                 const uraid_create_options* options, uraid_array** out,
-                 char* err, size_t err_len);
+URAID_EXPORT int uraid_create(const char* const* paths, size_t n,
+                              const uraid_create_options* options,
+                              uraid_array** out, char* err, size_t err_len);
 
 /* Forms the array recorded in the superblocks of the member files `paths`
  * (any order; a missing member is simply left out). `options` may be NULL
  * for all defaults. Refuses, writing nothing, on corrupt or foreign
  * superblocks, stale or duplicate members, more than one member missing,
  * or a dirty degraded array without force. */
-int uraid_assemble(const char* const* paths, size_t n,
-                   const uraid_assemble_options* options, uraid_array** out,
-                   char* err, size_t err_len);
+URAID_EXPORT int uraid_assemble(const char* const* paths, size_t n,
+                                const uraid_assemble_options* options,
+                                uraid_array** out, char* err, size_t err_len);
 
 /* Like uraid_create and uraid_assemble, over caller-implemented members.
  * The `direct`, `no_lock` options do not apply. Every descriptor's close
  * callback is called exactly once, whatever the result. */
-int uraid_create_members(const uraid_member_desc* members, size_t n,
-                         const uraid_create_options* options, uraid_array** out,
-                         char* err, size_t err_len);
-int uraid_assemble_members(const uraid_member_desc* members, size_t n,
-                           const uraid_assemble_options* options,
-                           uraid_array** out, char* err, size_t err_len);
+URAID_EXPORT int uraid_create_members(const uraid_member_desc* members,
+                                      size_t n,
+                                      const uraid_create_options* options,
+                                      uraid_array** out, char* err,
+                                      size_t err_len);
+URAID_EXPORT int uraid_assemble_members(const uraid_member_desc* members,
+                                        size_t n,
+                                        const uraid_assemble_options* options,
+                                        uraid_array** out, char* err,
+                                        size_t err_len);
 
 /* Flushes the members, marks the array clean (when writable) and frees it.
  * Always frees the array, even when the flush fails (the error is then
  * returned). NULL is a no-op. */
-int uraid_close(uraid_array* array, char* err, size_t err_len);
+URAID_EXPORT int uraid_close(uraid_array* array, char* err, size_t err_len);
 
 /* Reads len bytes at offset into buf; pieces on a missing member are
  * rebuilt from parity. */
-int uraid_read(uraid_array* array, void* buf, size_t len, uint64_t offset,
-               char* err, size_t err_len);
+URAID_EXPORT int uraid_read(uraid_array* array, void* buf, size_t len,
+                            uint64_t offset, char* err, size_t err_len);
 /* Writes len bytes from buf at offset, keeping parity consistent. flags:
  * 0 or URAID_FUA. */
-int uraid_write(uraid_array* array, const void* buf, size_t len,
-                uint64_t offset, unsigned flags, char* err, size_t err_len);
+URAID_EXPORT int uraid_write(uraid_array* array, const void* buf, size_t len,
+                             uint64_t offset, unsigned flags, char* err,
+                             size_t err_len);
 /* Everything acknowledged before the call is durable on every member. */
-int uraid_flush(uraid_array* array, char* err, size_t err_len);
+URAID_EXPORT int uraid_flush(uraid_array* array, char* err, size_t err_len);
 /* Advisory discard of the whole stripes inside the range (see Array::Trim).
  * flags: 0 or URAID_FUA. */
-int uraid_trim(uraid_array* array, size_t len, uint64_t offset, unsigned flags,
-               char* err, size_t err_len);
+URAID_EXPORT int uraid_trim(uraid_array* array, size_t len, uint64_t offset,
+                            unsigned flags, char* err, size_t err_len);
 /* The range reads back as zeros afterwards. flags: 0 or URAID_FUA. */
-int uraid_zero(uraid_array* array, size_t len, uint64_t offset, unsigned flags,
-               char* err, size_t err_len);
+URAID_EXPORT int uraid_zero(uraid_array* array, size_t len, uint64_t offset,
+                            unsigned flags, char* err, size_t err_len);
 
 /* Exported capacity in bytes: (raid_disks - 1) * member_bytes. */
-uint64_t uraid_size(const uraid_array* array);
+URAID_EXPORT uint64_t uraid_size(const uraid_array* array);
 
 enum {
   URAID_SLOT_ACTIVE = 0,
@@ -227,14 +234,15 @@ typedef struct uraid_info {
 } uraid_info;
 
 /* Fills *info. Returns 0, or -EINVAL for a NULL argument. */
-int uraid_get_info(const uraid_array* array, uraid_info* info);
+URAID_EXPORT int uraid_get_info(const uraid_array* array, uraid_info* info);
 
 /* Marks `slot` faulty as if its member had failed (tests). */
-int uraid_fail_slot(uraid_array* array, int slot, char* err, size_t err_len);
+URAID_EXPORT int uraid_fail_slot(uraid_array* array, int slot, char* err,
+                                 size_t err_len);
 
 /* The version of the linked library, "MAJOR.MINOR.PATCH" (a static string;
  * uraid/version.h has the version compiled against). */
-const char* uraid_version(void);
+URAID_EXPORT const char* uraid_version(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -37,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "array/shape.h"
 #include "base/aligned_buffer.h"
+#include "base/sync.h"
 #include "base/task_pool.h"
 #include "control/event_hub.h"
 #include "jobs/reshape_gate.h"
@@ -46,7 +47,6 @@
 #include "uraid/array.h"
 #include "uraid/bitmap.h"
 #include "uraid/events.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "uraid/sync.h"
+#include "base/sync.h"
 
 namespace uraid {
 

@@ -33,13 +33,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/sync.h"
 #include "control/control_protocol.h"
 #include "control/event_json.h"
 #include "control/info_json.h"
 #include "control/unix_socket.h"
 #include "uraid/control.h"
 #include "uraid/geometry.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 namespace {

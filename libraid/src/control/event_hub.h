@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/sync.h"
 #include "uraid/events.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "uraid/sync.h"
+#include "base/sync.h"
 
 namespace uraid {
 

@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "uraid/sync.h"
+#include "base/sync.h"
 
 namespace uraid {
 

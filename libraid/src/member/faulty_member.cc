@@ -3,11 +3,13 @@
 // torn writes for tests (see FaultPlan in uraid/member.h).
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/sync.h"
 #include "uraid/member.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 namespace {
@@ -40,45 +42,80 @@ bool PlanIsEmpty(const FaultPlan& p) {
 
 }  // namespace
 
-FaultyMember::FaultyMember(std::shared_ptr<Member> target)
-    : target_(std::move(target)) {}
+// Everything FaultyMember keeps besides its target: the plan under its
+// mutex, and the counters.
+struct FaultyMember::Impl {
+  enum class Kind { kRead, kWrite, kDiscard, kFlush };
+  // What to do with one call.
+  struct Decision {
+    absl::Status error;   // non-OK: fail the call with it
+    bool lose = false;    // write: skip it, return OK
+    bool tear = false;    // write: write `torn_len` bytes, then
+    size_t torn_len = 0;  //   return `error` (OK if torn_ok)
+  };
 
-void FaultyMember::SetFailed(bool failed) { failed_.store(failed); }
-bool FaultyMember::failed() const { return failed_.load(); }
+  explicit Impl(std::shared_ptr<Member> target) : target_(std::move(target)) {}
+
+  absl::Status Check(const char* op, uint64_t offset);
+  Decision Decide(Kind kind, size_t len, uint64_t offset);
+
+  const std::shared_ptr<Member> target_;
+  std::atomic<bool> failed_{false};
+  // Fast path: false while the plan is empty.
+  std::atomic<bool> planned_{false};
+  mutable Mutex mu_;
+  FaultPlan plan_ ABSL_GUARDED_BY(mu_);
+  uint64_t data_ios_ ABSL_GUARDED_BY(mu_) = 0;    // since SetPlan
+  uint64_t rate_calls_ ABSL_GUARDED_BY(mu_) = 0;  // since SetPlan
+  std::atomic<uint64_t> reads_{0}, writes_{0}, discards_{0}, flushes_{0},
+      errors_{0}, lost_{0}, torn_{0};
+};
+
+FaultyMember::FaultyMember(std::shared_ptr<Member> target)
+    : impl_(std::make_unique<Impl>(std::move(target))) {}
+
+FaultyMember::~FaultyMember() = default;
+
+void FaultyMember::SetFailed(bool failed) { impl_->failed_.store(failed); }
+bool FaultyMember::failed() const { return impl_->failed_.load(); }
 
 void FaultyMember::SetPlan(FaultPlan plan) {
-  MutexLock lock(&mu_);
-  planned_.store(!PlanIsEmpty(plan));
-  plan_ = std::move(plan);
-  data_ios_ = 0;
-  rate_calls_ = 0;
+  Impl& m = *impl_;
+  MutexLock lock(&m.mu_);
+  m.planned_.store(!PlanIsEmpty(plan));
+  m.plan_ = std::move(plan);
+  m.data_ios_ = 0;
+  m.rate_calls_ = 0;
 }
 
 FaultPlan FaultyMember::plan() const {
-  MutexLock lock(&mu_);
-  return plan_;
+  const Impl& m = *impl_;
+  MutexLock lock(&m.mu_);
+  return m.plan_;
 }
 
 FaultCounters FaultyMember::counters() const {
+  const Impl& m = *impl_;
   FaultCounters c;
-  c.reads = reads_.load();
-  c.writes = writes_.load();
-  c.discards = discards_.load();
-  c.flushes = flushes_.load();
-  c.errors = errors_.load();
-  c.lost_writes = lost_.load();
-  c.torn_writes = torn_.load();
+  c.reads = m.reads_.load();
+  c.writes = m.writes_.load();
+  c.discards = m.discards_.load();
+  c.flushes = m.flushes_.load();
+  c.errors = m.errors_.load();
+  c.lost_writes = m.lost_.load();
+  c.torn_writes = m.torn_.load();
   return c;
 }
 
 void FaultyMember::ResetCounters() {
-  for (auto* c :
-       {&reads_, &writes_, &discards_, &flushes_, &errors_, &lost_, &torn_}) {
+  Impl& m = *impl_;
+  for (auto* c : {&m.reads_, &m.writes_, &m.discards_, &m.flushes_, &m.errors_,
+                  &m.lost_, &m.torn_}) {
     c->store(0);
   }
 }
 
-absl::Status FaultyMember::Check(const char* op, uint64_t offset) {
+absl::Status FaultyMember::Impl::Check(const char* op, uint64_t offset) {
   if (failed_.load()) {
     errors_.fetch_add(1);
     return absl::UnavailableError(absl::StrFormat(
@@ -87,8 +124,8 @@ absl::Status FaultyMember::Check(const char* op, uint64_t offset) {
   return absl::OkStatus();
 }
 
-FaultyMember::Decision FaultyMember::Decide(Kind kind, size_t len,
-                                            uint64_t offset) {
+FaultyMember::Impl::Decision FaultyMember::Impl::Decide(Kind kind, size_t len,
+                                                        uint64_t offset) {
   Decision d;
   if (!planned_.load()) return d;
   const char* op = kind == Kind::kRead    ? "read"
@@ -175,57 +212,63 @@ FaultyMember::Decision FaultyMember::Decide(Kind kind, size_t len,
 }
 
 absl::Status FaultyMember::Read(void* buf, size_t len, uint64_t offset) {
-  reads_.fetch_add(1);
-  absl::Status s = Check("read", offset);
+  Impl& m = *impl_;
+  m.reads_.fetch_add(1);
+  absl::Status s = m.Check("read", offset);
   if (!s.ok()) return s;
-  Decision d = Decide(Kind::kRead, len, offset);
+  Impl::Decision d = m.Decide(Impl::Kind::kRead, len, offset);
   if (!d.error.ok()) return d.error;
-  return target_->Read(buf, len, offset);
+  return m.target_->Read(buf, len, offset);
 }
 
 absl::Status FaultyMember::Write(const void* buf, size_t len, uint64_t offset) {
-  writes_.fetch_add(1);
-  absl::Status s = Check("write", offset);
+  Impl& m = *impl_;
+  m.writes_.fetch_add(1);
+  absl::Status s = m.Check("write", offset);
   if (!s.ok()) return s;
-  Decision d = Decide(Kind::kWrite, len, offset);
+  Impl::Decision d = m.Decide(Impl::Kind::kWrite, len, offset);
   if (d.lose) return absl::OkStatus();
   if (d.tear) {
     if (d.torn_len > 0) {
-      s = target_->Write(buf, d.torn_len, offset);
+      s = m.target_->Write(buf, d.torn_len, offset);
       if (!s.ok()) return s;
     }
     return d.error;
   }
   if (!d.error.ok()) return d.error;
-  return target_->Write(buf, len, offset);
+  return m.target_->Write(buf, len, offset);
 }
 
 absl::Status FaultyMember::Flush() {
-  flushes_.fetch_add(1);
-  absl::Status s = Check("flush", 0);
+  Impl& m = *impl_;
+  m.flushes_.fetch_add(1);
+  absl::Status s = m.Check("flush", 0);
   if (!s.ok()) return s;
-  Decision d = Decide(Kind::kFlush, 0, 0);
+  Impl::Decision d = m.Decide(Impl::Kind::kFlush, 0, 0);
   if (!d.error.ok()) return d.error;
-  return target_->Flush();
+  return m.target_->Flush();
 }
 
 absl::Status FaultyMember::Discard(size_t len, uint64_t offset) {
-  discards_.fetch_add(1);
-  absl::Status s = Check("discard", offset);
+  Impl& m = *impl_;
+  m.discards_.fetch_add(1);
+  absl::Status s = m.Check("discard", offset);
   if (!s.ok()) return s;
-  Decision d = Decide(Kind::kDiscard, len, offset);
+  Impl::Decision d = m.Decide(Impl::Kind::kDiscard, len, offset);
   if (!d.error.ok()) return d.error;
-  return target_->Discard(len, offset);
+  return m.target_->Discard(len, offset);
 }
 
 absl::StatusOr<uint64_t> FaultyMember::NextDataOffset(uint64_t offset) {
-  absl::Status s = Check("seek", offset);
+  absl::Status s = impl_->Check("seek", offset);
   if (!s.ok()) return s;
-  return target_->NextDataOffset(offset);
+  return impl_->target_->NextDataOffset(offset);
 }
 
-bool FaultyMember::DiscardZeroes() const { return target_->DiscardZeroes(); }
-uint64_t FaultyMember::Size() const { return target_->Size(); }
-const std::string& FaultyMember::Name() const { return target_->Name(); }
+bool FaultyMember::DiscardZeroes() const {
+  return impl_->target_->DiscardZeroes();
+}
+uint64_t FaultyMember::Size() const { return impl_->target_->Size(); }
+const std::string& FaultyMember::Name() const { return impl_->target_->Name(); }
 
 }  // namespace uraid

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/sync.h"
 #include "uraid/member.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 namespace {

@@ -77,10 +77,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/sync.h"
 #include "member/data_extent_cache.h"
 #include "member/nbd_conn.h"
 #include "uraid/member.h"
-#include "uraid/sync.h"
 
 namespace uraid {
 namespace {

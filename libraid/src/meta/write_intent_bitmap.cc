@@ -5,10 +5,19 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <set>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "base/sync.h"
 #include "uraid/bitmap.h"
 
 namespace uraid {
@@ -23,6 +32,96 @@ namespace {
 constexpr uint64_t kMaxBridgedPages = 16;
 
 }  // namespace
+
+// The whole state of a WriteIntentBitmap; its methods are the class's.
+struct WriteIntentBitmap::Impl {
+  // Part of the batch being persisted: `bytes` at `offset` of the area.
+  struct Run {
+    uint64_t offset;
+    std::vector<uint8_t> bytes;
+    // The dirty pages it carries, with the modification number taken.
+    std::vector<std::pair<uint64_t, uint64_t>> taken;
+  };
+  struct Idle {
+    Clock::time_point eligible_at;  // may be cleared from then on
+    uint64_t seq;                   // tells a later idle period apart
+  };
+
+  Impl(const BitmapSuper& sb, std::span<const uint8_t> bits,
+       BitmapPersistFn persist, WriteIntentBitmapOptions options);
+
+  // The public methods, as documented in uraid/bitmap.h.
+  absl::Status StartWrite(uint64_t member_offset_bytes, uint64_t len);
+  void EndWrite(uint64_t member_offset_bytes, uint64_t len, bool success);
+  absl::Status Tick(absl::FunctionRef<absl::Status()> flush_data);
+  absl::Status Sync();
+  void SetDegraded(bool degraded);
+  absl::Status SetEvents(uint64_t events);
+  absl::Status MarkAllDirty();
+  void ClearChunk(uint64_t chunk);
+  uint64_t DirtyChunks() const;
+  bool IsChunkDirty(uint64_t chunk) const;
+  void ForEachDirtyChunk(absl::FunctionRef<void(uint64_t chunk)> fn) const;
+  uint64_t events() const;
+  uint64_t events_cleared() const;
+  BitmapSuper super() const;
+  std::vector<uint8_t> AreaImage() const;
+
+  Clock::time_point Now() const;
+  bool MemBit(uint64_t chunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bit is set on disk whatever becomes of the batch in flight.
+  bool DurableBit(uint64_t chunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetMemBit(uint64_t chunk, bool value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkPageDirty(uint64_t page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateHeader() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts one write less on each chunk of [first, last].
+  void ReleaseLocked(uint64_t first, uint64_t last, bool success)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs batches (or waits for others') until `done` holds.
+  absl::Status PersistUntil(absl::FunctionRef<bool()> done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Until every page dirtied so far is durable.
+  absl::Status PersistAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the dirty pages once; drops mu_ during the callbacks.
+  absl::Status RunBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint64_t chunks_;
+  const uint64_t chunk_bytes_;
+  const uint64_t sync_bytes_;
+  const Clock::duration daemon_sleep_;
+  const BitmapPersistFn persist_;
+  const std::function<Clock::time_point()> clock_;
+
+  mutable Mutex mu_;
+  BitmapSuper sb_ ABSL_GUARDED_BY(mu_);
+  // The area as it should be (image_) and as of the last completed batch
+  // (disk_); both BitmapAreaSectors * 512 bytes, header included.
+  std::vector<uint8_t> image_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint8_t> disk_ ABSL_GUARDED_BY(mu_);
+  uint64_t dirty_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // Writes in progress per chunk (absent = none).
+  absl::flat_hash_map<uint64_t, uint32_t> active_ ABSL_GUARDED_BY(mu_);
+  // Chunks with a set bit, no write in progress, and not pinned.
+  absl::flat_hash_map<uint64_t, Idle> idle_ ABSL_GUARDED_BY(mu_);
+  // Chunks whose bit must stay until ClearChunk (md's NEEDED).
+  std::vector<bool> pinned_ ABSL_GUARDED_BY(mu_);
+  uint64_t idle_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool degraded_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Page bookkeeping for group commit. Every change to a page takes a new
+  // modification number; a batch persists the page content as of the
+  // number it saw; a waiter for a change waits until durable_seq_ reaches
+  // that number.
+  uint64_t mod_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> page_mod_seq_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> page_durable_seq_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> dirty_pages_ ABSL_GUARDED_BY(mu_);  // not yet taken
+  bool persisting_ ABSL_GUARDED_BY(mu_) = false;
+  // The batch being persisted (set while persisting_); the runs are not
+  // changed until it completes, so the persisting thread reads them
+  // without the lock.
+  const std::vector<Run>* inflight_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
 
 absl::StatusOr<std::unique_ptr<WriteIntentBitmap>> WriteIntentBitmap::Create(
     const BitmapSuper& sb, std::span<const uint8_t> bits,
@@ -43,13 +142,59 @@ absl::StatusOr<std::unique_ptr<WriteIntentBitmap>> WriteIntentBitmap::Create(
     return absl::InvalidArgumentError("bitmap needs a persist callback");
   }
   return std::unique_ptr<WriteIntentBitmap>(
-      new WriteIntentBitmap(sb, bits, std::move(persist), std::move(options)));
+      new WriteIntentBitmap(std::make_unique<Impl>(sb, bits, std::move(persist),
+                                                   std::move(options))));
 }
 
-WriteIntentBitmap::WriteIntentBitmap(const BitmapSuper& sb,
-                                     std::span<const uint8_t> bits,
-                                     BitmapPersistFn persist,
-                                     WriteIntentBitmapOptions options)
+WriteIntentBitmap::WriteIntentBitmap(std::unique_ptr<Impl> impl)
+    : chunks_(impl->chunks_),
+      chunk_bytes_(impl->chunk_bytes_),
+      impl_(std::move(impl)) {}
+
+WriteIntentBitmap::~WriteIntentBitmap() = default;
+
+absl::Status WriteIntentBitmap::StartWrite(uint64_t member_offset_bytes,
+                                           uint64_t len) {
+  return impl_->StartWrite(member_offset_bytes, len);
+}
+void WriteIntentBitmap::EndWrite(uint64_t member_offset_bytes, uint64_t len,
+                                 bool success) {
+  impl_->EndWrite(member_offset_bytes, len, success);
+}
+absl::Status WriteIntentBitmap::Tick(
+    absl::FunctionRef<absl::Status()> flush_data) {
+  return impl_->Tick(flush_data);
+}
+absl::Status WriteIntentBitmap::Sync() { return impl_->Sync(); }
+void WriteIntentBitmap::SetDegraded(bool degraded) {
+  impl_->SetDegraded(degraded);
+}
+absl::Status WriteIntentBitmap::SetEvents(uint64_t events) {
+  return impl_->SetEvents(events);
+}
+absl::Status WriteIntentBitmap::MarkAllDirty() { return impl_->MarkAllDirty(); }
+void WriteIntentBitmap::ClearChunk(uint64_t chunk) { impl_->ClearChunk(chunk); }
+uint64_t WriteIntentBitmap::DirtyChunks() const { return impl_->DirtyChunks(); }
+bool WriteIntentBitmap::IsChunkDirty(uint64_t chunk) const {
+  return impl_->IsChunkDirty(chunk);
+}
+void WriteIntentBitmap::ForEachDirtyChunk(
+    absl::FunctionRef<void(uint64_t chunk)> fn) const {
+  impl_->ForEachDirtyChunk(fn);
+}
+uint64_t WriteIntentBitmap::events() const { return impl_->events(); }
+uint64_t WriteIntentBitmap::events_cleared() const {
+  return impl_->events_cleared();
+}
+BitmapSuper WriteIntentBitmap::super() const { return impl_->super(); }
+std::vector<uint8_t> WriteIntentBitmap::AreaImage() const {
+  return impl_->AreaImage();
+}
+
+WriteIntentBitmap::Impl::Impl(const BitmapSuper& sb,
+                              std::span<const uint8_t> bits,
+                              BitmapPersistFn persist,
+                              WriteIntentBitmapOptions options)
     : chunks_(BitmapChunks(sb)),
       chunk_bytes_(sb.chunksize),
       sync_bytes_(sb.sync_size * 512),
@@ -94,15 +239,15 @@ WriteIntentBitmap::WriteIntentBitmap(const BitmapSuper& sb,
   }
 }
 
-WriteIntentBitmap::Clock::time_point WriteIntentBitmap::Now() const {
+WriteIntentBitmap::Clock::time_point WriteIntentBitmap::Impl::Now() const {
   return clock_();
 }
 
-bool WriteIntentBitmap::MemBit(uint64_t chunk) const {
+bool WriteIntentBitmap::Impl::MemBit(uint64_t chunk) const {
   return (image_[kBitmapSuperBytes + chunk / 8] >> (chunk % 8)) & 1;
 }
 
-bool WriteIntentBitmap::DurableBit(uint64_t chunk) const {
+bool WriteIntentBitmap::Impl::DurableBit(uint64_t chunk) const {
   const uint64_t pos = kBitmapSuperBytes + chunk / 8;
   const int shift = chunk % 8;
   if (!((disk_[pos] >> shift) & 1)) return false;
@@ -119,7 +264,7 @@ bool WriteIntentBitmap::DurableBit(uint64_t chunk) const {
   return true;
 }
 
-void WriteIntentBitmap::SetMemBit(uint64_t chunk, bool value) {
+void WriteIntentBitmap::Impl::SetMemBit(uint64_t chunk, bool value) {
   const size_t byte = kBitmapSuperBytes + chunk / 8;
   const uint8_t mask = static_cast<uint8_t>(1u << (chunk % 8));
   if (((image_[byte] & mask) != 0) == value) return;
@@ -133,19 +278,19 @@ void WriteIntentBitmap::SetMemBit(uint64_t chunk, bool value) {
   MarkPageDirty(byte / kBitmapPageBytes);
 }
 
-void WriteIntentBitmap::MarkPageDirty(uint64_t page) {
+void WriteIntentBitmap::Impl::MarkPageDirty(uint64_t page) {
   page_mod_seq_[page] = ++mod_seq_;
   dirty_pages_.insert(page);
 }
 
-void WriteIntentBitmap::UpdateHeader() {
+void WriteIntentBitmap::Impl::UpdateHeader() {
   const std::vector<uint8_t> header = EncodeBitmapSuper(sb_);
   std::copy(header.begin(), header.end(), image_.begin());
   MarkPageDirty(0);
 }
 
-absl::Status WriteIntentBitmap::StartWrite(uint64_t member_offset_bytes,
-                                           uint64_t len) {
+absl::Status WriteIntentBitmap::Impl::StartWrite(uint64_t member_offset_bytes,
+                                                 uint64_t len) {
   if (len == 0) return absl::OkStatus();
   if (member_offset_bytes >= sync_bytes_ ||
       len > sync_bytes_ - member_offset_bytes) {
@@ -173,8 +318,8 @@ absl::Status WriteIntentBitmap::StartWrite(uint64_t member_offset_bytes,
   return status;
 }
 
-void WriteIntentBitmap::EndWrite(uint64_t member_offset_bytes, uint64_t len,
-                                 bool success) {
+void WriteIntentBitmap::Impl::EndWrite(uint64_t member_offset_bytes,
+                                       uint64_t len, bool success) {
   if (len == 0 || member_offset_bytes >= sync_bytes_) return;
   len = std::min(len, sync_bytes_ - member_offset_bytes);
   const uint64_t first = member_offset_bytes / chunk_bytes_;
@@ -183,8 +328,8 @@ void WriteIntentBitmap::EndWrite(uint64_t member_offset_bytes, uint64_t len,
   ReleaseLocked(first, last, success);
 }
 
-void WriteIntentBitmap::ReleaseLocked(uint64_t first, uint64_t last,
-                                      bool success) {
+void WriteIntentBitmap::Impl::ReleaseLocked(uint64_t first, uint64_t last,
+                                            bool success) {
   const Clock::time_point eligible = Now() + daemon_sleep_;
   for (uint64_t c = first; c <= last; ++c) {
     if (!success) pinned_[c] = true;
@@ -196,7 +341,7 @@ void WriteIntentBitmap::ReleaseLocked(uint64_t first, uint64_t last,
   }
 }
 
-absl::Status WriteIntentBitmap::Tick(
+absl::Status WriteIntentBitmap::Impl::Tick(
     absl::FunctionRef<absl::Status()> flush_data) {
   std::vector<std::pair<uint64_t, uint64_t>> ready;  // chunk, Idle::seq
   {
@@ -248,17 +393,17 @@ absl::Status WriteIntentBitmap::Tick(
   return status;
 }
 
-absl::Status WriteIntentBitmap::Sync() {
+absl::Status WriteIntentBitmap::Impl::Sync() {
   MutexLock lock(&mu_);
   return PersistAllLocked();
 }
 
-void WriteIntentBitmap::SetDegraded(bool degraded) {
+void WriteIntentBitmap::Impl::SetDegraded(bool degraded) {
   MutexLock lock(&mu_);
   degraded_ = degraded;
 }
 
-absl::Status WriteIntentBitmap::SetEvents(uint64_t events) {
+absl::Status WriteIntentBitmap::Impl::SetEvents(uint64_t events) {
   MutexLock lock(&mu_);
   sb_.events = events;
   sb_.events_cleared = std::min(sb_.events_cleared, events);
@@ -266,7 +411,7 @@ absl::Status WriteIntentBitmap::SetEvents(uint64_t events) {
   return PersistAllLocked();
 }
 
-absl::Status WriteIntentBitmap::MarkAllDirty() {
+absl::Status WriteIntentBitmap::Impl::MarkAllDirty() {
   MutexLock lock(&mu_);
   pinned_.assign(chunks_, true);
   idle_.clear();
@@ -292,7 +437,7 @@ absl::Status WriteIntentBitmap::MarkAllDirty() {
   return absl::OkStatus();
 }
 
-void WriteIntentBitmap::ClearChunk(uint64_t chunk) {
+void WriteIntentBitmap::Impl::ClearChunk(uint64_t chunk) {
   MutexLock lock(&mu_);
   if (chunk >= chunks_) return;
   pinned_[chunk] = false;
@@ -301,7 +446,8 @@ void WriteIntentBitmap::ClearChunk(uint64_t chunk) {
   }
 }
 
-absl::Status WriteIntentBitmap::PersistUntil(absl::FunctionRef<bool()> done) {
+absl::Status WriteIntentBitmap::Impl::PersistUntil(
+    absl::FunctionRef<bool()> done) {
   while (!done()) {
     if (persisting_) {
       // Wake as soon as the batch in flight made our change durable, even if
@@ -321,7 +467,7 @@ absl::Status WriteIntentBitmap::PersistUntil(absl::FunctionRef<bool()> done) {
   return absl::OkStatus();
 }
 
-absl::Status WriteIntentBitmap::PersistAllLocked() {
+absl::Status WriteIntentBitmap::Impl::PersistAllLocked() {
   std::vector<std::pair<uint64_t, uint64_t>> targets;  // page, mod seq
   for (uint64_t p = 0; p < page_mod_seq_.size(); ++p) {
     if (page_mod_seq_[p] > page_durable_seq_[p]) {
@@ -336,7 +482,7 @@ absl::Status WriteIntentBitmap::PersistAllLocked() {
   });
 }
 
-absl::Status WriteIntentBitmap::RunBatchLocked() {
+absl::Status WriteIntentBitmap::Impl::RunBatchLocked() {
   std::vector<Run> runs;
   uint64_t end_page = 0;  // of the last run, exclusive
   for (uint64_t page : dirty_pages_) {
@@ -398,17 +544,17 @@ absl::Status WriteIntentBitmap::RunBatchLocked() {
   return status;
 }
 
-uint64_t WriteIntentBitmap::DirtyChunks() const {
+uint64_t WriteIntentBitmap::Impl::DirtyChunks() const {
   MutexLock lock(&mu_);
   return dirty_count_;
 }
 
-bool WriteIntentBitmap::IsChunkDirty(uint64_t chunk) const {
+bool WriteIntentBitmap::Impl::IsChunkDirty(uint64_t chunk) const {
   MutexLock lock(&mu_);
   return chunk < chunks_ && MemBit(chunk);
 }
 
-void WriteIntentBitmap::ForEachDirtyChunk(
+void WriteIntentBitmap::Impl::ForEachDirtyChunk(
     absl::FunctionRef<void(uint64_t chunk)> fn) const {
   std::vector<uint8_t> bits;
   {
@@ -424,22 +570,22 @@ void WriteIntentBitmap::ForEachDirtyChunk(
   }
 }
 
-uint64_t WriteIntentBitmap::events() const {
+uint64_t WriteIntentBitmap::Impl::events() const {
   MutexLock lock(&mu_);
   return sb_.events;
 }
 
-uint64_t WriteIntentBitmap::events_cleared() const {
+uint64_t WriteIntentBitmap::Impl::events_cleared() const {
   MutexLock lock(&mu_);
   return sb_.events_cleared;
 }
 
-BitmapSuper WriteIntentBitmap::super() const {
+BitmapSuper WriteIntentBitmap::Impl::super() const {
   MutexLock lock(&mu_);
   return sb_;
 }
 
-std::vector<uint8_t> WriteIntentBitmap::AreaImage() const {
+std::vector<uint8_t> WriteIntentBitmap::Impl::AreaImage() const {
   MutexLock lock(&mu_);
   return image_;
 }

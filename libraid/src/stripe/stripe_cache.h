@@ -28,7 +28,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "base/aligned_buffer.h"
-#include "uraid/sync.h"
+#include "base/sync.h"
 
 namespace uraid {
 

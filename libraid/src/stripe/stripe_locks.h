@@ -16,7 +16,7 @@
 #include <cstdint>
 
 #include "absl/container/flat_hash_set.h"
-#include "uraid/sync.h"
+#include "base/sync.h"
 
 namespace uraid {
 

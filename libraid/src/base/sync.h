@@ -18,13 +18,15 @@
 // that releases the mutex too) wakes all waiters, which re-check their
 // conditions. Slower than absl's, which does not matter under TSan.
 //
-// Public because uraid/bitmap.h and uraid/member.h hold mutexes in their
-// classes. The two variants differ in layout: everything that includes a
-// uraid header must be compiled in the same mode as the library (the CMake
-// option sets the definition for the whole build).
+// Private to the library (and its white-box tests): no public header holds
+// one of these mutexes (FaultyMember and WriteIntentBitmap keep theirs
+// behind a pimpl), so embedders compile the uraid headers the same way
+// whichever mode the library was built in. The two variants differ in
+// layout, so every translation unit that includes this file must agree on
+// the mode: the CMake option sets the definition for the whole build.
 
-#ifndef URAID_SYNC_H_
-#define URAID_SYNC_H_
+#ifndef URAID_SRC_BASE_SYNC_H_
+#define URAID_SRC_BASE_SYNC_H_
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"  // also in TSan builds: users rely on it
@@ -256,4 +258,4 @@ class ABSL_SCOPED_LOCKABLE ReleasableMutexLock {
 
 }  // namespace uraid
 
-#endif  // URAID_SYNC_H_
+#endif  // URAID_SRC_BASE_SYNC_H_

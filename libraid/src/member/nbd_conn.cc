@@ -26,7 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "uraid/sync.h"
+#include "base/sync.h"
 
 namespace uraid {
 namespace nbd {

@@ -22,7 +22,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "uraid/sync.h"
+#include "base/sync.h"
 
 namespace uraid {
 namespace nbd {

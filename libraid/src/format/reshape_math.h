@@ -51,6 +51,11 @@ absl::Status ValidateReshapeResume(const Geometry& from, uint64_t from_offset,
                                    const Geometry& to, uint64_t to_offset,
                                    uint64_t position, uint64_t metadata_end);
 
+// The superblock's layout field for `g`: md stores 0 for a RAID4 array.
+inline uint32_t MdLayout(const Geometry& g) {
+  return g.level() == 4 ? 0 : static_cast<uint32_t>(g.layout());
+}
+
 }  // namespace uraid
 
 #endif  // URAID_SRC_RESHAPE_MATH_H_

@@ -14,7 +14,8 @@
 // Client requests during a reshape go through RouteDuringReshape: below the
 // front they use the new shape, at or past it the old one, and requests
 // touching the window being copied wait for it (ReshapeGate). The stripe
-// code in array.cc runs unchanged in either shape (ShapeScope, shape.h).
+// code (array/read_path.cc, write_path.cc) runs unchanged in either shape
+// (ShapeScope, shape.h). Starting a reshape is in reshape_start.cc.
 // The stripe cache is written back and bypassed for the duration: it is
 // keyed by one shape's stripes.
 
@@ -42,11 +43,6 @@ constexpr uint64_t kMaxReshapeWindow = 16 << 20;
 // with tag 0 once no request uses the old one), so code that locks the
 // current shape's stripes directly (the jobs) needs no tag.
 constexpr uint64_t kNewShapeLockTag = uint64_t{1} << 63;
-
-// md stores 0 as the layout of a RAID4 array.
-uint32_t MdLayout(const Geometry& g) {
-  return g.level() == 4 ? 0 : static_cast<uint32_t>(g.layout());
-}
 
 }  // namespace
 
@@ -93,184 +89,6 @@ bool ArrayImpl::ReshapeJobQueued() const {
   MutexLock lock(&job_mu_);
   return job_.kind == JobKind::kReshape ||
          (pending_job_.has_value() && pending_job_->kind == JobKind::kReshape);
-}
-
-absl::Status ArrayImpl::Grow(GrowOptions options) {
-  if (read_only_) return absl::FailedPreconditionError("array is read-only");
-  RETURN_IF_ERROR(CheckUsable(true));
-  if (reshaping_.load()) {
-    // A reshape paused by StopJob (or assembled without background
-    // threads) goes on when asked to with nothing new.
-    const bool resume = options.raid_devices == 0 && !options.layout &&
-                        options.chunk_bytes == 0 && options.level == 0 &&
-                        options.add.empty() && options.start_job;
-    if (!resume || ReshapeJobQueued()) {
-      return absl::FailedPreconditionError(
-          "a reshape is already in progress (grow with no changes resumes "
-          "a paused one)");
-    }
-    return RequestJob(JobRequest{JobKind::kReshape, -1});
-  }
-  if (GoneSlots() > 0) {
-    return absl::FailedPreconditionError(
-        "array is degraded: rebuild it before reshaping");
-  }
-  {
-    MutexLock lock(&job_mu_);
-    if (job_thread_running_ || pending_job_.has_value()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "a %s job is running: wait for it (or stop it) before reshaping",
-          JobKindName(job_.kind)));
-    }
-  }
-  const Shape& from = *shape_.load();
-  if (resync_stripe_.load() < from.geo.stripe_count()) {
-    return absl::FailedPreconditionError(
-        "the array is resyncing: wait for it to finish before reshaping");
-  }
-  const int disks =
-      options.raid_devices ? options.raid_devices : from.geo.raid_disks();
-  if (disks < from.geo.raid_disks()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("raid devices %d is fewer than the array's %d: "
-                        "shrinking is not supported",
-                        disks, from.geo.raid_disks()));
-  }
-  const size_t adding = static_cast<size_t>(disks - from.geo.raid_disks());
-  if (options.add.size() != adding) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "growing from %d to %d raid devices needs %d new member(s); %d given",
-        from.geo.raid_disks(), disks, adding, options.add.size()));
-  }
-  for (const auto& m : options.add) {
-    if (m == nullptr) return absl::InvalidArgumentError("no member given");
-  }
-  const int level = options.level ? options.level : from.geo.level();
-  if (level != 4 && level != 5) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("level %d: only RAID4 and RAID5 are supported", level));
-  }
-  Layout layout = options.layout.value_or(from.geo.layout());
-  if (level == 4 && !options.layout.has_value()) layout = Layout::kParityLast;
-  if (level == 4 && layout != Layout::kParityLast) {
-    return absl::InvalidArgumentError(
-        "RAID4 keeps parity on the last device: its layout is parity-last");
-  }
-  const uint64_t chunk =
-      options.chunk_bytes ? options.chunk_bytes : from.geo.chunk_bytes();
-  absl::StatusOr<Geometry> to =
-      Geometry::Make(level, layout, chunk, disks, from.geo.member_bytes());
-  if (!to.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("the new shape is invalid: %s", to.status().message()));
-  }
-  if (*to == from.geo) {
-    return absl::InvalidArgumentError(
-        "nothing to change: the new shape is the array's shape");
-  }
-  if (to->raid_disks() == from.geo.raid_disks() &&
-      to->layout() == from.geo.layout() &&
-      to->chunk_bytes() == from.geo.chunk_bytes()) {
-    // RAID4 <-> RAID5 with parity-last: the same placement under another
-    // level number (md's instant takeover). Nothing moves.
-    {
-      MutexLock lock(&sb_mu_);
-      shapes_.push_back(
-          std::make_unique<Shape>(Shape{*to, from.data_offset, 0}));
-      shape_.store(shapes_.back().get());
-      sb_.level = level;
-      sb_.layout = MdLayout(*to);
-    }
-    Log(LogLevel::kNotice,
-        absl::StrFormat("level changed to %d (parity-last: no data moves)",
-                        level));
-    return WriteSuperblocks(std::nullopt);
-  }
-  ASSIGN_OR_RETURN(
-      const uint64_t to_offset,
-      ChooseReshapeDataOffset(from.geo, from.data_offset, *to, MetadataEnd()));
-  std::vector<DeviceId> ids;
-  for (const auto& m : options.add) {
-    ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*m));
-    for (size_t j = 0; j < ids.size(); ++j) {
-      if (options.add[j]->Name() == m->Name()) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s is given twice", m->Name()));
-      }
-    }
-    ids.push_back(id);
-  }
-  for (const auto& m : options.add) RETURN_IF_ERROR(CopyBitmapTo(*m));
-
-  auto state = std::make_unique<ReshapeState>();
-  state->from = &from;
-  state->end = to->array_bytes();
-  // Requests wait until the cache is written back (below).
-  state->gate.Close(0, UINT64_MAX);
-  {
-    MutexLock lock(&sb_mu_);
-    for (size_t i = 0; i < options.add.size(); ++i) {
-      auto slot = std::make_unique<Slot>();
-      ids[i].dev_number = NextDevNumber();
-      slot->id = ids[i];
-      slot->member.store(std::shared_ptr<Member>(std::move(options.add[i])));
-      slot->state.store(SlotState::kActive);
-      slots_.Append(std::move(slot));
-    }
-    PublishReshapeLocked(std::move(state), *to, to_offset);
-    SetReshapeFieldsLocked(0);
-  }
-  ReshapeState& r = *reshape_.load();
-  reshaping_.store(true);
-  // Requests that took the plain path before reshaping_ was set finish in
-  // the old shape, perhaps through the cache; then the cache goes out.
-  while (plain_inflight_.load() > 0) std::this_thread::yield();
-  absl::Status st = WritebackAll();
-  if (st.ok()) st = WriteSuperblocks(std::nullopt);
-  r.gate.Open();
-  if (!st.ok()) {
-    // The superblocks may or may not say "reshaping"; either way the array
-    // serves through the router, and the next assembly resumes or not.
-    Log(LogLevel::kError, absl::StrFormat("reshape start: %s", st.message()));
-    return st;
-  }
-  Log(LogLevel::kNotice,
-      absl::StrFormat(
-          "reshape started: %d -> %d devices, %s -> %s, chunk %d -> %d, data "
-          "offset %d -> %d",
-          from.geo.raid_disks(), to->raid_disks(),
-          LayoutName(from.geo.layout()), LayoutName(to->layout()),
-          from.geo.chunk_bytes(), to->chunk_bytes(), from.data_offset,
-          to_offset));
-  if (!options.start_job) return absl::OkStatus();
-  return RequestJob(JobRequest{JobKind::kReshape, -1});
-}
-
-void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,
-                              uint64_t front_bytes, bool unclean) {
-  auto state = std::make_unique<ReshapeState>();
-  state->from = shape_.load();
-  state->end = to.array_bytes();
-  state->front.store(front_bytes);
-  // Torn stripes of the moved part are resynced by the reshape job (in
-  // the new shape) before it copies on: after an unclean shutdown, and
-  // whenever the bitmap holds set bits (a stale bitmap counts as all set).
-  // The plain resync, which knows only one shape, must not run.
-  state->resync_moved =
-      unclean || (bitmap_ != nullptr && bitmap_->DirtyChunks() > 0);
-  resync_stripe_.store(shape_.load()->geo.stripe_count());
-  {
-    MutexLock lock(&sb_mu_);
-    PublishReshapeLocked(std::move(state), to, to_data_offset);
-  }
-  reshaping_.store(true);
-  Log(LogLevel::kNotice,
-      absl::StrFormat("reshape in progress at %d of %d bytes (%d -> %d "
-                      "devices); it resumes "
-                      "when the array starts%s",
-                      front_bytes, to.array_bytes(),
-                      shape_.load()->geo.raid_disks(), to.raid_disks(),
-                      unclean ? ", after resyncing the moved part" : ""));
 }
 
 absl::Status ArrayImpl::Dispatch(ReqKind kind, bool shaped, void* buf,

@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: MIT
+// Recovery onto a spare and replace: each window of stripes rebuilt (or
+// copied) onto the target under the stripes' locks, holes skipped where
+// every member has one, the position checkpointed as md does.
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "array/array_impl.h"
+#include "base/status_macros.h"
+
+namespace uraid {
+namespace {
+
+// Recovery persists its position this often (md checkpoints as it goes).
+constexpr int64_t kCheckpointNs = 1'000'000'000;
+// Stripes examined per hole-skipping step (their locks are held together).
+constexpr uint64_t kHoleWindowStripes = 256;
+// Work per member I/O of a rebuild: bounds memory for large chunks.
+constexpr uint64_t kRebuildWindow = 1 << 20;
+
+}  // namespace
+
+uint64_t ArrayImpl::SkipRecoveryWindow(int slot, uint64_t from,
+                                       uint64_t count) {
+  const uint64_t C = geo_.chunk_bytes();
+  Slot& s = *slots_[slot];
+  const std::shared_ptr<Member> target = s.member.load();
+  const bool partial = s.partial.load() && bitmap_ != nullptr;
+  count = std::min(count, geo_.stripe_count() - from);
+  uint64_t B = 0;
+  if (partial) {
+    // Whole bitmap regions at a time: a window that reaches into a region
+    // with its bit set would be rebuilt stripe by stripe up to it.
+    B = bitmap_->chunk_bytes();
+    const uint64_t region_end = (from * C / B + 1) * B;
+    count = std::min(count, std::max<uint64_t>(1, (region_end - from * C) / C));
+  }
+  if (count == 0 || target == nullptr) return 0;
+  const auto holes = [&]() {
+    for (int i = 0; i < geo_.raid_disks(); ++i) {
+      std::shared_ptr<Member> m = slots_[i]->member.load();
+      if (m == nullptr) {
+        if (i == slot) return false;
+        continue;
+      }
+      if (i != slot && !SlotUsable(i)) continue;
+      absl::StatusOr<uint64_t> d = m->NextDataOffset(data_offset_ + from * C);
+      if (!d.ok() || *d < data_offset_ + (from + count) * C) return false;
+    }
+    return true;
+  };
+  // A write sets its region's bit (under its stripe lock) before it skips
+  // the rebuilding member, so a clear region has had no write the member
+  // missed.
+  const auto clear = [&]() {
+    if (!partial) return false;
+    const uint64_t last = ((from + count) * C - 1) / B;
+    for (uint64_t k = from * C / B; k <= last; ++k) {
+      if (k >= bitmap_->chunks() || bitmap_->IsChunkDirty(k)) return false;
+    }
+    return true;
+  };
+  // Ask first without locks: most windows of a full rebuild hold data.
+  if (!clear() && !holes()) return 0;
+  // Then again with every stripe of the window locked (ascending order, as
+  // the lock rule allows): no write can slip in between the answer and the
+  // front moving past it.
+  for (uint64_t st = from; st < from + count; ++st) locks_.Lock(st);
+  const bool was_clear = clear();
+  bool ok = was_clear || holes();
+  if (ok) {
+    // The member could have failed and another taken the slot since the
+    // look above; hand-overs happen under sb_mu_.
+    MutexLock lock(&sb_mu_);
+    ok = s.state.load() == SlotState::kRebuilding &&
+         s.member.load() == target && s.front.load() == from &&
+         (!was_clear || s.partial.load());
+    if (ok) s.front.store(from + count);
+  }
+  for (uint64_t st = from; st < from + count; ++st) locks_.Unlock(st);
+  return ok ? count : 0;
+}
+
+absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
+                                            uint8_t* buf, size_t buf_len,
+                                            bool* target_gone) {
+  *target_gone = false;
+  const uint64_t C = geo_.chunk_bytes();
+  Slot& s = *slots_[slot];
+  RETURN_IF_ERROR(CheckUsable(false));
+  for (uint64_t w = 0; w < C; w += buf_len) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(buf_len, C - w));
+    const SlotState state = s.state.load();
+    const bool replace =
+        state == SlotState::kActive && s.replacement.load() != nullptr;
+    if (state != SlotState::kRebuilding && !replace) {
+      *target_gone = true;
+      return absl::OkStatus();
+    }
+    // Replace copies from the old member (parity steps in if it fails);
+    // recovery rebuilds from the others.
+    RETURN_IF_ERROR(replace ? ReadPieceDegraded(stripe, slot, w, len, buf)
+                            : ReconstructLocked(stripe, slot, w, len, buf));
+    // The old member may have failed while being read: its replacement is
+    // then the slot's member, rebuilding.
+    const bool to_repl =
+        s.state.load() == SlotState::kActive && s.replacement.load() != nullptr;
+    if (!to_repl && s.state.load() != SlotState::kRebuilding) {
+      *target_gone = true;
+      return absl::OkStatus();
+    }
+    std::vector<MemberIo> io{
+        MemberIo{MemberIo::kWrite, slot, buf, len, stripe * C + w, {}}};
+    io[0].to_replacement = to_repl;
+    io[0].keep_sparse = true;  // the caller holds the stripe lock
+    Submit(io);
+    if (!io[0].status.ok()) {
+      bool slot_failed;
+      (void)AbsorbFailures(io, &slot_failed);
+      *target_gone = true;
+      return absl::OkStatus();
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t ArrayImpl::RebuildStripes(int slot, uint64_t from, uint64_t count,
+                                   uint8_t* bufs, size_t buf_len,
+                                   absl::Status* error, bool* target_gone) {
+  *error = absl::OkStatus();
+  *target_gone = false;
+  count = std::min(count, geo_.stripe_count() - from);
+  if (count == 0) return 0;
+  Slot& s = *slots_[slot];
+  // The first lock is waited for; the rest only taken while free, so a
+  // client holding a stripe further on shortens the window instead of
+  // holding up the stripes before it.
+  locks_.Lock(from);
+  for (uint64_t i = 1; i < count; ++i) {
+    if (!locks_.TryLock(from + i)) {
+      count = i;
+      break;
+    }
+  }
+  std::vector<absl::Status> status(count);
+  std::unique_ptr<bool[]> gone(new bool[count]());
+  RunWindow(count, [&](uint64_t i) {
+    status[i] = RebuildStripeLocked(slot, from + i, bufs + i * buf_len, buf_len,
+                                    &gone[i]);
+  });
+  uint64_t done = 0;
+  while (done < count && status[done].ok() && !gone[done]) ++done;
+  if (done > 0) {
+    // Stripes past a failed one were copied too, but the front may claim
+    // only an unbroken run; they are done again on the next attempt.
+    if (s.state.load() == SlotState::kRebuilding) {
+      s.front.store(from + done, std::memory_order_release);
+    } else {
+      s.repl_front.store(from + done, std::memory_order_release);
+    }
+    counters_.recovered_stripes.fetch_add(done, std::memory_order_relaxed);
+  }
+  for (uint64_t i = 0; i < count; ++i) locks_.Unlock(from + i);
+  if (done < count) {
+    *error = status[done];
+    *target_gone = gone[done];
+  }
+  return done;
+}
+
+absl::Status ArrayImpl::CheckpointRecovery(int slot) {
+  Slot& s = *slots_[slot];
+  if (s.state.load() != SlotState::kRebuilding) return absl::OkStatus();
+  // The superblock may claim only what is durable on the target.
+  const uint64_t front = s.front.load();
+  std::vector<bool> which(geo_.raid_disks(), false);
+  which[slot] = true;
+  RETURN_IF_ERROR(FlushSlots(which));
+  if (s.state.load() != SlotState::kRebuilding) return absl::OkStatus();
+  s.durable_front.store(front);
+  return WriteSuperblocks(std::nullopt);
+}
+
+absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
+  Slot& s = *slots_[slot];
+  const uint64_t C = geo_.chunk_bytes();
+  const uint64_t stripes = geo_.stripe_count();
+  const size_t piece = static_cast<size_t>(std::min(C, kRebuildWindow));
+  AlignedBuffer bufs(piece * kJobDepth);
+  uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
+  if (!replace) {
+    Log(LogLevel::kInfo,
+        absl::StrFormat(
+            "recover: rebuilding slot %d onto %s from stripe %d%s", slot,
+            s.member.load()->Name(), stripe,
+            s.partial.load() && bitmap_ != nullptr
+                ? absl::StrFormat(
+                      " (re-added: only the %d of %d bitmap regions "
+                      "with bits set)",
+                      bitmap_->DirtyChunks(), bitmap_->chunks())
+                : ""));
+  }
+  StripePass pass;
+  pass.stripe_work = C;  // the limits count stripes rebuilt, not skipped
+  pass.skip = [&](uint64_t at) {
+    if (s.state.load() != SlotState::kRebuilding) return at;
+    return at + SkipRecoveryWindow(slot, at, kHoleWindowStripes);
+  };
+  pass.cap = [&](uint64_t at, uint64_t want) {
+    if (s.state.load() != SlotState::kRebuilding || !s.partial.load() ||
+        bitmap_ == nullptr) {
+      return want;
+    }
+    // A re-added member: never past this bitmap region, whose bit was
+    // set; the next one may be clear and skipped whole.
+    const uint64_t B = bitmap_->chunk_bytes();
+    const uint64_t region_end = (at * C / B + 1) * B;
+    return std::min(want, std::max<uint64_t>(1, (region_end - at * C) / C));
+  };
+  pass.work = [&](uint64_t at, uint64_t count, absl::Status* error) {
+    bool target_gone;
+    const uint64_t done = RebuildStripes(slot, at, count, bufs.data(), piece,
+                                         error, &target_gone);
+    if (error->ok() && target_gone) {
+      *error = absl::AbortedError(
+          absl::StrFormat("the %s target for slot %d failed or was removed",
+                          replace ? "replace" : "recovery", slot));
+    }
+    return done;
+  };
+  int64_t last_checkpoint = NowNs();
+  pass.moved = [&](uint64_t at) -> absl::Status {
+    JobProgress(at * C);
+    if (NowNs() - last_checkpoint > kCheckpointNs) {
+      RETURN_IF_ERROR(CheckpointRecovery(slot));
+      last_checkpoint = NowNs();
+    }
+    return absl::OkStatus();
+  };
+  JobProgress(stripe * C);
+  RETURN_IF_ERROR(RunStripePass(pass, stripes, &stripe));
+  if (stripe < stripes) {
+    // Stopped: keep the position for the next run (or assembly).
+    return CheckpointRecovery(slot);
+  }
+  std::vector<bool> which(geo_.raid_disks(), false);
+  which[slot] = true;
+  if (s.state.load() == SlotState::kRebuilding) {
+    RETURN_IF_ERROR(FlushSlots(which));
+    SlotState expected = SlotState::kRebuilding;
+    if (!s.state.compare_exchange_strong(expected, SlotState::kActive)) {
+      return absl::AbortedError("the recovery target failed at the end");
+    }
+    s.durable_front.store(stripes);
+    s.partial.store(false);
+    // Whole again: the bits kept for writes made while degraded have done
+    // their job (every stripe was rebuilt after them).
+    UpdateBitmapDegraded();
+    if (bitmap_ != nullptr && GoneSlots() == 0) {
+      bitmap_->ForEachDirtyChunk(
+          [this](uint64_t k) { bitmap_->ClearChunk(k); });
+    }
+    return WriteSuperblocks(std::nullopt);
+  }
+  // Replace: make the copy durable (FlushSlots also flushes the
+  // replacement), then swap it into the slot.
+  RETURN_IF_ERROR(FlushSlots(which));
+  std::shared_ptr<Member> r, old;
+  {
+    // Under sb_mu_, like every hand-over: the old member failing now
+    // (FailSlot) either happened before, and the replacement is already
+    // the slot's rebuilding member, or waits until the swap is done.
+    MutexLock lock(&sb_mu_);
+    r = s.replacement.load();
+    if (r == nullptr || s.state.load() != SlotState::kActive) {
+      r = nullptr;
+    } else {
+      old = s.member.load();
+      // Writes in flight to the old member are refused (stale) and redone
+      // on the new one: see Slot::gen.
+      ChangeSlot(s, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        retired_devs_.push_back(s.id.dev_number);
+        s.id = s.repl_id;
+        s.member.store(r);
+        s.replacement.store(nullptr);
+      });
+    }
+  }
+  if (r == nullptr) {
+    // A replacement that took over its failed old member finishes as a
+    // rebuild (front at the end): the next recovery run completes it.
+    return absl::AbortedError("the replacement failed at the end");
+  }
+  s.read_errors.store(0);
+  Log(LogLevel::kNotice,
+      absl::StrFormat("replace: %s now holds slot %d; %s is released",
+                      r->Name(), slot, old ? old->Name() : "?"));
+  return WriteSuperblocks(std::nullopt);
+}
+
+}  // namespace uraid

@@ -394,7 +394,17 @@ class SafetyTest(unittest.TestCase):
         self.assertEqual(before, c.snapshot())
         # Read-only serving needs only read permission, so it gets past
         # the members (it may still be refused later for the socket).
-        rc, out = run_cmd(nobody + argv[:2] + ["--readonly"] + argv[2:])
+        _, pid, argv = self.serve(c, *c.a)
+        try:
+            rc, out = run_cmd(nobody + argv[:2] + ["--readonly"] + argv[2:])
+        finally:
+            # Where it got going, the server it left in the background.
+            if os.path.exists(pid):
+                with open(pid) as f:
+                    try:
+                        os.kill(int(f.read().strip()), signal.SIGTERM)
+                    except (ValueError, ProcessLookupError):
+                        pass
         self.assertNotIn("Permission denied", out.split("serving array")[0])
 
     def test_command_names_and_usage_errors(self):

@@ -489,6 +489,10 @@ class ArrayImpl {
   // or in turn on this thread when members answer faster than a handoff
   // (the rule Submit follows). Must not be called from a pool task.
   void RunTogether(std::span<const std::function<void()>> tasks);
+  // True when `n` member calls are cheaper run in turn on this thread than
+  // handed to the pool: one call, or members answering faster than a
+  // handoff (the measured moving average).
+  bool InTurn(size_t n) const;
   // Lays newer cached bytes of the piece over `dst`. REQUIRES: stripe lock.
   void OverlayCacheLocked(const Location& loc, size_t len, uint8_t* dst);
   // Member I/O faster than this (moving average) is cheaper to run on the

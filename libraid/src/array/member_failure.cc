@@ -261,7 +261,15 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
                                               sb_.events, bs.message()));
       }
     }
-    std::vector<std::vector<uint8_t>> blocks;
+    // One member after another, in the order above, each write and flush
+    // retried once as data I/O is. Not fanned out: the order is part of
+    // the contract. At a reshape's start the new members must have the
+    // reshape's superblock before the old ones (assembly relies on it), and
+    // integration_crash's test_two_crashes_in_superblock_writes pins the
+    // order a crash mid-update leaves behind (highest slots updated first).
+    // The first failure is handled and the update made again with a new
+    // event count.
+    bool retry = false;
     for (const Target& t : targets) {
       Superblock mine = sb_;
       mine.dev_number = t.id.dev_number;
@@ -273,26 +281,9 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
         mine.feature_map |= kFeatureRecoveryOffset;
         mine.recovery_offset = *t.recovery_sectors;
       }
-      blocks.push_back(EncodeSuperblock(mine));
-    }
-    // One member after another, in the order above, each write and flush
-    // retried once as data I/O is. Not fanned out: the order is part of
-    // the contract. At a reshape's start the new members must have the
-    // reshape's superblock before the old ones (assembly relies on it), and
-    // integration_crash's test_two_crashes_in_superblock_writes pins the
-    // order a crash mid-update leaves behind (highest slots updated first).
-    std::vector<absl::Status> results(targets.size());
-    for (size_t i = 0; i < targets.size(); ++i) {
-      results[i] = WriteDurably(*targets[i].member, blocks[i].data(),
-                                blocks[i].size(), kSb12OffsetBytes);
-      if (!results[i].ok()) break;
-    }
-    // The first failure, in target order, is handled as before and the
-    // update is made again with a new event count.
-    bool retry = false;
-    for (size_t i = 0; i < targets.size(); ++i) {
-      const Target& t = targets[i];
-      const absl::Status& st = results[i];
+      const std::vector<uint8_t> bytes = EncodeSuperblock(mine);
+      const absl::Status st =
+          WriteDurably(*t.member, bytes.data(), bytes.size(), kSb12OffsetBytes);
       if (st.ok()) continue;
       {
         Event e = MakeEvent("MetadataWriteFailed", t.member->Name(), t.slot);

@@ -55,10 +55,13 @@ absl::Status WriteDurably(Member& m, const void* buf, size_t len,
   return DoIo(m, io, raw);
 }
 
+bool ArrayImpl::InTurn(size_t n) const {
+  return n <= 1 || io_latency_ns_.load(std::memory_order_relaxed) <
+                       kParallelIoThresholdNs;
+}
+
 void ArrayImpl::RunTogether(std::span<const std::function<void()>> tasks) {
-  // As Submit: members that answer at once are cheaper to call in turn.
-  if (tasks.size() <= 1 ||
-      io_latency_ns_.load(std::memory_order_relaxed) < kParallelIoThresholdNs) {
+  if (InTurn(tasks.size())) {
     for (const auto& task : tasks) task();
     return;
   }
@@ -165,8 +168,7 @@ void ArrayImpl::Submit(std::vector<MemberIo>& ios, const SlotGens* gens) {
   // remote exports) get every I/O of the plan in flight at once, so a
   // stripe costs one member latency, not N. The choice follows the
   // measured latency, so it adapts to whatever the members are.
-  if (ios.size() == 1 ||
-      io_latency_ns_.load(std::memory_order_relaxed) < kParallelIoThresholdNs) {
+  if (InTurn(ios.size())) {
     for (MemberIo& io : ios) RunIo(io);
     return;
   }

@@ -60,18 +60,18 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
   // missing member, take the locked slow path.
   // Pieces of a stripe with a missing member go together, so the stripe's
   // surviving chunks are read once for the client and the rebuild both.
+  // Pieces come in stripe order: the stripes with a lost piece, ascending.
+  std::vector<uint64_t> lost;
+  for (const Piece& p : pieces) {
+    if (!SlotUsableAt(p.loc.disk, p.loc.stripe) &&
+        (lost.empty() || lost.back() != p.loc.stripe)) {
+      lost.push_back(p.loc.stripe);
+    }
+  }
   std::vector<bool> degraded(pieces.size(), false);
   for (size_t i = 0; i < pieces.size(); ++i) {
-    if (SlotUsableAt(pieces[i].loc.disk, pieces[i].loc.stripe)) continue;
-    for (size_t j = i;
-         j > 0 && pieces[j - 1].loc.stripe == pieces[i].loc.stripe; --j) {
-      degraded[j - 1] = true;
-    }
-    for (size_t j = i;
-         j < pieces.size() && pieces[j].loc.stripe == pieces[i].loc.stripe;
-         ++j) {
-      degraded[j] = true;
-    }
+    degraded[i] =
+        std::binary_search(lost.begin(), lost.end(), pieces[i].loc.stripe);
   }
   std::vector<MemberIo> ios;
   std::vector<size_t> io_piece;

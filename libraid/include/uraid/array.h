@@ -61,6 +61,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "uraid/clock.h"
 #include "uraid/events.h"
 #include "uraid/export.h"
 #include "uraid/geometry.h"
@@ -147,6 +148,9 @@ struct CreateOptions {
   // Fixed array uuid (tests); random when unset.
   std::optional<std::array<uint8_t, 16>> uuid;
   CacheOptions cache;
+  // The clock the array's jobs run on (see uraid/clock.h); null: the real
+  // one.
+  std::shared_ptr<Clock> clock;
 };
 
 struct AssembleOptions {
@@ -179,6 +183,9 @@ struct AssembleOptions {
   // reports SparesMissing (in its state and when a spare is used up or
   // removed). 0: no expectation.
   int expected_spares = 0;
+  // The clock the array's jobs run on (see uraid/clock.h); null: the real
+  // one.
+  std::shared_ptr<Clock> clock;
 };
 
 // kRebuilding: a member being recovered into the slot; bytes below

@@ -6,8 +6,8 @@
 // member_failure.cc.
 
 #include <algorithm>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -53,7 +53,8 @@ Counters AtomicCounters::Snapshot() const {
 ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                      Superblock sb, std::vector<std::unique_ptr<Slot>> slots,
                      std::vector<Spare> spares, bool read_only,
-                     const CacheOptions& cache, Logger logger)
+                     const CacheOptions& cache, Logger logger,
+                     std::shared_ptr<Clock> clock)
     : shape_view_(this, &shape_),
       geo_(shape_view_),
       data_offset_(shape_view_),
@@ -68,6 +69,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       bypass_flush_ns_(int64_t{cache.bypass_flush_interval_ms} * 1'000'000),
       sb_(std::move(sb)),
       spares_(std::move(spares)),
+      jobs_(this, std::move(clock)),
       resync_stripe_(geometry.stripe_count()) {
   shapes_.push_back(
       std::make_unique<Shape>(Shape{geometry, data_offset_bytes, 0}));
@@ -203,14 +205,10 @@ void ArrayImpl::StartBackground() {
       (void)Resync();
     });
   }
-  {
-    MutexLock lock(&job_mu_);
-    background_ = true;
-  }
   // A reshape found by assembly resumes before any recovery (which runs
   // after it, in the new shape).
   if (reshaping_.load() && !failed_.load() && !ReshapeJobQueued()) {
-    absl::Status st = RequestJob(JobRequest{JobKind::kReshape, -1});
+    absl::Status st = jobs_.Request(JobRequest{JobKind::kReshape, -1});
     if (!st.ok())
       Log(LogLevel::kError,
           absl::StrFormat("reshape not resumed: %s", st.message()));
@@ -228,13 +226,7 @@ void ArrayImpl::Shutdown() {
   if (safemode_thread_.joinable()) safemode_thread_.join();
   if (writeback_thread_.joinable()) writeback_thread_.join();
   if (resync_thread_.joinable()) resync_thread_.join();
-  {
-    MutexLock lock(&job_mu_);
-    job_stop_ = true;
-    pending_job_.reset();
-  }
-  // Not under job_mu_: the job thread takes it on its way out.
-  if (job_thread_.joinable()) job_thread_.join();
+  jobs_.Shutdown();
   absl::Status wb = WritebackAll();
   if (!wb.ok()) {
     Log(LogLevel::kError,
@@ -309,10 +301,9 @@ ArrayInfo ArrayImpl::Info() const {
   }
   info.degraded = gone == 1;
   {
-    MutexLock lock(&job_mu_);
-    info.job = job_;
-    info.last_job = last_job_;
-    info.speed = speed_;
+    info.job = jobs_.current();
+    info.last_job = jobs_.last();
+    info.speed = jobs_.speed();
   }
   if (info.job.kind == JobKind::kNone && resync_running_.load()) {
     info.job.kind = JobKind::kResync;

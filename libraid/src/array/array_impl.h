@@ -2,9 +2,13 @@
 // Internal: the state behind uraid::Array, shared by the files that define
 // its methods: in array/, create.cc and assemble.cc (how an array comes to
 // exist), array.cc (the data path, metadata updates and background
-// threads), array_events.cc and array_extents.cc; in meta/, array_bitmap.cc
-// and slot_admin.cc; in jobs/, the job runner and recovery (jobs.cc),
-// scrub.cc, resync.cc and reshape.cc.
+// threads), read_path.cc, write_path.cc, member_io.cc (the executor),
+// member_failure.cc, array_events.cc and array_extents.cc; in meta/,
+// array_bitmap.cc and slot_admin.cc; in jobs/, the array as the job
+// runner's host (jobs.cc), recovery.cc, scrub.cc, resync.cc and
+// reshape*.cc. The job runner itself (jobs/job_runner.h) knows the array
+// only as its JobHost. Slots are in slot_table.h, member I/O in
+// member_io.h.
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync
@@ -32,14 +36,16 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "array/member_io.h"
 #include "array/shape.h"
+#include "array/slot_table.h"
 #include "base/aligned_buffer.h"
 #include "base/sync.h"
 #include "base/task_pool.h"
 #include "control/event_hub.h"
+#include "jobs/job_runner.h"
 #include "jobs/reshape_gate.h"
 #include "plan/stripe_plan.h"
 #include "stripe/stripe_cache.h"
@@ -49,117 +55,6 @@
 #include "uraid/events.h"
 
 namespace uraid {
-
-// One member I/O of a plan. `offset` is relative to data_offset.
-struct MemberIo {
-  enum Kind { kRead, kWrite, kFlush, kDiscard };
-  Kind kind = kRead;
-  int slot = 0;
-  void* buf = nullptr;  // kRead destination / kWrite source
-  size_t len = 0;
-  uint64_t offset = 0;
-  absl::Status status;
-  // Addressed to the slot's replacement (a replace job's copy target)
-  // rather than its member.
-  bool to_replacement = false;
-  // Set by Submit when given the slot generations the plan was made with:
-  // the I/O is refused (stale, status Aborted) if its slot's member or
-  // role changed since, before or while it ran, so the caller replans.
-  bool check_gen = false;
-  uint64_t gen = 0;
-  bool stale = false;
-  // The member the I/O went to (set by RunIo): an error is held against
-  // that member only, not whatever holds the slot by the time it is seen.
-  const Member* used = nullptr;
-  // Keeps `used` alive as long as this MemberIo: the member may leave its
-  // slot (and be closed) while the I/O's error is still being handled,
-  // which then names it (FailSlot's only_if).
-  std::shared_ptr<Member> used_ref;
-  // The data offset (bytes) of the shape the plan was made in; set by
-  // Submit from the calling thread's shape (see shape.h).
-  uint64_t base = 0;
-  // kWrite from a job copying onto a member (rebuild, replace): where the
-  // data is all zeros and the member already reads as a hole there, the
-  // write is skipped and succeeds, so a sparse source leaves a sparse
-  // copy. Only for writers that hold the range's stripe lock (no client
-  // write can fill the hole between the probe and the skip).
-  bool keep_sparse = false;
-};
-
-// Writes `len` bytes at raw member offset `raw` and flushes them, each step
-// retried once as data I/O is: the durable write of a superblock or bitmap
-// page. Thread-compatible (the member's own rules).
-absl::Status WriteDurably(Member& m, const void* buf, size_t len, uint64_t raw);
-
-// Slot generations captured when a plan is decided (see Slot::gen).
-using SlotGens = absl::InlinedVector<uint64_t, 16>;
-
-// Identity of one member device in the superblocks.
-struct DeviceId {
-  uint32_t dev_number = 0;
-  std::array<uint8_t, 16> device_uuid{};
-  uint64_t data_size_sectors = 0;  // this device's data_size
-};
-
-struct Slot {
-  // The member in this slot (null when missing). Recovery and replace swap
-  // it while I/O runs: the data path loads its own reference for each I/O,
-  // so a retired member closes when its last I/O returns.
-  std::atomic<std::shared_ptr<Member>> member;
-  std::atomic<SlotState> state{SlotState::kMissing};
-  // kRebuilding: stripes below `front` are in sync on `member`; below
-  // `durable_front` that is also flushed (what the superblock may claim).
-  std::atomic<uint64_t> front{0};
-  std::atomic<uint64_t> durable_front{0};
-  // kRebuilding a member re-added to the slot it left (md's re-add): it
-  // holds every region the write-intent bitmap has clear, so recovery
-  // rebuilds only the regions with bits set. Set and cleared with the
-  // member, under sb_mu_.
-  std::atomic<bool> partial{false};
-  // A replace job's target: writes to stripes below `repl_front` go to it
-  // as well as to `member`.
-  std::atomic<std::shared_ptr<Member>> replacement;
-  std::atomic<uint64_t> repl_front{0};
-  // Read errors corrected by rewriting (md's corrected read errors).
-  std::atomic<uint32_t> read_errors{0};
-  // Bumped (to odd) before and (to even) after every change of `member`
-  // that happens without the stripe locks (replace hand-over, a replace
-  // target taking over a failed slot, a spare stepping in, removal), so
-  // that plans made before it can tell (MemberIo::check_gen).
-  std::atomic<uint64_t> gen{0};
-  DeviceId id;       // guarded by ArrayImpl::sb_mu_ once the array exists
-  DeviceId repl_id;  // the replacement's, likewise
-};
-
-// The array's slots. Fixed capacity so that a reshape can append slots
-// while the data path indexes them without a lock: an element is
-// constructed before size() (release) makes it visible, and never moves.
-// Appends are serialised by the caller (sb_mu_).
-class SlotTable {
- public:
-  explicit SlotTable(std::vector<std::unique_ptr<Slot>> slots) {
-    for (auto& s : slots) Append(std::move(s));
-  }
-  size_t size() const { return n_.load(std::memory_order_acquire); }
-  const std::unique_ptr<Slot>& operator[](size_t i) const { return slots_[i]; }
-  const std::unique_ptr<Slot>* begin() const { return slots_.data(); }
-  const std::unique_ptr<Slot>* end() const { return slots_.data() + size(); }
-  void Append(std::unique_ptr<Slot> slot) {
-    const size_t n = n_.load();
-    slots_[n] = std::move(slot);
-    n_.store(n + 1, std::memory_order_release);
-  }
-
- private:
-  std::array<std::unique_ptr<Slot>, kMaxDisks> slots_;
-  std::atomic<size_t> n_{0};
-};
-
-// A member that belongs to the array without a slot.
-struct Spare {
-  std::shared_ptr<Member> member;
-  DeviceId id;
-};
 
 struct AtomicCounters {
   std::atomic<uint64_t> member_reads{0}, member_read_bytes{0}, member_writes{0},
@@ -172,11 +67,12 @@ struct AtomicCounters {
   Counters Snapshot() const;
 };
 
-class ArrayImpl {
+class ArrayImpl : private JobHost {
  public:
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
             std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
-            bool read_only, const CacheOptions& cache, Logger logger);
+            bool read_only, const CacheOptions& cache, Logger logger,
+            std::shared_ptr<Clock> clock);
   ~ArrayImpl();
 
   // --- data path (array.cc) ---
@@ -353,7 +249,7 @@ class ArrayImpl {
   template <typename F>
   absl::Status Route(ReqKind kind, void* buf, size_t len, uint64_t offset,
                      bool fua, F plain) {
-    if (kind == ReqKind::kRead || kind == ReqKind::kWrite) NoteClientIo();
+    if (kind == ReqKind::kRead || kind == ReqKind::kWrite) jobs_.NoteClientIo();
     plain_inflight_.fetch_add(1);
     if (!reshaping_.load()) {
       absl::Status st = plain();
@@ -565,18 +461,19 @@ class ArrayImpl {
   void SafemodeLoop();
   void ResyncLoop();
 
-  // --- jobs (jobs.cc) ---
-  struct JobRequest {
-    JobKind kind = JobKind::kNone;
-    int slot = -1;
-  };
-  // Queues `req` and starts the job thread if it is not running.
-  absl::Status RequestJob(JobRequest req);
+  // --- jobs (jobs.cc: the array as the runner's JobHost) ---
   // When the array is degraded and a spare or a partly rebuilt member is
-  // present, queues recovery onto it. `auto_start` is false before
-  // StartBackground (no threads before nbdkit forks).
+  // present, queues recovery onto it (a no-op before StartBackground: no
+  // threads before nbdkit forks).
   void MaybeStartRecovery();
-  void JobThread();
+  bool PrepareJob(JobRequest* req, JobInfo* info) override;
+  void JobStarted(const JobRequest& req) override;
+  absl::Status RunJob(const JobRequest& req) override;
+  void JobEnded(const JobInfo& done, const absl::Status& status, double secs,
+                bool cancelled) override;
+  void JobMilestone(const JobInfo& job, int percent) override;
+  // A job's end as events and log lines (JobEnded's first half).
+  void ReportJobEnd(const JobInfo& done, bool ok, double secs);
   absl::Status RunRecovery(int slot, bool replace);
   absl::Status RunScrub(bool repair);
   // Rebuilds (or, for a replace, copies) up to `count` stripes from `from`
@@ -596,42 +493,6 @@ class ArrayImpl {
   // Runs fn(0) .. fn(n - 1) at once on job_pool_ (the calling thread's
   // shape carried over), for a job's window of stripes.
   void RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn);
-  // One pass of a job over the stripes, a window at a time: the loop that
-  // recovery, scrub and resync share. Each round stops if `stopped` says
-  // so, Throttles on the work done so far, moves past what `skip` says
-  // needs no work or else works a window of WindowStripes (narrowed by
-  // `cap`), and then reports the new position to `moved`.
-  struct StripePass {
-    // Per-member bytes one worked stripe counts toward the speed limits
-    // (skipped stripes count nothing).
-    uint64_t stripe_work = 0;
-    // Most stripes one window may take (0: kJobDepth); job_pool_ works
-    // kJobDepth of them at a time whatever the window.
-    uint64_t max_window = 0;
-    bool honour_cancel = true;  // passed to Throttle
-    // Optional: true stops the pass before its next window.
-    std::function<bool()> stopped;
-    // Optional: the first stripe at or after `s` that needs work (`s` when
-    // it does). Whatever the skipped stripes need (a front moved past
-    // them) it has done itself.
-    std::function<uint64_t(uint64_t s)> skip;
-    // Optional: narrows a window of `want` stripes from `s` (at least 1
-    // is kept).
-    std::function<uint64_t(uint64_t s, uint64_t want)> cap;
-    // Works stripes [s, s + count) and records them done (fronts,
-    // counters): returns how many from `s` are done in an unbroken run,
-    // at least one unless it sets `*error`, which stops the pass.
-    std::function<uint64_t(uint64_t s, uint64_t count, absl::Status* error)>
-        work;
-    // Optional: after the pass moved to `s` (worked or skipped); progress
-    // and checkpoints. An error stops the pass.
-    std::function<absl::Status(uint64_t s)> moved;
-  };
-  // Runs `pass` from `*stripe` until `end`, a stop (Throttle or `stopped`)
-  // or an error, which it returns; `*stripe` is where it got to (every
-  // stripe below it is done).
-  absl::Status RunStripePass(const StripePass& pass, uint64_t end,
-                             uint64_t* stripe);
   // Scans stripes [from, from + count) at once (ScanStripe, each under its
   // own lock; a scan moves no front, so they are not held together).
   // Returns how many from `from` were scanned in an unbroken run; fewer
@@ -641,40 +502,11 @@ class ArrayImpl {
   uint64_t ScanWindow(uint64_t from, uint64_t count, bool repair,
                       std::vector<uint64_t>* mismatched, absl::Status* error);
   absl::Status CheckpointRecovery(int slot);
-  struct ThrottleState {
-    int64_t anchor_ns = 0;
-    uint64_t anchor_bytes = 0;
-    uint64_t limit = 0;  // bytes/s in force since the anchor
-    // When Throttle last let the job go (the start of its last window) and
-    // where a busy share's rest ends (0: none planned).
-    int64_t released_ns = 0;
-    uint64_t released_bytes = 0;  // done_bytes when it last let the job go
-    int64_t rest_until_ns = 0;
-    bool sharing = false;  // released by the busy share, not by min
-  };
-  // Stripes a job's next window may take, from the speed limit in force,
-  // at most `depth`.
-  uint64_t WindowStripes(const ThrottleState& t, uint64_t depth) const;
-  // Sleeps as md's speed limits require after `done_bytes` (per member) of
-  // job work; false when the job should stop. With `would_wait`, does not
-  // sleep: returns false with *would_wait set when it would have (the
-  // caller gets ready to rest, then calls again).
-  bool Throttle(ThrottleState& t, uint64_t done_bytes,
-                bool honour_cancel = true, bool* would_wait = nullptr);
   // Marks stripes [from, from + count) rebuilt on `slot` when the target
   // needs nothing there: they are holes on every member and on the target,
   // or (a re-added member) their bitmap regions are clear. Returns how many
   // were skipped (0 when the window must be rebuilt). Takes their locks.
   uint64_t SkipRecoveryWindow(int slot, uint64_t from, uint64_t count);
-  bool JobStopRequested() const;
-  // Records job progress (per-member bytes); reports Rebuild20..80.
-  void JobProgress(uint64_t done_bytes) ABSL_LOCKS_EXCLUDED(job_mu_);
-  void JobProgressLocked(uint64_t done_bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(job_mu_);
-  // The events of a job starting and ending (RebuildStarted, ...,
-  // SpareActive). REQUIRES: job_mu_ not held.
-  void ReportJobStart(JobKind kind, int slot);
-  void ReportJobEnd(const JobInfo& done, bool ok, double secs);
   // Puts `m` (device `id`) into the gone slot `s`, rebuilding from stripe
   // 0; `partial`: only where the bitmap has bits set (a re-added member).
   void StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
@@ -688,12 +520,6 @@ class ArrayImpl {
   // array's) and gives it a device uuid and size; not yet a dev_number.
   absl::StatusOr<DeviceId> PrepareNewMember(Member& member);
   uint32_t NextDevNumber() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
-  // Client I/O seen recently (jobs yield to it down to the minimum speed).
-  void NoteClientIo() {
-    last_client_io_ns_.store(NowNs(), std::memory_order_relaxed);
-  }
-  static int64_t NowNs();
-
   // Every shape the array has had (a reshape adds one; appended under
   // sb_mu_, never freed before the array); `shape_` is the current one.
   // geo_ and data_offset_ read the calling thread's shape (shape.h).
@@ -725,11 +551,6 @@ class ArrayImpl {
   AtomicCounters counters_;
   StripeLocks locks_;
   TaskPool pool_;
-  // Stripes a job (recovery, replace, check/repair) works on at once: one
-  // at a time left members idle between a stripe's reads and its write and
-  // paid every member's latency per stripe. Bounds the job's buffers to
-  // kJobDepth x 1 MiB.
-  static constexpr uint64_t kJobDepth = 8;
   // A scan's window (scrub, resync) may hold more stripes than run at
   // once: each holds its lock only while it is scanned and uses its
   // thread's scratch buffer, so only kJobDepth are in flight, and the
@@ -749,24 +570,9 @@ class ArrayImpl {
   // the superblocks so that they are refused if presented again.
   std::vector<uint32_t> retired_devs_ ABSL_GUARDED_BY(sb_mu_);
 
-  // Jobs: job_mu_ is a leaf lock (never held while taking another lock).
-  mutable Mutex job_mu_;
-  std::optional<JobRequest> pending_job_ ABSL_GUARDED_BY(job_mu_);
-  bool job_thread_running_ ABSL_GUARDED_BY(job_mu_) = false;
-  bool job_stop_ ABSL_GUARDED_BY(job_mu_) = false;
-  bool job_cancel_ ABSL_GUARDED_BY(job_mu_) = false;  // StopJob
-  bool background_ ABSL_GUARDED_BY(job_mu_) = false;
-  JobInfo job_ ABSL_GUARDED_BY(job_mu_);
-  // The last Rebuild milestone reported for the running job (20, 40, ...).
-  int job_milestone_ ABSL_GUARDED_BY(job_mu_) = 0;
-  JobInfo last_job_ ABSL_GUARDED_BY(job_mu_);
-  absl::Status last_job_status_ ABSL_GUARDED_BY(job_mu_);
-  SpeedLimits speed_ ABSL_GUARDED_BY(job_mu_);
-  // Rate samples (time ns, done bytes) for JobInfo::bytes_per_s.
-  std::vector<std::pair<int64_t, uint64_t>> job_samples_
-      ABSL_GUARDED_BY(job_mu_);
-  std::thread job_thread_;  // touched only under job_mu_
-  std::atomic<int64_t> last_client_io_ns_{0};
+  // The job runner: the queue, the job thread, speed limits, progress.
+  // Declared after everything its jobs touch; Shutdown stops it first.
+  JobRunner jobs_;
 
   // Set once by create/assembly before any I/O; null without a bitmap (and
   // on read-only arrays, which keep bitmap_super_ for Info only).

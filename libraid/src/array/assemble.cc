@@ -312,7 +312,7 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   Superblock tmpl = top;
   auto impl = std::make_unique<ArrayImpl>(
       *geo, top.data_offset * 512, tmpl, std::move(slots), std::move(spares),
-      options.read_only, options.cache, logger);
+      options.read_only, options.cache, logger, options.clock);
   // The internal bitmap, or the external file the caller named.
   RETURN_IF_ERROR(
       impl->AttachBitmap(bitmap_source.get(), top, options.bitmap_file));

@@ -214,7 +214,7 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   }
   auto impl = std::make_unique<ArrayImpl>(
       geo, data_offset, sb, std::move(slots), std::vector<Spare>{}, false,
-      options.cache, logger);
+      options.cache, logger, options.clock);
   if (!start_clean) impl->SetResyncStart(0);
   // The bitmap before the superblocks that point at it (or, for a file,
   // that will be assembled with it): a create that fails here has written

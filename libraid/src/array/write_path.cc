@@ -264,7 +264,10 @@ absl::Status ArrayImpl::Flush() {
   RETURN_IF_ERROR(CheckUsable(false));
   // Moving average of the time between flushes (1/8 weight per sample;
   // racy updates lose a sample now and then, which is harmless).
-  const int64_t now = NowNs();
+  // Real time (flush cadence is the client's, not the jobs' clock).
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
   const int64_t gap = now - last_flush_ns_.exchange(now);
   const int64_t avg = flush_interval_ns_.load(std::memory_order_relaxed);
   flush_interval_ns_.store(avg + (gap - avg) / 8, std::memory_order_relaxed);

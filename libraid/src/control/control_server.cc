@@ -44,7 +44,7 @@
 namespace uraid {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 
 std::string ErrnoText(int err) { return strerror(err); }
 
@@ -313,8 +313,8 @@ void ControlServer::Impl::Serve(Conn* conn) {
   std::string buf;
   size_t scanned = 0;  // bytes of buf known to hold no newline
   bool eof = false;
-  Clock::time_point deadline =
-      Clock::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
+  Steady::time_point deadline =
+      Steady::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
   while (!stopping_.load()) {
     // Answer every complete line, in order.
     size_t nl = buf.find('\n', scanned);
@@ -343,13 +343,13 @@ void ControlServer::Impl::Serve(Conn* conn) {
       }
       if (!WriteAll(fd, reply, options_.write_timeout_ms)) break;
       deadline =
-          Clock::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
+          Steady::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
       continue;
     }
     scanned = buf.size();
     if (eof) break;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - Clock::now());
+        deadline - Steady::now());
     if (left.count() <= 0) {
       WriteAll(fd,
                control::ErrorReply(absl::DeadlineExceededError(

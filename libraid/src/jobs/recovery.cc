@@ -230,17 +230,17 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
     }
     return done;
   };
-  int64_t last_checkpoint = NowNs();
+  int64_t last_checkpoint = jobs_.NowNs();
   pass.moved = [&](uint64_t at) -> absl::Status {
-    JobProgress(at * C);
-    if (NowNs() - last_checkpoint > kCheckpointNs) {
+    jobs_.Progress(at * C);
+    if (jobs_.NowNs() - last_checkpoint > kCheckpointNs) {
       RETURN_IF_ERROR(CheckpointRecovery(slot));
-      last_checkpoint = NowNs();
+      last_checkpoint = jobs_.NowNs();
     }
     return absl::OkStatus();
   };
-  JobProgress(stripe * C);
-  RETURN_IF_ERROR(RunStripePass(pass, stripes, &stripe));
+  jobs_.Progress(stripe * C);
+  RETURN_IF_ERROR(jobs_.RunStripePass(pass, stripes, &stripe));
   if (stripe < stripes) {
     // Stopped: keep the position for the next run (or assembly).
     return CheckpointRecovery(slot);

@@ -86,9 +86,7 @@ void ArrayImpl::PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
 }
 
 bool ArrayImpl::ReshapeJobQueued() const {
-  MutexLock lock(&job_mu_);
-  return job_.kind == JobKind::kReshape ||
-         (pending_job_.has_value() && pending_job_->kind == JobKind::kReshape);
+  return jobs_.RunsOrQueued(JobKind::kReshape);
 }
 
 absl::Status ArrayImpl::Dispatch(ReqKind kind, bool shaped, void* buf,
@@ -346,13 +344,9 @@ absl::StatusOr<bool> ArrayImpl::StepReshape() {
   if (!reshaping_.load()) {
     return absl::FailedPreconditionError("no reshape is in progress");
   }
-  {
-    MutexLock lock(&job_mu_);
-    if (job_thread_running_) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("a %s job is running: it drives the reshape",
-                          JobKindName(job_.kind)));
-    }
+  if (std::optional<JobKind> busy = jobs_.Busy()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "a %s job is running: it drives the reshape", JobKindName(*busy)));
   }
   AlignedBuffer buf(ReshapeMaxWindow());
   RETURN_IF_ERROR(ReshapeStep(buf.data(), buf.size()));
@@ -363,11 +357,7 @@ absl::Status ArrayImpl::RunReshape() {
   if (!reshaping_.load()) return absl::OkStatus();
   ReshapeState& r = *reshape_.load();
   const uint64_t dd = static_cast<uint64_t>(r.to->geo.data_disks());
-  {
-    MutexLock lock(&job_mu_);
-    job_.total_bytes = r.end / dd;
-    job_.done_bytes = r.front.load() / dd;
-  }
+  jobs_.SetTotals(r.end / dd, r.front.load() / dd);
   if (r.resync_moved) RETURN_IF_ERROR(ResyncMovedPart());
   // The job pipelines what ReshapeStep does one window at a time: while
   // window [lo, hi) is written in the new shape, the next one, [hi, next),
@@ -444,13 +434,13 @@ absl::Status ArrayImpl::RunReshape() {
     absl::Status st = ReshapeCopy(lo, hi, cur, hi, next, ahead,
                                   beside ? checkpoint : nullptr);
     if (!st.ok()) return stopped_at(st);
-    JobProgress(hi / dd);
+    jobs_.Progress(hi / dd);
     lo = hi;
     hi = next;
     std::swap(cur, ahead);
     if (lo >= r.end) break;
     bool wait = false;
-    read_ahead = Throttle(throttle, (lo - start) / dd, true, &wait);
+    read_ahead = jobs_.Throttle(throttle, (lo - start) / dd, true, &wait);
     if (!read_ahead) {
       // Rest (or stop) with what is written recorded and the gate open:
       // the window read ahead is dropped, and read again after the rest.
@@ -460,7 +450,7 @@ absl::Status ArrayImpl::RunReshape() {
       hi = lo;
       st = checkpoint();
       if (!st.ok()) return stopped_at(st);
-      if (!wait || !Throttle(throttle, (lo - start) / dd)) {
+      if (!wait || !jobs_.Throttle(throttle, (lo - start) / dd)) {
         return absl::OkStatus();
       }
     }

@@ -29,19 +29,16 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
           "a reshape is already in progress (grow with no changes resumes "
           "a paused one)");
     }
-    return RequestJob(JobRequest{JobKind::kReshape, -1});
+    return jobs_.Request(JobRequest{JobKind::kReshape, -1});
   }
   if (GoneSlots() > 0) {
     return absl::FailedPreconditionError(
         "array is degraded: rebuild it before reshaping");
   }
-  {
-    MutexLock lock(&job_mu_);
-    if (job_thread_running_ || pending_job_.has_value()) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "a %s job is running: wait for it (or stop it) before reshaping",
-          JobKindName(job_.kind)));
-    }
+  if (std::optional<JobKind> busy = jobs_.Busy(/*or_queued=*/true)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "a %s job is running: wait for it (or stop it) before reshaping",
+        JobKindName(*busy)));
   }
   const Shape& from = *shape_.load();
   if (resync_stripe_.load() < from.geo.stripe_count()) {
@@ -163,7 +160,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
           from.geo.chunk_bytes(), to->chunk_bytes(), from.data_offset,
           to_offset));
   if (!options.start_job) return absl::OkStatus();
-  return RequestJob(JobRequest{JobKind::kReshape, -1});
+  return jobs_.Request(JobRequest{JobKind::kReshape, -1});
 }
 
 void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,

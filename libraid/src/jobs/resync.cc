@@ -119,7 +119,7 @@ absl::Status ArrayImpl::Resync() {
     return done;
   };
   uint64_t at = start;
-  st = RunStripePass(pass, geo_.stripe_count(), &at);
+  st = jobs_.RunStripePass(pass, geo_.stripe_count(), &at);
   if (B && resync_stripe_.load() >= geo_.stripe_count()) {
     release_through(bitmap_->chunks() * B);  // the last, partial region
   }

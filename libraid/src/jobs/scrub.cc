@@ -128,22 +128,15 @@ absl::Status ArrayImpl::RunScrub(bool repair) {
     std::vector<uint64_t> mismatched;
     const uint64_t done = ScanWindow(at, count, repair, &mismatched, error);
     counters_.scrubbed_stripes.fetch_add(done, std::memory_order_relaxed);
-    if (!mismatched.empty()) {
-      MutexLock lock(&job_mu_);
-      job_.mismatches += mismatched.size();
-      for (uint64_t m : mismatched) {
-        if (job_.first_mismatches.size() >= kMaxListedMismatches) break;
-        job_.first_mismatches.push_back(m);
-      }
-    }
+    if (!mismatched.empty()) jobs_.AddMismatches(mismatched);
     return done;
   };
   pass.moved = [&](uint64_t at) {
-    JobProgress(at * C);
+    jobs_.Progress(at * C);
     return absl::OkStatus();
   };
   uint64_t stripe = 0;
-  return RunStripePass(pass, geo_.stripe_count(), &stripe);
+  return jobs_.RunStripePass(pass, geo_.stripe_count(), &stripe);
 }
 
 absl::Status ArrayImpl::StartScrub(bool repair) {
@@ -156,15 +149,12 @@ absl::Status ArrayImpl::StartScrub(bool repair) {
     return absl::FailedPreconditionError(
         "a resync is running; it checks and repairs parity itself");
   }
-  {
-    MutexLock lock(&job_mu_);
-    if (job_thread_running_) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("a %s job is running; stop it first or wait for it",
-                          JobKindName(job_.kind)));
-    }
+  if (std::optional<JobKind> busy = jobs_.Busy()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("a %s job is running; stop it first or wait for it",
+                        JobKindName(*busy)));
   }
-  return RequestJob(
+  return jobs_.Request(
       JobRequest{repair ? JobKind::kRepair : JobKind::kCheck, -1});
 }
 

@@ -377,13 +377,10 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
     return absl::FailedPreconditionError(
         absl::StrFormat("slot %d is already being replaced", slot));
   }
-  {
-    MutexLock lock(&job_mu_);
-    if (job_thread_running_) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("a %s job is running; replace when it has finished",
-                          JobKindName(job_.kind)));
-    }
+  if (std::optional<JobKind> busy = jobs_.Busy()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("a %s job is running; replace when it has finished",
+                        JobKindName(*busy)));
   }
   ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*replacement));
   RETURN_IF_ERROR(CopyBitmapTo(*replacement));
@@ -415,7 +412,7 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
   Log(LogLevel::kNotice,
       absl::StrFormat("replace: copying slot %d (%s) onto %s", slot, old_name,
                       r->Name()));
-  return RequestJob(JobRequest{JobKind::kReplace, slot});
+  return jobs_.Request(JobRequest{JobKind::kReplace, slot});
 }
 
 }  // namespace uraid

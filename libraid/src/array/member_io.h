@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+// Internal: one member I/O of a plan, as the array's executor (member_io.cc)
+// runs it, and the durable write metadata updates use.
+
+#ifndef URAID_SRC_ARRAY_MEMBER_IO_H_
+#define URAID_SRC_ARRAY_MEMBER_IO_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "uraid/member.h"
+
+namespace uraid {
+
+// One member I/O of a plan. `offset` is relative to data_offset.
+struct MemberIo {
+  enum Kind { kRead, kWrite, kFlush, kDiscard };
+  Kind kind = kRead;
+  int slot = 0;
+  void* buf = nullptr;  // kRead destination / kWrite source
+  size_t len = 0;
+  uint64_t offset = 0;
+  absl::Status status;
+  // Addressed to the slot's replacement (a replace job's copy target)
+  // rather than its member.
+  bool to_replacement = false;
+  // Set by Submit when given the slot generations the plan was made with:
+  // the I/O is refused (stale, status Aborted) if its slot's member or
+  // role changed since, before or while it ran, so the caller replans.
+  bool check_gen = false;
+  uint64_t gen = 0;
+  bool stale = false;
+  // The member the I/O went to (set by RunIo): an error is held against
+  // that member only, not whatever holds the slot by the time it is seen.
+  const Member* used = nullptr;
+  // Keeps `used` alive as long as this MemberIo: the member may leave its
+  // slot (and be closed) while the I/O's error is still being handled,
+  // which then names it (FailSlot's only_if).
+  std::shared_ptr<Member> used_ref;
+  // The data offset (bytes) of the shape the plan was made in; set by
+  // Submit from the calling thread's shape (see shape.h).
+  uint64_t base = 0;
+  // kWrite from a job copying onto a member (rebuild, replace): where the
+  // data is all zeros and the member already reads as a hole there, the
+  // write is skipped and succeeds, so a sparse source leaves a sparse
+  // copy. Only for writers that hold the range's stripe lock (no client
+  // write can fill the hole between the probe and the skip).
+  bool keep_sparse = false;
+};
+
+// Writes `len` bytes at raw member offset `raw` and flushes them, each step
+// retried once as data I/O is: the durable write of a superblock or bitmap
+// page. Thread-compatible (the member's own rules).
+absl::Status WriteDurably(Member& m, const void* buf, size_t len, uint64_t raw);
+
+// Slot generations captured when a plan is decided (see Slot::gen).
+using SlotGens = absl::InlinedVector<uint64_t, 16>;
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_ARRAY_MEMBER_IO_H_

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+// Internal: the array's slots: which member holds each role, its state and
+// rebuild fronts, and the table the data path indexes without a lock.
+
+#ifndef URAID_SRC_ARRAY_SLOT_TABLE_H_
+#define URAID_SRC_ARRAY_SLOT_TABLE_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "uraid/array.h"
+#include "uraid/member.h"
+#include "uraid/superblock.h"
+
+namespace uraid {
+
+// Identity of one member device in the superblocks.
+struct DeviceId {
+  uint32_t dev_number = 0;
+  std::array<uint8_t, 16> device_uuid{};
+  uint64_t data_size_sectors = 0;  // this device's data_size
+};
+
+struct Slot {
+  // The member in this slot (null when missing). Recovery and replace swap
+  // it while I/O runs: the data path loads its own reference for each I/O,
+  // so a retired member closes when its last I/O returns.
+  std::atomic<std::shared_ptr<Member>> member;
+  std::atomic<SlotState> state{SlotState::kMissing};
+  // kRebuilding: stripes below `front` are in sync on `member`; below
+  // `durable_front` that is also flushed (what the superblock may claim).
+  std::atomic<uint64_t> front{0};
+  std::atomic<uint64_t> durable_front{0};
+  // kRebuilding a member re-added to the slot it left (md's re-add): it
+  // holds every region the write-intent bitmap has clear, so recovery
+  // rebuilds only the regions with bits set. Set and cleared with the
+  // member, under sb_mu_.
+  std::atomic<bool> partial{false};
+  // A replace job's target: writes to stripes below `repl_front` go to it
+  // as well as to `member`.
+  std::atomic<std::shared_ptr<Member>> replacement;
+  std::atomic<uint64_t> repl_front{0};
+  // Read errors corrected by rewriting (md's corrected read errors).
+  std::atomic<uint32_t> read_errors{0};
+  // Bumped (to odd) before and (to even) after every change of `member`
+  // that happens without the stripe locks (replace hand-over, a replace
+  // target taking over a failed slot, a spare stepping in, removal), so
+  // that plans made before it can tell (MemberIo::check_gen).
+  std::atomic<uint64_t> gen{0};
+  DeviceId id;       // guarded by ArrayImpl::sb_mu_ once the array exists
+  DeviceId repl_id;  // the replacement's, likewise
+};
+
+// The array's slots. Fixed capacity so that a reshape can append slots
+// while the data path indexes them without a lock: an element is
+// constructed before size() (release) makes it visible, and never moves.
+// Appends are serialised by the caller (sb_mu_).
+class SlotTable {
+ public:
+  explicit SlotTable(std::vector<std::unique_ptr<Slot>> slots) {
+    for (auto& s : slots) Append(std::move(s));
+  }
+  size_t size() const { return n_.load(std::memory_order_acquire); }
+  const std::unique_ptr<Slot>& operator[](size_t i) const { return slots_[i]; }
+  const std::unique_ptr<Slot>* begin() const { return slots_.data(); }
+  const std::unique_ptr<Slot>* end() const { return slots_.data() + size(); }
+  void Append(std::unique_ptr<Slot> slot) {
+    const size_t n = n_.load();
+    slots_[n] = std::move(slot);
+    n_.store(n + 1, std::memory_order_release);
+  }
+
+ private:
+  std::array<std::unique_ptr<Slot>, kMaxDisks> slots_;
+  std::atomic<size_t> n_{0};
+};
+
+// A member that belongs to the array without a slot.
+struct Spare {
+  std::shared_ptr<Member> member;
+  DeviceId id;
+};
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_ARRAY_SLOT_TABLE_H_

@@ -59,7 +59,7 @@ fi
 # suppressions (each with its reason). Two binaries at a time, the longest
 # first; each one's output is shown when it fails.
 if [[ "${URAID_TSAN:-1}" != 0 ]]; then
-  tsan_tests=(nbd_member_test jobs_test array_bitmap_test control_test
+  tsan_tests=(nbd_member_test jobs_test job_runner_test array_bitmap_test control_test
               concurrency_test reshape_test)
   t=$SECONDS
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: MIT
+// The job runner on a simulated clock: md's speed limits and uraid's busy
+// share hold in simulated time while nothing really sleeps; the one-deep
+// queue and its refusals; recovery cancelling a scrub; milestones; stop.
+// And the clock injected through AssembleOptions reaching an array's
+// rebuild.
+
+#include "jobs/job_runner.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "base/sync.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+#include "uraid/array.h"
+#include "uraid/clock.h"
+
+namespace uraid {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+// Time moves only when a sleeper or the test moves it.
+class SimClock final : public Clock {
+ public:
+  int64_t NowNs() override { return now_.load(); }
+  void SleepForNs(int64_t ns) override {
+    Advance(ns);
+    sleeps_.fetch_add(1);
+  }
+  void Advance(int64_t ns) {
+    now_.fetch_add(ns);
+    if (on_advance_) on_advance_();
+  }
+  // Called after every move of time (a client that never stops). Set
+  // before the clock is used.
+  void set_on_advance(std::function<void()> f) { on_advance_ = std::move(f); }
+  int64_t sleeps() const { return sleeps_.load(); }
+
+ private:
+  std::atomic<int64_t> now_{1'000'000'000'000};
+  std::atomic<int64_t> sleeps_{0};
+  std::function<void()> on_advance_;
+};
+
+// Runs each job as a pass over `stripes` stripes of 1 MiB per member,
+// each stripe costing `stripe_ns` of the clock (the members' time).
+class PassHost : public JobHost {
+ public:
+  PassHost(SimClock* clock, uint64_t stripes, int64_t stripe_ns)
+      : clock_(clock), stripes_(stripes), stripe_ns_(stripe_ns) {}
+  void set_runner(JobRunner* r) { runner_ = r; }
+  // Holds a job until released (to test the queue).
+  void Hold() { held_.store(true); }
+  void Release() { held_.store(false); }
+
+  bool PrepareJob(JobRequest* req, JobInfo* info) override {
+    if (req->kind == JobKind::kRecover && req->slot < 0) req->slot = 2;
+    info->slot = req->slot;
+    info->total_bytes = stripes_ * kMiB;
+    return true;
+  }
+  void JobStarted(const JobRequest& req) override {
+    MutexLock lock(&mu_);
+    started_.push_back(req.kind);
+  }
+  absl::Status RunJob(const JobRequest&) override {
+    while (held_.load() && !runner_->StopRequested()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    StripePass pass;
+    pass.stripe_work = kMiB;
+    pass.work = [&](uint64_t, uint64_t count, absl::Status*) {
+      clock_->Advance(stripe_ns_ * static_cast<int64_t>(count));
+      worked_.fetch_add(count);
+      return count;
+    };
+    pass.moved = [&](uint64_t s) {
+      runner_->Progress(s * kMiB);
+      return absl::OkStatus();
+    };
+    uint64_t at = 0;
+    return runner_->RunStripePass(pass, stripes_, &at);
+  }
+  void JobEnded(const JobInfo& done, const absl::Status&, double,
+                bool) override {
+    MutexLock lock(&mu_);
+    ended_.push_back(done.result);
+  }
+  void JobMilestone(const JobInfo&, int percent) override {
+    MutexLock lock(&mu_);
+    milestones_.push_back(percent);
+  }
+  std::vector<int> milestones() {
+    MutexLock lock(&mu_);
+    return milestones_;
+  }
+  std::vector<std::string> ended() {
+    MutexLock lock(&mu_);
+    return ended_;
+  }
+  std::vector<JobKind> started() {
+    MutexLock lock(&mu_);
+    return started_;
+  }
+  uint64_t worked() const { return worked_.load(); }
+
+ private:
+  SimClock* clock_;
+  JobRunner* runner_ = nullptr;
+  const uint64_t stripes_;
+  const int64_t stripe_ns_;
+  std::atomic<bool> held_{false};
+  std::atomic<uint64_t> worked_{0};
+  Mutex mu_;
+  std::vector<int> milestones_;
+  std::vector<std::string> ended_;
+  std::vector<JobKind> started_;
+};
+
+struct Rig {
+  explicit Rig(uint64_t stripes, int64_t stripe_ns = 0)
+      : clock(std::make_shared<SimClock>()),
+        host(clock.get(), stripes, stripe_ns),
+        runner(&host, clock) {
+    host.set_runner(&runner);
+  }
+  // Clients keep the array busy all the time.
+  void Busy() {
+    clock->set_on_advance([this] { runner.NoteClientIo(); });
+    runner.NoteClientIo();
+  }
+  // Waits (really) until the host has started `n` jobs.
+  void WaitStarted(size_t n) {
+    while (host.started().size() < n) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  // Simulated seconds the job `kind` takes from its request to its end.
+  double TimeJob(JobKind kind) {
+    const int64_t t0 = clock->NowNs();
+    EXPECT_TRUE(runner.Request({kind, -1}).ok());
+    EXPECT_TRUE(runner.Wait().ok());
+    return static_cast<double>(clock->NowNs() - t0) / 1e9;
+  }
+  std::shared_ptr<SimClock> clock;
+  PassHost host;
+  JobRunner runner;
+};
+
+TEST(JobRunner, MaximumHoldsInSimulatedTime) {
+  Rig rig(/*stripes=*/100);
+  rig.runner.SetSpeedLimits({.min_kib_s = 1000, .max_kib_s = 10 * 1024});
+  // 100 MiB per member at 10 MiB/s: 10 s, the first window free.
+  const double secs = rig.TimeJob(JobKind::kCheck);
+  EXPECT_NEAR(secs, 10.0, 0.2);
+  EXPECT_GT(rig.clock->sleeps(), 0);
+  EXPECT_EQ(rig.host.worked(), 100u);
+  EXPECT_EQ(rig.runner.last().result, "completed");
+  EXPECT_EQ(rig.runner.last().done_bytes, 100 * kMiB);
+}
+
+TEST(JobRunner, WindowsShrinkToAboutATenthOfASecondAtTheLimit) {
+  ThrottleState t;
+  t.limit = 10 * kMiB;  // bytes/s
+  EXPECT_EQ(JobRunner::WindowStripes(t, kJobDepth, kMiB), 1u);
+  t.limit = 1000 * kMiB;
+  EXPECT_EQ(JobRunner::WindowStripes(t, kJobDepth, kMiB), kJobDepth);
+  EXPECT_EQ(JobRunner::WindowStripes(t, 32, 64 * 1024), 32u);
+  t.sharing = true;
+  EXPECT_EQ(JobRunner::WindowStripes(t, 32, 64 * 1024), kJobDepth / 2);
+}
+
+TEST(JobRunner, BusyArrayFallsToMinimumWithoutShare) {
+  // Members give 100 MiB/s (10 ms a stripe); clients keep the array busy.
+  Rig rig(/*stripes=*/20, /*stripe_ns=*/10'000'000);
+  rig.Busy();
+  rig.runner.SetSpeedLimits(
+      {.min_kib_s = 1024, .max_kib_s = 1 << 30, .busy_share_pct = 0});
+  // md's plain minimum: 20 MiB at 1 MiB/s.
+  EXPECT_NEAR(rig.TimeJob(JobKind::kCheck), 20.0, 1.5);
+}
+
+TEST(JobRunner, BusyShareKeepsItsPercentOfTheMembers) {
+  for (uint32_t share : {25u, 50u}) {
+    SCOPED_TRACE(share);
+    Rig rig(/*stripes=*/400, /*stripe_ns=*/10'000'000);
+    rig.Busy();
+    rig.runner.SetSpeedLimits(
+        {.min_kib_s = 1024, .max_kib_s = 1 << 30, .busy_share_pct = share});
+    // Unloaded the job would take 4 s; at a share of s%, about 4 / s%.
+    const double secs = rig.TimeJob(JobKind::kCheck);
+    const double expect = 4.0 * 100 / share;
+    EXPECT_GT(secs, expect * 0.8);
+    EXPECT_LT(secs, expect * 1.2);
+  }
+}
+
+TEST(JobRunner, LowerLimitAppliesToTheWindowInFlight) {
+  Rig rig(/*stripes=*/1);
+  ThrottleState t;
+  rig.runner.SetSpeedLimits({.min_kib_s = 1024, .max_kib_s = 1 << 20});
+  ASSERT_TRUE(rig.runner.Throttle(t, 0));
+  // 8 MiB done when the limit drops to 1 MiB/s: they are paid for first.
+  rig.runner.SetSpeedLimits({.min_kib_s = 1024, .max_kib_s = 1024});
+  const int64_t t0 = rig.clock->NowNs();
+  ASSERT_TRUE(rig.runner.Throttle(t, 8 * kMiB));
+  EXPECT_NEAR(static_cast<double>(rig.clock->NowNs() - t0) / 1e9, 8.0, 0.1);
+}
+
+TEST(JobRunner, QueueIsOneDeepAndNamesWhatRuns) {
+  Rig rig(/*stripes=*/4);
+  rig.host.Hold();
+  ASSERT_TRUE(rig.runner.Request({JobKind::kCheck, -1}).ok());
+  rig.WaitStarted(1);
+  ASSERT_TRUE(rig.runner.Request({JobKind::kReshape, -1}).ok());
+  absl::Status third = rig.runner.Request({JobKind::kRepair, -1});
+  EXPECT_EQ(third.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(third.message(),
+              HasSubstr("a check job is running and a reshape job is queued"));
+  EXPECT_EQ(rig.runner.Busy(), JobKind::kCheck);
+  EXPECT_TRUE(rig.runner.RunsOrQueued(JobKind::kReshape));
+  rig.host.Release();
+  ASSERT_TRUE(rig.runner.Wait().ok());
+  EXPECT_THAT(rig.host.started(),
+              ElementsAre(JobKind::kCheck, JobKind::kReshape));
+  EXPECT_FALSE(rig.runner.Busy(/*or_queued=*/true).has_value());
+}
+
+TEST(JobRunner, RecoveryCancelsARunningScrub) {
+  Rig rig(/*stripes=*/4);
+  rig.host.Hold();
+  ASSERT_TRUE(rig.runner.Request({JobKind::kCheck, -1}).ok());
+  rig.WaitStarted(1);
+  ASSERT_TRUE(rig.runner.RequestRecovery().ok());
+  // Asked again while one is queued: nothing more is queued.
+  ASSERT_TRUE(rig.runner.RequestRecovery().ok());
+  rig.host.Release();
+  ASSERT_TRUE(rig.runner.Wait().ok());
+  EXPECT_THAT(rig.host.started(),
+              ElementsAre(JobKind::kCheck, JobKind::kRecover));
+  EXPECT_THAT(rig.host.ended(), ElementsAre("interrupted", "completed"));
+  EXPECT_EQ(rig.runner.last().slot, 2);  // chosen by the host
+}
+
+TEST(JobRunner, RecoveryReportsEachMilestoneOnce) {
+  Rig rig(/*stripes=*/50);
+  ASSERT_TRUE(rig.runner.Request({JobKind::kRecover, 1}).ok());
+  ASSERT_TRUE(rig.runner.Wait().ok());
+  EXPECT_THAT(rig.host.milestones(), ElementsAre(20, 40, 60, 80));
+  // A check has none.
+  rig.TimeJob(JobKind::kCheck);
+  EXPECT_THAT(rig.host.milestones(), ElementsAre(20, 40, 60, 80));
+}
+
+TEST(JobRunner, StopEndsTheJobAtItsNextWindowAndRefusesAfterShutdown) {
+  Rig rig(/*stripes=*/1000);
+  rig.runner.SetSpeedLimits({.min_kib_s = 1024, .max_kib_s = 1024});
+  rig.host.Hold();
+  ASSERT_TRUE(rig.runner.Request({JobKind::kCheck, -1}).ok());
+  rig.runner.Stop();
+  rig.host.Release();
+  ASSERT_TRUE(rig.runner.Wait().ok());
+  EXPECT_EQ(rig.runner.last().result, "interrupted");
+  EXPECT_LT(rig.host.worked(), 1000u);
+  rig.runner.Shutdown();
+  EXPECT_THAT(rig.runner.Request({JobKind::kCheck, -1}).message(),
+              HasSubstr("shutting down"));
+}
+
+// The clock given to an array reaches its rebuild: 4 MiB per member at
+// 1 MiB/s takes 4 simulated seconds and no real ones to speak of.
+TEST(JobRunner, ArrayRebuildRunsOnTheInjectedClock) {
+  constexpr uint64_t kChunk = 64 * 1024, kOffset = 1 << 20;
+  constexpr uint64_t kMember = 64 * kChunk;
+  auto members = testutil::MakeMembers(4, kOffset + kMember);
+  auto clock = std::make_shared<SimClock>();
+  CreateOptions o;
+  o.chunk_bytes = kChunk;
+  o.data_offset_bytes = kOffset;
+  o.cache.bytes = 0;
+  o.clock = clock;
+  auto a = testutil::MustCreate(members, o);
+  ASSERT_NE(a, nullptr);
+  auto ref = testutil::Pattern(3 * kMember, 9);
+  ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
+  ASSERT_TRUE(a->FailSlot(1).ok());
+  a->SetSpeedLimits({.min_kib_s = 1024, .max_kib_s = 1024});
+  const int64_t sim0 = clock->NowNs();
+  const auto real0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      a->AddMember(ShareMember(NewMemoryMember("s0", kOffset + kMember))).ok());
+  ASSERT_TRUE(a->WaitForJob().ok());
+  const double sim = static_cast<double>(clock->NowNs() - sim0) / 1e9;
+  const double real =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - real0)
+          .count();
+  EXPECT_EQ(a->Info().last_job.result, "completed");
+  EXPECT_FALSE(a->Info().degraded);
+  // The first window goes free; the rest waits its turn.
+  EXPECT_GT(sim, 3.8);
+  EXPECT_LT(sim, 4.3);
+  EXPECT_LT(real, sim / 2) << "the job slept in real time";
+  testutil::ExpectContents(*a, ref);
+}
+
+}  // namespace
+}  // namespace uraid

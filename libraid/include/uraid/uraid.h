@@ -376,6 +376,16 @@ enum { URAID_OP_READ = 0, URAID_OP_WRITE = 1, URAID_OP_ANY = 2 };
 URAID_EXPORT int uraid_member_fail_range(uraid_member* member, int op,
                                          uint64_t offset, uint64_t len,
                                          uint64_t times);
+/* Raw member I/O, bypassing any array (tests inspecting md's placement,
+ * or corrupting a chunk under an array to exercise repair). Offsets are
+ * raw member bytes (the superblock is at 4096). Thread-safe as the member
+ * is; a write under a running array races with it like any other writer. */
+URAID_EXPORT int uraid_member_read(uraid_member* member, void* buf,
+                                   size_t len, uint64_t offset, char* err,
+                                   size_t err_len);
+URAID_EXPORT int uraid_member_write(uraid_member* member, const void* buf,
+                                    size_t len, uint64_t offset, char* err,
+                                    size_t err_len);
 /* Raw size in bytes; 0 for NULL. */
 URAID_EXPORT uint64_t uraid_member_size(const uraid_member* member);
 /* The name (path, URI or given name) arrays use for it; NULL for NULL.

@@ -138,6 +138,24 @@ int uraid_member_fail_range(uraid_member* member, int op, uint64_t offset,
   });
 }
 
+int uraid_member_read(uraid_member* member, void* buf, size_t len,
+                      uint64_t offset, char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (member == nullptr) return NullArgument("member");
+    if (buf == nullptr && len > 0) return NullArgument("buf");
+    return member->member->Read(buf, len, offset);
+  });
+}
+
+int uraid_member_write(uraid_member* member, const void* buf, size_t len,
+                       uint64_t offset, char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (member == nullptr) return NullArgument("member");
+    if (buf == nullptr && len > 0) return NullArgument("buf");
+    return member->member->Write(buf, len, offset);
+  });
+}
+
 uint64_t uraid_member_size(const uraid_member* member) {
   return member != nullptr ? member->member->Size() : 0;
 }

@@ -3,7 +3,8 @@
 # The Python package's tests against an INSTALLED package, not the build
 # tree: installs liburaid.so (component uraid_runtime) and the package
 # (uraid_python) into a scratch prefix, checks that `import uraid` picks it
-# from there, then runs pytest over tests/python with the fixtures plugin.
+# from there, then runs pytest over tests/python and examples/python with
+# the fixtures plugin.
 #   run_pytest.sh PYTHON BUILD_DIR SOURCE_DIR PYTHON_DIR_RELATIVE [pytest args]
 set -euo pipefail
 py=$1 build=$2 src=$3 pydir=$4
@@ -22,4 +23,4 @@ where=$("$py" -c 'import uraid, os; print(os.path.realpath(uraid.__file__))')
 [[ $where == "$(realpath "$site")"/* ]] ||
   { echo "run_pytest: uraid imported from $where, not $site" >&2; exit 1; }
 exec "$py" -m pytest -p uraid.pytest_plugin -q -p no:cacheprovider \
-  "$src/tests/python" "$@"
+  "$src/tests/python" "$src/examples/python" "$@"

@@ -330,3 +330,28 @@ def test_superblock_decode_encode(md_array):
     with pytest.raises(uraid.UraidError) as e:
         uraid.decode_superblock(bad)
     assert "checksum" in e.value.strerror
+
+
+# ------------------------------------------------- bitmap and cache options
+
+def test_bitmap_file_and_cache_options(tmp_path):
+    bitmap = str(tmp_path / "bitmap")
+    members = [uraid.Member.memory(RAW, name="b%d" % i) for i in range(3)]
+    data = pattern(2 * CHUNK, 11)
+    with uraid.create(members, chunk=CHUNK, assume_clean=True,
+                      data_offset=OFFSET, bitmap=bitmap,
+                      bitmap_chunk=4 * CHUNK, cache=1 << 20) as a:
+        info = a.info()
+        assert info["bitmap"] and info["bitmap_chunk"] == 4 * CHUNK
+        a.write(data, 0)
+    assert os.path.getsize(bitmap) > 0
+    # The superblocks do not name an external bitmap: without the file the
+    # array assembles with none, with it the bitmap is back.
+    with uraid.assemble(members, cache=0) as a:
+        assert not a.info()["bitmap"]
+    with uraid.assemble(members, bitmap_file=bitmap) as a:
+        assert a.info()["bitmap"]
+        assert a.read(len(data), 0) == data
+    with uraid.create(members, chunk=CHUNK, assume_clean=True, force=True,
+                      data_offset=OFFSET, bitmap="internal") as a:
+        assert a.info()["bitmap"]

@@ -337,8 +337,10 @@ URAID_EXPORT const char* uraid_version(void);
  * with, or grow by. Opaque and reference-counted: the array takes its own
  * reference, so the handle stays usable after it is given to an array (to
  * inject faults, or to assemble the same in-memory members again) and must
- * be freed with uraid_member_free whether or not it was given. Every
- * function on a handle is thread-safe. */
+ * be freed with uraid_member_free whether or not it was given. A member
+ * file stays open (and flock()ed) until the last reference is gone: the
+ * handle's and every array's. Every function on a handle is
+ * thread-safe. */
 typedef struct uraid_member uraid_member;
 
 /** Flags of uraid_member_open. */

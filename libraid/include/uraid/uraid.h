@@ -48,7 +48,8 @@
  * - Extensible structs: every options and info struct starts with
  *   `size_t struct_size`. Set it to sizeof(the struct) (URAID_INIT does),
  *   or leave it 0, which means the size of its first version (the one in
- *   this header, 0.2). The library reads an options struct only up to
+ *   this header, 0.2); never leave it uninitialised (URAID_INIT, or
+ *   `= {0}`). The library reads an options struct only up to
  *   struct_size (fields past it are their defaults) and writes an info
  *   struct only up to struct_size, so a program compiled against an older
  *   or newer header keeps working; fields are only ever appended.

@@ -355,3 +355,16 @@ def test_bitmap_file_and_cache_options(tmp_path):
     with uraid.create(members, chunk=CHUNK, assume_clean=True, force=True,
                       data_offset=OFFSET, bitmap="internal") as a:
         assert a.info()["bitmap"]
+
+
+def test_locked_bitmap_file_is_ebusy(tmp_path):
+    bitmap = str(tmp_path / "bitmap")
+    members = [uraid.Member.memory(RAW, name="k%d" % i) for i in range(3)]
+    with uraid.create(members, chunk=CHUNK, assume_clean=True,
+                      data_offset=OFFSET, bitmap=bitmap):
+        # The same array's members again (memory handles share bytes), the
+        # bitmap file still locked by the open array.
+        with pytest.raises(uraid.UraidError) as e:
+            uraid.assemble(members, bitmap_file=bitmap)
+        assert e.value.errno == errno.EBUSY
+        assert "locked" in e.value.strerror

@@ -45,7 +45,8 @@
 // One refinement overrides the table: a status carrying an errno payload
 // (WithErrno) gives that errno. The library sets it where the code alone
 // says too little for an errno user: a member file locked by another
-// process is FailedPrecondition (it cannot join this array) but EBUSY, as
+// process (or a bitmap file so locked) is FailedPrecondition (it cannot
+// join this array) but EBUSY, as
 // open(2) of a busy device would say; an options struct from a newer
 // library with unknown fields set is InvalidArgument but E2BIG.
 //

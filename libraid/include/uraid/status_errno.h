@@ -46,9 +46,9 @@
 // (WithErrno) gives that errno. The library sets it where the code alone
 // says too little for an errno user: a member file locked by another
 // process (or a bitmap file so locked) is FailedPrecondition (it cannot
-// join this array) but EBUSY, as
-// open(2) of a busy device would say; an options struct from a newer
-// library with unknown fields set is InvalidArgument but E2BIG.
+// join this array) but EBUSY, as open(2) of a busy device would say; an
+// options struct from a newer library with unknown fields set is
+// InvalidArgument but E2BIG.
 //
 // EIO is the default on purpose: a caller that only knows "I/O failed"
 // treats it correctly, and the message (which names the member and offset

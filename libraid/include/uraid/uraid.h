@@ -319,8 +319,9 @@ typedef struct uraid_info {
   int job; /* URAID_JOB_* running now (URAID_JOB_NONE when idle) */
 } uraid_info;
 
-/** Fills *info up to info->struct_size. Thread-safe. Returns 0, or -EINVAL
- * for a NULL argument or a struct_size too small for the V1 fields. */
+/** Fills *info up to info->struct_size (info->struct_size may stop after
+ * any field from `spares` on). Thread-safe. Returns 0, or -EINVAL for a
+ * NULL argument or a struct_size that ends before `spares`. */
 URAID_EXPORT int uraid_get_info(const uraid_array* array, uraid_info* info);
 
 /** Marks `slot` faulty as if its member had failed (tests). */

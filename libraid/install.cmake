@@ -48,6 +48,11 @@ set_target_properties(raid_shared PROPERTIES
   VERSION ${PROJECT_VERSION}
   SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
 add_library(uraid::raid_shared ALIAS raid_shared)
+# Exactly the public API in the dynamic symbol table (see the map file).
+target_link_options(raid_shared PRIVATE
+  "LINKER:--version-script=${CMAKE_CURRENT_SOURCE_DIR}/liburaid.map")
+set_property(TARGET raid_shared APPEND PROPERTY LINK_DEPENDS
+             ${CMAKE_CURRENT_SOURCE_DIR}/liburaid.map)
 
 # pkg-config names for the dependencies, and the config file's lookups of
 # the private imported targets the static library's interface names.
@@ -81,12 +86,18 @@ foreach(_dep IN LISTS _uraid_public _uraid_private)
     list(APPEND URAID_PC_REQUIRES_PRIVATE "${_pc}")
   endif()
 endforeach()
+# uraid-c.pc: the C API's headers use no Abseil, so every dependency is
+# private there (needed only by a static link).
+set(URAID_PC_REQUIRES_C_PRIVATE ${URAID_PC_REQUIRES} ${URAID_PC_REQUIRES_PRIVATE})
+list(JOIN URAID_PC_REQUIRES_C_PRIVATE ", " URAID_PC_REQUIRES_C_PRIVATE)
 list(JOIN URAID_PC_REQUIRES ", " URAID_PC_REQUIRES)
 list(JOIN URAID_PC_REQUIRES_PRIVATE ", " URAID_PC_REQUIRES_PRIVATE)
 
+# LIBRARY (liburaid.so) is its own component, uraid_runtime, so that the
+# Python tests can install just it and the package (python/CMakeLists.txt).
 install(TARGETS raid raid_shared EXPORT uraidTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT uraid_runtime
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/uraid DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
@@ -117,5 +128,8 @@ if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR
           "CMAKE_INSTALL_INCLUDEDIR must be relative to the prefix")
 endif()
 configure_file(cmake/uraid.pc.in ${CMAKE_CURRENT_BINARY_DIR}/uraid.pc @ONLY)
+configure_file(cmake/uraid-c.pc.in ${CMAKE_CURRENT_BINARY_DIR}/uraid-c.pc
+               @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/uraid.pc
+              ${CMAKE_CURRENT_BINARY_DIR}/uraid-c.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

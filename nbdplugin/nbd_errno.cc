@@ -26,6 +26,8 @@ int NarrowToNbdErrno(int err) {
     case EOPNOTSUPP:
       return err;
     case EACCES:
+    case EBUSY:  // a locked member: the operation is not permitted now
+    case E2BIG:  // options from a newer library: not NBD's concern
       return EPERM;
     default:
       return EIO;

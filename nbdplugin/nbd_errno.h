@@ -11,6 +11,9 @@
 // mapped here to the nearest one it can:
 //
 //   EACCES     -> EPERM  access refused: NBD's word for it
+//   EBUSY      -> EPERM  a member locked by another process (what the
+//                        table gave before it had EBUSY)
+//   E2BIG      -> EPERM  an options struct from a newer library
 //   ETIMEDOUT  -> EIO    a member that did not answer is a member failure,
 //                        and a failed member is EIO to the client
 //   ENOENT, EEXIST, ECANCELED, anything else -> EIO

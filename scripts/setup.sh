@@ -10,6 +10,8 @@ PACKAGES=(
   libisal-dev libabsl-dev libgtest-dev libgmock-dev googletest
   libbenchmark-dev liburing-dev nlohmann-json3-dev libcli11-dev
   nbdkit nbdkit-plugin-dev libnbd-dev libnbd-bin python3-libnbd
+  # tests/python: the Python package (python/uraid) under pytest
+  python3-pytest
   nbdfuse fuse3 mdadm fio jq util-linux e2fsprogs xfsprogs iproute2
   # the plugin logs to the journal with fields (sd_journal_send)
   libsystemd-dev

@@ -108,7 +108,7 @@ static void callback_members(void) {
     exit(1);
   }
 
-  uraid_info info;
+  uraid_info info = {0}; /* struct_size 0: this header's version */
   check(uraid_get_info(a, &info) == 0, "get info");
   printf("array %s \"%s\": raid%d %s, %d disks, %" PRIu64 " KiB chunk, %" PRIu64
          " bytes\n",
@@ -224,7 +224,7 @@ static void file_members(void) {
   check(rc == 0, "assemble member files read-only");
   if (rc == 0) {
     uint8_t back[4096];
-    uraid_info info;
+    uraid_info info = {0};
     check(uraid_read(a, back, sizeof back, 1 << 20, err, sizeof err) == 0 &&
               memcmp(back, block, sizeof back) == 0,
           "read back from files");

@@ -45,7 +45,7 @@ libdir=$(find "$root" -name 'liburaid.so' -printf '%h\n' | head -1)
 for f in "$libdir/liburaid.a" "$root/bin/uraid" \
          "$libdir/cmake/uraid/uraidConfig.cmake" \
          "$libdir/cmake/uraid/uraidConfigVersion.cmake" \
-         "$libdir/pkgconfig/uraid.pc"; do
+         "$libdir/pkgconfig/uraid.pc" "$libdir/pkgconfig/uraid-c.pc"; do
   [[ -f $f ]] || fail "missing $f"
 done
 for h in array geometry member superblock uraid; do
@@ -108,6 +108,17 @@ cc -std=gnu11 -Wall -o "$tmp/c_static" "$src/examples/c_api/c_example.c" \
   { cat "$tmp/c_static.log"; fail "c_static failed"; }
 [[ $(libs_of "$tmp/c_static") != *liburaid* ]] ||
   fail "c_static is linked to liburaid.so"
+
+# 2b. uraid-c.pc: a C program needs only -luraid (no Abseil), and the
+#     failure-survival example builds and runs with it.
+c_libs=$(pkg-config --libs uraid-c)
+[[ $c_libs != *absl* ]] || fail "pkg-config --libs uraid-c names Abseil: $c_libs"
+read -ra c_cflags <<<"$(pkg-config --cflags uraid-c)"
+read -ra c_libs_a <<<"$c_libs"
+cc -std=gnu11 -Wall -o "$tmp/c_rebuild" "$src/examples/c_api/c_rebuild.c" \
+  "${c_cflags[@]}" "${c_libs_a[@]}" -pthread -Wl,-rpath,"$libdir"
+"$tmp/c_rebuild" >"$tmp/c_rebuild.log" ||
+  { cat "$tmp/c_rebuild.log"; fail "c_rebuild (uraid-c.pc) failed"; }
 
 # 3. The package a distribution would take, in an outside prefix (no
 #    DESTDIR): every file under it.

@@ -42,6 +42,14 @@
 //                                    absl had no code for)
 //   any other value      EIO
 //
+// One refinement overrides the table: a status carrying an errno payload
+// (WithErrno) gives that errno. The library sets it where the code alone
+// says too little for an errno user: a member file locked by another
+// process (or a bitmap file so locked) is FailedPrecondition (it cannot
+// join this array) but EBUSY, as open(2) of a busy device would say; an
+// options struct from a newer library with unknown fields set is
+// InvalidArgument but E2BIG.
+//
 // EIO is the default on purpose: a caller that only knows "I/O failed"
 // treats it correctly, and the message (which names the member and offset
 // at fault) carries the detail.
@@ -61,7 +69,15 @@
 
 namespace uraid {
 
-// The errno for `status` by the table above: 0 for OK, otherwise a
+// The type URL of the errno payload (its value: the errno in decimal).
+inline constexpr char kErrnoPayloadUrl[] = "uraid.dev/errno";
+
+// `status` (not OK) with an errno payload: StatusToErrno then returns
+// `err` (positive) instead of the table's value. OK stays OK.
+URAID_EXPORT absl::Status WithErrno(absl::Status status, int err);
+
+// The errno for `status`: its payload (WithErrno) if any, else the table
+// above: 0 for OK, otherwise a
 // positive errno value (never 0). Callers that return negative errnos
 // (the C API) negate it.
 URAID_EXPORT int StatusToErrno(const absl::Status& status);

@@ -5,8 +5,12 @@
 #include "uraid/status_errno.h"
 
 #include <cerrno>
+#include <optional>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 
 namespace uraid {
 
@@ -46,7 +50,19 @@ int StatusCodeToErrno(absl::StatusCode code) {
   }
 }
 
+absl::Status WithErrno(absl::Status status, int err) {
+  if (status.ok() || err <= 0) return status;
+  status.SetPayload(kErrnoPayloadUrl, absl::Cord(std::to_string(err)));
+  return status;
+}
+
 int StatusToErrno(const absl::Status& status) {
+  if (!status.ok()) {
+    if (auto p = status.GetPayload(kErrnoPayloadUrl); p.has_value()) {
+      int err = 0;
+      if (absl::SimpleAtoi(std::string(*p), &err) && err > 0) return err;
+    }
+  }
   return StatusCodeToErrno(status.code());
 }
 

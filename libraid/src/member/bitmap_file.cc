@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "member/file_member.h"
+#include "uraid/status_errno.h"
 
 namespace uraid {
 namespace {
@@ -61,8 +62,12 @@ absl::Status Lock(int fd, const std::string& path) {
   if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return absl::OkStatus();
   const int err = errno;
   if (err == EWOULDBLOCK) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "bitmap file %s is in use by another uraid process (locked)", path));
+    // EBUSY for errno users, as for a locked member (uraid/status_errno.h).
+    return WithErrno(
+        absl::FailedPreconditionError(absl::StrFormat(
+            "bitmap file %s is in use by another uraid process (locked)",
+            path)),
+        EBUSY);
   }
   return ErrnoError(err, absl::StrFormat("bitmap file %s: flock", path));
 }

@@ -23,6 +23,7 @@
 #include "base/aligned_buffer.h"
 #include "member/data_extent_cache.h"
 #include "uraid/member.h"
+#include "uraid/status_errno.h"
 
 namespace uraid {
 namespace {
@@ -309,8 +310,11 @@ absl::StatusOr<std::unique_ptr<Member>> OpenFileMember(
     int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "%s: member is in use by another uraid process (locked)", path));
+      return WithErrno(absl::FailedPreconditionError(absl::StrFormat(
+                           "%s: member is in use by another uraid process "
+                           "(locked)",
+                           path)),
+                       EBUSY);
     }
     return ErrnoError(err, absl::StrFormat("%s: flock", path));
   }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The C API (uraid/uraid.h): a thin shell over uraid::Array. Maps
+// The C API (uraid/uraid.h), part one: opening and closing arrays, the
+// request path and info. A thin shell over uraid::Array. Maps
 // absl::Status to a negative errno (uraid/status_errno.h, the table the
 // plugin narrows for NBD) plus a message copied into the caller's buffer, and
 // keeps every C++ exception (only std::bad_alloc is expected) from crossing
@@ -17,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "capi/capi_internal.h"
 #include "uraid/array.h"
 #include "uraid/geometry.h"
 #include "uraid/member.h"
@@ -25,46 +27,11 @@
 #include "uraid/uraid.h"
 #include "uraid/version.h"
 
-struct uraid_array {
-  std::unique_ptr<uraid::Array> array;
-};
-
 namespace {
 
-void CopyMessage(const std::string& msg, char* err, size_t err_len) {
-  if (err == nullptr || err_len == 0) return;
-  size_t n = std::min(msg.size(), err_len - 1);
-  std::memcpy(err, msg.data(), n);
-  err[n] = '\0';
-}
-
-// 0 for OK; otherwise the message goes to `err` and -errno comes back.
-int Report(const absl::Status& st, char* err, size_t err_len) {
-  if (st.ok()) return 0;
-  CopyMessage(std::string(st.message()), err, err_len);
-  return -uraid::StatusToErrno(st);
-}
-
-// Runs `fn` (returning absl::Status) with no exception escaping.
-template <typename Fn>
-int Guarded(char* err, size_t err_len, Fn&& fn) {
-  try {
-    return Report(fn(), err, err_len);
-  } catch (const std::bad_alloc&) {
-    CopyMessage("out of memory", err, err_len);
-    return -ENOMEM;
-  } catch (const std::exception& e) {
-    CopyMessage(e.what(), err, err_len);
-    return -EIO;
-  } catch (...) {
-    CopyMessage("unknown C++ exception", err, err_len);
-    return -EIO;
-  }
-}
-
-absl::Status NullArgument(const char* what) {
-  return absl::InvalidArgumentError(absl::StrFormat("%s is NULL", what));
-}
+using uraid::capi::CopyMessage;
+using uraid::capi::Guarded;
+using uraid::capi::NullArgument;
 
 // A Member over the caller's callbacks. Owns the descriptor: its close
 // callback runs exactly once, when the member is destroyed.
@@ -150,38 +117,74 @@ absl::Status WrapMembers(const uraid_member_desc* descs, size_t n,
   return first;
 }
 
-uraid::CreateOptions ToCreateOptions(const uraid_create_options* o,
-                                     absl::Status* st) {
-  uraid::CreateOptions c;
-  if (o == nullptr) return c;
-  if (o->level != 0) c.level = o->level;
-  if (o->layout != nullptr) {
-    absl::StatusOr<uraid::Layout> layout = uraid::ParseLayout(o->layout);
-    if (!layout.ok()) {
-      *st = layout.status();
-      return c;
-    }
-    c.layout = *layout;
-  } else if (c.level == 4) {
-    c.layout = uraid::Layout::kParityLast;
+}  // namespace
+
+namespace uraid::capi {
+
+absl::Status ToCreateOptions(const uraid_create_options* in,
+                             uraid::CreateOptions* c, Logger* logger,
+                             bool* direct) {
+  uraid_create_options o;
+  if (absl::Status s = ReadOptions(in, &o, "uraid_create_options"); !s.ok()) {
+    return s;
   }
-  if (o->chunk_bytes != 0) c.chunk_bytes = o->chunk_bytes;
-  if (o->name != nullptr) c.name = o->name;
-  c.member_bytes = o->member_bytes;
-  c.data_offset_bytes = o->data_offset_bytes;
-  c.assume_clean = o->assume_clean != 0;
-  c.force = o->force != 0;
-  return c;
+  if (o.level != 0) c->level = o.level;
+  if (o.layout != nullptr) {
+    absl::StatusOr<uraid::Layout> layout = uraid::ParseLayout(o.layout);
+    if (!layout.ok()) return layout.status();
+    c->layout = *layout;
+  } else if (c->level == 4) {
+    c->layout = uraid::Layout::kParityLast;
+  }
+  if (o.chunk_bytes != 0) c->chunk_bytes = o.chunk_bytes;
+  if (o.name != nullptr) c->name = o.name;
+  c->member_bytes = o.member_bytes;
+  c->data_offset_bytes = o.data_offset_bytes;
+  c->assume_clean = o.assume_clean != 0;
+  c->force = o.force != 0;
+  switch (o.bitmap) {
+    case URAID_BITMAP_DEFAULT:
+    case URAID_BITMAP_INTERNAL:
+      c->bitmap = uraid::BitmapMode::kInternal;
+      break;
+    case URAID_BITMAP_NONE:
+      c->bitmap = uraid::BitmapMode::kNone;
+      break;
+    case URAID_BITMAP_FILE:
+      if (o.bitmap_file == nullptr) return NullArgument("bitmap_file");
+      c->bitmap = uraid::BitmapMode::kFile;
+      c->bitmap_file = o.bitmap_file;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrFormat("bitmap %d is not a URAID_BITMAP_ value", o.bitmap));
+  }
+  c->bitmap_chunk_bytes = o.bitmap_chunk_bytes;
+  ApplyCacheBytes(o.cache_bytes, &c->cache);
+  *logger = CLogger(o.log, o.log_user, o.log_level);
+  if (direct != nullptr) *direct = o.direct != 0;
+  return absl::OkStatus();
 }
 
-uraid::AssembleOptions ToAssembleOptions(const uraid_assemble_options* o) {
-  uraid::AssembleOptions a;
-  if (o != nullptr) {
-    a.force = o->force != 0;
-    a.read_only = o->read_only != 0;
-    a.run = o->run != 0;
+absl::Status ToAssembleOptions(const uraid_assemble_options* in,
+                               uraid::AssembleOptions* a, Logger* logger,
+                               uraid::MemberOptions* mo) {
+  uraid_assemble_options o;
+  if (absl::Status s = ReadOptions(in, &o, "uraid_assemble_options"); !s.ok()) {
+    return s;
   }
-  return a;
+  a->force = o.force != 0;
+  a->read_only = o.read_only != 0;
+  a->run = o.run != 0;
+  if (o.bitmap_file != nullptr) a->bitmap_file = o.bitmap_file;
+  ApplyCacheBytes(o.cache_bytes, &a->cache);
+  *logger = CLogger(o.log, o.log_user, o.log_level);
+  if (mo != nullptr) {
+    mo->direct = o.direct != 0;
+    mo->read_only = o.read_only != 0;
+    mo->lock = o.no_lock == 0;
+  }
+  return absl::OkStatus();
 }
 
 // Takes ownership of an opened array and hands it to the caller.
@@ -194,6 +197,14 @@ absl::Status Publish(absl::StatusOr<std::unique_ptr<uraid::Array>> array,
   *out = handle.release();
   return absl::OkStatus();
 }
+
+}  // namespace uraid::capi
+
+namespace {
+
+using uraid::capi::Publish;
+using uraid::capi::ToAssembleOptions;
+using uraid::capi::ToCreateOptions;
 
 absl::Status CheckPathList(const char* const* paths, size_t n,
                            uraid_array** out) {
@@ -212,22 +223,24 @@ int uraid_create(const char* const* paths, size_t n,
                  char* err, size_t err_len) {
   return Guarded(err, err_len, [&]() -> absl::Status {
     if (absl::Status s = CheckPathList(paths, n, out); !s.ok()) return s;
-    absl::Status st;
-    uraid::CreateOptions co = ToCreateOptions(options, &st);
-    if (!st.ok()) return st;
-    uraid::FileMemberOptions fo;
-    fo.direct = options != nullptr && options->direct != 0;
+    uraid::CreateOptions co;
+    uraid::Logger logger;
+    uraid::MemberOptions mo;
+    if (absl::Status s = ToCreateOptions(options, &co, &logger, &mo.direct);
+        !s.ok()) {
+      return s;
+    }
     std::vector<std::unique_ptr<uraid::Member>> members;
     for (size_t i = 0; i < n; ++i) {
       if (paths[i] == nullptr) {
         members.push_back(nullptr);
         continue;
       }
-      auto m = uraid::OpenFileMember(paths[i], fo);
+      auto m = uraid::OpenMember(paths[i], mo);
       if (!m.ok()) return m.status();
       members.push_back(*std::move(m));
     }
-    return Publish(uraid::Array::Create(std::move(members), co), out);
+    return Publish(uraid::Array::Create(std::move(members), co, logger), out);
   });
 }
 
@@ -236,22 +249,21 @@ int uraid_assemble(const char* const* paths, size_t n,
                    char* err, size_t err_len) {
   return Guarded(err, err_len, [&]() -> absl::Status {
     if (absl::Status s = CheckPathList(paths, n, out); !s.ok()) return s;
-    uraid::FileMemberOptions fo;
-    if (options != nullptr) {
-      fo.direct = options->direct != 0;
-      fo.read_only = options->read_only != 0;
-      fo.lock = options->no_lock == 0;
+    uraid::AssembleOptions ao;
+    uraid::Logger logger;
+    uraid::MemberOptions mo;
+    if (absl::Status s = ToAssembleOptions(options, &ao, &logger, &mo);
+        !s.ok()) {
+      return s;
     }
     std::vector<std::unique_ptr<uraid::Member>> members;
     for (size_t i = 0; i < n; ++i) {
       if (paths[i] == nullptr) return NullArgument("a member path");
-      auto m = uraid::OpenFileMember(paths[i], fo);
+      auto m = uraid::OpenMember(paths[i], mo);
       if (!m.ok()) return m.status();
       members.push_back(*std::move(m));
     }
-    return Publish(
-        uraid::Array::Assemble(std::move(members), ToAssembleOptions(options)),
-        out);
+    return Publish(uraid::Array::Assemble(std::move(members), ao, logger), out);
   });
 }
 
@@ -265,10 +277,13 @@ int uraid_create_members(const uraid_member_desc* descs, size_t n,
     if (absl::Status s = WrapMembers(descs, n, &members); !s.ok()) return s;
     if (out == nullptr) return NullArgument("out");
     *out = nullptr;
-    absl::Status st;
-    uraid::CreateOptions co = ToCreateOptions(options, &st);
-    if (!st.ok()) return st;
-    return Publish(uraid::Array::Create(std::move(members), co), out);
+    uraid::CreateOptions co;
+    uraid::Logger logger;
+    if (absl::Status s = ToCreateOptions(options, &co, &logger, nullptr);
+        !s.ok()) {
+      return s;
+    }
+    return Publish(uraid::Array::Create(std::move(members), co, logger), out);
   });
 }
 
@@ -287,9 +302,13 @@ int uraid_assemble_members(const uraid_member_desc* descs, size_t n,
             "member %d has no ops (leave a missing member out instead)", i));
       }
     }
-    return Publish(
-        uraid::Array::Assemble(std::move(members), ToAssembleOptions(options)),
-        out);
+    uraid::AssembleOptions ao;
+    uraid::Logger logger;
+    if (absl::Status s = ToAssembleOptions(options, &ao, &logger, nullptr);
+        !s.ok()) {
+      return s;
+    }
+    return Publish(uraid::Array::Assemble(std::move(members), ao, logger), out);
   });
 }
 
@@ -352,6 +371,10 @@ uint64_t uraid_size(const uraid_array* array) {
 
 int uraid_get_info(const uraid_array* array, uraid_info* out) {
   if (array == nullptr || out == nullptr) return -EINVAL;
+  if (uraid::capi::CallerSize(out->struct_size, sizeof(uraid_info)) <
+      offsetof(uraid_info, spares)) {
+    return -EINVAL;  // older than the first version: not a uraid_info
+  }
   try {
     uraid::ArrayInfo info = array->array->Info();
     uraid_info c{};
@@ -378,16 +401,19 @@ int uraid_get_info(const uraid_array* array, uraid_info* out) {
     c.resync_bytes = info.resync_bytes;
     for (const uraid::SlotInfo& s : info.slots) {
       if (s.slot < 0 || s.slot >= URAID_MAX_DISKS) continue;
-      c.slot_state[s.slot] =
-          s.state == uraid::SlotState::kActive   ? URAID_SLOT_ACTIVE
-          : s.state == uraid::SlotState::kFaulty ? URAID_SLOT_FAULTY
-                                                 : URAID_SLOT_MISSING;
+      c.slot_state[s.slot] = uraid::capi::SlotStateCode(s.state);
     }
     c.member_reads = info.counters.member_reads;
     c.member_writes = info.counters.member_writes;
     c.reconstructions = info.counters.reconstructions;
-    *out = c;
-    return 0;
+    c.spares = static_cast<int>(info.spares.size());
+    c.bitmap = info.bitmap.present;
+    c.bitmap_chunk_bytes = info.bitmap.chunk_bytes;
+    c.bitmap_dirty_chunks = info.bitmap.dirty_chunks;
+    c.reshaping = info.reshape.active;
+    c.reshape_position_bytes = info.reshape.position_bytes;
+    c.job = static_cast<int>(info.job.kind);
+    return uraid::capi::WriteInfo(c, out);
   } catch (...) {
     return -ENOMEM;  // Info() only allocates
   }

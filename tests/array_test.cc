@@ -566,7 +566,7 @@ TEST(ArrayWrite, PastTheEndIsRefused) {
   auto a = MustCreate(m);
   std::vector<uint8_t> buf(8192);
   absl::Status st = a->Write(buf.data(), buf.size(), a->size() - 4096);
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(std::string(st.message()), HasSubstr("past the end"));
   EXPECT_FALSE(a->Read(buf.data(), 1, a->size()).ok());
 }

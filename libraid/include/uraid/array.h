@@ -33,7 +33,9 @@
 // the member) where they do not. No exception crosses this API.
 //
 // Errors: absl::Status; the message names the member and offset at fault.
-//   InvalidArgument  - bad parameters or a request past the end
+//   InvalidArgument  - bad parameters
+//   OutOfRange       - a request that leaves the array (read, write, trim,
+//                      zero, extents past the end; errno EINVAL, as NBD)
 //   FailedPrecondition - members that cannot form this array (stale, foreign,
 //                      duplicate, dirty+degraded, too small, locked by
 //                      another process, ...); a write to a read-only array

@@ -92,7 +92,7 @@ int ArrayImpl::MissingSlotAt(uint64_t stripe) const {
 absl::Status ArrayImpl::CheckRange(const char* op, size_t len,
                                    uint64_t offset) const {
   if (offset > geo_.array_bytes() || len > geo_.array_bytes() - offset) {
-    return absl::InvalidArgumentError(absl::StrFormat(
+    return absl::OutOfRangeError(absl::StrFormat(
         "%s of %d bytes at %d is past the end of the array (%d bytes)", op, len,
         offset, geo_.array_bytes()));
   }

@@ -337,7 +337,7 @@ class ArrayImpl : private JobHost {
   // rebuilding and not yet rebuilt there), or -1.
   int MissingSlotAt(uint64_t stripe) const;
   int GoneSlots() const;  // slots not active (missing, faulty, rebuilding)
-  // InvalidArgument naming `op` when [offset, offset+len) leaves the array.
+  // OutOfRange naming `op` when [offset, offset+len) leaves the array.
   absl::Status CheckRange(const char* op, size_t len, uint64_t offset) const;
   bool SlotUsable(int slot) const {
     return slots_[slot]->state.load(std::memory_order_acquire) ==

@@ -50,6 +50,7 @@
 #include "plan/stripe_plan.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
+#include "stripe/survivor_cache.h"
 #include "uraid/array.h"
 #include "uraid/bitmap.h"
 #include "uraid/events.h"
@@ -560,6 +561,11 @@ class ArrayImpl : private JobHost {
   // Runs a job's window; its tasks submit member I/O on pool_.
   TaskPool job_pool_{static_cast<int>(kJobDepth) - 1};
   StripeCache cache_;
+  // Member data writes (and discards) started and finished, for the
+  // survivor cache's freshness rule (see survivor_cache.h); RunIo counts.
+  std::atomic<uint64_t> writes_started_{0};
+  std::atomic<uint64_t> writes_finished_{0};
+  SurvivorCache survivors_;
   const std::chrono::milliseconds cache_max_age_;
   const int64_t bypass_flush_ns_;
 

@@ -99,6 +99,11 @@ void ArrayImpl::RunIo(MemberIo& io) {
       return;
     }
   }
+  // A data write changes what members hold: counted before it is issued
+  // and after it (and its replacement copy) is done.
+  const bool writes =
+      io.kind == MemberIo::kWrite || io.kind == MemberIo::kDiscard;
+  if (writes) writes_started_.fetch_add(1);
   io.status = DoIo(*m, io, raw);
   switch (io.kind) {
     case MemberIo::kRead:
@@ -129,6 +134,7 @@ void ArrayImpl::RunIo(MemberIo& io) {
       }
     }
   }
+  if (writes) writes_finished_.fetch_add(1);
   // The member changed under the I/O: whatever it did went to a member that
   // no longer holds the slot (or read from one that does not yet).
   if (stale()) return;

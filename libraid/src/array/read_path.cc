@@ -82,6 +82,13 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
     if (degraded[i]) continue;
     if (SlotUsableAt(p.loc.disk, p.loc.stripe) &&
         !cache_.MayContain(p.loc.stripe)) {
+      // Rows the last degraded read of this stripe fetched for its rebuild
+      // (a sequential reader's next request).
+      if (!survivors_.empty() &&
+          survivors_.Get(LockKey(p.loc.stripe), writes_started_.load(),
+                         p.loc.disk, p.loc.chunk_offset, p.len, p.dst)) {
+        continue;
+      }
       ios.push_back(MemberIo{
           MemberIo::kRead, p.loc.disk, p.dst, p.len, p.loc.member_offset, {}});
       io_piece.push_back(i);
@@ -89,7 +96,31 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
       slow[i] = true;
     }
   }
+  // The request ends inside a stripe whose lost chunk it stops short of:
+  // the next request's rebuild needs the rows read here, so they are kept
+  // (see survivor_cache.h; one stripe's worth per request at most).
+  const uint64_t tail = pieces.back().loc.stripe;
+  const int tail_missing = degraded.back() ? -1 : MissingSlotAt(tail);
+  const bool keep_tail =
+      tail_missing >= 0 && tail_missing != geo_.ParityDisk(tail);
+  const uint64_t started = writes_started_.load();
+  const bool quiet = writes_finished_.load() == started;
   Submit(ios, &gens);
+  if (keep_tail && quiet && writes_started_.load() == started) {
+    std::vector<SurvivorCache::Rows> rows;
+    for (size_t j = 0; j < ios.size(); ++j) {
+      const Piece& p = pieces[io_piece[j]];
+      if (p.loc.stripe != tail) continue;
+      if (!ios[j].status.ok()) {
+        rows.clear();
+        break;
+      }
+      rows.push_back(
+          SurvivorCache::Rows{p.loc.disk, p.loc.chunk_offset,
+                              std::vector<uint8_t>(p.dst, p.dst + p.len)});
+    }
+    if (!rows.empty()) survivors_.Put(LockKey(tail), started, std::move(rows));
+  }
   std::vector<absl::Status> errors(pieces.size());
   std::vector<const Member*> failed(pieces.size(), nullptr);
   for (size_t j = 0; j < ios.size(); ++j) {
@@ -302,13 +333,40 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
     others_usable = others_usable && SlotUsableAt(i, stripe);
   }
   if (missing >= 0 && others_usable && CheckUsable(false).ok()) {
+    const uint64_t key = LockKey(stripe);
     const ReadPlan plan = PlanDegradedRead(geo_, stripe, pieces, missing);
     ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
     std::vector<MemberIo> ios = PlannedMemberIos(
         MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
+    const uint64_t started = writes_started_.load();
+    const bool quiet = writes_finished_.load() == started;
+    // Rows an earlier request of a sequential reader already fetched (the
+    // survivor cache) are not read again.
+    if (!survivors_.empty()) {
+      std::erase_if(ios, [&](const MemberIo& io) {
+        return survivors_.Get(key, started, io.slot,
+                              io.offset - stripe * geo_.chunk_bytes(), io.len,
+                              static_cast<uint8_t*>(io.buf));
+      });
+    }
     Submit(ios, &gens);
     if (std::all_of(ios.begin(), ios.end(),
                     [](const MemberIo& io) { return io.status.ok(); })) {
+      // The rebuild's extra survivor rows, for the next request, when no
+      // write was in flight or began while they were read.
+      if (plan.rebuild && quiet && writes_started_.load() == started) {
+        std::vector<SurvivorCache::Rows> rows;
+        for (const PlannedIo& io : plan.reads) {
+          if (io.ref.buffer != PlanRef::kScratch ||
+              io.slot == geo_.ParityDisk(stripe)) {
+            continue;
+          }
+          const uint8_t* at = scratch.data() + io.ref.offset;
+          rows.push_back(SurvivorCache::Rows{
+              io.slot, io.chunk_offset, std::vector<uint8_t>(at, at + io.len)});
+        }
+        if (!rows.empty()) survivors_.Put(key, started, std::move(rows));
+      }
       ComputeRead(plan, scratch.data(), client);
       if (plan.rebuild) {
         counters_.reconstructions.fetch_add(1, std::memory_order_relaxed);

@@ -201,9 +201,13 @@ ReadPlan PlanRebuild(const Geometry& geo, uint64_t stripe, int slot, uint64_t x,
   std::vector<const ReadPiece*> on(geo.raid_disks(), nullptr);
   for (const ReadPiece& p : pieces) on[geo.DataDisk(stripe, p.data_index)] = &p;
   // One source is read straight into the target, which the XOR then
-  // updates in place: a slot the client reads nothing from (the parity,
-  // when the rebuilt slot holds data) saves a scratch row.
+  // updates in place: a slot the client reads nothing from saves a scratch
+  // row. The parity first, when the rebuilt slot holds data: the data rows
+  // then stay intact in scratch, where the array keeps them for the next
+  // request of a sequential reader (stripe/survivor_cache.h).
   int direct = -1;
+  const int parity = geo.ParityDisk(stripe);
+  if (parity != slot) direct = parity;
   for (int i = 0; i < geo.raid_disks() && direct < 0; ++i) {
     if (i != slot && on[i] == nullptr) direct = i;
   }

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+// Internal: the surviving rows a degraded read fetched beyond what its
+// client asked for (to rebuild a missing chunk), kept for the next read.
+//
+// A degraded read whose request ends inside a stripe reads, for the
+// rebuild, survivor rows the client did not ask for; a sequential reader
+// asks for them in its next request. Kept here, they are not read from
+// the members twice: a degraded sequential read costs one member byte per
+// byte whatever the request size.
+//
+// Freshness without locks: the array counts member data writes as they
+// start (`writes_started`) and finish. An entry is put only when no write
+// was in flight or started while its rows were read, and is tagged with
+// the started count; it serves only while that count is unchanged, i.e.
+// until any member data write starts anywhere in the array. Coarse (a
+// write elsewhere drops every entry) but needs no stripe lock to read,
+// which healthy reads do not take.
+//
+// Bounded: at most kMaxEntries stripes, each at most kMaxEntryBytes; the
+// oldest entry goes first.
+//
+// Thread-safe (a leaf mutex).
+
+#ifndef URAID_SRC_STRIPE_SURVIVOR_CACHE_H_
+#define URAID_SRC_STRIPE_SURVIVOR_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "base/sync.h"
+
+namespace uraid {
+
+class SurvivorCache {
+ public:
+  static constexpr size_t kMaxEntries = 4;
+  static constexpr uint64_t kMaxEntryBytes = 8ull << 20;
+
+  // One slot's contiguous rows of a stripe: chunk bytes [x, x + data.size()).
+  struct Rows {
+    int slot = 0;
+    uint64_t x = 0;
+    std::vector<uint8_t> data;
+  };
+
+  // Keeps `rows` of the stripe with lock key `key` (replacing what it held
+  // for it), read while `writes_started` data writes had started and none
+  // was in flight.
+  void Put(uint64_t key, uint64_t writes_started, std::vector<Rows> rows);
+  // Copies `slot`'s chunk bytes [x, x + len) of stripe `key` into `dst`
+  // when an entry holds all of them and no data write has started since it
+  // was put (`writes_started` now). False leaves `dst` alone.
+  bool Get(uint64_t key, uint64_t writes_started, int slot, uint64_t x,
+           uint64_t len, uint8_t* dst);
+  // Nothing is held (a cheap test for the healthy read path).
+  bool empty() const { return count_.load(std::memory_order_relaxed) == 0; }
+
+ private:
+  struct Entry {
+    uint64_t key = 0;
+    uint64_t tag = 0;
+    std::vector<Rows> rows;
+  };
+  Mutex mu_;
+  std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::atomic<size_t> count_{0};
+};
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_STRIPE_SURVIVOR_CACHE_H_

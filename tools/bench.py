@@ -114,7 +114,7 @@ def summarize(result, measured):
 
 
 WORKLOADS = [
-    # name, jobs, measured job indices, degraded
+    # name, jobs, measured job indices, degraded[, extra plugin keys]
     ("seq read 1M qd8", [dict(rw="read", bs="1m", iodepth=8)], [0], False),
     ("seq read 1M qd8 x2", [dict(rw="read", bs="1m", iodepth=8,
                                  offset="0%"),
@@ -141,6 +141,14 @@ WORKLOADS = [
     # rebuild's sources are all the client's own chunks.
     ("degraded seq read 1.5M qd8", [dict(rw="read", bs="1536k", iodepth=8)],
      [0], True),
+    # Memory: the stripe cache bound at 256 MiB instead of the default
+    # 64 MiB; the peak RSS column shows what the cache holds beside the
+    # fixed cost (nbdkit, threads, their scratch buffers).
+    ("seq write 1M qd8, cache=256M", [dict(rw="write", bs="1m", iodepth=8)],
+     [0], False, ("cache=256M",)),
+    ("rand write 4K qd32, cache=256M",
+     [dict(rw="randwrite", bs="4k", iodepth=32)], [0], False,
+     ("cache=256M",)),
     ("4K write+flush qd1, idle", [dict(rw="randwrite", bs="4k", iodepth=1,
                                        fsync=1)], [0], False),
     ("4K write+flush qd1, beside a 1M stream",
@@ -232,7 +240,8 @@ def main():
             s.stop()
 
         rows = []
-        for name, jobs, measured, degraded in WORKLOADS:
+        for name, jobs, measured, degraded, *extra in WORKLOADS:
+            extra = extra[0] if extra else ()
             if args.only and args.only not in name:
                 continue
             samples = {"file": [], "uraid": []}
@@ -242,7 +251,8 @@ def main():
                     if side == "file":
                         pargs = ["file", peer]
                     else:
-                        pargs = uraid_args([f"stats={stats}"], degraded)
+                        pargs = uraid_args([f"stats={stats}", *extra],
+                                           degraded)
                     s = Server(args, side, pargs, work)
                     cpu0 = s.cpu_seconds()
                     r = fio(s.uri, jobs, args.runtime, size)
@@ -342,8 +352,8 @@ def report(rows, sweep, args):
     print("| workload | file MB/s | uraid MB/s | uraid/file | file IOPS | "
           "uraid IOPS | file p99 µs | uraid p99 µs | CPU s/GiB file | "
           "CPU s/GiB uraid | member reads/write (read rows: member B/B) | "
-          "member writes/write |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "member writes/write | uraid peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f, u = r["file"], r["uraid"]
         rpw = f"{u['reads_per_write']:.2f}" if "reads_per_write" in u else "-"
@@ -355,7 +365,7 @@ def report(rows, sweep, args):
               f"{r['ratio']:.2f} | {f['iops']:.0f} | {u['iops']:.0f} | "
               f"{f['p99_us']:.0f} | {u['p99_us']:.0f} | "
               f"{f['cpu_s_per_gib']:.2f} | {u['cpu_s_per_gib']:.2f} | "
-              f"{rpw} | {wpw} |")
+              f"{rpw} | {wpw} | {u.get('rss_mib', 0):.0f} |")
     byname = {r["workload"]: r for r in rows}
     idle = byname.get("4K write+flush qd1, idle")
     busy = byname.get("4K write+flush qd1, beside a 1M stream")

@@ -198,12 +198,15 @@ void ArrayImpl::StartBackground() {
   if (read_only_ || safemode_thread_.joinable()) return;
   safemode_thread_ = std::thread([this] { SafemodeLoop(); });
   writeback_thread_ = std::thread([this] { WritebackLoop(); });
+  // The resync an unclean shutdown (or a deferred create) left goes first:
+  // a recovery asked for below queues behind it, as md recovers only
+  // once its resync has ended (a degraded stripe ends it).
   if (resync_stripe_.load() < geo_.stripe_count() && !failed_.load() &&
       !reshaping_.load()) {
-    resync_thread_ = std::thread([this] {
-      ScratchOrOwned::EnableThreadScratch();
-      (void)Resync();
-    });
+    absl::Status st = jobs_.Request(JobRequest{JobKind::kResync, -1});
+    if (!st.ok())
+      Log(LogLevel::kError,
+          absl::StrFormat("resync not started: %s", st.message()));
   }
   // A reshape found by assembly resumes before any recovery (which runs
   // after it, in the new shape).
@@ -225,7 +228,6 @@ void ArrayImpl::Shutdown() {
   }
   if (safemode_thread_.joinable()) safemode_thread_.join();
   if (writeback_thread_.joinable()) writeback_thread_.join();
-  if (resync_thread_.joinable()) resync_thread_.join();
   jobs_.Shutdown();
   absl::Status wb = WritebackAll();
   if (!wb.ok()) {

@@ -105,7 +105,10 @@ class ArrayImpl : private JobHost {
   absl::StatusOr<bool> StepReshape();
 
   // --- maintenance (jobs/resync.cc, jobs/scrub.cc) ---
-  absl::Status Resync();
+  // Recomputes untrusted parity (resync.cc). `as_job`: on the job runner's
+  // thread, reporting progress to it; else in the caller's thread (create,
+  // Array::Resync).
+  absl::Status Resync(bool as_job = false);
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
   // Marks `slot` faulty. With `only_if`, only while that member still holds
   // the slot: a late error from a member already replaced (a request that
@@ -622,7 +625,6 @@ class ArrayImpl : private JobHost {
   std::atomic<bool> resync_running_{false};
   std::thread safemode_thread_;
   std::thread writeback_thread_;
-  std::thread resync_thread_;
   bool shut_down_ = false;
 
   // A reshape in progress: array bytes below `front` are in `to`, the

@@ -98,6 +98,7 @@ absl::Status ArrayImpl::RunJob(const JobRequest& req) {
     case JobKind::kReshape:
       return RunReshape();  // reshape.cc
     case JobKind::kResync:
+      return Resync(/*as_job=*/true);  // resync.cc
     case JobKind::kNone:
       break;
   }

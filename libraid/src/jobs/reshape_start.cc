@@ -35,15 +35,15 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     return absl::FailedPreconditionError(
         "array is degraded: rebuild it before reshaping");
   }
-  if (std::optional<JobKind> busy = jobs_.Busy(/*or_queued=*/true)) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "a %s job is running: wait for it (or stop it) before reshaping",
-        JobKindName(*busy)));
-  }
   const Shape& from = *shape_.load();
   if (resync_stripe_.load() < from.geo.stripe_count()) {
     return absl::FailedPreconditionError(
         "the array is resyncing: wait for it to finish before reshaping");
+  }
+  if (std::optional<JobKind> busy = jobs_.Busy(/*or_queued=*/true)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "a %s job is running: wait for it (or stop it) before reshaping",
+        JobKindName(*busy)));
   }
   const int disks =
       options.raid_devices ? options.raid_devices : from.geo.raid_disks();

@@ -2,9 +2,10 @@
 // Resync after an unclean shutdown (and a new array's initial parity):
 // recomputes the parity of every stripe from resync_stripe_ on, or, with
 // a write-intent bitmap, of those under set bits, releasing each bit once
-// its region is in sync. It runs on its own thread (StartBackground), not
-// the job runner: StopJob does not stop it, because parity must become
-// trustworthy; a restart resumes it.
+// its region is in sync. In the background it is a job of the runner
+// (StartBackground queues it first), but StopJob does not stop it,
+// because parity must become trustworthy; closing the array does, and a
+// restart resumes it. create and Array::Resync run it in their own thread.
 
 #include <algorithm>
 #include <vector>
@@ -15,7 +16,7 @@
 
 namespace uraid {
 
-absl::Status ArrayImpl::Resync() {
+absl::Status ArrayImpl::Resync(bool as_job) {
   if (reshaping_.load()) {
     return absl::FailedPreconditionError(
         "a reshape is in progress: it resyncs what it has moved itself");
@@ -118,6 +119,13 @@ absl::Status ArrayImpl::Resync() {
     done_through(s + done);
     return done;
   };
+  if (as_job) {
+    pass.moved = [&](uint64_t s) {
+      jobs_.Progress(s * C);
+      return absl::OkStatus();
+    };
+    jobs_.Progress(start * C);
+  }
   uint64_t at = start;
   st = jobs_.RunStripePass(pass, geo_.stripe_count(), &at);
   if (B && resync_stripe_.load() >= geo_.stripe_count()) {

@@ -145,7 +145,7 @@ absl::Status ArrayImpl::StartScrub(bool repair) {
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked until it is rebuilt");
   }
-  if (resync_running_.load()) {
+  if (resync_running_.load() || jobs_.RunsOrQueued(JobKind::kResync)) {
     return absl::FailedPreconditionError(
         "a resync is running; it checks and repairs parity itself");
   }

@@ -12,6 +12,9 @@ PACKAGES=(
   nbdkit nbdkit-plugin-dev libnbd-dev libnbd-bin python3-libnbd
   # tests/python: the Python package (python/uraid) under pytest
   python3-pytest
+  # the API reference (docs/api), generated from the public headers with
+  # every build
+  doxygen
   nbdfuse fuse3 mdadm fio jq util-linux e2fsprogs xfsprogs iproute2
   # the plugin logs to the journal with fields (sd_journal_send)
   libsystemd-dev

@@ -475,19 +475,33 @@ TEST(ArrayWrite, MemberFailureDuringWriteIsAbsorbed) {
   EXPECT_EQ(got, data);
 }
 
+// An array without the stripe cache over `m`, filled with Pattern(seed)
+// (returned in *data) and flushed, with slot 1 failed; null on a failure.
+std::unique_ptr<Array> FilledThenDegraded(const std::vector<Shared>& m,
+                                          uint32_t seed,
+                                          std::vector<uint8_t>* data) {
+  CreateOptions o = Opts();
+  o.cache.bytes = 0;
+  auto a = MustCreate(m, o);
+  if (a == nullptr) return nullptr;
+  *data = Pattern(a->size(), seed);
+  if (!a->Write(data->data(), data->size(), 0).ok() || !a->Flush().ok() ||
+      !a->FailSlot(1).ok()) {
+    ADD_FAILURE() << "could not fill and degrade the array";
+    return nullptr;
+  }
+  return a;
+}
+
 // A degraded read plans each stripe once: the surviving chunks the client
 // reads are also the rebuild's sources, so a whole-array read costs one
 // member byte per byte (md and this engine before it read 1.5 on 4 disks:
 // the client's chunks, then all survivors again for the lost one).
 TEST(ArrayRead, DegradedSequentialReadReadsEachSurvivingByteOnce) {
   auto m = MakeMembers(4);
-  CreateOptions o = Opts();
-  o.cache.bytes = 0;
-  auto a = MustCreate(m, o);
-  auto data = Pattern(a->size(), 21);
-  ASSERT_TRUE(a->Write(data.data(), data.size(), 0).ok());
-  ASSERT_TRUE(a->Flush().ok());
-  ASSERT_TRUE(a->FailSlot(1).ok());
+  std::vector<uint8_t> data;
+  auto a = FilledThenDegraded(m, 21, &data);
+  ASSERT_NE(a, nullptr);
   ASSERT_TRUE(a->Info().degraded);
   const Counters before = a->Info().counters;
   // Requests of whole stripes (a request that ends inside the lost chunk
@@ -517,13 +531,9 @@ TEST(ArrayRead, DegradedSequentialReadReadsEachSurvivingByteOnce) {
 // them stale (the next read goes to the members and sees the write).
 TEST(ArrayRead, DegradedReadsEndingInsideStripesReadEachSurvivorOnce) {
   auto m = MakeMembers(4);
-  CreateOptions o = Opts();
-  o.cache.bytes = 0;
-  auto a = MustCreate(m, o);
-  auto data = Pattern(a->size(), 22);
-  ASSERT_TRUE(a->Write(data.data(), data.size(), 0).ok());
-  ASSERT_TRUE(a->Flush().ok());
-  ASSERT_TRUE(a->FailSlot(1).ok());
+  std::vector<uint8_t> data;
+  auto a = FilledThenDegraded(m, 22, &data);
+  ASSERT_NE(a, nullptr);
   const Counters before = a->Info().counters;
   std::vector<uint8_t> got(data.size());
   const uint64_t step = 2 * kChunk;  // a stripe holds 3 chunks

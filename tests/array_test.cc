@@ -493,6 +493,15 @@ std::unique_ptr<Array> FilledThenDegraded(const std::vector<Shared>& m,
   return a;
 }
 
+// Reads the whole array into *got in requests of `step` bytes.
+void ReadAllInSteps(Array& a, uint64_t step, std::vector<uint8_t>* got) {
+  got->assign(a.size(), 0);
+  for (uint64_t at = 0; at < got->size(); at += step) {
+    const size_t n = std::min<uint64_t>(step, got->size() - at);
+    ASSERT_TRUE(a.Read(got->data() + at, n, at).ok()) << at;
+  }
+}
+
 // A degraded read plans each stripe once: the surviving chunks the client
 // reads are also the rebuild's sources, so a whole-array read costs one
 // member byte per byte (md and this engine before it read 1.5 on 4 disks:
@@ -504,14 +513,9 @@ TEST(ArrayRead, DegradedSequentialReadReadsEachSurvivingByteOnce) {
   ASSERT_NE(a, nullptr);
   ASSERT_TRUE(a->Info().degraded);
   const Counters before = a->Info().counters;
-  // Requests of whole stripes (a request that ends inside the lost chunk
-  // leaves the next one to read those rows' survivors again).
-  std::vector<uint8_t> got(data.size());
-  const uint64_t step = 5 * a->geometry().stripe_data_bytes();
-  for (uint64_t at = 0; at < got.size(); at += step) {
-    const size_t n = std::min<uint64_t>(step, got.size() - at);
-    ASSERT_TRUE(a->Read(got.data() + at, n, at).ok());
-  }
+  // Requests of whole stripes.
+  std::vector<uint8_t> got;
+  ReadAllInSteps(*a, 5 * a->geometry().stripe_data_bytes(), &got);
   const Counters after = a->Info().counters;
   EXPECT_EQ(got, data);
   EXPECT_EQ(after.member_read_bytes - before.member_read_bytes, a->size());
@@ -535,12 +539,8 @@ TEST(ArrayRead, DegradedReadsEndingInsideStripesReadEachSurvivorOnce) {
   auto a = FilledThenDegraded(m, 22, &data);
   ASSERT_NE(a, nullptr);
   const Counters before = a->Info().counters;
-  std::vector<uint8_t> got(data.size());
-  const uint64_t step = 2 * kChunk;  // a stripe holds 3 chunks
-  for (uint64_t at = 0; at < got.size(); at += step) {
-    const size_t n = std::min<uint64_t>(step, got.size() - at);
-    ASSERT_TRUE(a->Read(got.data() + at, n, at).ok());
-  }
+  std::vector<uint8_t> got;
+  ReadAllInSteps(*a, 2 * kChunk, &got);  // a stripe holds 3 chunks
   const Counters after = a->Info().counters;
   EXPECT_EQ(got, data);
   EXPECT_EQ(after.member_read_bytes - before.member_read_bytes, a->size());

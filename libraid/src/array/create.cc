@@ -92,9 +92,9 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
     data_offset = DefaultDataOffsetSectors(min_size / 512, chunk / 512) * 512;
   }
   // PPL: md's area, 4 KiB after the superblock, 1 MiB long.
-  constexpr uint64_t kPplAreaEnd =
-      kSb12OffsetBytes + kPplDefaultOffsetSectors * 512 +
-      uint64_t{kPplDefaultSizeSectors} * 512;
+  constexpr uint64_t kPplAreaEnd = kSb12OffsetBytes +
+                                   kPplDefaultOffsetSectors * 512 +
+                                   uint64_t{kPplDefaultSizeSectors} * 512;
   if (options.ppl) {
     if (options.level != 5) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -228,9 +228,11 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
         static_cast<int32_t>((kBitmapAreaStart - kSb12OffsetBytes) / 512);
   }
 
+  std::shared_ptr<PplLog> ppl_log;
   if (options.ppl) {
     sb.feature_map |= kFeaturePpl;
     sb.set_ppl(kPplDefaultOffsetSectors, kPplDefaultSizeSectors);
+    ASSIGN_OR_RETURN(ppl_log, PplLog::Make(geo, sb));
     // Validation is over: each member gets its empty log before any
     // superblock names it, as the bitmap does below.
     for (const auto& m : members) {
@@ -256,6 +258,7 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   auto impl = std::make_unique<ArrayImpl>(
       geo, data_offset, sb, std::move(slots), std::vector<Spare>{}, false,
       options.cache, logger);
+  if (ppl_log != nullptr) impl->AttachPpl(std::move(ppl_log));
   if (!start_clean) impl->SetResyncStart(0);
   // The bitmap before the superblocks that point at it (or, for a file,
   // that will be assembled with it): a create that fails here has written

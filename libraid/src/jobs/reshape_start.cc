@@ -35,6 +35,14 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     return absl::FailedPreconditionError(
         "array is degraded: rebuild it before reshaping");
   }
+  // PPL hook: md refuses a reshape with a partial parity log ("PPL cannot
+  // be enabled when reshape is in progress"); the log's entries are in
+  // one shape's sectors.
+  if (ppl_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "the array's consistency policy is ppl: md does not reshape with a "
+        "partial parity log; switch the policy first");
+  }
   {
     MutexLock lock(&job_mu_);
     if (job_thread_running_ || pending_job_.has_value()) {

@@ -187,6 +187,64 @@ TEST_F(PplArrayTest, DirtyArrayReplaysAndNeedsNoResync) {
   EXPECT_EQ(testutil::Mismatches(**a), 0u);
 }
 
+// A log md would not trust (corrupt header, foreign signature, an entry
+// whose partial parity fails its CRC) is not replayed: the array is left
+// dirty and resyncs, as md does on a mismatch.
+TEST_F(PplArrayTest, UntrustedLogsAreNotReplayedAndTheArrayResyncs) {
+  const Geometry& g = info_->geometry;
+  const uint64_t stripe = 2;
+  const int p = g.ParityDisk(stripe);
+  std::vector<Image> now;
+  {
+    std::unique_ptr<Array> a =
+        *Array::Assemble(Handles(members_), AssembleOptions{});
+    // Not at a stripe's start, which the stripe cache would gather.
+    const std::vector<uint8_t> w = Pattern(4096, 17);
+    ASSERT_TRUE(
+        a->Write(w.data(), w.size(), stripe * g.stripe_data_bytes() + 8192)
+            .ok());
+    for (auto& m : members_) now.push_back(Snapshot(*m));
+  }
+  struct Case {
+    const char* what;
+    size_t offset;  // from the start of the PPL area
+  };
+  const Case cases[] = {
+      {"header byte (checksum)", 600},
+      {"signature (foreign log)", 512},
+      {"partial parity (entry checksum)", kPplHeaderBytes + 100},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::vector<Image> bad = now;
+    bad[p][kPplArea + c.offset] ^= 0x40;
+    if (c.offset == 512) {
+      // A valid header of another array: re-encode with its signature.
+      std::vector<uint8_t> hdr(bad[p].begin() + kPplArea,
+                               bad[p].begin() + kPplArea + kPplHeaderBytes);
+      hdr[512] ^= 0x40;  // undo, then decode as ours and re-sign
+      absl::StatusOr<PplHeader> h =
+          DecodePplHeader(hdr, PplSignature(info_->uuid));
+      ASSERT_TRUE(h.ok()) << h.status();
+      h->signature ^= 1;
+      const std::vector<uint8_t> foreign = EncodePplHeader(*h);
+      std::copy(foreign.begin(), foreign.end(), bad[p].begin() + kPplArea);
+    }
+    std::vector<std::shared_ptr<Member>> torn;
+    for (int s = 0; s < 4; ++s) torn.push_back(FromImage(bad[s], s));
+    std::vector<std::string> lines;
+    absl::StatusOr<std::unique_ptr<Array>> a =
+        Array::Assemble(Handles(torn), AssembleOptions{},
+                        [&](const std::string& l) { lines.push_back(l); });
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_FALSE((*a)->Info().clean);
+    EXPECT_TRUE((*a)->Info().resyncing);
+    std::string all;
+    for (const std::string& l : lines) all += l + "\n";
+    EXPECT_THAT(all, ::testing::HasSubstr("1 mismatches"));
+  }
+}
+
 TEST(PplArea, RefusesAreasThatDoNotFit) {
   Superblock sb;
   sb.data_offset = 4096;

@@ -229,6 +229,25 @@ class MdadmInteropTest(unittest.TestCase):
                              crc32c(zeroed))
             self.assertEqual(hdr[536:], bytes(4096 - 536))
             self.assertEqual(rest, bytes(len(rest)))
+        self.assertIn("Consistency Policy : ppl",
+                      run_tool("detail", *paths).stdout)
+        # Served and written (partial writes log into the areas), then
+        # stopped: mdadm still reads every member as ours does.
+        srv = Server(self.tmp, paths, extra=["cache=0"])
+        try:
+            h = srv.connect()
+            for i in range(64):
+                h.pwrite(bytes([i]) * 4096, i * 300 * 1024 + 8192)
+            h.flush()
+            h.shutdown()
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.output())
+        for p in paths:
+            md, ours = self.compare(p)
+            self.assertEqual(md["Feature Map"], "0x400")
+            r = subprocess.run(["mdadm", "--examine", p],
+                               capture_output=True, text=True)
+            self.assertEqual(run_tool("examine", p).stdout, r.stdout)
 
     def test_resync_and_bitmap_policies(self):
         for policy, feature, extra in (("resync", "0x0", []),

@@ -351,6 +351,15 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
           "missing), %d mismatches%s%s",
           r.recovered_entries, r.skipped_entries, r.mismatches,
           r.problems.empty() ? "" : ": ", absl::StrJoin(r.problems, "; "));
+    } else if (!options.read_only) {
+      // md zeroes the area and writes an empty header at every start
+      // (ppl_write_empty_header): no older unit may outlive this run's.
+      for (int s = 0; s < n; ++s) {
+        if (slots[s]->state.load() != SlotState::kActive) continue;
+        if (std::shared_ptr<Member> m = slots[s]->member.load()) {
+          RETURN_IF_ERROR(InitPplArea(*m, top));
+        }
+      }
     }
   }
   auto impl = std::make_unique<ArrayImpl>(

@@ -782,6 +782,68 @@ def case_kill9_bitmap(c):
     uraid_read_all(c.tmp, devs, image, "uraid after md's resync")
 
 
+def case_kill9_ppl(c):
+    """kill -9 of nbdkit during partial-stripe writes on a PPL array
+    (create --consistency-policy ppl): md assembles the members, replays
+    uraid's partial parity log, and starts with no resync; the data reads
+    back, md's check finds mismatch_cnt 0, and uraid reads md's result."""
+    p, devs, md = c.params, c.devs, c.md
+    uraid(*create_args(p), "--consistency-policy", "ppl", *devs)
+    d = uraid_detail(devs)
+    size = d["array_bytes"]
+    image = Image(size)
+    srv = Server(c.tmp, devs, ["cache=0"])
+    h = srv.connect()
+    import random
+    rng = random.Random(c.seed)
+    nblk = min(size, 8 * MIB) // BLK
+    gen = 10
+    stop = threading.Event()
+
+    def writer():
+        nonlocal gen
+        try:
+            while not stop.is_set():
+                b = rng.randrange(nblk)
+                gen += 1
+                image.blocks[b] = frozenset(image.allowed(b) | {gen})
+                h.pwrite(block_bytes(gen, b), b * BLK)
+                h.flush()
+                image.blocks[b] = gen
+        except Exception:
+            pass
+    t = threading.Thread(target=writer)
+    t.start()
+    time.sleep(1.5)
+    srv.stop(signal.SIGKILL)
+    stop.set()
+    t.join()
+    ex = md_examine(devs[0])
+    log(f"after kill -9: state {ex.get('State')}, feature map "
+        f"{ex.get('Feature Map')}, {ex.get('PPL')}")
+    check(ex.get("State") == "active", f"state {ex.get('State')} after kill")
+    out = md_assemble(md, devs)
+    log(f"mdadm --assemble: {out or 'ok'}")
+    check(md_attr(md, "consistency_policy") == "ppl",
+          f"{md}: consistency_policy {md_attr(md, 'consistency_policy')}")
+    md_readwrite(md)
+    time.sleep(1)
+    check(md_attr(md, "resync_start") == "none",
+          f"{md}: resync_start {md_attr(md, 'resync_start')} after the PPL "
+          f"recovery (want none: no resync); dmesg: {dmesg_md(md)}")
+    check(md_attr(md, "sync_action") == "idle",
+          f"{md}: sync_action {md_attr(md, 'sync_action')}")
+    log(f"md: {dmesg_md(md)}")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md after replaying uraid's PPL")
+    dev.close()
+    mm = md_check(md)
+    check(mm == 0, f"md check after the PPL recovery: mismatch_cnt {mm}")
+    md_stop(md)
+    uraid_check(devs, "after md")
+    uraid_read_all(c.tmp, devs, image, "uraid after md")
+
+
 def wait_for(cond, timeout, what):
     deadline = time.time() + timeout
     while True:
@@ -990,7 +1052,7 @@ def case_nbd0(c):
 
 
 KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
-         "kill9_bitmap": case_kill9_bitmap,
+         "kill9_bitmap": case_kill9_bitmap, "kill9_ppl": case_kill9_ppl,
          "reshape_uraid_killed": case_reshape_uraid_killed,
          "reshape_md_crashed": case_reshape_md_crashed, "nbd0": case_nbd0}
 

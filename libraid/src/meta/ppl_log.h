@@ -7,7 +7,8 @@
 //
 // The log (md's single-PPL mode, as md does it without MULTIPLE_PPLS):
 // each parity member's area holds one header plus the partial parity of
-// the one stripe write in flight for which it holds parity. A stripe write
+// the last stripe write logged with its parity there (in flight, or done
+// and flushed: replaying a done one rewrites the parity it has). A write
 // logs itself (PplLog::LogStripe: header with the next generation and the
 // partial parity, written then flushed, md's FUA) before any of its data
 // or parity is written, and holds that member's log until its member

@@ -108,6 +108,8 @@ def special_cases(full):
         case("kill9/ppl/md-replays-uraid-log", "kill9_ppl", 4,
              layout="left-symmetric", chunk="64K", bitmap="none",
              assume_clean=True),
+        case("crash/ppl/uraid-replays-md-log", "ppl_md_crashed", 4,
+             steps=2, crash=True, chunk="64K"),
         case("reshape/3to4/killed-in-uraid/finished-by-md",
              "reshape_uraid_killed", 4, layout="left-symmetric", chunk="64K",
              bitmap="none", assume_clean=True),

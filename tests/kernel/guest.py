@@ -850,7 +850,9 @@ def case_ppl_md_crashed(c):
     Boot 2: uraid serves the members: it replays md's log with no mismatch
     (so no resync), every block reads back as written or, for a write in
     flight at the crash, as before or after it; uraid's check finds 0
-    mismatches, and md assembles the result with no resync."""
+    mismatches, and md assembles the result with no resync. With
+    leave_out=SLOT, boot 2 serves the other members: dirty and degraded,
+    started without force, every block reads back by the same rule."""
     p, devs, md = c.params, c.devs, c.md
     if c.step == 0:
         sh("mdadm", "--create", f"/dev/{md}", "--run", "--metadata=1.2",
@@ -906,6 +908,20 @@ def case_ppl_md_crashed(c):
         f"{ex.get('Feature Map')}, {ex.get('PPL')}")
     check(ex.get("State") == "active", f"state {ex.get('State')} after the "
           f"crash: md had marked the array clean, nothing to recover")
+    lost = p.get("leave_out")
+    if lost is not None:
+        # Dirty and degraded: md's rule (and uraid's) starts it with a PPL,
+        # without force (run=true: the slot is not given).
+        survivors = [d for i, d in enumerate(devs) if i != lost]
+        srv = uraid_read_all(c.tmp, survivors, image,
+                             f"uraid degraded (slot {lost} left out) after "
+                             f"md's crash", extra=["run=true"])
+        out = srv.output()
+        m = re.search(r"ppl: replayed (\d+) log entries .*?(\d+) "
+                      r"mismatches", out)
+        check(m is not None, f"uraid did not replay md's log: {out[-600:]}")
+        log(f"uraid degraded: {m.group(0)}")
+        return
     srv = uraid_read_all(c.tmp, devs, image, "uraid after md's crash")
     out = srv.output()
     m = re.search(r"ppl: replayed (\d+) log entries .*?(\d+) mismatches", out)

@@ -110,6 +110,8 @@ def special_cases(full):
              assume_clean=True),
         case("crash/ppl/uraid-replays-md-log", "ppl_md_crashed", 4,
              steps=2, crash=True, chunk="64K"),
+        case("crash/ppl/uraid-replays-md-log/degraded", "ppl_md_crashed", 4,
+             steps=2, crash=True, chunk="64K", leave_out=2),
         case("reshape/3to4/killed-in-uraid/finished-by-md",
              "reshape_uraid_killed", 4, layout="left-symmetric", chunk="64K",
              bitmap="none", assume_clean=True),

@@ -139,6 +139,16 @@ TEST(PplRectOf, RefusesEntriesThatDoNotFitNamingTheField) {
   }
 }
 
+TEST(BuildPplStripeLog, RefusesWritesNotInWholeSectors) {
+  const Geometry g = Geo(4, 64 * K);
+  const WritePlan plan = PlanWrite(g, 0, 100, 4196, StripeHealth{});
+  std::vector<uint8_t> scratch(plan.scratch_bytes), client(4096);
+  absl::StatusOr<PplStripeLog> log =
+      BuildPplStripeLog(g, 0, 100, 4196, plan, scratch.data(), client.data());
+  EXPECT_EQ(log.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(log.status().message(), HasSubstr("whole 512-byte sectors"));
+}
+
 // --- Model: plans against memory, a torn crash, the replay ------------------
 
 // One stripe of every member: chunk bytes per slot.

@@ -146,9 +146,10 @@ struct CreateOptions {
   // parity log in each member's metadata area (ppl.offset +8 sectors,
   // ppl.size 1 MiB, the data offset raised to make room) in place of a
   // bitmap. REQUIRES: level 5, bitmap == kNone. Default: false (the policy
-  // is "bitmap", or "resync" with BitmapMode::kNone).
-  // Not yet: writes are not logged and assembly refuses the array (issue
-  // 18 steps 3 and 4).
+  // is "bitmap", or "resync" with BitmapMode::kNone). Writes to such an
+  // array must be in whole 512-byte sectors (md's log entries count
+  // sectors; others fail with InvalidArgument, nothing written), and its
+  // chunk at most 1020 KiB; it cannot be reshaped.
   bool ppl = false;
   // Overwrite members that already hold an md superblock.
   bool force = false;

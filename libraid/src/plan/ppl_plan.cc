@@ -129,6 +129,13 @@ absl::StatusOr<PplStripeLog> BuildPplStripeLog(
     return absl::InternalError(
         absl::StrFormat("stripe %u: the plan writes no parity to log", stripe));
   }
+  // md's entries count whole 512-byte sectors (data_sector, pp_size).
+  if (a % kSector != 0 || b % kSector != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "stripe %u: a write of bytes %u..%u of the stripe is not in whole "
+        "512-byte sectors, which a partial parity log entry needs",
+        stripe, a, b));
+  }
   PplStripeLog log;
   for (const PplRect& rect : PplRects(geo, stripe, a, b)) {
     PplEntry e = PplEntryFor(geo, rect);

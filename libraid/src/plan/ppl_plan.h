@@ -68,9 +68,10 @@ struct PplStripeLog {
 // The log of `plan` (PlanWrite(geo, stripe, a, b, ...)) once ComputeWrite
 // has put the new parity in `scratch`; `client` holds the new data. Each
 // rectangle's partial parity is new parity xor the rectangle's new data,
-// which equals the XOR of the data the write leaves alone. Internal error
-// for a plan without a parity write (WriteMode::kParityGone: nothing to
-// log, the caller skips it).
+// which equals the XOR of the data the write leaves alone. InvalidArgument
+// when [a, b) is not in whole 512-byte sectors (md's entries cannot say
+// it); Internal error for a plan without a parity write
+// (WriteMode::kParityGone: nothing to log, the caller skips it).
 absl::StatusOr<PplStripeLog> BuildPplStripeLog(
     const Geometry& geo, uint64_t stripe, uint64_t a, uint64_t b,
     const WritePlan& plan, const uint8_t* scratch, const uint8_t* client);

@@ -874,7 +874,7 @@ def case_ppl_md_crashed(c):
             while True:
                 with lock:
                     if frozen.is_set():
-                        return
+                        break
                     b = rng.randrange(nblk)
                     if isinstance(image.blocks.get(b), frozenset):
                         continue  # another thread's write is in flight
@@ -883,6 +883,15 @@ def case_ppl_md_crashed(c):
                 dev.write(block_bytes(g, b), b * BLK)
                 with lock:
                     image.blocks[b] = g
+            # Frozen: rewrite blocks with what they already hold, so md
+            # keeps logging partial writes (and the array stays active,
+            # not marked clean after 200 ms idle) until the crash, while
+            # the saved image stays true.
+            while True:
+                b = rng.randrange(nblk)
+                v = image.blocks.get(b, 0)
+                if isinstance(v, int):
+                    dev.write(block_bytes(v, b), b * BLK)
         threads = [threading.Thread(target=writer, args=(c.seed * 10 + i,),
                                     daemon=True) for i in range(4)]
         for t in threads:

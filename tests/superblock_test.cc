@@ -477,6 +477,80 @@ TEST_F(SuperblockReject, EveryKnownFeatureBitIsAccepted) {
   }
 }
 
+// md_p.h's union at byte 96: `struct { __le16 offset; __le16 size; } ppl`
+// in place of bitmap_offset when a PPL feature bit is set.
+TEST(SuperblockPpl, OffsetAndSizeLandInTheBitmapUnion) {
+  Superblock sb = ValidSuperblock();
+  sb.feature_map = kFeaturePpl;
+  sb.set_ppl(8, 2048);
+  const std::vector<uint8_t> b = EncodeSuperblock(sb);
+  EXPECT_EQ(Get16(b, 96), 8);
+  EXPECT_EQ(Get16(b, 98), 2048);
+  absl::StatusOr<Superblock> got = DecodeSuperblock(b);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->has_ppl());
+  EXPECT_EQ(got->ppl_offset(), 8);
+  EXPECT_EQ(got->ppl_size(), 2048);
+  EXPECT_TRUE(CheckFeatureCombination(*got).ok());
+}
+
+TEST(SuperblockPpl, NegativeOffsetIsSigned16Bit) {
+  Superblock sb = ValidSuperblock();
+  sb.feature_map = kFeatureMultiplePpls;
+  sb.set_ppl(-2056, 2048);  // a 1.0 member keeps its PPL before the sb
+  const std::vector<uint8_t> b = EncodeSuperblock(sb);
+  EXPECT_EQ(Get16(b, 96), 0x10000 - 2056);
+  absl::StatusOr<Superblock> got = DecodeSuperblock(b);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->ppl_offset(), -2056);
+  EXPECT_EQ(got->ppl_size(), 2048);
+}
+
+TEST(SuperblockPpl, RoundTripOverManyValues) {
+  std::mt19937_64 rng(1024);
+  for (int i = 0; i < 200; ++i) {
+    const auto off = static_cast<int16_t>(rng());
+    const auto size = static_cast<uint16_t>(rng());
+    Superblock sb = ValidSuperblock();
+    sb.feature_map = kFeaturePpl;
+    sb.set_ppl(off, size);
+    EXPECT_EQ(sb.ppl_offset(), off);
+    EXPECT_EQ(sb.ppl_size(), size);
+    absl::StatusOr<Superblock> got = DecodeSuperblock(EncodeSuperblock(sb));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->ppl_offset(), off);
+    EXPECT_EQ(got->ppl_size(), size);
+  }
+}
+
+TEST(SuperblockPpl, KernelRefusedCombinationsNameFeatureMap) {
+  struct Case {
+    uint32_t features;
+    const char* text;
+  };
+  const Case cases[] = {
+      {kFeaturePpl | kFeatureBitmapOffset, "combines PPL with a bitmap"},
+      {kFeaturePpl | kFeatureJournal,
+       "combines PPL with a bitmap or a journal"},
+      {kFeatureMultiplePpls | kFeatureBitmapOffset, "combines PPL"},
+      {kFeaturePpl | kFeatureMultiplePpls, "both PPL and MULTIPLE_PPLS"},
+  };
+  for (const Case& c : cases) {
+    Superblock sb = ValidSuperblock();
+    sb.feature_map = c.features;
+    const absl::Status st = CheckFeatureCombination(sb);
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << c.features;
+    EXPECT_THAT(st.message(), HasSubstr("feature_map"));
+    EXPECT_THAT(st.message(), HasSubstr(c.text));
+  }
+  for (uint32_t ok : {0u, kFeaturePpl, kFeatureMultiplePpls,
+                      kFeatureBitmapOffset | kFeatureJournal}) {
+    Superblock sb = ValidSuperblock();
+    sb.feature_map = ok;
+    EXPECT_TRUE(CheckFeatureCombination(sb).ok()) << ok;
+  }
+}
+
 TEST_F(SuperblockReject, Pad0) {
   for (size_t off = 12; off < 16; ++off) {
     std::vector<uint8_t> b = b_;

@@ -51,6 +51,8 @@ struct CreateArgs {
   std::string layout;  // empty: the level's default
   std::string chunk = "512K";
   std::string bitmap = "internal";
+  bool bitmap_given = false;       // --bitmap on the command line
+  std::string consistency_policy;  // empty: from --bitmap
   std::string bitmap_chunk;
   std::string name = "uraid";
   std::string size;  // empty: the most every member allows
@@ -114,6 +116,35 @@ absl::StatusOr<CreateOptions> BuildOptions(const CreateArgs& args) {
     // array with the same --bitmap FILE.
     options.bitmap = BitmapMode::kFile;
     options.bitmap_file = args.bitmap;
+  }
+  // md's --consistency-policy: bitmap (uraid's default), resync (no
+  // bitmap) or ppl (a partial parity log instead of a bitmap).
+  if (!args.consistency_policy.empty()) {
+    const std::string& policy = args.consistency_policy;
+    if (policy != "bitmap" && policy != "resync" && policy != "ppl") {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--consistency-policy %s is not one of bitmap, resync, ppl", policy));
+    }
+    const bool with_bitmap = options.bitmap != BitmapMode::kNone;
+    if (policy == "bitmap" && !with_bitmap) {
+      return absl::InvalidArgumentError(
+          "--consistency-policy bitmap needs a bitmap, not --bitmap none");
+    }
+    if (policy != "bitmap" && args.bitmap_given && with_bitmap) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--bitmap %s is not compatible with --consistency-policy %s",
+          args.bitmap, policy));
+    }
+    if (policy != "bitmap") {
+      if (!args.bitmap_chunk.empty()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--bitmap-chunk makes no sense with --consistency-policy %s",
+            policy));
+      }
+      options.bitmap = BitmapMode::kNone;
+      options.bitmap_file.clear();
+      options.ppl = policy == "ppl";
+    }
   }
   if (!args.bitmap_chunk.empty()) {
     absl::StatusOr<uint64_t> bc = ParseSize(args.bitmap_chunk);
@@ -185,6 +216,9 @@ void PrintSummary(const ArrayInfo& info, const CreateOptions& options) {
   } else {
     std::printf("  Intent Bitmap : none\n");
   }
+  std::printf("Consistency Policy : %s\n", info.ppl              ? "ppl"
+                                           : info.bitmap.present ? "bitmap"
+                                                                 : "resync");
 }
 
 // Refuses members holding something libblkid recognises (mdadm's and
@@ -371,12 +405,16 @@ void AddCreateCommand(CLI::App& app, Action* action) {
                   "Chunk size (K/M suffix; a bare number is bytes)")
       ->check(StatusValidator(ParseChunkOption, "SIZE"))
       ->capture_default_str();
-  sub->add_option("--bitmap,-b", args->bitmap,
-                  "internal (default), none, or FILE: an external bitmap "
-                  "file in md's format (not on the array; an existing "
-                  "non-empty file needs --force); serve it with --bitmap "
-                  "FILE")
-      ->capture_default_str();
+  CLI::Option* bitmap_opt =
+      sub->add_option("--bitmap,-b", args->bitmap,
+                      "internal (default), none, or FILE: an external bitmap "
+                      "file in md's format (not on the array; an existing "
+                      "non-empty file needs --force); serve it with --bitmap "
+                      "FILE")
+          ->capture_default_str();
+  sub->add_option("--consistency-policy,-k", args->consistency_policy,
+                  "bitmap (default), resync (no bitmap) or ppl (a partial "
+                  "parity log in place of the bitmap; RAID5 only), as md");
   sub->add_option("--bitmap-chunk", args->bitmap_chunk, "Bitmap chunk size")
       ->check(SizeValidator());
   sub->add_option("--name,-N", args->name, "Array name (md's set_name)")
@@ -395,8 +433,10 @@ void AddCreateCommand(CLI::App& app, Action* action) {
                   "Member files, devices or NBD URIs in slot order; "
                   "'missing' for an empty slot")
       ->required();
-  sub->final_callback(
-      [args, action] { *action = [args] { return RunCreate(*args); }; });
+  sub->final_callback([args, action, bitmap_opt] {
+    args->bitmap_given = bitmap_opt->count() > 0;
+    *action = [args] { return RunCreate(*args); };
+  });
 }
 
 }  // namespace uraid::tool

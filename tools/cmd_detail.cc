@@ -175,6 +175,10 @@ void PrintText(const ArrayInfo& info, bool live) {
               std::string(LayoutName(g.layout())).c_str());
   std::printf("     Chunk Size : %lluK\n",
               static_cast<unsigned long long>(g.chunk_bytes() >> 10));
+  // mdadm --detail's line (Detail.c), md's names for the three policies.
+  std::printf("Consistency Policy : %s\n", info.ppl              ? "ppl"
+                                           : info.bitmap.present ? "bitmap"
+                                                                 : "resync");
   std::printf("    Data Offset : %llu sectors\n",
               static_cast<unsigned long long>(info.data_offset_bytes / 512));
   std::printf("         Events : %llu\n",

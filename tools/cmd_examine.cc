@@ -196,6 +196,15 @@ uint64_t SpaceBeforeSectors(const Superblock& sb, const RawMember& raw) {
     const uint64_t bmend = sb.super_offset + sb.bitmap_offset + bytes / 512;
     if (bmend > earliest) earliest = bmend;
   }
+  if (sb.has_ppl()) {
+    // mdadm 4.2 counts the PPL's end as ppl.offset + ppl.size, without the
+    // superblock's own offset (checked against its output for offsets 8
+    // and 16): printed the same way, so the two agree byte for byte.
+    const int64_t pplend = int64_t{sb.ppl_offset()} + sb.ppl_size();
+    if (pplend > static_cast<int64_t>(earliest)) {
+      earliest = static_cast<uint64_t>(pplend);
+    }
+  }
   if (sb.bblog_offset != 0 && sb.bblog_size != 0) {
     const uint64_t bbend = sb.super_offset + sb.bblog_offset + sb.bblog_size;
     if (bbend > earliest) earliest = bbend;
@@ -325,6 +334,12 @@ void PrintText(const std::string& path, const Superblock& sb,
   if (sb.feature_map & kFeatureBitmapOffset) {
     std::printf("Internal Bitmap : %ld sectors from superblock\n",
                 static_cast<long>(sb.bitmap_offset));
+  } else if (sb.has_ppl()) {
+    // mdadm's examine_super1 line for the partial parity log.
+    std::printf(
+        "            PPL : %u sectors at offset %d sectors from "
+        "superblock\n",
+        sb.ppl_size(), sb.ppl_offset());
   }
   if (sb.feature_map & kFeatureReshapeActive) {
     std::printf("  Reshape pos'n : %llu%s\n",
@@ -429,7 +444,14 @@ json ToJson(const std::string& path, const Superblock& sb, const RawMember& raw,
   j["array_state"] = ArrayState(sb);
   if (sb.feature_map & kFeatureBitmapOffset) {
     j["bitmap_offset_sectors"] = sb.bitmap_offset;
+  } else if (sb.has_ppl()) {
+    j["ppl_offset_sectors"] = sb.ppl_offset();
+    j["ppl_size_sectors"] = sb.ppl_size();
   }
+  j["consistency_policy"] = sb.has_ppl() ? "ppl"
+                            : (sb.feature_map & kFeatureBitmapOffset)
+                                ? "bitmap"
+                                : "resync";
   if (sb.feature_map & kFeatureReshapeActive) {
     j["reshape_position_sectors"] = sb.reshape_position;
     j["delta_disks"] = sb.delta_disks;

@@ -4,6 +4,9 @@
 layout, chunk, raid devices, array size, data offset, events and role as
 `uraid examine --json`; `blkid` must see a linux_raid_member with our
 uuid. Also after the array has been served, written and a member failed.
+Consistency policies (create --consistency-policy ppl|resync|bitmap): the
+PPL fields and md's empty PPL header as mdadm reads them; bad policy
+options refused with nothing written.
 The internal write-intent bitmap (on by default) as `mdadm -X` reads it
 from a member on a read-only loop device: clean after create, dirty bits
 after kill -9 of a server that was writing, clean again after the resync.
@@ -51,6 +54,17 @@ def mdadm_x(dev):
         if m:
             fields[m.group(1).strip()] = m.group(2).strip()
     return fields, r.stdout
+
+
+def crc32c(data):
+    """Bitwise CRC-32C (md's ~crc32c_le(~0, ...)), independent of the
+    tool's ISA-L one."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
 
 
 class ReadOnlyLoop:
@@ -176,6 +190,111 @@ class MdadmInteropTest(unittest.TestCase):
                  paths[3])
         for p in (paths[0], paths[2], paths[3]):
             self.compare(p, "A.AA")
+
+    def test_ppl_policy_read_by_mdadm(self):
+        paths = make_members(self.tmp, 4, 48 * MIB)
+        out = run_tool("create", "--force", "--consistency-policy", "ppl",
+                       *paths).stdout
+        self.assertIn("Consistency Policy : ppl", out)
+        self.assertIn("Intent Bitmap : none", out)
+        for p in paths:
+            md, ours = self.compare(p)
+            self.assertEqual(md["Feature Map"], "0x400")
+            self.assertEqual(md["PPL"],
+                             "2048 sectors at offset 8 sectors from "
+                             "superblock")
+            self.assertNotIn("Internal Bitmap", md)
+            self.assertEqual(ours["consistency_policy"], "ppl")
+            self.assertEqual(ours["ppl_offset_sectors"], 8)
+            self.assertEqual(ours["ppl_size_sectors"], 2048)
+            self.assertGreaterEqual(ours["data_offset_sectors"], 16 + 2048)
+            # Byte for byte, Unused Space included (mdadm's PPL end).
+            r = subprocess.run(["mdadm", "--examine", p],
+                               capture_output=True, text=True)
+            self.assertEqual(run_tool("examine", p).stdout, r.stdout)
+            # md's empty header at super_offset + ppl.offset: 0xFF
+            # reserved, signature = CRC-32C of the array uuid, generation
+            # and entries 0, checksum over the header with it zeroed.
+            with open(p, "rb") as f:
+                f.seek((8 + 8) * 512)
+                hdr = f.read(4096)
+                rest = f.read(2048 * 512 - 4096)
+            uuid = bytes.fromhex(ours["array_uuid"].replace(":", ""))
+            self.assertEqual(hdr[:512], b"\xff" * 512)
+            self.assertEqual(int.from_bytes(hdr[512:516], "little"),
+                             crc32c(uuid))
+            self.assertEqual(hdr[516:532], bytes(16))
+            zeroed = hdr[:532] + bytes(4) + hdr[536:]
+            self.assertEqual(int.from_bytes(hdr[532:536], "little"),
+                             crc32c(zeroed))
+            self.assertEqual(hdr[536:], bytes(4096 - 536))
+            self.assertEqual(rest, bytes(len(rest)))
+        self.assertIn("Consistency Policy : ppl",
+                      run_tool("detail", *paths).stdout)
+        # Served and written (partial writes log into the areas), then
+        # stopped: mdadm still reads every member as ours does.
+        srv = Server(self.tmp, paths, extra=["cache=0"])
+        try:
+            h = srv.connect()
+            for i in range(64):
+                h.pwrite(bytes([i]) * 4096, i * 300 * 1024 + 8192)
+            h.flush()
+            h.shutdown()
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.output())
+        for p in paths:
+            md, ours = self.compare(p)
+            self.assertEqual(md["Feature Map"], "0x400")
+            r = subprocess.run(["mdadm", "--examine", p],
+                               capture_output=True, text=True)
+            self.assertEqual(run_tool("examine", p).stdout, r.stdout)
+
+    def test_resync_and_bitmap_policies(self):
+        for policy, feature, extra in (("resync", "0x0", []),
+                                       ("bitmap", "0x1", []),
+                                       (None, "0x1", [])):
+            with self.subTest(policy=policy):
+                d = tempfile.mkdtemp(dir=self.tmp)
+                paths = make_members(d, 3, 32 * MIB)
+                args = ["--consistency-policy", policy] if policy else []
+                out = run_tool("create", "--force", *args, *extra,
+                               *paths).stdout
+                want = policy or "bitmap"
+                self.assertIn(f"Consistency Policy : {want}", out)
+                md, ours = self.compare(paths[0], "AAA")
+                self.assertEqual(md["Feature Map"], feature)
+                self.assertNotIn("PPL", md)
+                self.assertEqual(ours["consistency_policy"], want)
+                detail = run_tool("detail", *paths).stdout
+                self.assertIn(f"Consistency Policy : {want}", detail)
+
+    def test_bad_consistency_policy_options(self):
+        paths = make_members(self.tmp, 3, 32 * MIB)
+        cases = [
+            (["--consistency-policy", "journal"],
+             "--consistency-policy journal is not one of bitmap, resync, "
+             "ppl"),
+            (["--consistency-policy", "ppl", "--bitmap", "internal"],
+             "--bitmap internal is not compatible with "
+             "--consistency-policy ppl"),
+            (["--consistency-policy", "resync", "--bitmap-chunk", "4M"],
+             "--bitmap-chunk makes no sense with --consistency-policy "
+             "resync"),
+            (["--consistency-policy", "bitmap", "--bitmap", "none"],
+             "--consistency-policy bitmap needs a bitmap"),
+            (["--consistency-policy", "ppl", "--level", "4"],
+             "ppl is only supported for RAID level 5"),
+        ]
+        for args, text in cases:
+            with self.subTest(args=args):
+                r = run_tool("create", "--force", *args, *paths,
+                             check=False)
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn(text, r.stderr)
+                for p in paths:
+                    with open(p, "rb") as f:
+                        self.assertEqual(f.read(3 * MIB), bytes(3 * MIB),
+                                         f"{p} was written")
 
     def test_after_serving_writes_and_a_failure(self):
         paths = make_members(self.tmp, 4, 32 * MIB)

@@ -782,6 +782,178 @@ def case_kill9_bitmap(c):
     uraid_read_all(c.tmp, devs, image, "uraid after md's resync")
 
 
+def case_kill9_ppl(c):
+    """kill -9 of nbdkit during partial-stripe writes on a PPL array
+    (create --consistency-policy ppl): md assembles the members, replays
+    uraid's partial parity log, and starts with no resync; the data reads
+    back, md's check finds mismatch_cnt 0, and uraid reads md's result."""
+    p, devs, md = c.params, c.devs, c.md
+    uraid(*create_args(p), "--consistency-policy", "ppl", *devs)
+    d = uraid_detail(devs)
+    size = d["array_bytes"]
+    image = Image(size)
+    srv = Server(c.tmp, devs, ["cache=0"])
+    h = srv.connect()
+    import random
+    rng = random.Random(c.seed)
+    nblk = min(size, 8 * MIB) // BLK
+    gen = 10
+    stop = threading.Event()
+
+    def writer():
+        nonlocal gen
+        try:
+            while not stop.is_set():
+                b = rng.randrange(nblk)
+                gen += 1
+                image.blocks[b] = frozenset(image.allowed(b) | {gen})
+                h.pwrite(block_bytes(gen, b), b * BLK)
+                h.flush()
+                image.blocks[b] = gen
+        except Exception:
+            pass
+    t = threading.Thread(target=writer)
+    t.start()
+    time.sleep(1.5)
+    srv.stop(signal.SIGKILL)
+    stop.set()
+    t.join()
+    ex = md_examine(devs[0])
+    log(f"after kill -9: state {ex.get('State')}, feature map "
+        f"{ex.get('Feature Map')}, {ex.get('PPL')}")
+    check(ex.get("State") == "active", f"state {ex.get('State')} after kill")
+    out = md_assemble(md, devs)
+    log(f"mdadm --assemble: {out or 'ok'}")
+    check(md_attr(md, "consistency_policy") == "ppl",
+          f"{md}: consistency_policy {md_attr(md, 'consistency_policy')}")
+    md_readwrite(md)
+    time.sleep(1)
+    check(md_attr(md, "resync_start") == "none",
+          f"{md}: resync_start {md_attr(md, 'resync_start')} after the PPL "
+          f"recovery (want none: no resync); dmesg: {dmesg_md(md)}")
+    check(md_attr(md, "sync_action") == "idle",
+          f"{md}: sync_action {md_attr(md, 'sync_action')}")
+    log(f"md: {dmesg_md(md)}")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md after replaying uraid's PPL")
+    dev.close()
+    mm = md_check(md)
+    check(mm == 0, f"md check after the PPL recovery: mismatch_cnt {mm}")
+    md_stop(md)
+    uraid_check(devs, "after md")
+    uraid_read_all(c.tmp, devs, image, "uraid after md")
+
+
+def case_ppl_md_crashed(c):
+    """Boot 1: md (--consistency-policy=ppl) takes random 4 KiB writes on
+    four threads and the guest is crashed with sysrq-b while they run.
+    Boot 2: uraid serves the members: it replays md's log with no mismatch
+    (so no resync), every block reads back as written or, for a write in
+    flight at the crash, as before or after it; uraid's check finds 0
+    mismatches, and md assembles the result with no resync. With
+    leave_out=SLOT, boot 2 serves the other members: dirty and degraded,
+    started without force, every block reads back by the same rule."""
+    p, devs, md = c.params, c.devs, c.md
+    if c.step == 0:
+        sh("mdadm", "--create", f"/dev/{md}", "--run", "--metadata=1.2",
+           "--level=5", f"--raid-devices={len(devs)}",
+           f"--chunk={p['chunk']}", "--consistency-policy=ppl",
+           "--assume-clean", "--name=k", *devs)
+        md_readwrite(md)
+        size = md_size(md)
+        image = Image(size)
+        lock = threading.Lock()
+        frozen = threading.Event()
+        import random
+        nblk = min(size, 8 * MIB) // BLK
+        gens = iter(range(10, 1 << 40))
+
+        def writer(seed):
+            rng = random.Random(seed)
+            dev = Direct(f"/dev/{md}", write=True)
+            while True:
+                with lock:
+                    if frozen.is_set():
+                        break
+                    b = rng.randrange(nblk)
+                    if isinstance(image.blocks.get(b), frozenset):
+                        continue  # another thread's write is in flight
+                    g = next(gens)
+                    image.blocks[b] = frozenset(image.allowed(b) | {g})
+                dev.write(block_bytes(g, b), b * BLK)
+                with lock:
+                    image.blocks[b] = g
+            # Frozen: rewrite blocks with what they already hold, so md
+            # keeps logging partial writes (and the array stays active,
+            # not marked clean after 200 ms idle) until the crash, while
+            # the saved image stays true.
+            while True:
+                b = rng.randrange(nblk)
+                v = image.blocks.get(b, 0)
+                if isinstance(v, int):
+                    dev.write(block_bytes(v, b), b * BLK)
+        threads = [threading.Thread(target=writer, args=(c.seed * 10 + i,),
+                                    daemon=True) for i in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(2)
+        with lock:
+            frozen.set()
+            c.save_state({"image": image.to_json(), "size": size})
+        ex = md_examine(devs[0])
+        log(f"md's member before the crash: feature map "
+            f"{ex.get('Feature Map')}, {ex.get('PPL')}, state "
+            f"{ex.get('State')}")
+        c.crash_armed()
+        with open("/proc/sysrq-trigger", "w") as f:
+            f.write("b")
+        time.sleep(60)
+        raise CaseFailed("sysrq-b did not end the guest")
+    # Boot 2.
+    st = c.load_state()
+    image, size = Image.from_json(st["image"]), st["size"]
+    ex = md_examine(devs[0])
+    log(f"after the crash: state {ex.get('State')}, feature map "
+        f"{ex.get('Feature Map')}, {ex.get('PPL')}")
+    check(ex.get("State") == "active", f"state {ex.get('State')} after the "
+          f"crash: md had marked the array clean, nothing to recover")
+    lost = p.get("leave_out")
+    if lost is not None:
+        # Dirty and degraded: md's rule (and uraid's) starts it with a PPL,
+        # without force (run=true: the slot is not given).
+        survivors = [d for i, d in enumerate(devs) if i != lost]
+        srv = uraid_read_all(c.tmp, survivors, image,
+                             f"uraid degraded (slot {lost} left out) after "
+                             f"md's crash", extra=["run=true"])
+        out = srv.output()
+        m = re.search(r"ppl: replayed (\d+) log entries .*?(\d+) "
+                      r"mismatches", out)
+        check(m is not None, f"uraid did not replay md's log: {out[-600:]}")
+        log(f"uraid degraded: {m.group(0)}")
+        return
+    srv = uraid_read_all(c.tmp, devs, image, "uraid after md's crash")
+    out = srv.output()
+    m = re.search(r"ppl: replayed (\d+) log entries .*?(\d+) mismatches", out)
+    check(m is not None, f"uraid did not replay md's log: {out[-600:]}")
+    log(f"uraid: {m.group(0)}")
+    check(m.group(2) == "0", f"uraid refused md's log: {out[-600:]}")
+    check(int(m.group(1)) > 0, f"md's log held no entries: {out[-600:]}")
+    check("will be resynced" not in out and "recomputing parity" not in out,
+          f"uraid resynced after replaying md's log: {out[-600:]}")
+    uraid_check(devs, "after uraid replayed md's log")
+    out = md_assemble(md, devs)
+    md_readwrite(md)
+    time.sleep(1)
+    check(md_attr(md, "resync_start") == "none",
+          f"md wants a resync after uraid ({md_attr(md, 'resync_start')})")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md after uraid replayed its log")
+    dev.close()
+    mm = md_check(md)
+    check(mm == 0, f"md check: mismatch_cnt {mm}")
+    md_stop(md)
+
+
 def wait_for(cond, timeout, what):
     deadline = time.time() + timeout
     while True:
@@ -990,7 +1162,8 @@ def case_nbd0(c):
 
 
 KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
-         "kill9_bitmap": case_kill9_bitmap,
+         "kill9_bitmap": case_kill9_bitmap, "kill9_ppl": case_kill9_ppl,
+         "ppl_md_crashed": case_ppl_md_crashed,
          "reshape_uraid_killed": case_reshape_uraid_killed,
          "reshape_md_crashed": case_reshape_md_crashed, "nbd0": case_nbd0}
 

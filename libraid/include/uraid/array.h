@@ -145,6 +145,15 @@ struct CreateOptions {
   // bits fit the space before data_offset (kFile: until they fit 128 KiB,
   // as for internal bitmaps, so the two cost the same bitmap writes).
   uint64_t bitmap_chunk_bytes = 0;
+  // md's consistency policy "ppl" (--consistency-policy=ppl): a partial
+  // parity log in each member's metadata area (ppl.offset +8 sectors,
+  // ppl.size 1 MiB, the data offset raised to make room) in place of a
+  // bitmap. REQUIRES: level 5, bitmap == kNone. Default: false (the policy
+  // is "bitmap", or "resync" with BitmapMode::kNone). Writes to such an
+  // array must be in whole 512-byte sectors (md's log entries count
+  // sectors; others fail with InvalidArgument, nothing written), and its
+  // chunk at most 1020 KiB; it cannot be reshaped.
+  bool ppl = false;
   // Overwrite members that already hold an md superblock.
   bool force = false;
   // Fixed array uuid (tests); random when unset.
@@ -346,6 +355,7 @@ struct ArrayInfo {
   uint64_t ctime = 0;
   uint64_t utime = 0;
   bool clean = true;      // resync_offset == MaxSector in the superblocks
+  bool ppl = false;       // consistency policy "ppl" (the PPL feature bit)
   bool degraded = false;  // one slot missing or faulty
   bool failed = false;    // more than one slot gone
   bool read_only = false;

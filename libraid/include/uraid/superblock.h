@@ -69,7 +69,11 @@ struct Superblock {
   uint64_t size = 0;       // sectors of each component used for data
   uint32_t chunksize = 0;  // sectors
   uint32_t raid_disks = 0;
-  int32_t bitmap_offset = 0;  // signed sectors from the superblock
+  // md's union at byte 96: with kFeatureBitmapOffset, the signed sectors
+  // from the superblock to the bitmap; with kFeaturePpl or
+  // kFeatureMultiplePpls, md's `ppl` struct (le16 offset, le16 size), read
+  // and set through ppl_offset(), ppl_size() and set_ppl().
+  int32_t bitmap_offset = 0;
   uint32_t new_level = 0;
   uint64_t reshape_position = 0;  // array sectors
   int32_t delta_disks = 0;
@@ -95,6 +99,23 @@ struct Superblock {
   std::vector<uint16_t> dev_roles;  // indexed by dev_number
 
   bool clean() const { return resync_offset == kMaxSector; }
+  // Either PPL feature bit.
+  bool has_ppl() const {
+    return (feature_map & (kFeaturePpl | kFeatureMultiplePpls)) != 0;
+  }
+  // ppl.offset: signed sectors from the superblock to the PPL area.
+  int16_t ppl_offset() const {
+    return static_cast<int16_t>(static_cast<uint32_t>(bitmap_offset) & 0xFFFF);
+  }
+  // ppl.size: sectors of the PPL area.
+  uint16_t ppl_size() const {
+    return static_cast<uint16_t>(static_cast<uint32_t>(bitmap_offset) >> 16);
+  }
+  void set_ppl(int16_t offset_sectors, uint16_t size_sectors) {
+    bitmap_offset =
+        static_cast<int32_t>((static_cast<uint32_t>(size_sectors) << 16) |
+                             static_cast<uint16_t>(offset_sectors));
+  }
   // The role of this device (dev_roles[dev_number]), or kRoleSpare when the
   // table does not reach it.
   uint16_t role() const {
@@ -115,6 +136,12 @@ URAID_EXPORT std::vector<uint8_t> EncodeSuperblock(const Superblock& sb);
 URAID_EXPORT absl::StatusOr<Superblock> DecodeSuperblock(
     std::span<const uint8_t> bytes,
     uint64_t expected_super_offset = kSb12OffsetSectors);
+
+// The feature combinations the kernel's super_1_validate refuses: PPL with
+// a bitmap or a journal, and PPL with MULTIPLE_PPLS (one PPL mode at a
+// time). DataLoss naming feature_map. DecodeSuperblock does not apply it
+// (examine shows such a member); assembly does.
+URAID_EXPORT absl::Status CheckFeatureCombination(const Superblock& sb);
 
 // md's sb_csum over the first 256 + 2*max_dev bytes of `bytes`, treating the
 // sb_csum field as zero. REQUIRES: bytes.size() >= 256 + 2*max_dev.

@@ -254,6 +254,7 @@ ArrayInfo ArrayImpl::Info() const {
     info.events = sb_.events;
     info.ctime = sb_.ctime;
     info.utime = sb_.utime;
+    info.ppl = sb_.has_ppl();
   }
   {
     MutexLock lock(&state_mu_);

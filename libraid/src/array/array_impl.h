@@ -57,6 +57,8 @@
 
 namespace uraid {
 
+class PplLog;  // meta/ppl_log.h
+
 struct AtomicCounters {
   std::atomic<uint64_t> member_reads{0}, member_read_bytes{0}, member_writes{0},
       member_write_bytes{0}, member_flushes{0}, full_stripe_writes{0},
@@ -206,6 +208,8 @@ class ArrayImpl : private JobHost {
   // no-op with an external bitmap, which members do not carry.
   absl::Status CopyBitmapTo(Member& member);
   bool has_bitmap() const { return bitmap_ != nullptr; }
+  // PPL (meta/ppl_log.h): set once by create/assembly before any I/O.
+  void AttachPpl(std::shared_ptr<PplLog> log) { ppl_ = std::move(log); }
   const Geometry& geometry() const { return geo_; }
   bool read_only() const { return read_only_; }
   ArrayInfo Info() const;
@@ -586,6 +590,8 @@ class ArrayImpl : private JobHost {
   // Set once by create/assembly before any I/O; null without a bitmap (and
   // on read-only arrays, which keep bitmap_super_ for Info only).
   std::unique_ptr<WriteIntentBitmap> bitmap_;
+  // Set once like bitmap_; null unless the consistency policy is ppl.
+  std::shared_ptr<PplLog> ppl_;
   std::optional<BitmapSuper> bitmap_super_;
   uint64_t bitmap_area_offset_ = 0;  // raw member bytes; 0 in a file
   uint64_t bitmap_dirty_at_load_ = 0;

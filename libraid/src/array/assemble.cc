@@ -10,6 +10,7 @@
 #include "array/array_impl.h"
 #include "base/status_macros.h"
 #include "format/reshape_math.h"
+#include "meta/ppl_log.h"
 
 namespace uraid {
 namespace {
@@ -125,12 +126,16 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
       RETURN_IF_ERROR(CompareShape(*members[fresh], top, *members[i], sbs[i]));
     }
     const uint32_t fm = sbs[i].feature_map;
-    if (fm & (kFeatureJournal | kFeaturePpl | kFeatureMultiplePpls |
-              kFeatureClustered)) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "%s: journal, PPL and clustered arrays are not supported "
-          "(feature map 0x%x)",
-          members[i]->Name(), fm));
+    if (fm & (kFeatureJournal | kFeatureClustered)) {
+      return absl::UnimplementedError(
+          absl::StrFormat("%s: journal and clustered arrays are not supported "
+                          "(feature map 0x%x)",
+                          members[i]->Name(), fm));
+    }
+    if (absl::Status st = CheckFeatureCombination(sbs[i]); !st.ok()) {
+      return absl::Status(
+          st.code(),
+          absl::StrFormat("%s: %s", members[i]->Name(), st.message()));
     }
     if (fm & kFeatureReplacement) {
       return absl::UnimplementedError(absl::StrFormat(
@@ -261,7 +266,18 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
         gone.size(), n, absl::StrJoin(gone, ", "), top.level));
   }
   const bool dirty = !top.clean();
-  if (dirty && !gone.empty() && !options.force) {
+  // md starts a dirty degraded array with a PPL: the log's replay makes
+  // every stripe that was being written consistent first (below). Not
+  // read-only, where nothing may be replayed.
+  const bool ppl = top.has_ppl();
+  if (ppl && (top.level != 5 || reshaping)) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: a partial parity log on a level %d array%s is not supported "
+        "(md allows it on RAID5 without a reshape only)",
+        members[fresh]->Name(), top.level, reshaping ? " mid-reshape" : ""));
+  }
+  if (dirty && !gone.empty() && !options.force &&
+      !(ppl && !options.read_only)) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "array is dirty (unclean shutdown) and degraded (slot %s missing): "
         "stripes being written at the crash may have stale parity, so slot "
@@ -310,9 +326,51 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
     }
   }
   Superblock tmpl = top;
+  // PPL hook (meta/ppl_log.h): replay a dirty array's logs before anything
+  // else touches the members; with no mismatch it is clean, as in md.
+  std::shared_ptr<PplLog> ppl_log;
+  bool ppl_recovered = false;
+  std::string ppl_message;
+  if (ppl) {
+    ASSIGN_OR_RETURN(ppl_log, PplLog::Make(*geo, top));
+    if (dirty && !options.read_only) {
+      std::vector<std::shared_ptr<Member>> by_slot(n);
+      for (int s = 0; s < n; ++s) {
+        if (slots[s]->state.load() == SlotState::kActive) {
+          by_slot[s] = slots[s]->member.load();
+        }
+      }
+      ASSIGN_OR_RETURN(PplRecovery r,
+                       RecoverPpl(*geo, top, top.data_offset * 512, by_slot));
+      if (r.mismatches == 0) {
+        tmpl.resync_offset = kMaxSector;
+        ppl_recovered = true;
+      }
+      ppl_message = absl::StrFormat(
+          "ppl: replayed %d log entries (%d skipped: a data member "
+          "missing), %d mismatches%s%s",
+          r.recovered_entries, r.skipped_entries, r.mismatches,
+          r.problems.empty() ? "" : ": ", absl::StrJoin(r.problems, "; "));
+    } else if (!options.read_only) {
+      // md zeroes the area and writes an empty header at every start
+      // (ppl_write_empty_header): no older unit may outlive this run's.
+      for (int s = 0; s < n; ++s) {
+        if (slots[s]->state.load() != SlotState::kActive) continue;
+        if (std::shared_ptr<Member> m = slots[s]->member.load()) {
+          RETURN_IF_ERROR(InitPplArea(*m, top));
+        }
+      }
+    }
+  }
   auto impl = std::make_unique<ArrayImpl>(
       *geo, top.data_offset * 512, tmpl, std::move(slots), std::move(spares),
       options.read_only, options.cache, logger, options.clock);
+  if (ppl_log != nullptr) impl->AttachPpl(std::move(ppl_log));
+  if (!ppl_message.empty()) {
+    impl->Log(ppl_recovered ? LogLevel::kInfo : LogLevel::kWarning,
+              ppl_message);
+  }
+  if (ppl_recovered) RETURN_IF_ERROR(impl->WriteSuperblocks(true));
   // The internal bitmap, or the external file the caller named.
   RETURN_IF_ERROR(
       impl->AttachBitmap(bitmap_source.get(), top, options.bitmap_file));
@@ -339,7 +397,7 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
       })) {
     RETURN_IF_ERROR(impl->WriteSuperblocks(std::nullopt));
   }
-  if (dirty) {
+  if (dirty && !ppl_recovered) {
     if (!gone.empty()) {
       impl->Log(LogLevel::kWarning,
                 "starting a dirty degraded array by force; stripes "

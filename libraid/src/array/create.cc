@@ -7,6 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "array/array_impl.h"
 #include "base/status_macros.h"
+#include "format/ppl_format.h"
+#include "meta/ppl_log.h"
 
 namespace uraid {
 
@@ -88,6 +90,32 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   uint64_t data_offset = options.data_offset_bytes;
   if (data_offset == 0) {
     data_offset = DefaultDataOffsetSectors(min_size / 512, chunk / 512) * 512;
+  }
+  // PPL: md's area, 4 KiB after the superblock, 1 MiB long.
+  constexpr uint64_t kPplAreaEnd = kSb12OffsetBytes +
+                                   kPplDefaultOffsetSectors * 512 +
+                                   uint64_t{kPplDefaultSizeSectors} * 512;
+  if (options.ppl) {
+    if (options.level != 5) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "consistency policy ppl is only supported for RAID level 5, not %d",
+          options.level));
+    }
+    if (options.bitmap != BitmapMode::kNone) {
+      return absl::InvalidArgumentError(
+          "consistency policy ppl is not compatible with a bitmap (md keeps "
+          "the log where the bitmap would be); use bitmap mode none");
+    }
+    if (options.data_offset_bytes == 0 && data_offset < kPplAreaEnd) {
+      // Room for the log, on mdadm's 1 MiB alignment.
+      data_offset = (kPplAreaEnd + (1 << 20) - 1) / (1 << 20) * (1 << 20);
+    }
+    if (data_offset < kPplAreaEnd) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "data offset %d leaves no room for the 1 MiB partial parity log, "
+          "which ends at byte %d",
+          data_offset, kPplAreaEnd));
+    }
   }
   if (data_offset % 4096 != 0 || data_offset < kMinDataOffset) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -200,6 +228,21 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
         static_cast<int32_t>((kBitmapAreaStart - kSb12OffsetBytes) / 512);
   }
 
+  std::shared_ptr<PplLog> ppl_log;
+  if (options.ppl) {
+    sb.feature_map |= kFeaturePpl;
+    sb.set_ppl(kPplDefaultOffsetSectors, kPplDefaultSizeSectors);
+    ASSIGN_OR_RETURN(ppl_log, PplLog::Make(geo, sb));
+    // Validation is over: each member gets its empty log before any
+    // superblock names it, as the bitmap does below.
+    for (const auto& m : members) {
+      if (m == nullptr) continue;
+      Superblock mine = sb;
+      mine.data_size = (m->Size() - data_offset) / 512;
+      RETURN_IF_ERROR(InitPplArea(*m, mine));
+    }
+  }
+
   std::vector<std::unique_ptr<Slot>> slots;
   for (int i = 0; i < n; ++i) {
     auto slot = std::make_unique<Slot>();
@@ -215,6 +258,7 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   auto impl = std::make_unique<ArrayImpl>(
       geo, data_offset, sb, std::move(slots), std::vector<Spare>{}, false,
       options.cache, logger, options.clock);
+  if (ppl_log != nullptr) impl->AttachPpl(std::move(ppl_log));
   if (!start_clean) impl->SetResyncStart(0);
   // The bitmap before the superblocks that point at it (or, for a file,
   // that will be assembled with it): a create that fails here has written

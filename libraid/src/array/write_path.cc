@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "array/array_impl.h"
 #include "base/status_macros.h"
+#include "meta/ppl_log.h"
 #include "parity/parity.h"
 
 namespace uraid {
@@ -201,6 +202,16 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
     RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
   }
   ComputeWrite(plan, scratch.data(), src);
+  // PPL hook (meta/ppl_log.h): the partial parity is durable on the parity
+  // member before any data or parity goes out, and that member's log stays
+  // held until these writes are flushed.
+  std::unique_lock<std::mutex> ppl_hold;
+  if (ppl_ != nullptr && plan.mode != WriteMode::kParityGone) {
+    if (std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load()) {
+      ASSIGN_OR_RETURN(ppl_hold, ppl_->LogStripe(stripe, a, b, plan,
+                                                 scratch.data(), src, *pm));
+    }
+  }
   std::vector<MemberIo> writes = PlannedMemberIos(
       MemberIo::kWrite, stripe, plan.writes, scratch.data(), client);
   std::atomic<uint64_t>* counter = &counters_.degraded_writes;
@@ -212,7 +223,13 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
   counter->fetch_add(1, std::memory_order_relaxed);
   for (const MemberIo& io : writes) (*touched)[io.slot] = true;
   Submit(writes, &gens);
-  return AbsorbFailures(writes, slot_failed);
+  absl::Status st = AbsorbFailures(writes, slot_failed);
+  if (st.ok() && ppl_hold.owns_lock()) {
+    std::vector<bool> written(geo_.raid_disks(), false);
+    for (const MemberIo& io : writes) written[io.slot] = true;
+    st = FlushSlots(written);  // before the next log replaces this one
+  }
+  return st;
 }
 
 absl::Status ArrayImpl::CorrectPreReads(uint64_t stripe,

@@ -366,6 +366,7 @@ Json InfoToJson(const ArrayInfo& info) {
   j["ctime"] = info.ctime;
   j["utime"] = info.utime;
   j["clean"] = info.clean;
+  j["ppl"] = info.ppl;
   j["degraded"] = info.degraded;
   j["failed"] = info.failed;
   j["read_only"] = info.read_only;
@@ -414,6 +415,7 @@ absl::StatusOr<ArrayInfo> InfoFromJson(const Json& j) {
   r.U64("ctime", &info.ctime);
   r.U64("utime", &info.utime);
   r.Bool("clean", &info.clean);
+  r.Bool("ppl", &info.ppl);  // absent from older servers
   r.Bool("degraded", &info.degraded);
   r.Bool("failed", &info.failed);
   r.Bool("read_only", &info.read_only);

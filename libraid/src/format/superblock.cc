@@ -353,6 +353,21 @@ absl::StatusOr<Superblock> DecodeSuperblock(std::span<const uint8_t> bytes,
   return sb;
 }
 
+absl::Status CheckFeatureCombination(const Superblock& sb) {
+  constexpr uint32_t kPplBits = kFeaturePpl | kFeatureMultiplePpls;
+  const uint32_t features = sb.feature_map;
+  if ((features & kPplBits) == 0) return absl::OkStatus();
+  if ((features & (kFeatureBitmapOffset | kFeatureJournal)) != 0) {
+    return absl::DataLossError(absl::StrFormat(
+        "feature_map 0x%x combines PPL with a bitmap or a journal", features));
+  }
+  if ((features & kPplBits) == kPplBits) {
+    return absl::DataLossError(absl::StrFormat(
+        "feature_map 0x%x sets both PPL and MULTIPLE_PPLS", features));
+  }
+  return absl::OkStatus();
+}
+
 uint64_t DefaultDataOffsetSectors(uint64_t device_sectors,
                                   uint64_t chunk_sectors) {
   // Room for an internal bitmap, as mdadm's choose_bm_space sizes it.

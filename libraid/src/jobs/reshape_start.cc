@@ -35,6 +35,15 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     return absl::FailedPreconditionError(
         "array is degraded: rebuild it before reshaping");
   }
+  // PPL hook: md refuses a reshape with a partial parity log ("PPL cannot
+  // be enabled when reshape is in progress"); the log's entries are in
+  // one shape's sectors.
+  if (ppl_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "the array's consistency policy is ppl: md does not reshape with a "
+        "partial parity log (and switching the policy online is not built "
+        "yet)");
+  }
   const Shape& from = *shape_.load();
   if (resync_stripe_.load() < from.geo.stripe_count()) {
     return absl::FailedPreconditionError(

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+// PPL area placement and initialisation (see meta/ppl_log.h).
+
+#include "meta/ppl_log.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "base/aligned_buffer.h"
+#include "base/status_macros.h"
+#include "format/ppl_format.h"
+#include "parity/parity.h"
+
+namespace uraid {
+namespace {
+
+constexpr uint64_t kSectorBytes = 512;
+// The kernel's minimum: a header and one stripe_head's page of partial
+// parity (ppl_validate_rdev).
+constexpr uint64_t kMinAreaBytes = kPplHeaderBytes + 4096;
+
+}  // namespace
+
+absl::StatusOr<PplArea> PplAreaOf(const Superblock& sb) {
+  if (!sb.has_ppl()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "feature_map 0x%x has no PPL: ppl.offset and ppl.size are not set",
+        sb.feature_map));
+  }
+  const int64_t start = static_cast<int64_t>(sb.super_offset) + sb.ppl_offset();
+  const uint64_t size = uint64_t{sb.ppl_size()} * kSectorBytes;
+  if (size < kMinAreaBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ppl.size %u sectors is below the %u bytes of a header and one row",
+        sb.ppl_size(), kMinAreaBytes));
+  }
+  // The superblock's own 4 KiB block, and the data, are off limits.
+  const int64_t sb_end = static_cast<int64_t>(sb.super_offset) + 8;
+  const int64_t end = start + sb.ppl_size();
+  const bool overlaps_sb =
+      start < sb_end && end > static_cast<int64_t>(sb.super_offset);
+  const bool overlaps_data =
+      end > static_cast<int64_t>(sb.data_offset) &&
+      start < static_cast<int64_t>(sb.data_offset + sb.data_size);
+  if (start < 0 || overlaps_sb || overlaps_data) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ppl.offset %d sectors (area %d..%d) overlaps the superblock at "
+        "sector %u or the data at %u..%u",
+        sb.ppl_offset(), start, end, sb.super_offset, sb.data_offset,
+        sb.data_offset + sb.data_size));
+  }
+  return PplArea{static_cast<uint64_t>(start) * kSectorBytes, size};
+}
+
+absl::Status InitPplArea(Member& member, const Superblock& sb) {
+  ASSIGN_OR_RETURN(const PplArea area, PplAreaOf(sb));
+  auto named = [&](const absl::Status& st) {
+    return absl::Status(st.code(),
+                        absl::StrFormat("%s: writing the PPL area: %s",
+                                        member.Name(), st.message()));
+  };
+  // Zero first, so no older log (of another array, or of md's
+  // MULTIPLE_PPLS units) survives behind the new header.
+  constexpr size_t kStep = 256 * 1024;
+  AlignedBuffer zeros(std::min<uint64_t>(kStep, area.size_bytes), true);
+  for (uint64_t off = kPplHeaderBytes; off < area.size_bytes;) {
+    const size_t n = std::min<uint64_t>(zeros.size(), area.size_bytes - off);
+    if (absl::Status st =
+            member.Write(zeros.data(), n, area.offset_bytes + off);
+        !st.ok()) {
+      return named(st);
+    }
+    off += n;
+  }
+  PplHeader empty;
+  empty.signature = PplSignature(sb.set_uuid);
+  const std::vector<uint8_t> header = EncodePplHeader(empty);
+  AlignedBuffer buf(header.size());
+  std::memcpy(buf.data(), header.data(), header.size());
+  if (absl::Status st = member.Write(buf.data(), buf.size(), area.offset_bytes);
+      !st.ok()) {
+    return named(st);
+  }
+  if (absl::Status st = member.Flush(); !st.ok()) return named(st);
+  return absl::OkStatus();
+}
+
+PplLog::PplLog(const Geometry& geo, PplArea area, uint32_t signature)
+    : geo_(geo),
+      area_(area),
+      signature_(signature),
+      generation_(geo.raid_disks(), 0) {
+  for (int i = 0; i < geo.raid_disks(); ++i) {
+    mu_.push_back(std::make_unique<std::mutex>());
+  }
+}
+
+absl::StatusOr<std::shared_ptr<PplLog>> PplLog::Make(const Geometry& geo,
+                                                     const Superblock& sb) {
+  ASSIGN_OR_RETURN(const PplArea area, PplAreaOf(sb));
+  // One stripe's partial parity must fit the area after the header: at
+  // most a chunk (the rectangles of one write share no rows).
+  if (kPplHeaderBytes + geo.chunk_bytes() > area.size_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ppl.size %u sectors cannot hold a %u-byte chunk's partial parity "
+        "after the header (uraid logs a stripe write at once; chunks up to "
+        "%u bytes)",
+        sb.ppl_size(), geo.chunk_bytes(), area.size_bytes - kPplHeaderBytes));
+  }
+  return std::shared_ptr<PplLog>(
+      new PplLog(geo, area, PplSignature(sb.set_uuid)));
+}
+
+absl::StatusOr<std::unique_lock<std::mutex>> PplLog::LogStripe(
+    uint64_t stripe, uint64_t a, uint64_t b, const WritePlan& plan,
+    const uint8_t* scratch, const uint8_t* client, Member& parity_member) {
+  ASSIGN_OR_RETURN(PplStripeLog log, BuildPplStripeLog(geo_, stripe, a, b, plan,
+                                                       scratch, client));
+  const int slot = plan.parity_slot;
+  std::unique_lock<std::mutex> lock(*mu_[slot]);
+  PplHeader h;
+  h.signature = signature_;
+  h.generation = ++generation_[slot];
+  h.entries = std::move(log.entries);
+  const std::vector<uint8_t> header = EncodePplHeader(h);
+  AlignedBuffer buf(header.size() + log.partial_parity.size());
+  std::memcpy(buf.data(), header.data(), header.size());
+  if (!log.partial_parity.empty()) {
+    std::memcpy(buf.data() + header.size(), log.partial_parity.data(),
+                log.partial_parity.size());
+  }
+  absl::Status st =
+      parity_member.Write(buf.data(), buf.size(), area_.offset_bytes);
+  if (st.ok()) st = parity_member.Flush();
+  if (!st.ok()) {
+    return absl::Status(
+        st.code(), absl::StrFormat("%s: writing the partial parity log of "
+                                   "stripe %u: %s",
+                                   parity_member.Name(), stripe, st.message()));
+  }
+  return lock;
+}
+
+absl::StatusOr<PplRecovery> RecoverPpl(
+    const Geometry& geo, const Superblock& sb, uint64_t data_offset,
+    const std::vector<std::shared_ptr<Member>>& members) {
+  ASSIGN_OR_RETURN(const PplArea area, PplAreaOf(sb));
+  const uint32_t signature = PplSignature(sb.set_uuid);
+  const bool multiple = (sb.feature_map & kFeatureMultiplePpls) != 0;
+  const uint64_t C = geo.chunk_bytes();
+  PplRecovery out;
+  auto named = [](const Member& m, const absl::Status& st) {
+    return absl::Status(st.code(), absl::StrFormat("%s: ppl recovery: %s",
+                                                   m.Name(), st.message()));
+  };
+  for (int s = 0; s < geo.raid_disks(); ++s) {
+    Member* log_member = members[s].get();
+    if (log_member == nullptr) continue;
+    AlignedBuffer raw(area.size_bytes);
+    if (absl::Status st =
+            log_member->Read(raw.data(), raw.size(), area.offset_bytes);
+        !st.ok()) {
+      return named(*log_member, st);
+    }
+    std::span<const uint8_t> bytes(raw.data(), raw.size());
+    absl::StatusOr<PplUnit> unit =
+        FindNewestPplHeader(bytes, signature, multiple);
+    if (!unit.ok()) {
+      ++out.mismatches;
+      out.problems.push_back(absl::StrFormat("%s: %s", log_member->Name(),
+                                             unit.status().message()));
+      continue;
+    }
+    for (size_t i = 0; i < unit->header.entries.size(); ++i) {
+      const PplEntry& e = unit->header.entries[i];
+      absl::StatusOr<PplRect> rect = PplRectOf(geo, e);
+      absl::Status bad = rect.status();
+      if (bad.ok() && e.parity_disk != static_cast<uint32_t>(s)) {
+        bad = absl::DataLossError(absl::StrFormat(
+            "ppl entry %d parity_disk %u is in the log of slot %d", i,
+            e.parity_disk, s));
+      }
+      const uint64_t pp_at = PplEntryDataOffset(*unit, i);
+      if (bad.ok() && pp_at + e.pp_size > bytes.size()) {
+        bad = absl::DataLossError(absl::StrFormat(
+            "ppl entry %d pp_size %u runs past the ppl area", i, e.pp_size));
+      }
+      if (bad.ok() && Crc32c(bytes.subspan(pp_at, e.pp_size)) != e.checksum) {
+        bad = absl::DataLossError(absl::StrFormat(
+            "ppl entry %d checksum 0x%08x does not match its partial parity", i,
+            e.checksum));
+      }
+      if (!bad.ok()) {
+        ++out.mismatches;
+        out.problems.push_back(
+            absl::StrFormat("%s: %s", log_member->Name(), bad.message()));
+        continue;
+      }
+      const int lo_k = rect->full_stripe ? 0 : rect->first;
+      const int hi_k = rect->full_stripe ? geo.data_disks() - 1 : rect->last;
+      bool all_present = true;
+      for (int k = lo_k; k <= hi_k; ++k) {
+        all_present &= members[geo.DataDisk(rect->stripe, k)] != nullptr;
+      }
+      if (!all_present) {
+        ++out.skipped_entries;  // md: "data member disk missing"
+        continue;
+      }
+      const uint64_t rows = rect->row_hi - rect->row_lo;
+      const uint64_t at = data_offset + rect->stripe * C + rect->row_lo;
+      AlignedBuffer parity(rows, true), data(rows);
+      for (int k = lo_k; k <= hi_k; ++k) {
+        Member& m = *members[geo.DataDisk(rect->stripe, k)];
+        if (absl::Status st = m.Read(data.data(), rows, at); !st.ok()) {
+          return named(m, st);
+        }
+        XorAccumulate(parity.data(), data.data(), rows);
+      }
+      if (!rect->full_stripe) {
+        XorAccumulate(parity.data(), bytes.data() + pp_at, rows);
+      }
+      if (absl::Status st = log_member->Write(parity.data(), rows, at);
+          !st.ok()) {
+        return named(*log_member, st);
+      }
+      ++out.recovered_entries;
+    }
+    if (absl::Status st = log_member->Flush(); !st.ok()) {
+      return named(*log_member, st);
+    }
+  }
+  // The replayed logs are done with: each member starts a fresh one.
+  for (const auto& m : members) {
+    if (m != nullptr) RETURN_IF_ERROR(InitPplArea(*m, sb));
+  }
+  return out;
+}
+
+}  // namespace uraid

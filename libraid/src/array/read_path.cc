@@ -99,8 +99,10 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
   // The request ends inside a stripe whose lost chunk it stops short of:
   // the next request's rebuild needs the rows read here, so they are kept
   // (see survivor_cache.h; one stripe's worth per request at most).
-  const uint64_t tail = pieces.back().loc.stripe;
-  const int tail_missing = degraded.back() ? -1 : MissingSlotAt(tail);
+  // (A read of no bytes has no pieces and no tail.)
+  const uint64_t tail = pieces.empty() ? 0 : pieces.back().loc.stripe;
+  const int tail_missing =
+      pieces.empty() || degraded.back() ? -1 : MissingSlotAt(tail);
   const bool keep_tail =
       tail_missing >= 0 && tail_missing != geo_.ParityDisk(tail);
   const uint64_t started = writes_started_.load();

@@ -303,11 +303,9 @@ ArrayInfo ArrayImpl::Info() const {
     }
   }
   info.degraded = gone == 1;
-  {
-    info.job = jobs_.current();
-    info.last_job = jobs_.last();
-    info.speed = jobs_.speed();
-  }
+  info.job = jobs_.current();
+  info.last_job = jobs_.last();
+  info.speed = jobs_.speed();
   if (info.job.kind == JobKind::kNone && resync_running_.load()) {
     info.job.kind = JobKind::kResync;
     info.job.total_bytes = geo_.member_bytes();

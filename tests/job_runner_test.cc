@@ -21,6 +21,8 @@
 #include "test_util.h"
 #include "uraid/array.h"
 #include "uraid/clock.h"
+#include "uraid/member.h"
+#include "uraid/superblock.h"
 
 namespace uraid {
 namespace {
@@ -312,6 +314,118 @@ TEST(JobRunner, ArrayRebuildRunsOnTheInjectedClock) {
   EXPECT_LT(sim, 4.3);
   EXPECT_LT(real, sim / 2) << "the job slept in real time";
   testutil::ExpectContents(*a, ref);
+}
+
+// A copy of every member as it is now (a crash: nothing more reaches them).
+std::vector<std::shared_ptr<Member>> CrashCopy(
+    const std::vector<std::shared_ptr<Member>>& members) {
+  std::vector<std::shared_ptr<Member>> out;
+  for (const auto& m : members) {
+    std::vector<uint8_t> b(m->Size());
+    EXPECT_TRUE(m->Read(b.data(), b.size(), 0).ok());
+    std::shared_ptr<Member> c(NewMemoryMember(m->Name() + "'", b.size()));
+    EXPECT_TRUE(c->Write(b.data(), b.size(), 0).ok());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+uint64_t ResyncOffsetSectors(Member& m) {
+  std::vector<uint8_t> buf(kSbBlockBytes);
+  EXPECT_TRUE(m.Read(buf.data(), buf.size(), kSb12OffsetBytes).ok());
+  absl::StatusOr<Superblock> sb = DecodeSuperblock(buf);
+  EXPECT_TRUE(sb.ok()) << sb.status();
+  return sb.ok() ? sb->resync_offset : 0;
+}
+
+// A resync without a bitmap records its front as it goes (md's recovery_cp
+// checkpoints), so a crash in the middle resumes near where it was, not
+// from the start; and once a client has written, the front may not be
+// claimed (that write could have torn a stripe below it).
+TEST(JobRunner, ResyncWithoutBitmapCheckpointsItsFront) {
+  constexpr uint64_t kChunk = 64 * 1024, kOffset = 1 << 20;
+  constexpr uint64_t kStripes = 64, kMember = kStripes * kChunk;
+  auto members = testutil::MakeMembers(4, kOffset + kMember);
+  auto ref = testutil::Pattern(3 * kMember, 21);
+  std::vector<std::shared_ptr<Member>> dirty;
+  {
+    CreateOptions o;
+    o.chunk_bytes = kChunk;
+    o.data_offset_bytes = kOffset;
+    o.cache.bytes = 0;
+    o.bitmap = BitmapMode::kNone;
+    o.assume_clean = true;
+    auto a = testutil::MustCreate(members, o);
+    ASSERT_NE(a, nullptr);
+    ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
+    dirty = CrashCopy(members);  // active: a full resync is due
+  }
+  ASSERT_EQ(ResyncOffsetSectors(*dirty[0]), 0u);
+
+  // Assembles a copy of `from`, optionally writes one block, and resyncs
+  // at 1 MiB/s on a simulated clock; returns the members as they were
+  // 2.5 simulated seconds in.
+  auto resync_and_crash = [&](const std::vector<std::shared_ptr<Member>>& from,
+                              bool client_write) {
+    auto copy = CrashCopy(from);
+    auto clock = std::make_shared<SimClock>();
+    const int64_t t0 = clock->NowNs();
+    std::vector<std::shared_ptr<Member>> at_crash;
+    clock->set_on_advance([&] {
+      // On the job thread, between windows: no member I/O in flight.
+      if (at_crash.empty() && clock->NowNs() - t0 >= 2'500'000'000) {
+        at_crash = CrashCopy(copy);
+      }
+    });
+    AssembleOptions ao;
+    ao.clock = clock;
+    auto a = Array::Assemble(testutil::Handles(copy), ao);
+    EXPECT_TRUE(a.ok()) << a.status();
+    if (!a.ok()) return at_crash;
+    EXPECT_TRUE((*a)->Info().resyncing);
+    if (client_write) {
+      EXPECT_TRUE((*a)->Write(ref.data(), 4096, 0).ok());
+    }
+    (*a)->SetSpeedLimits({.min_kib_s = 1024, .max_kib_s = 1024});
+    (*a)->StartBackground();
+    EXPECT_TRUE((*a)->WaitForJob().ok());
+    EXPECT_FALSE((*a)->Info().resyncing);
+    EXPECT_EQ(testutil::Mismatches(**a), 0u);
+    testutil::ExpectContents(**a, ref);
+    return at_crash;
+  };
+
+  auto crashed = resync_and_crash(dirty, /*client_write=*/false);
+  ASSERT_EQ(crashed.size(), 4u);
+  // 2.5 s at 1 MiB/s: a checkpoint each second, so at least 1 MiB of the
+  // 4 is recorded, and never more than was resynced.
+  const uint64_t front = ResyncOffsetSectors(*crashed[0]) * 512;
+  EXPECT_GE(front, 1u << 20);
+  EXPECT_LE(front, 3u << 20);
+  for (const auto& m : crashed) EXPECT_EQ(ResyncOffsetSectors(*m) * 512, front);
+  {
+    // A client write to an array whose superblocks hold a checkpoint takes
+    // the claim back before it writes: a crash now must resync from 0.
+    auto again = CrashCopy(crashed);
+    auto c = Array::Assemble(testutil::Handles(again), {});
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE((*c)->Write(ref.data(), 4096, 0).ok());
+    for (const auto& m : again) EXPECT_EQ(ResyncOffsetSectors(*m), 0u);
+  }
+  // The crashed copy resumes from the checkpoint.
+  auto b = Array::Assemble(testutil::Handles(crashed), {});
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE((*b)->Resync().ok());
+  EXPECT_EQ((*b)->Info().counters.resynced_stripes, kStripes - front / kChunk);
+  EXPECT_EQ(testutil::Mismatches(**b), 0u);
+  testutil::ExpectContents(**b, ref);
+  b->reset();
+
+  // A client write before the resync: nothing below the end may be
+  // claimed, so the crash copy still resyncs from 0.
+  crashed = resync_and_crash(dirty, /*client_write=*/true);
+  ASSERT_EQ(crashed.size(), 4u);
+  for (const auto& m : crashed) EXPECT_EQ(ResyncOffsetSectors(*m), 0u);
 }
 
 }  // namespace

@@ -76,6 +76,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
   shape_.store(shapes_.back().get());
   MutexLock lock(&state_mu_);
   clean_ = sb_.clean();
+  resync_front_claimed_ = !clean_ && sb_.resync_offset != 0;
   last_write_ = std::chrono::steady_clock::now();
   if (GoneSlots() > 1) failed_.store(true);
 }
@@ -147,6 +148,7 @@ absl::Status ArrayImpl::MarkCleanLocked() {
   RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
   RETURN_IF_ERROR(WriteSuperblocks(/*clean=*/true));
   clean_ = true;
+  resync_front_claimed_ = false;
   return absl::OkStatus();
 }
 

@@ -111,6 +111,11 @@ class ArrayImpl : private JobHost {
   // thread, reporting progress to it; else in the caller's thread (create,
   // Array::Resync).
   absl::Status Resync(bool as_job = false);
+  // Without a bitmap: flushes the members and records the resync's front
+  // as resync_offset in the superblocks, unless a client has written
+  // since assembly (then the offset must stay 0). Called by the resync
+  // itself, on its own thread.
+  absl::Status CheckpointResync();
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
   // Marks `slot` faulty. With `only_if`, only while that member still holds
   // the slot: a late error from a member already replaced (a request that
@@ -619,6 +624,11 @@ class ArrayImpl : private JobHost {
   mutable Mutex state_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
   bool clean_ ABSL_GUARDED_BY(state_mu_) = true;
   int writes_in_flight_ ABSL_GUARDED_BY(state_mu_) = 0;
+  // The superblocks say dirty with a resync_offset above 0 (a resync
+  // checkpoint, CheckpointResync): they claim the stripes below it
+  // consistent, so the first client write rewrites them (offset 0)
+  // before it touches a member.
+  bool resync_front_claimed_ ABSL_GUARDED_BY(state_mu_) = false;
   // Any write since assembly: the persisted resync checkpoint must then be 0
   // (those writes could have torn stripes below the checkpoint).
   std::atomic<bool> wrote_since_open_{false};

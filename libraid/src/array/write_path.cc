@@ -21,15 +21,19 @@ absl::Status ArrayImpl::BeginWrite() {
   RETURN_IF_ERROR(CheckUsable(true));
   ++writes_in_flight_;
   wrote_since_open_.store(true);
-  if (clean_) {
+  if (clean_ || resync_front_claimed_) {
     // md's rule: the superblocks say "active" (dirty) before any member
     // write, so a crash from here on is detected at the next assembly.
+    // A dirty array whose superblocks hold a resync checkpoint is written
+    // too: this write could tear a stripe below it, so the resync must
+    // start from 0 after a crash (wrote_since_open_ makes it so).
     absl::Status st = WriteSuperblocks(/*clean=*/false);
     if (!st.ok()) {
       --writes_in_flight_;
       return st;
     }
     clean_ = false;
+    resync_front_claimed_ = false;
   }
   return absl::OkStatus();
 }

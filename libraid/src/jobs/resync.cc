@@ -15,6 +15,38 @@
 #include "base/status_macros.h"
 
 namespace uraid {
+namespace {
+
+// A resync without a bitmap records its front this often (md checkpoints
+// recovery_cp as it goes), so a crash or a stop costs at most this much
+// of the pass again instead of all of it. On the job runner's clock.
+constexpr int64_t kResyncCheckpointNs = 1'000'000'000;
+
+}  // namespace
+
+absl::Status ArrayImpl::CheckpointResync() {
+  {
+    MutexLock lock(&state_mu_);
+    // Only the resync has written since assembly: the superblocks may
+    // claim its front (WriteSuperblocksOnce writes 0 once a client has
+    // written, which could have torn stripes anywhere).
+    if (clean_ || read_only_ || failed_.load() || wrote_since_open_.load()) {
+      return absl::OkStatus();
+    }
+  }
+  // The parity repaired below the front is durable before a superblock
+  // says it is in sync. The front cannot move meanwhile: only the resync
+  // (the caller) moves it.
+  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
+  // state_mu_ across the superblock write: a client write (BeginWrite)
+  // either came first, and the offset written is 0, or waits and then
+  // rewrites it to 0 before its first member write.
+  MutexLock lock(&state_mu_);
+  if (clean_) return absl::OkStatus();
+  RETURN_IF_ERROR(WriteSuperblocks(/*clean=*/false));
+  if (!wrote_since_open_.load()) resync_front_claimed_ = true;
+  return absl::OkStatus();
+}
 
 absl::Status ArrayImpl::Resync(bool as_job) {
   if (reshaping_.load()) {
@@ -119,15 +151,27 @@ absl::Status ArrayImpl::Resync(bool as_job) {
     done_through(s + done);
     return done;
   };
-  if (as_job) {
-    pass.moved = [&](uint64_t s) {
-      jobs_.Progress(s * C);
-      return absl::OkStatus();
-    };
-    jobs_.Progress(start * C);
-  }
+  // With a bitmap the cleared bits keep the progress; without one the
+  // superblocks' resync_offset does, written every kResyncCheckpointNs
+  // and when the pass stops short.
+  int64_t last_checkpoint = jobs_.NowNs();
+  pass.moved = [&](uint64_t s) -> absl::Status {
+    if (as_job) jobs_.Progress(s * C);
+    if (!B && jobs_.NowNs() - last_checkpoint > kResyncCheckpointNs) {
+      RETURN_IF_ERROR(CheckpointResync());
+      last_checkpoint = jobs_.NowNs();
+    }
+    return absl::OkStatus();
+  };
+  if (as_job) jobs_.Progress(start * C);
   uint64_t at = start;
   st = jobs_.RunStripePass(pass, geo_.stripe_count(), &at);
+  if (!B && resync_stripe_.load() < geo_.stripe_count() &&
+      resync_stripe_.load() > start) {
+    // Stopped short (the array closing, an error): keep what was done.
+    absl::Status cp = CheckpointResync();
+    if (st.ok()) st = cp;
+  }
   if (B && resync_stripe_.load() >= geo_.stripe_count()) {
     release_through(bitmap_->chunks() * B);  // the last, partial region
   }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "control/info_json.h"
 
+#include <array>
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/enum_names.h"
 #include "uraid/geometry.h"
 #include "uraid/superblock.h"
 
@@ -32,12 +35,15 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr SlotState kSlotStates[] = {SlotState::kActive, SlotState::kFaulty,
-                                     SlotState::kMissing,
-                                     SlotState::kRebuilding, SlotState::kSpare};
-constexpr JobKind kJobKinds[] = {
-    JobKind::kNone,  JobKind::kResync, JobKind::kRecover, JobKind::kReplace,
-    JobKind::kCheck, JobKind::kRepair, JobKind::kReshape};
+// Indexed by the enumerator (base/enum_names.h).
+constexpr std::array kSlotStateNames = {"active", "faulty", "missing",
+                                        "rebuilding", "spare"};
+static_assert(kSlotStateNames.size() ==
+              static_cast<size_t>(SlotState::kSpare) + 1);
+constexpr std::array kJobKindNames = {"idle",  "resync", "recover", "replace",
+                                      "check", "repair", "reshape"};
+static_assert(kJobKindNames.size() ==
+              static_cast<size_t>(JobKind::kReshape) + 1);
 
 // The five geometry fields, as the top level of the detail carries them.
 void GeometryFields(const Geometry& g, Json* j) {
@@ -156,6 +162,21 @@ class Reader {
     *out = *u;
   }
 
+  // An enumerator by its name; absent or "" leaves *out as it is.
+  // `expected` lists the names for the error.
+  template <typename E>
+  void Enum(const char* key, std::optional<E> (*from_name)(std::string_view),
+            const char* expected, E* out) {
+    std::string name;
+    Str(key, &name);
+    if (name.empty()) return;
+    if (std::optional<E> e = from_name(name)) {
+      *out = *e;
+    } else {
+      Error(key, expected);
+    }
+  }
+
   void Error(const char* key, const char* what) {
     if (status_->ok()) {
       *status_ = absl::InvalidArgumentError(
@@ -177,16 +198,8 @@ void ReadSlot(const Json& j, const std::string& path, SlotInfo* s,
               absl::Status* status) {
   Reader r(j, path, status);
   r.Int("slot", &s->slot);
-  std::string state;
-  r.Str("state", &state);
-  if (!state.empty()) {
-    std::optional<SlotState> st = SlotStateFromName(state);
-    if (!st) {
-      r.Error("state", "active, faulty, missing, rebuilding or spare");
-    } else {
-      s->state = *st;
-    }
-  }
+  r.Enum("state", SlotStateFromName,
+         "active, faulty, missing, rebuilding or spare", &s->state);
   r.U64("recovery_bytes", &s->recovery_bytes);
   r.Str("name", &s->name);
   r.U32("dev_number", &s->dev_number);
@@ -213,17 +226,9 @@ void ReadJob(const Json* j, const std::string& path, JobInfo* job,
              absl::Status* status) {
   if (j == nullptr || !status->ok()) return;
   Reader r(*j, path, status);
-  std::string kind;
-  r.Str("kind", &kind);
-  if (!kind.empty()) {
-    std::optional<JobKind> k = JobKindFromName(kind);
-    if (!k) {
-      r.Error("kind",
-              "idle, resync, recover, replace, check, repair or reshape");
-    } else {
-      job->kind = *k;
-    }
-  }
+  r.Enum("kind", JobKindFromName,
+         "idle, resync, recover, replace, check, repair or reshape",
+         &job->kind);
   r.U64("done_bytes", &job->done_bytes);
   r.U64("total_bytes", &job->total_bytes);
   r.Double("bytes_per_s", &job->bytes_per_s);
@@ -327,33 +332,19 @@ std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields() {
 }
 
 const char* SlotStateName(SlotState state) {
-  switch (state) {
-    case SlotState::kActive:
-      return "active";
-    case SlotState::kFaulty:
-      return "faulty";
-    case SlotState::kMissing:
-      return "missing";
-    case SlotState::kRebuilding:
-      return "rebuilding";
-    case SlotState::kSpare:
-      return "spare";
-  }
-  return "?";
+  return EnumName(kSlotStateNames, state, "?");
 }
 
 std::optional<SlotState> SlotStateFromName(std::string_view name) {
-  for (SlotState s : kSlotStates) {
-    if (name == SlotStateName(s)) return s;
-  }
-  return std::nullopt;
+  return EnumFromName<SlotState>(kSlotStateNames, name);
+}
+
+const char* JobKindName(JobKind kind) {
+  return EnumName(kJobKindNames, kind, "unknown");
 }
 
 std::optional<JobKind> JobKindFromName(std::string_view name) {
-  for (JobKind k : kJobKinds) {
-    if (name == JobKindName(k)) return k;
-  }
-  return std::nullopt;
+  return EnumFromName<JobKind>(kJobKindNames, name);
 }
 
 Json InfoToJson(const ArrayInfo& info) {

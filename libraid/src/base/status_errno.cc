@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
@@ -14,40 +15,33 @@
 
 namespace uraid {
 
+namespace {
+
+// The codes that do not map to EIO. EIO, the default, takes the rest:
+// kUnavailable, kDataLoss, kAborted, kInternal, kUnknown and any value
+// outside the canonical codes (absl reserves room for more).
+constexpr std::pair<absl::StatusCode, int> kNotEio[] = {
+    {absl::StatusCode::kOk, 0},
+    {absl::StatusCode::kInvalidArgument, EINVAL},
+    {absl::StatusCode::kOutOfRange, EINVAL},
+    {absl::StatusCode::kFailedPrecondition, EPERM},
+    {absl::StatusCode::kPermissionDenied, EACCES},
+    {absl::StatusCode::kUnauthenticated, EACCES},
+    {absl::StatusCode::kNotFound, ENOENT},
+    {absl::StatusCode::kAlreadyExists, EEXIST},
+    {absl::StatusCode::kResourceExhausted, ENOMEM},
+    {absl::StatusCode::kUnimplemented, EOPNOTSUPP},
+    {absl::StatusCode::kDeadlineExceeded, ETIMEDOUT},
+    {absl::StatusCode::kCancelled, ECANCELED},
+};
+
+}  // namespace
+
 int StatusCodeToErrno(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk:
-      return 0;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      return EINVAL;
-    case absl::StatusCode::kFailedPrecondition:
-      return EPERM;
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kUnauthenticated:
-      return EACCES;
-    case absl::StatusCode::kNotFound:
-      return ENOENT;
-    case absl::StatusCode::kAlreadyExists:
-      return EEXIST;
-    case absl::StatusCode::kResourceExhausted:
-      return ENOMEM;
-    case absl::StatusCode::kUnimplemented:
-      return EOPNOTSUPP;
-    case absl::StatusCode::kDeadlineExceeded:
-      return ETIMEDOUT;
-    case absl::StatusCode::kCancelled:
-      return ECANCELED;
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kAborted:
-    case absl::StatusCode::kInternal:
-    case absl::StatusCode::kUnknown:
-      return EIO;
-    default:
-      // A value outside the canonical codes (absl reserves room for more).
-      return EIO;
+  for (const auto& [c, err] : kNotEio) {
+    if (c == code) return err;
   }
+  return EIO;
 }
 
 absl::Status WithErrno(absl::Status status, int err) {

@@ -121,9 +121,8 @@ absl::Status WrapMembers(const uraid_member_desc* descs, size_t n,
 
 namespace uraid::capi {
 
-absl::Status ToCreateOptions(const uraid_create_options* in,
-                             uraid::CreateOptions* c, Logger* logger,
-                             bool* direct) {
+absl::Status ToOptions(const uraid_create_options* in, uraid::CreateOptions* c,
+                       Logger* logger, uraid::MemberOptions* mo) {
   uraid_create_options o;
   if (absl::Status s = ReadOptions(in, &o, "uraid_create_options"); !s.ok()) {
     return s;
@@ -162,13 +161,13 @@ absl::Status ToCreateOptions(const uraid_create_options* in,
   c->bitmap_chunk_bytes = o.bitmap_chunk_bytes;
   ApplyCacheBytes(o.cache_bytes, &c->cache);
   *logger = CLogger(o.log, o.log_user, o.log_level);
-  if (direct != nullptr) *direct = o.direct != 0;
+  mo->direct = o.direct != 0;
   return absl::OkStatus();
 }
 
-absl::Status ToAssembleOptions(const uraid_assemble_options* in,
-                               uraid::AssembleOptions* a, Logger* logger,
-                               uraid::MemberOptions* mo) {
+absl::Status ToOptions(const uraid_assemble_options* in,
+                       uraid::AssembleOptions* a, Logger* logger,
+                       uraid::MemberOptions* mo) {
   uraid_assemble_options o;
   if (absl::Status s = ReadOptions(in, &o, "uraid_assemble_options"); !s.ok()) {
     return s;
@@ -179,11 +178,9 @@ absl::Status ToAssembleOptions(const uraid_assemble_options* in,
   if (o.bitmap_file != nullptr) a->bitmap_file = o.bitmap_file;
   ApplyCacheBytes(o.cache_bytes, &a->cache);
   *logger = CLogger(o.log, o.log_user, o.log_level);
-  if (mo != nullptr) {
-    mo->direct = o.direct != 0;
-    mo->read_only = o.read_only != 0;
-    mo->lock = o.no_lock == 0;
-  }
+  mo->direct = o.direct != 0;
+  mo->read_only = o.read_only != 0;
+  mo->lock = o.no_lock == 0;
   return absl::OkStatus();
 }
 
@@ -202,9 +199,8 @@ absl::Status Publish(absl::StatusOr<std::unique_ptr<uraid::Array>> array,
 
 namespace {
 
-using uraid::capi::Publish;
-using uraid::capi::ToAssembleOptions;
-using uraid::capi::ToCreateOptions;
+using uraid::capi::OpenAndPublish;
+using Members = std::vector<std::unique_ptr<uraid::Member>>;
 
 absl::Status CheckPathList(const char* const* paths, size_t n,
                            uraid_array** out) {
@@ -214,6 +210,58 @@ absl::Status CheckPathList(const char* const* paths, size_t n,
   return absl::OkStatus();
 }
 
+// Opens each path with `mo`. A NULL path is a missing slot when
+// `allow_missing` (create) and an error otherwise (assemble).
+absl::Status OpenPaths(const char* const* paths, size_t n,
+                       const uraid::MemberOptions& mo, bool allow_missing,
+                       Members* out) {
+  for (size_t i = 0; i < n; ++i) {
+    if (paths[i] == nullptr) {
+      if (!allow_missing) return NullArgument("a member path");
+      out->push_back(nullptr);
+      continue;
+    }
+    absl::StatusOr<std::unique_ptr<uraid::Member>> m =
+        uraid::OpenMember(paths[i], mo);
+    if (!m.ok()) return m.status();
+    out->push_back(*std::move(m));
+  }
+  return absl::OkStatus();
+}
+
+// uraid_create and uraid_assemble: the members opened from paths.
+template <typename Options, typename COptions>
+int FromPaths(bool allow_missing, const char* const* paths, size_t n,
+              const COptions* options, uraid_array** out, char* err,
+              size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (absl::Status s = CheckPathList(paths, n, out); !s.ok()) return s;
+    return OpenAndPublish<Options>(
+        options, out, [&](const uraid::MemberOptions& mo, Members* members) {
+          return OpenPaths(paths, n, mo, allow_missing, members);
+        });
+  });
+}
+
+// Wraps the descriptors (first: every close callback must run, even on a
+// bad argument), then checks `out`.
+absl::Status WrapAll(const uraid_member_desc* descs, size_t n,
+                     uraid_array** out, Members* members) {
+  if (descs == nullptr && n > 0) return NullArgument("members");
+  if (absl::Status s = WrapMembers(descs, n, members); !s.ok()) return s;
+  if (out == nullptr) return NullArgument("out");
+  *out = nullptr;
+  return absl::OkStatus();
+}
+
+// OpenAndPublish's get_members for members wrapped already.
+auto Given(Members& members) {
+  return [&members](const uraid::MemberOptions&, Members* out) {
+    *out = std::move(members);
+    return absl::OkStatus();
+  };
+}
+
 }  // namespace
 
 extern "C" {
@@ -221,69 +269,24 @@ extern "C" {
 int uraid_create(const char* const* paths, size_t n,
                  const uraid_create_options* options, uraid_array** out,
                  char* err, size_t err_len) {
-  return Guarded(err, err_len, [&]() -> absl::Status {
-    if (absl::Status s = CheckPathList(paths, n, out); !s.ok()) return s;
-    uraid::CreateOptions co;
-    uraid::Logger logger;
-    uraid::MemberOptions mo;
-    if (absl::Status s = ToCreateOptions(options, &co, &logger, &mo.direct);
-        !s.ok()) {
-      return s;
-    }
-    std::vector<std::unique_ptr<uraid::Member>> members;
-    for (size_t i = 0; i < n; ++i) {
-      if (paths[i] == nullptr) {
-        members.push_back(nullptr);
-        continue;
-      }
-      auto m = uraid::OpenMember(paths[i], mo);
-      if (!m.ok()) return m.status();
-      members.push_back(*std::move(m));
-    }
-    return Publish(uraid::Array::Create(std::move(members), co, logger), out);
-  });
+  return FromPaths<uraid::CreateOptions>(/*allow_missing=*/true, paths, n,
+                                         options, out, err, err_len);
 }
 
 int uraid_assemble(const char* const* paths, size_t n,
                    const uraid_assemble_options* options, uraid_array** out,
                    char* err, size_t err_len) {
-  return Guarded(err, err_len, [&]() -> absl::Status {
-    if (absl::Status s = CheckPathList(paths, n, out); !s.ok()) return s;
-    uraid::AssembleOptions ao;
-    uraid::Logger logger;
-    uraid::MemberOptions mo;
-    if (absl::Status s = ToAssembleOptions(options, &ao, &logger, &mo);
-        !s.ok()) {
-      return s;
-    }
-    std::vector<std::unique_ptr<uraid::Member>> members;
-    for (size_t i = 0; i < n; ++i) {
-      if (paths[i] == nullptr) return NullArgument("a member path");
-      auto m = uraid::OpenMember(paths[i], mo);
-      if (!m.ok()) return m.status();
-      members.push_back(*std::move(m));
-    }
-    return Publish(uraid::Array::Assemble(std::move(members), ao, logger), out);
-  });
+  return FromPaths<uraid::AssembleOptions>(/*allow_missing=*/false, paths, n,
+                                           options, out, err, err_len);
 }
 
 int uraid_create_members(const uraid_member_desc* descs, size_t n,
                          const uraid_create_options* options, uraid_array** out,
                          char* err, size_t err_len) {
   return Guarded(err, err_len, [&]() -> absl::Status {
-    // Wrap first: every close callback must run, even on a bad argument.
-    std::vector<std::unique_ptr<uraid::Member>> members;
-    if (descs == nullptr && n > 0) return NullArgument("members");
-    if (absl::Status s = WrapMembers(descs, n, &members); !s.ok()) return s;
-    if (out == nullptr) return NullArgument("out");
-    *out = nullptr;
-    uraid::CreateOptions co;
-    uraid::Logger logger;
-    if (absl::Status s = ToCreateOptions(options, &co, &logger, nullptr);
-        !s.ok()) {
-      return s;
-    }
-    return Publish(uraid::Array::Create(std::move(members), co, logger), out);
+    Members members;
+    if (absl::Status s = WrapAll(descs, n, out, &members); !s.ok()) return s;
+    return OpenAndPublish<uraid::CreateOptions>(options, out, Given(members));
   });
 }
 
@@ -291,24 +294,15 @@ int uraid_assemble_members(const uraid_member_desc* descs, size_t n,
                            const uraid_assemble_options* options,
                            uraid_array** out, char* err, size_t err_len) {
   return Guarded(err, err_len, [&]() -> absl::Status {
-    std::vector<std::unique_ptr<uraid::Member>> members;
-    if (descs == nullptr && n > 0) return NullArgument("members");
-    if (absl::Status s = WrapMembers(descs, n, &members); !s.ok()) return s;
-    if (out == nullptr) return NullArgument("out");
-    *out = nullptr;
+    Members members;
+    if (absl::Status s = WrapAll(descs, n, out, &members); !s.ok()) return s;
     for (size_t i = 0; i < members.size(); ++i) {
       if (members[i] == nullptr) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "member %d has no ops (leave a missing member out instead)", i));
       }
     }
-    uraid::AssembleOptions ao;
-    uraid::Logger logger;
-    if (absl::Status s = ToAssembleOptions(options, &ao, &logger, nullptr);
-        !s.ok()) {
-      return s;
-    }
-    return Publish(uraid::Array::Assemble(std::move(members), ao, logger), out);
+    return OpenAndPublish<uraid::AssembleOptions>(options, out, Given(members));
   });
 }
 

@@ -16,6 +16,8 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -118,17 +120,49 @@ Logger CLogger(uraid_log_fn fn, void* user, int min_level);
 void ApplyCacheBytes(uint64_t bytes, CacheOptions* cache);
 
 // The option structs as the C++ API's (array_io.cc). On error nothing is
-// opened. `direct` / `mo` (may be NULL) get the member-opening options.
-absl::Status ToCreateOptions(const uraid_create_options* in, CreateOptions* c,
-                             Logger* logger, bool* direct);
-absl::Status ToAssembleOptions(const uraid_assemble_options* in,
-                               AssembleOptions* a, Logger* logger,
-                               MemberOptions* mo);
+// opened. `mo` gets the member-opening options (create sets only direct).
+absl::Status ToOptions(const uraid_create_options* in, CreateOptions* c,
+                       Logger* logger, MemberOptions* mo);
+absl::Status ToOptions(const uraid_assemble_options* in, AssembleOptions* a,
+                       Logger* logger, MemberOptions* mo);
+
+// Array::Create or Array::Assemble, as the options' type says.
+inline absl::StatusOr<std::unique_ptr<Array>> OpenArray(
+    std::vector<std::unique_ptr<Member>> members, const CreateOptions& o,
+    Logger logger) {
+  return Array::Create(std::move(members), o, std::move(logger));
+}
+inline absl::StatusOr<std::unique_ptr<Array>> OpenArray(
+    std::vector<std::unique_ptr<Member>> members, const AssembleOptions& o,
+    Logger logger) {
+  return Array::Assemble(std::move(members), o, std::move(logger));
+}
 
 // Starts the opened array's background threads and hands it to the caller
 // in *out (array_io.cc).
 absl::Status Publish(absl::StatusOr<std::unique_ptr<Array>> array,
                      uraid_array** out);
+
+// The tail that every uraid_create* and uraid_assemble* shares once its
+// own arguments are checked, in this order: converts the C options
+// (`Options` is CreateOptions or AssembleOptions), gets the members from
+// `get_members(mo, &members)` (mo: the member-opening options the C
+// options carry), opens the array and hands it to the caller in *out.
+// Nothing is opened when the options are bad.
+template <typename Options, typename COptions, typename GetMembers>
+absl::Status OpenAndPublish(const COptions* in, uraid_array** out,
+                            GetMembers&& get_members) {
+  Options options;
+  Logger logger;
+  MemberOptions mo;
+  if (absl::Status s = ToOptions(in, &options, &logger, &mo); !s.ok()) {
+    return s;
+  }
+  std::vector<std::unique_ptr<Member>> members;
+  if (absl::Status s = get_members(mo, &members); !s.ok()) return s;
+  return Publish(OpenArray(std::move(members), options, std::move(logger)),
+                 out);
+}
 
 // URAID_SLOT_* for a SlotState.
 int SlotStateCode(SlotState state);

@@ -23,6 +23,8 @@ namespace {
 using uraid::capi::CopyMessage;
 using uraid::capi::Guarded;
 using uraid::capi::NullArgument;
+using uraid::capi::OpenAndPublish;
+using Members = std::vector<std::unique_ptr<uraid::Member>>;
 
 absl::Status Publish(std::shared_ptr<uraid::Member> m, uraid_member** out,
                      std::shared_ptr<uraid::FaultyMember> faulty = nullptr) {
@@ -36,7 +38,7 @@ absl::Status Publish(std::shared_ptr<uraid::Member> m, uraid_member** out,
 // Handles -> members the array owns (a non-owning ShareMember each; NULL
 // entries stay missing slots when `allow_missing`).
 absl::Status Share(uraid_member* const* members, size_t n, bool allow_missing,
-                   std::vector<std::unique_ptr<uraid::Member>>* out) {
+                   Members* out) {
   if (members == nullptr && n > 0) return NullArgument("members");
   for (size_t i = 0; i < n; ++i) {
     if (members[i] == nullptr) {
@@ -50,6 +52,33 @@ absl::Status Share(uraid_member* const* members, size_t n, bool allow_missing,
     out->push_back(uraid::ShareMember(members[i]->member));
   }
   return absl::OkStatus();
+}
+
+// uraid_create_from and uraid_assemble_from: the members shared from
+// handles.
+template <typename Options, typename COptions>
+int FromHandles(bool allow_missing, uraid_member* const* members, size_t n,
+                const COptions* options, uraid_array** out, char* err,
+                size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (out == nullptr) return NullArgument("out");
+    *out = nullptr;
+    return OpenAndPublish<Options>(
+        options, out, [&](const uraid::MemberOptions&, Members* shared) {
+          return Share(members, n, allow_missing, shared);
+        });
+  });
+}
+
+// uraid_fail and uraid_remove: `op` on the array's member called `name`.
+int OnNamedMember(uraid_array* array, const char* name,
+                  absl::Status (uraid::Array::*op)(const std::string&),
+                  char* err, size_t err_len) {
+  return Guarded(err, err_len, [&]() -> absl::Status {
+    if (array == nullptr) return NullArgument("array");
+    if (name == nullptr) return NullArgument("name");
+    return (array->array.get()->*op)(name);
+  });
 }
 
 // Applies `edit` to a fault injector's plan.
@@ -169,41 +198,15 @@ void uraid_member_free(uraid_member* member) { delete member; }
 int uraid_create_from(uraid_member* const* members, size_t n,
                       const uraid_create_options* options, uraid_array** out,
                       char* err, size_t err_len) {
-  return Guarded(err, err_len, [&]() -> absl::Status {
-    if (out == nullptr) return NullArgument("out");
-    *out = nullptr;
-    uraid::CreateOptions co;
-    uraid::Logger logger;
-    if (absl::Status s =
-            uraid::capi::ToCreateOptions(options, &co, &logger, nullptr);
-        !s.ok()) {
-      return s;
-    }
-    std::vector<std::unique_ptr<uraid::Member>> shared;
-    if (absl::Status s = Share(members, n, true, &shared); !s.ok()) return s;
-    return uraid::capi::Publish(
-        uraid::Array::Create(std::move(shared), co, logger), out);
-  });
+  return FromHandles<uraid::CreateOptions>(/*allow_missing=*/true, members, n,
+                                           options, out, err, err_len);
 }
 
 int uraid_assemble_from(uraid_member* const* members, size_t n,
                         const uraid_assemble_options* options,
                         uraid_array** out, char* err, size_t err_len) {
-  return Guarded(err, err_len, [&]() -> absl::Status {
-    if (out == nullptr) return NullArgument("out");
-    *out = nullptr;
-    uraid::AssembleOptions ao;
-    uraid::Logger logger;
-    if (absl::Status s =
-            uraid::capi::ToAssembleOptions(options, &ao, &logger, nullptr);
-        !s.ok()) {
-      return s;
-    }
-    std::vector<std::unique_ptr<uraid::Member>> shared;
-    if (absl::Status s = Share(members, n, false, &shared); !s.ok()) return s;
-    return uraid::capi::Publish(
-        uraid::Array::Assemble(std::move(shared), ao, logger), out);
-  });
+  return FromHandles<uraid::AssembleOptions>(/*allow_missing=*/false, members,
+                                             n, options, out, err, err_len);
 }
 
 int uraid_get_member(const uraid_array* array, int index,
@@ -234,20 +237,12 @@ int uraid_get_member(const uraid_array* array, int index,
 
 int uraid_fail(uraid_array* array, const char* name, char* err,
                size_t err_len) {
-  return Guarded(err, err_len, [&]() -> absl::Status {
-    if (array == nullptr) return NullArgument("array");
-    if (name == nullptr) return NullArgument("name");
-    return array->array->FailMember(name);
-  });
+  return OnNamedMember(array, name, &uraid::Array::FailMember, err, err_len);
 }
 
 int uraid_remove(uraid_array* array, const char* name, char* err,
                  size_t err_len) {
-  return Guarded(err, err_len, [&]() -> absl::Status {
-    if (array == nullptr) return NullArgument("array");
-    if (name == nullptr) return NullArgument("name");
-    return array->array->RemoveMember(name);
-  });
+  return OnNamedMember(array, name, &uraid::Array::RemoveMember, err, err_len);
 }
 
 int uraid_add(uraid_array* array, uraid_member* member, char* err,

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "control/info_json.h"
 
+#include <array>
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/enum_names.h"
 #include "uraid/geometry.h"
 #include "uraid/superblock.h"
 
@@ -32,12 +35,30 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr SlotState kSlotStates[] = {SlotState::kActive, SlotState::kFaulty,
-                                     SlotState::kMissing,
-                                     SlotState::kRebuilding, SlotState::kSpare};
-constexpr JobKind kJobKinds[] = {
-    JobKind::kNone,  JobKind::kResync, JobKind::kRecover, JobKind::kReplace,
-    JobKind::kCheck, JobKind::kRepair, JobKind::kReshape};
+// Indexed by the enumerator (base/enum_names.h).
+constexpr std::array kSlotStateNames = {"active", "faulty", "missing",
+                                        "rebuilding", "spare"};
+static_assert(kSlotStateNames.size() ==
+              static_cast<size_t>(SlotState::kSpare) + 1);
+constexpr std::array kJobKindNames = {"idle",  "resync", "recover", "replace",
+                                      "check", "repair", "reshape"};
+static_assert(kJobKindNames.size() ==
+              static_cast<size_t>(JobKind::kReshape) + 1);
+
+// How the detail names an enum, in both directions, and the names as an
+// error lists them.
+template <typename E>
+struct JsonEnum {
+  const char* (*name)(E);
+  std::optional<E> (*from_name)(std::string_view);
+  const char* expected;
+};
+constexpr JsonEnum<SlotState> kSlotStateJson = {
+    SlotStateName, SlotStateFromName,
+    "active, faulty, missing, rebuilding or spare"};
+constexpr JsonEnum<JobKind> kJobKindJson = {
+    JobKindName, JobKindFromName,
+    "idle, resync, recover, replace, check, repair or reshape"};
 
 // The five geometry fields, as the top level of the detail carries them.
 void GeometryFields(const Geometry& g, Json* j) {
@@ -61,25 +82,104 @@ Json ReshapeToJson(const ReshapeInfo& r) {
   return j;
 }
 
+// Writes typed fields into one JSON object, in call order. The field
+// lists below take a Writer (to JSON) or a Reader (from JSON), so that both
+// directions come from one list.
+class Writer {
+ public:
+  explicit Writer(Json* j) : j_(*j) {}
+
+  void U64(const char* key, const uint64_t* v) { j_[key] = *v; }
+  void Int(const char* key, const int* v) { j_[key] = *v; }
+  void U32(const char* key, const uint32_t* v) { j_[key] = *v; }
+  void Double(const char* key, const double* v) { j_[key] = *v; }
+  void Bool(const char* key, const bool* v) { j_[key] = *v; }
+  void Str(const char* key, const std::string* v) { j_[key] = *v; }
+  void Uuid(const char* key, const std::array<uint8_t, 16>* v) {
+    j_[key] = FormatUuid(*v);
+  }
+  template <typename E>
+  void Enum(const char* key, const JsonEnum<E>& e, const E* v) {
+    j_[key] = e.name(*v);
+  }
+  void Stripes(const char* key, const std::vector<uint64_t>* v) {
+    j_[key] = *v;
+  }
+
+ private:
+  Json& j_;
+};
+
+// One field list per struct: `io` is a Writer (S const) or a Reader.
+template <typename Io, typename S>
+void SlotFields(Io& io, S& s) {
+  io.Int("slot", &s.slot);
+  io.Enum("state", kSlotStateJson, &s.state);
+  io.U64("recovery_bytes", &s.recovery_bytes);
+  io.Str("name", &s.name);
+  io.U32("dev_number", &s.dev_number);
+  io.Uuid("device_uuid", &s.device_uuid);
+}
+
+template <typename Io, typename J>
+void JobFields(Io& io, J& job) {
+  io.Enum("kind", kJobKindJson, &job.kind);
+  io.U64("done_bytes", &job.done_bytes);
+  io.U64("total_bytes", &job.total_bytes);
+  io.Double("bytes_per_s", &job.bytes_per_s);
+  io.Int("slot", &job.slot);
+  io.Str("target", &job.target);
+  io.U64("mismatches", &job.mismatches);
+  io.Stripes("first_mismatches", &job.first_mismatches);
+  io.Str("result", &job.result);
+}
+
+template <typename Io, typename B>
+void BitmapFields(Io& io, B& b) {
+  io.Bool("present", &b.present);
+  io.U64("offset_bytes", &b.offset_bytes);
+  io.U64("chunk_bytes", &b.chunk_bytes);
+  io.U64("chunks", &b.chunks);
+  io.U64("dirty_chunks", &b.dirty_chunks);
+  io.U64("events", &b.events);
+  io.U64("events_cleared", &b.events_cleared);
+  io.U64("sync_size_bytes", &b.sync_size_bytes);
+  io.U32("daemon_sleep_s", &b.daemon_sleep_s);
+}
+
+// The detail's top-level scalars, after the geometry.
+template <typename Io, typename I>
+void InfoFields(Io& io, I& info) {
+  io.Uuid("uuid", &info.uuid);
+  io.Str("name", &info.name);
+  io.U64("data_offset_bytes", &info.data_offset_bytes);
+  io.U64("events", &info.events);
+  io.U64("ctime", &info.ctime);
+  io.U64("utime", &info.utime);
+  io.Bool("clean", &info.clean);
+  io.Bool("ppl", &info.ppl);  // absent from older servers
+  io.Bool("degraded", &info.degraded);
+  io.Bool("failed", &info.failed);
+  io.Bool("read_only", &info.read_only);
+  io.Bool("resyncing", &info.resyncing);
+  io.U64("resync_bytes", &info.resync_bytes);
+}
+
+// `fields(writer, v)` as a JSON object.
+template <typename T, typename Fields>
+Json ToJson(const T& v, Fields fields) {
+  Json j = Json::object();
+  Writer w(&j);
+  fields(w, v);
+  return j;
+}
+
 Json SlotToJson(const SlotInfo& s) {
-  return {{"slot", s.slot},
-          {"state", SlotStateName(s.state)},
-          {"recovery_bytes", s.recovery_bytes},
-          {"name", s.name},
-          {"dev_number", s.dev_number},
-          {"device_uuid", FormatUuid(s.device_uuid)}};
+  return ToJson(s, [](Writer& w, const SlotInfo& v) { SlotFields(w, v); });
 }
 
 Json JobToJson(const JobInfo& job) {
-  return {{"kind", JobKindName(job.kind)},
-          {"done_bytes", job.done_bytes},
-          {"total_bytes", job.total_bytes},
-          {"bytes_per_s", job.bytes_per_s},
-          {"slot", job.slot},
-          {"target", job.target},
-          {"mismatches", job.mismatches},
-          {"first_mismatches", job.first_mismatches},
-          {"result", job.result}};
+  return ToJson(job, [](Writer& w, const JobInfo& v) { JobFields(w, v); });
 }
 
 // Reads typed fields of one JSON object; the first problem sticks and names
@@ -156,6 +256,34 @@ class Reader {
     *out = *u;
   }
 
+  // An enumerator by its name; absent or "" leaves *out as it is.
+  template <typename E>
+  void Enum(const char* key, const JsonEnum<E>& e, E* out) {
+    std::string name;
+    Str(key, &name);
+    if (name.empty()) return;
+    if (std::optional<E> v = e.from_name(name)) {
+      *out = *v;
+    } else {
+      Error(key, e.expected);
+    }
+  }
+  // A job's first mismatched stripes: at most kMaxListedMismatches.
+  void Stripes(const char* key, std::vector<uint64_t>* out) {
+    const Json* list = Get(key);
+    if (list == nullptr) return;
+    if (!list->is_array() || list->size() > kMaxListedMismatches) {
+      return Error(key, "an array of at most 16 stripe numbers");
+    }
+    for (const Json& v : *list) {
+      if (!v.is_number_integer() ||
+          (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
+        return Error(key, "an array of stripe numbers");
+      }
+      out->push_back(v.get<uint64_t>());
+    }
+  }
+
   void Error(const char* key, const char* what) {
     if (status_->ok()) {
       *status_ = absl::InvalidArgumentError(
@@ -176,21 +304,7 @@ class Reader {
 void ReadSlot(const Json& j, const std::string& path, SlotInfo* s,
               absl::Status* status) {
   Reader r(j, path, status);
-  r.Int("slot", &s->slot);
-  std::string state;
-  r.Str("state", &state);
-  if (!state.empty()) {
-    std::optional<SlotState> st = SlotStateFromName(state);
-    if (!st) {
-      r.Error("state", "active, faulty, missing, rebuilding or spare");
-    } else {
-      s->state = *st;
-    }
-  }
-  r.U64("recovery_bytes", &s->recovery_bytes);
-  r.Str("name", &s->name);
-  r.U32("dev_number", &s->dev_number);
-  r.Uuid("device_uuid", &s->device_uuid);
+  SlotFields(r, *s);
 }
 
 void ReadSlots(const Json* list, const std::string& path,
@@ -213,37 +327,7 @@ void ReadJob(const Json* j, const std::string& path, JobInfo* job,
              absl::Status* status) {
   if (j == nullptr || !status->ok()) return;
   Reader r(*j, path, status);
-  std::string kind;
-  r.Str("kind", &kind);
-  if (!kind.empty()) {
-    std::optional<JobKind> k = JobKindFromName(kind);
-    if (!k) {
-      r.Error("kind",
-              "idle, resync, recover, replace, check, repair or reshape");
-    } else {
-      job->kind = *k;
-    }
-  }
-  r.U64("done_bytes", &job->done_bytes);
-  r.U64("total_bytes", &job->total_bytes);
-  r.Double("bytes_per_s", &job->bytes_per_s);
-  r.Int("slot", &job->slot);
-  r.Str("target", &job->target);
-  r.U64("mismatches", &job->mismatches);
-  r.Str("result", &job->result);
-  if (const Json* list = r.Get("first_mismatches")) {
-    if (!list->is_array() || list->size() > kMaxListedMismatches) {
-      return r.Error("first_mismatches",
-                     "an array of at most 16 stripe numbers");
-    }
-    for (const Json& v : *list) {
-      if (!v.is_number_integer() ||
-          (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
-        return r.Error("first_mismatches", "an array of stripe numbers");
-      }
-      job->first_mismatches.push_back(v.get<uint64_t>());
-    }
-  }
+  JobFields(r, *job);
 }
 
 // The five geometry fields of `j` (the detail itself, or a reshape shape
@@ -327,51 +411,26 @@ std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields() {
 }
 
 const char* SlotStateName(SlotState state) {
-  switch (state) {
-    case SlotState::kActive:
-      return "active";
-    case SlotState::kFaulty:
-      return "faulty";
-    case SlotState::kMissing:
-      return "missing";
-    case SlotState::kRebuilding:
-      return "rebuilding";
-    case SlotState::kSpare:
-      return "spare";
-  }
-  return "?";
+  return EnumName(kSlotStateNames, state, "?");
 }
 
 std::optional<SlotState> SlotStateFromName(std::string_view name) {
-  for (SlotState s : kSlotStates) {
-    if (name == SlotStateName(s)) return s;
-  }
-  return std::nullopt;
+  return EnumFromName<SlotState>(kSlotStateNames, name);
+}
+
+const char* JobKindName(JobKind kind) {
+  return EnumName(kJobKindNames, kind, "unknown");
 }
 
 std::optional<JobKind> JobKindFromName(std::string_view name) {
-  for (JobKind k : kJobKinds) {
-    if (name == JobKindName(k)) return k;
-  }
-  return std::nullopt;
+  return EnumFromName<JobKind>(kJobKindNames, name);
 }
 
 Json InfoToJson(const ArrayInfo& info) {
   Json j;
   GeometryFields(info.geometry, &j);
-  j["uuid"] = FormatUuid(info.uuid);
-  j["name"] = info.name;
-  j["data_offset_bytes"] = info.data_offset_bytes;
-  j["events"] = info.events;
-  j["ctime"] = info.ctime;
-  j["utime"] = info.utime;
-  j["clean"] = info.clean;
-  j["ppl"] = info.ppl;
-  j["degraded"] = info.degraded;
-  j["failed"] = info.failed;
-  j["read_only"] = info.read_only;
-  j["resyncing"] = info.resyncing;
-  j["resync_bytes"] = info.resync_bytes;
+  Writer w(&j);
+  InfoFields(w, info);
   Json slots = Json::array();
   for (const SlotInfo& s : info.slots) slots.push_back(SlotToJson(s));
   j["slots"] = std::move(slots);
@@ -388,16 +447,8 @@ Json InfoToJson(const ArrayInfo& info) {
     counters[name] = info.counters.*field;
   }
   j["counters"] = std::move(counters);
-  const BitmapInfo& b = info.bitmap;
-  j["bitmap"] = {{"present", b.present},
-                 {"offset_bytes", b.offset_bytes},
-                 {"chunk_bytes", b.chunk_bytes},
-                 {"chunks", b.chunks},
-                 {"dirty_chunks", b.dirty_chunks},
-                 {"events", b.events},
-                 {"events_cleared", b.events_cleared},
-                 {"sync_size_bytes", b.sync_size_bytes},
-                 {"daemon_sleep_s", b.daemon_sleep_s}};
+  j["bitmap"] = ToJson(
+      info.bitmap, [](Writer& w, const BitmapInfo& v) { BitmapFields(w, v); });
   j["reshape"] = ReshapeToJson(info.reshape);
   return j;
 }
@@ -408,19 +459,7 @@ absl::StatusOr<ArrayInfo> InfoFromJson(const Json& j) {
   absl::Status status;
   Reader r(j, "", &status);
   ArrayInfo info{.geometry = *g};
-  r.Uuid("uuid", &info.uuid);
-  r.Str("name", &info.name);
-  r.U64("data_offset_bytes", &info.data_offset_bytes);
-  r.U64("events", &info.events);
-  r.U64("ctime", &info.ctime);
-  r.U64("utime", &info.utime);
-  r.Bool("clean", &info.clean);
-  r.Bool("ppl", &info.ppl);  // absent from older servers
-  r.Bool("degraded", &info.degraded);
-  r.Bool("failed", &info.failed);
-  r.Bool("read_only", &info.read_only);
-  r.Bool("resyncing", &info.resyncing);
-  r.U64("resync_bytes", &info.resync_bytes);
+  InfoFields(r, info);
   ReadSlots(r.Get("slots"), "slots", &info.slots, &status);
   ReadSlots(r.Get("spares"), "spares", &info.spares, &status);
   ReadJob(r.Get("job"), "job", &info.job, &status);
@@ -442,17 +481,7 @@ absl::StatusOr<ArrayInfo> InfoFromJson(const Json& j) {
   }
   if (const Json* bm = r.Get("bitmap"); bm != nullptr && status.ok()) {
     Reader br(*bm, "bitmap", &status);
-    br.Bool("present", &info.bitmap.present);
-    br.U64("offset_bytes", &info.bitmap.offset_bytes);
-    br.U64("chunk_bytes", &info.bitmap.chunk_bytes);
-    br.U64("chunks", &info.bitmap.chunks);
-    br.U64("dirty_chunks", &info.bitmap.dirty_chunks);
-    br.U64("events", &info.bitmap.events);
-    br.U64("events_cleared", &info.bitmap.events_cleared);
-    br.U64("sync_size_bytes", &info.bitmap.sync_size_bytes);
-    uint64_t sleep = 0;
-    br.U64("daemon_sleep_s", &sleep);
-    info.bitmap.daemon_sleep_s = static_cast<uint32_t>(sleep);
+    BitmapFields(br, info.bitmap);
   }
   ReadReshape(r.Get("reshape"), &info.reshape, &status);
   if (!status.ok()) return status;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "uraid/superblock.h"
 
 namespace uraid {
@@ -29,6 +30,16 @@ struct Line {
 absl::Status LineError(const std::string& path, int line,
                        absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", what));
+}
+
+// DEVICE and MAILADDR: one word or more, appended to `out` (either keyword
+// may repeat). `missing` is the error for a keyword with no word.
+absl::Status AppendWords(const std::string& path, const Line& line,
+                         absl::string_view missing,
+                         std::vector<std::string>& out) {
+  if (line.words.size() < 2) return LineError(path, line.number, missing);
+  out.insert(out.end(), line.words.begin() + 1, line.words.end());
+  return absl::OkStatus();
 }
 
 // Splits one physical line into words. '#' at the start of a word starts a
@@ -270,25 +281,19 @@ absl::StatusOr<ConfigFile> ParseConfig(absl::string_view text,
                                     "' (expected DEVICE, ARRAY, MAILADDR or "
                                     "PROGRAM)"));
     }
-    const std::vector<std::string> args(line.words.begin() + 1,
-                                        line.words.end());
     switch (*keyword) {
       case Keyword::kDevice:
-        if (args.empty()) {
-          return LineError(path, line.number,
-                           "DEVICE needs at least one path, glob or NBD URI");
-        }
-        config.devices.insert(config.devices.end(), args.begin(), args.end());
+        RETURN_IF_ERROR(AppendWords(
+            path, line, "DEVICE needs at least one path, glob or NBD URI",
+            config.devices));
         break;
       case Keyword::kArray:
         if (absl::Status s = ParseArray(line, path, config); !s.ok()) return s;
         break;
       case Keyword::kMailaddr:
-        if (args.empty()) {
-          return LineError(path, line.number,
-                           "MAILADDR needs at least one address");
-        }
-        config.mailaddr.insert(config.mailaddr.end(), args.begin(), args.end());
+        RETURN_IF_ERROR(AppendWords(path, line,
+                                    "MAILADDR needs at least one address",
+                                    config.mailaddr));
         break;
       case Keyword::kProgram:
         if (program_line != 0) {
@@ -297,10 +302,10 @@ absl::StatusOr<ConfigFile> ParseConfig(absl::string_view text,
                                         "line ",
                                         program_line, ")"));
         }
-        if (args.size() != 1) {
+        if (line.words.size() != 2) {
           return LineError(path, line.number, "PROGRAM takes one path");
         }
-        config.program = args[0];
+        config.program = line.words[1];
         program_line = line.number;
         break;
     }

@@ -23,34 +23,37 @@
 namespace uraid {
 namespace {
 
-// Byte offsets of bitmap_super_t fields (md reference §3.2).
 constexpr size_t kOffMagic = 0;
-constexpr size_t kOffVersion = 4;
-constexpr size_t kOffUuid = 8;
-constexpr size_t kOffEvents = 24;
-constexpr size_t kOffEventsCleared = 32;
-constexpr size_t kOffSyncSize = 40;
-constexpr size_t kOffState = 48;
-constexpr size_t kOffChunksize = 52;
-constexpr size_t kOffDaemonSleep = 56;
-constexpr size_t kOffWriteBehind = 60;
-constexpr size_t kOffSectorsReserved = 64;
-constexpr size_t kOffNodes = 68;
 constexpr size_t kOffClusterName = 72;
 constexpr size_t kClusterNameBytes = 64;
-constexpr size_t kOffPad = 136;
+// The rest of the 256-byte header, from 136 on, is padding.
+static_assert(kOffClusterName + kClusterNameBytes < kBitmapSuperBytes);
 
-static_assert(kOffClusterName + kClusterNameBytes == kOffPad);
-static_assert(kOffPad < kBitmapSuperBytes);
+// bitmap_super_t's fields at their byte offsets (md reference §3.2), one
+// list for both directions (le::Writer encodes, le::Reader decodes). The
+// magic is not a field of BitmapSuper: Encode writes it, Decode checks it.
+template <typename Io, typename Sb>
+void Fields(Io& io, Sb& sb) {
+  io.U32(4, sb.version);
+  io.Bytes(8, sb.uuid);
+  io.U64(24, sb.events);
+  io.U64(32, sb.events_cleared);
+  io.U64(40, sb.sync_size);
+  io.U32(48, sb.state);
+  io.U32(52, sb.chunksize);
+  io.U32(56, sb.daemon_sleep);
+  io.U32(60, sb.write_behind);
+  io.U32(64, sb.sectors_reserved);
+  io.U32(68, sb.nodes);
+  io.Text(kOffClusterName, kClusterNameBytes, sb.cluster_name);
+}
 
 constexpr uint32_t kVersionClustered = 5;
 constexpr uint32_t kVersionLockless = 6;
 constexpr uint64_t kSectorBytes = 512;
 
 using le::Get32;
-using le::Get64;
 using le::Put32;
-using le::Put64;
 
 uint64_t DivRoundUp(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
@@ -60,19 +63,8 @@ std::vector<uint8_t> EncodeBitmapSuper(const BitmapSuper& sb) {
   assert(sb.cluster_name.size() <= kClusterNameBytes);
   std::vector<uint8_t> b(kBitmapSuperBytes, 0);
   Put32(b, kOffMagic, kBitmapMagic);
-  Put32(b, kOffVersion, sb.version);
-  std::copy(sb.uuid.begin(), sb.uuid.end(), b.begin() + kOffUuid);
-  Put64(b, kOffEvents, sb.events);
-  Put64(b, kOffEventsCleared, sb.events_cleared);
-  Put64(b, kOffSyncSize, sb.sync_size);
-  Put32(b, kOffState, sb.state);
-  Put32(b, kOffChunksize, sb.chunksize);
-  Put32(b, kOffDaemonSleep, sb.daemon_sleep);
-  Put32(b, kOffWriteBehind, sb.write_behind);
-  Put32(b, kOffSectorsReserved, sb.sectors_reserved);
-  Put32(b, kOffNodes, sb.nodes);
-  const size_t name_len = std::min(sb.cluster_name.size(), kClusterNameBytes);
-  std::copy_n(sb.cluster_name.begin(), name_len, b.begin() + kOffClusterName);
+  le::Writer w(b);
+  Fields(w, sb);
   return b;
 }
 
@@ -130,23 +122,8 @@ absl::StatusOr<BitmapSuper> DecodeBitmapSuper(std::span<const uint8_t> bytes) {
         "not an md bitmap: magic 0x%08x (want 0x%08x)", magic, kBitmapMagic));
   }
   BitmapSuper sb;
-  sb.version = Get32(bytes, kOffVersion);
-  std::copy_n(bytes.begin() + kOffUuid, sb.uuid.size(), sb.uuid.begin());
-  sb.events = Get64(bytes, kOffEvents);
-  sb.events_cleared = Get64(bytes, kOffEventsCleared);
-  sb.sync_size = Get64(bytes, kOffSyncSize);
-  sb.state = Get32(bytes, kOffState);
-  sb.chunksize = Get32(bytes, kOffChunksize);
-  sb.daemon_sleep = Get32(bytes, kOffDaemonSleep);
-  sb.write_behind = Get32(bytes, kOffWriteBehind);
-  sb.sectors_reserved = Get32(bytes, kOffSectorsReserved);
-  sb.nodes = Get32(bytes, kOffNodes);
-  size_t name_len = kClusterNameBytes;
-  while (name_len > 0 && bytes[kOffClusterName + name_len - 1] == 0) {
-    --name_len;
-  }
-  sb.cluster_name.assign(
-      reinterpret_cast<const char*>(bytes.data() + kOffClusterName), name_len);
+  le::Reader r(bytes);
+  Fields(r, sb);
   RETURN_IF_ERROR(CheckBitmapSuper(sb));
   return sb;
 }

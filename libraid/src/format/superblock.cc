@@ -24,41 +24,13 @@
 namespace uraid {
 namespace {
 
-// Byte offsets of mdp_superblock_1 fields (md reference §2.2).
+// Offsets that the validation reads before Unpack, and the fields that
+// Fields below leaves to its callers (md reference §2.2).
 constexpr size_t kOffMagic = 0;
 constexpr size_t kOffMajorVersion = 4;
 constexpr size_t kOffFeatureMap = 8;
 constexpr size_t kOffPad0 = 12;
-constexpr size_t kOffSetUuid = 16;
-constexpr size_t kOffSetName = 32;
 constexpr size_t kSetNameBytes = 32;
-constexpr size_t kOffCtime = 64;
-constexpr size_t kOffLevel = 72;
-constexpr size_t kOffLayout = 76;
-constexpr size_t kOffSize = 80;
-constexpr size_t kOffChunksize = 88;
-constexpr size_t kOffRaidDisks = 92;
-constexpr size_t kOffBitmapOffset = 96;
-constexpr size_t kOffNewLevel = 100;
-constexpr size_t kOffReshapePosition = 104;
-constexpr size_t kOffDeltaDisks = 112;
-constexpr size_t kOffNewLayout = 116;
-constexpr size_t kOffNewChunk = 120;
-constexpr size_t kOffNewOffset = 124;
-constexpr size_t kOffDataOffset = 128;
-constexpr size_t kOffDataSize = 136;
-constexpr size_t kOffSuperOffset = 144;
-constexpr size_t kOffRecoveryOffset = 152;
-constexpr size_t kOffDevNumber = 160;
-constexpr size_t kOffCntCorrectedRead = 164;
-constexpr size_t kOffDeviceUuid = 168;
-constexpr size_t kOffDevflags = 184;
-constexpr size_t kOffBblogShift = 185;
-constexpr size_t kOffBblogSize = 186;
-constexpr size_t kOffBblogOffset = 188;
-constexpr size_t kOffUtime = 192;
-constexpr size_t kOffEvents = 200;
-constexpr size_t kOffResyncOffset = 208;
 constexpr size_t kOffSbCsum = 216;
 constexpr size_t kOffMaxDev = 220;
 constexpr size_t kOffPad3 = 224;
@@ -66,7 +38,6 @@ constexpr size_t kPad3Bytes = 32;
 constexpr size_t kOffDevRoles = kSbFixedBytes;  // 256
 
 static_assert(kOffPad3 + kPad3Bytes == kSbFixedBytes);
-static_assert(kOffSetName + kSetNameBytes == kOffCtime);
 
 // The kernel refuses a member whose data area is smaller than this.
 constexpr uint64_t kMinDataSize = 10;
@@ -77,31 +48,48 @@ size_t UsedBytes(uint32_t max_dev) {
   return kSbFixedBytes + 2 * static_cast<size_t>(max_dev);
 }
 
-// --- Little-endian loads; callers guarantee `off + width <= b.size()`. ---
-
 using le::Get16;
 using le::Get32;
-using le::Get64;
 using le::Put16;
 using le::Put32;
-using le::Put64;
 
-// Two's-complement reinterpretation, well defined since C++20.
-int32_t LeS32(std::span<const uint8_t> b, size_t off) {
-  return static_cast<int32_t>(Get32(b, off));
-}
-
-template <size_t N>
-void PutBytes(std::vector<uint8_t>& b, size_t off,
-              const std::array<uint8_t, N>& v) {
-  std::copy(v.begin(), v.end(), b.begin() + off);
-}
-
-template <size_t N>
-std::array<uint8_t, N> GetBytes(std::span<const uint8_t> b, size_t off) {
-  std::array<uint8_t, N> out;
-  std::copy_n(b.begin() + off, N, out.begin());
-  return out;
+// mdp_superblock_1's fields at their byte offsets (md reference §2.2), one
+// list for both directions (le::Writer encodes, le::Reader decodes). Left
+// to the callers: magic (not a Superblock field), sb_csum and max_dev
+// (Encode derives them) and dev_roles (their count is max_dev).
+template <typename Io, typename Sb>
+void Fields(Io& io, Sb& sb) {
+  io.U32(kOffMajorVersion, sb.major_version);
+  io.U32(kOffFeatureMap, sb.feature_map);
+  io.Bytes(16, sb.set_uuid);
+  io.Text(32, kSetNameBytes, sb.set_name);
+  io.U64(64, sb.ctime);
+  io.S32(72, sb.level);
+  io.U32(76, sb.layout);
+  io.U64(80, sb.size);
+  io.U32(88, sb.chunksize);
+  io.U32(92, sb.raid_disks);
+  io.S32(96, sb.bitmap_offset);
+  io.U32(100, sb.new_level);
+  io.U64(104, sb.reshape_position);
+  io.S32(112, sb.delta_disks);
+  io.U32(116, sb.new_layout);
+  io.U32(120, sb.new_chunk);
+  io.S32(124, sb.new_offset);
+  io.U64(128, sb.data_offset);
+  io.U64(136, sb.data_size);
+  io.U64(144, sb.super_offset);
+  io.U64(152, sb.recovery_offset);
+  io.U32(160, sb.dev_number);
+  io.U32(164, sb.cnt_corrected_read);
+  io.Bytes(168, sb.device_uuid);
+  io.U8(184, sb.devflags);
+  io.U8(185, sb.bblog_shift);
+  io.U16(186, sb.bblog_size);
+  io.S32(188, sb.bblog_offset);
+  io.U64(192, sb.utime);
+  io.U64(200, sb.events);
+  io.U64(208, sb.resync_offset);
 }
 
 // --- Validation steps, in the order DecodeSuperblock applies them. ---
@@ -220,40 +208,8 @@ absl::Status CheckPlacement(const Superblock& sb,
 // (the buffer holds UsedBytes(max_dev) bytes, max_dev <= kSbMaxDevLimit).
 Superblock Unpack(std::span<const uint8_t> b) {
   Superblock sb;
-  sb.major_version = Get32(b, kOffMajorVersion);
-  sb.feature_map = Get32(b, kOffFeatureMap);
-  sb.set_uuid = GetBytes<16>(b, kOffSetUuid);
-  size_t name_len = kSetNameBytes;
-  while (name_len > 0 && b[kOffSetName + name_len - 1] == 0) --name_len;
-  sb.set_name.assign(reinterpret_cast<const char*>(b.data() + kOffSetName),
-                     name_len);
-  sb.ctime = Get64(b, kOffCtime);
-  sb.level = LeS32(b, kOffLevel);
-  sb.layout = Get32(b, kOffLayout);
-  sb.size = Get64(b, kOffSize);
-  sb.chunksize = Get32(b, kOffChunksize);
-  sb.raid_disks = Get32(b, kOffRaidDisks);
-  sb.bitmap_offset = LeS32(b, kOffBitmapOffset);
-  sb.new_level = Get32(b, kOffNewLevel);
-  sb.reshape_position = Get64(b, kOffReshapePosition);
-  sb.delta_disks = LeS32(b, kOffDeltaDisks);
-  sb.new_layout = Get32(b, kOffNewLayout);
-  sb.new_chunk = Get32(b, kOffNewChunk);
-  sb.new_offset = LeS32(b, kOffNewOffset);
-  sb.data_offset = Get64(b, kOffDataOffset);
-  sb.data_size = Get64(b, kOffDataSize);
-  sb.super_offset = Get64(b, kOffSuperOffset);
-  sb.recovery_offset = Get64(b, kOffRecoveryOffset);
-  sb.dev_number = Get32(b, kOffDevNumber);
-  sb.cnt_corrected_read = Get32(b, kOffCntCorrectedRead);
-  sb.device_uuid = GetBytes<16>(b, kOffDeviceUuid);
-  sb.devflags = b[kOffDevflags];
-  sb.bblog_shift = b[kOffBblogShift];
-  sb.bblog_size = Get16(b, kOffBblogSize);
-  sb.bblog_offset = LeS32(b, kOffBblogOffset);
-  sb.utime = Get64(b, kOffUtime);
-  sb.events = Get64(b, kOffEvents);
-  sb.resync_offset = Get64(b, kOffResyncOffset);
+  le::Reader r(b);
+  Fields(r, sb);
   sb.sb_csum = Get32(b, kOffSbCsum);
   sb.max_dev = Get32(b, kOffMaxDev);
   sb.dev_roles.resize(sb.max_dev);
@@ -293,38 +249,8 @@ std::vector<uint8_t> EncodeSuperblock(const Superblock& sb) {
 
   std::vector<uint8_t> b(kSbBlockBytes, 0);
   Put32(b, kOffMagic, kSbMagic);
-  Put32(b, kOffMajorVersion, sb.major_version);
-  Put32(b, kOffFeatureMap, sb.feature_map);
-  PutBytes(b, kOffSetUuid, sb.set_uuid);
-  const size_t name_len = std::min(sb.set_name.size(), kSetNameBytes);
-  std::copy_n(sb.set_name.begin(), name_len, b.begin() + kOffSetName);
-  Put64(b, kOffCtime, sb.ctime);
-  Put32(b, kOffLevel, static_cast<uint32_t>(sb.level));
-  Put32(b, kOffLayout, sb.layout);
-  Put64(b, kOffSize, sb.size);
-  Put32(b, kOffChunksize, sb.chunksize);
-  Put32(b, kOffRaidDisks, sb.raid_disks);
-  Put32(b, kOffBitmapOffset, static_cast<uint32_t>(sb.bitmap_offset));
-  Put32(b, kOffNewLevel, sb.new_level);
-  Put64(b, kOffReshapePosition, sb.reshape_position);
-  Put32(b, kOffDeltaDisks, static_cast<uint32_t>(sb.delta_disks));
-  Put32(b, kOffNewLayout, sb.new_layout);
-  Put32(b, kOffNewChunk, sb.new_chunk);
-  Put32(b, kOffNewOffset, static_cast<uint32_t>(sb.new_offset));
-  Put64(b, kOffDataOffset, sb.data_offset);
-  Put64(b, kOffDataSize, sb.data_size);
-  Put64(b, kOffSuperOffset, sb.super_offset);
-  Put64(b, kOffRecoveryOffset, sb.recovery_offset);
-  Put32(b, kOffDevNumber, sb.dev_number);
-  Put32(b, kOffCntCorrectedRead, sb.cnt_corrected_read);
-  PutBytes(b, kOffDeviceUuid, sb.device_uuid);
-  b[kOffDevflags] = sb.devflags;
-  b[kOffBblogShift] = sb.bblog_shift;
-  Put16(b, kOffBblogSize, sb.bblog_size);
-  Put32(b, kOffBblogOffset, static_cast<uint32_t>(sb.bblog_offset));
-  Put64(b, kOffUtime, sb.utime);
-  Put64(b, kOffEvents, sb.events);
-  Put64(b, kOffResyncOffset, sb.resync_offset);
+  le::Writer w(b);
+  Fields(w, sb);
   Put32(b, kOffMaxDev, max_dev);
   // Slots without a device are spares, as mdadm and the kernel write them.
   for (uint32_t i = 0; i < max_dev; ++i) {

@@ -16,26 +16,6 @@
 
 namespace uraid {
 
-const char* JobKindName(JobKind kind) {
-  switch (kind) {
-    case JobKind::kNone:
-      return "idle";
-    case JobKind::kResync:
-      return "resync";
-    case JobKind::kRecover:
-      return "recover";
-    case JobKind::kReplace:
-      return "replace";
-    case JobKind::kCheck:
-      return "check";
-    case JobKind::kRepair:
-      return "repair";
-    case JobKind::kReshape:
-      return "reshape";
-  }
-  return "unknown";
-}
-
 void ArrayImpl::MaybeStartRecovery() {
   if (read_only_ || failed_.load()) return;
   bool needed = false;

@@ -46,6 +46,12 @@ bool PlanIsEmpty(const FaultPlan& p) {
 // mutex, and the counters.
 struct FaultyMember::Impl {
   enum class Kind { kRead, kWrite, kDiscard, kFlush };
+  static const char* OpName(Kind kind) {
+    return kind == Kind::kRead    ? "read"
+           : kind == Kind::kWrite ? "write"
+           : kind == Kind::kFlush ? "flush"
+                                  : "discard";
+  }
   // What to do with one call.
   struct Decision {
     absl::Status error;   // non-OK: fail the call with it
@@ -58,6 +64,10 @@ struct FaultyMember::Impl {
 
   absl::Status Check(const char* op, uint64_t offset);
   Decision Decide(Kind kind, size_t len, uint64_t offset);
+  // A data call's entry: counts it in `calls`, then fails it if the member
+  // is failed (Check; the plan is not consulted) or else asks the plan.
+  Decision Enter(std::atomic<uint64_t>& calls, Kind kind, size_t len,
+                 uint64_t offset);
 
   const std::shared_ptr<Member> target_;
   std::atomic<bool> failed_{false};
@@ -128,10 +138,7 @@ FaultyMember::Impl::Decision FaultyMember::Impl::Decide(Kind kind, size_t len,
                                                         uint64_t offset) {
   Decision d;
   if (!planned_.load()) return d;
-  const char* op = kind == Kind::kRead    ? "read"
-                   : kind == Kind::kWrite ? "write"
-                   : kind == Kind::kFlush ? "flush"
-                                          : "discard";
+  const char* op = OpName(kind);
   MutexLock lock(&mu_);
   auto error = [&](absl::StatusCode code, const std::string& why) {
     return absl::Status(code,
@@ -211,26 +218,29 @@ FaultyMember::Impl::Decision FaultyMember::Impl::Decide(Kind kind, size_t len,
   return d;
 }
 
+FaultyMember::Impl::Decision FaultyMember::Impl::Enter(
+    std::atomic<uint64_t>& calls, Kind kind, size_t len, uint64_t offset) {
+  calls.fetch_add(1);
+  if (absl::Status s = Check(OpName(kind), offset); !s.ok()) {
+    return {.error = std::move(s)};
+  }
+  return Decide(kind, len, offset);
+}
+
 absl::Status FaultyMember::Read(void* buf, size_t len, uint64_t offset) {
   Impl& m = *impl_;
-  m.reads_.fetch_add(1);
-  absl::Status s = m.Check("read", offset);
-  if (!s.ok()) return s;
-  Impl::Decision d = m.Decide(Impl::Kind::kRead, len, offset);
+  Impl::Decision d = m.Enter(m.reads_, Impl::Kind::kRead, len, offset);
   if (!d.error.ok()) return d.error;
   return m.target_->Read(buf, len, offset);
 }
 
 absl::Status FaultyMember::Write(const void* buf, size_t len, uint64_t offset) {
   Impl& m = *impl_;
-  m.writes_.fetch_add(1);
-  absl::Status s = m.Check("write", offset);
-  if (!s.ok()) return s;
-  Impl::Decision d = m.Decide(Impl::Kind::kWrite, len, offset);
+  Impl::Decision d = m.Enter(m.writes_, Impl::Kind::kWrite, len, offset);
   if (d.lose) return absl::OkStatus();
   if (d.tear) {
     if (d.torn_len > 0) {
-      s = m.target_->Write(buf, d.torn_len, offset);
+      absl::Status s = m.target_->Write(buf, d.torn_len, offset);
       if (!s.ok()) return s;
     }
     return d.error;
@@ -241,20 +251,14 @@ absl::Status FaultyMember::Write(const void* buf, size_t len, uint64_t offset) {
 
 absl::Status FaultyMember::Flush() {
   Impl& m = *impl_;
-  m.flushes_.fetch_add(1);
-  absl::Status s = m.Check("flush", 0);
-  if (!s.ok()) return s;
-  Impl::Decision d = m.Decide(Impl::Kind::kFlush, 0, 0);
+  Impl::Decision d = m.Enter(m.flushes_, Impl::Kind::kFlush, 0, 0);
   if (!d.error.ok()) return d.error;
   return m.target_->Flush();
 }
 
 absl::Status FaultyMember::Discard(size_t len, uint64_t offset) {
   Impl& m = *impl_;
-  m.discards_.fetch_add(1);
-  absl::Status s = m.Check("discard", offset);
-  if (!s.ok()) return s;
-  Impl::Decision d = m.Decide(Impl::Kind::kDiscard, len, offset);
+  Impl::Decision d = m.Enter(m.discards_, Impl::Kind::kDiscard, len, offset);
   if (!d.error.ok()) return d.error;
   return m.target_->Discard(len, offset);
 }

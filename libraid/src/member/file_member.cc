@@ -159,34 +159,31 @@ class FileMember final : public Member {
   }
 
   absl::Status RawRead(void* buf, size_t len, uint64_t offset) {
-    auto* p = static_cast<uint8_t*>(buf);
+    return Transfer(::pread, "pread", static_cast<uint8_t*>(buf), len, offset);
+  }
+
+  absl::Status RawWrite(const void* buf, size_t len, uint64_t offset) {
+    return Transfer(::pwrite, "pwrite", static_cast<const uint8_t*>(buf), len,
+                    offset);
+  }
+
+  // Moves all `len` bytes with `io` (::pread or ::pwrite), retrying EINTR
+  // and short transfers. A call that moves nothing meets the end of the
+  // file: an error that says whether the file shrank under the array.
+  template <typename Io, typename Ptr>
+  absl::Status Transfer(Io io, const char* op, Ptr p, size_t len,
+                        uint64_t offset) {
     while (len > 0) {
-      ssize_t n = ::pread(fd_, p, len, static_cast<off_t>(offset));
+      ssize_t n = io(fd_, p, len, static_cast<off_t>(offset));
       if (n < 0) {
         if (errno == EINTR) continue;
         return ErrnoError(errno,
-                          absl::StrFormat("%s: pread at %d", name_, offset));
+                          absl::StrFormat("%s: %s at %d", name_, op, offset));
       }
       if (n == 0) {
         if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
         return absl::DataLossError(absl::StrFormat(
-            "%s: pread at %d: unexpected end of member", name_, offset));
-      }
-      p += n;
-      len -= static_cast<size_t>(n);
-      offset += static_cast<uint64_t>(n);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status RawWrite(const void* buf, size_t len, uint64_t offset) {
-    const auto* p = static_cast<const uint8_t*>(buf);
-    while (len > 0) {
-      ssize_t n = ::pwrite(fd_, p, len, static_cast<off_t>(offset));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoError(errno,
-                          absl::StrFormat("%s: pwrite at %d", name_, offset));
+            "%s: %s at %d: unexpected end of member", name_, op, offset));
       }
       p += n;
       len -= static_cast<size_t>(n);

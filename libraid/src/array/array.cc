@@ -55,10 +55,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                      std::vector<Spare> spares, bool read_only,
                      const CacheOptions& cache, Logger logger,
                      std::shared_ptr<Clock> clock)
-    : shape_view_(this, &shape_),
-      geo_(shape_view_),
-      data_offset_(shape_view_),
-      read_only_(read_only),
+    : read_only_(read_only),
       logger_(std::move(logger)),
       event_uuid_(FormatUuid(sb.set_uuid)),
       event_name_(sb.set_name),
@@ -71,9 +68,10 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       spares_(std::move(spares)),
       jobs_(this, std::move(clock)),
       resync_stripe_(geometry.stripe_count()) {
-  shapes_.push_back(
-      std::make_unique<Shape>(Shape{geometry, data_offset_bytes, 0}));
-  shape_.store(shapes_.back().get());
+  {
+    MutexLock lock(&sb_mu_);
+    shape_.store(AddShapeLocked(geometry, data_offset_bytes, /*lock_tag=*/0));
+  }
   MutexLock lock(&state_mu_);
   clean_ = sb_.clean();
   resync_front_claimed_ = !clean_ && sb_.resync_offset != 0;
@@ -83,19 +81,29 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
 
 ArrayImpl::~ArrayImpl() { Shutdown(); }
 
-int ArrayImpl::MissingSlotAt(uint64_t stripe) const {
-  for (int i = 0; i < geo_.raid_disks(); ++i) {
+const Shape* ArrayImpl::AddShapeLocked(const Geometry& geo,
+                                       uint64_t data_offset,
+                                       uint64_t lock_tag) {
+  const uint64_t id = shapes_.size();
+  shapes_.push_back(
+      std::make_unique<Shape>(Shape{geo, data_offset, lock_tag, id}));
+  return shapes_.back().get();
+}
+
+int ArrayImpl::MissingSlotAt(const Shape& sh, uint64_t stripe) const {
+  for (int i = 0; i < sh.geo.raid_disks(); ++i) {
     if (!SlotUsableAt(i, stripe)) return i;
   }
   return -1;
 }
 
-absl::Status ArrayImpl::CheckRange(const char* op, size_t len,
+absl::Status ArrayImpl::CheckRange(const Shape& sh, const char* op, size_t len,
                                    uint64_t offset) const {
-  if (offset > geo_.array_bytes() || len > geo_.array_bytes() - offset) {
+  const uint64_t size = sh.geo.array_bytes();
+  if (offset > size || len > size - offset) {
     return absl::OutOfRangeError(absl::StrFormat(
         "%s of %d bytes at %d is past the end of the array (%d bytes)", op, len,
-        offset, geo_.array_bytes()));
+        offset, size));
   }
   return absl::OkStatus();
 }
@@ -142,7 +150,9 @@ void ArrayImpl::RecordBackgroundError(const absl::Status& st,
 
 absl::Status ArrayImpl::MarkCleanLocked() {
   if (clean_ || read_only_ || failed_.load()) return absl::OkStatus();
-  if (resync_stripe_.load() < geo_.stripe_count()) return absl::OkStatus();
+  if (resync_stripe_.load() < CurrentShape().geo.stripe_count()) {
+    return absl::OkStatus();
+  }
   // Data first, then the claim that it is consistent.
   RETURN_IF_ERROR(WritebackAll());
   RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
@@ -203,8 +213,8 @@ void ArrayImpl::StartBackground() {
   // The resync an unclean shutdown (or a deferred create) left goes first:
   // a recovery asked for below queues behind it, as md recovers only
   // once its resync has ended (a degraded stripe ends it).
-  if (resync_stripe_.load() < geo_.stripe_count() && !failed_.load() &&
-      !reshaping_.load()) {
+  if (resync_stripe_.load() < CurrentShape().geo.stripe_count() &&
+      !failed_.load() && !reshaping_.load()) {
     absl::Status st = jobs_.Request(JobRequest{JobKind::kResync, -1});
     if (!st.ok())
       Log(LogLevel::kError,
@@ -248,7 +258,10 @@ void ArrayImpl::Shutdown() {
 }
 
 ArrayInfo ArrayImpl::Info() const {
-  ArrayInfo info{.geometry = geo_};
+  // One shape for the whole answer (a reshape may end meanwhile).
+  const Shape& sh = CurrentShape();
+  const uint64_t C = sh.geo.chunk_bytes();
+  ArrayInfo info{.geometry = sh.geo};
   {
     MutexLock lock(&sb_mu_);
     info.uuid = sb_.set_uuid;
@@ -262,11 +275,11 @@ ArrayInfo ArrayImpl::Info() const {
     MutexLock lock(&state_mu_);
     info.clean = clean_;
   }
-  info.data_offset_bytes = data_offset_;
+  info.data_offset_bytes = sh.data_offset;
   info.read_only = read_only_;
   info.failed = failed_.load();
-  info.resyncing = resync_stripe_.load() < geo_.stripe_count();
-  info.resync_bytes = resync_stripe_.load() * geo_.chunk_bytes();
+  info.resyncing = resync_stripe_.load() < sh.geo.stripe_count();
+  info.resync_bytes = resync_stripe_.load() * C;
   int gone = 0;
   {
     MutexLock lock(&sb_mu_);
@@ -280,7 +293,7 @@ ArrayInfo ArrayImpl::Info() const {
       si.dev_number = s.id.dev_number;
       si.device_uuid = s.id.device_uuid;
       if (si.state == SlotState::kRebuilding) {
-        si.recovery_bytes = s.front.load() * geo_.chunk_bytes();
+        si.recovery_bytes = s.front.load() * C;
       }
       gone += si.state != SlotState::kActive;
       info.slots.push_back(si);
@@ -310,7 +323,7 @@ ArrayInfo ArrayImpl::Info() const {
   info.speed = jobs_.speed();
   if (info.job.kind == JobKind::kNone && resync_running_.load()) {
     info.job.kind = JobKind::kResync;
-    info.job.total_bytes = geo_.member_bytes();
+    info.job.total_bytes = sh.geo.member_bytes();
     info.job.done_bytes = info.resync_bytes;
   }
   info.counters = counters_.Snapshot();

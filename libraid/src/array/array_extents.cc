@@ -32,7 +32,7 @@ struct HoleMemo {
 
 absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
                                                        uint64_t len) {
-  RETURN_IF_ERROR(CheckRange("extents", len, offset));
+  RETURN_IF_ERROR(CheckRange(CurrentShape(), "extents", len, offset));
   std::vector<Extent> out;
   const auto add = [&out](uint64_t off, uint64_t n, bool zero) {
     if (!out.empty() && out.back().zero == zero) {
@@ -46,8 +46,12 @@ absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
     add(offset, len, false);
     return out;
   }
-  const uint64_t C = geo_.chunk_bytes();
-  const uint64_t base = data_offset_;
+  // Outside a reshape (during one, everything is reported as data) the
+  // current shape is the only one. Loaded after the check: a reshape that
+  // has just ended made its shape current before it cleared reshaping_.
+  const Shape& sh = CurrentShape();
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t base = sh.data_offset;
   std::vector<HoleMemo> memo(slots_.size());
   // Whether member `slot` has no data in [at, at + n) (member data offsets).
   const auto hole = [&](int slot, uint64_t at, uint64_t n) {
@@ -65,7 +69,7 @@ absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
   uint64_t pos = offset;
   const uint64_t end = offset + len;
   for (uint64_t pieces = 0; pos < end && pieces < kMaxPiecesPerCall; ++pieces) {
-    const Location loc = geo_.Map(pos);
+    const Location loc = sh.geo.Map(pos);
     const uint64_t n = std::min(end - pos, C - loc.chunk_offset);
     bool zero = false;
     if (!cache_.MayContain(loc.stripe)) {
@@ -74,7 +78,7 @@ absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
       } else {
         // Rebuilt from the others: zeros only if all of them are holes.
         zero = true;
-        for (int i = 0; i < geo_.raid_disks() && zero; ++i) {
+        for (int i = 0; i < sh.geo.raid_disks() && zero; ++i) {
           if (i == loc.disk) continue;
           zero = SlotUsableAt(i, loc.stripe) && hole(i, loc.member_offset, n);
         }

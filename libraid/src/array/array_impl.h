@@ -8,7 +8,8 @@
 // runner's host (jobs.cc), recovery.cc, scrub.cc, resync.cc and
 // reshape*.cc. The job runner itself (jobs/job_runner.h) knows the array
 // only as its JobHost. Slots are in slot_table.h, member I/O in
-// member_io.h.
+// member_io.h, shapes (which every stripe routine is handed) in shape.h,
+// statistics in atomic_counters.h.
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync
@@ -38,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "array/atomic_counters.h"
 #include "array/member_io.h"
 #include "array/shape.h"
 #include "array/slot_table.h"
@@ -59,17 +61,6 @@ namespace uraid {
 
 class PplLog;  // meta/ppl_log.h
 
-struct AtomicCounters {
-  std::atomic<uint64_t> member_reads{0}, member_read_bytes{0}, member_writes{0},
-      member_write_bytes{0}, member_flushes{0}, full_stripe_writes{0},
-      rmw_writes{0}, rcw_writes{0}, degraded_writes{0}, reconstructions{0},
-      resynced_stripes{0}, resync_repairs{0}, cached_writes{0},
-      cache_writebacks{0}, cache_evictions{0}, read_errors_corrected{0},
-      recovered_stripes{0}, scrubbed_stripes{0}, resync_bitmap_chunks{0},
-      resync_bytes{0};
-  Counters Snapshot() const;
-};
-
 class ArrayImpl : private JobHost {
  public:
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
@@ -81,7 +72,8 @@ class ArrayImpl : private JobHost {
   // --- data path (array.cc) ---
   // Client entry points: outside a reshape they run the shaped code below
   // in the current shape; during one, the reshape router (reshape.cc)
-  // runs each part of the request in the shape that holds it.
+  // runs each part of the request in the shape that holds it (old and new
+  // shapes side by side, each passed explicitly).
   absl::Status Read(void* buf, size_t len, uint64_t offset);
   absl::Status Write(const void* buf, size_t len, uint64_t offset, bool fua);
   absl::Status Flush();
@@ -177,7 +169,9 @@ class ArrayImpl : private JobHost {
 
   void SetCacheBytes(uint64_t bytes) { cache_.set_capacity(bytes); }
   // Every slot, in whichever shape (loops over all members: superblocks,
-  // flushes, the bitmap); geo_.raid_disks() is the scoped shape's count.
+  // flushes, the bitmap); a shape's geo.raid_disks() counts only the slots
+  // that shape stripes over (fewer than SlotCount() in the old shape while
+  // a reshape adds members).
   int SlotCount() const { return static_cast<int>(slots_.size()); }
 
   // --- write-intent bitmap (array_bitmap.cc) ---
@@ -215,7 +209,15 @@ class ArrayImpl : private JobHost {
   bool has_bitmap() const { return bitmap_ != nullptr; }
   // PPL (meta/ppl_log.h): set once by create/assembly before any I/O.
   void AttachPpl(std::shared_ptr<PplLog> log) { ppl_ = std::move(log); }
-  const Geometry& geometry() const { return geo_; }
+  // The current shape's geometry (a reshape changes it when it ends).
+  const Geometry& geometry() const { return CurrentShape().geo; }
+  // The array's current shape: the only one outside a reshape, the old one
+  // during it (the new one is the reshape's `to`). Valid for the array's
+  // life; a reshape's end publishes another, so callers that must stay in
+  // one shape load it once and pass it on.
+  const Shape& CurrentShape() const {
+    return *shape_.load(std::memory_order_acquire);
+  }
   bool read_only() const { return read_only_; }
   ArrayInfo Info() const;
   // One log line at `level` (no event).
@@ -242,15 +244,19 @@ class ArrayImpl : private JobHost {
   void CheckSpares() const;
 
  private:
-  // The shaped data path: one request in the calling thread's shape.
-  absl::Status ReadShaped(void* buf, size_t len, uint64_t offset);
-  absl::Status WriteShaped(const void* buf, size_t len, uint64_t offset,
-                           bool fua);
-  absl::Status TrimShaped(size_t len, uint64_t offset, bool fua);
-  absl::Status ZeroShaped(size_t len, uint64_t offset, bool fua);
-  // Stripe-lock key of `stripe` in the calling thread's shape.
-  uint64_t LockKey(uint64_t stripe) const {
-    return stripe | shape_view_.get().lock_tag;
+  // The shaped data path: one request in shape `sh` (which holds all of
+  // [offset, offset + len); the range is checked against sh's size).
+  absl::Status ReadShaped(const Shape& sh, void* buf, size_t len,
+                          uint64_t offset);
+  absl::Status WriteShaped(const Shape& sh, const void* buf, size_t len,
+                           uint64_t offset, bool fua);
+  absl::Status TrimShaped(const Shape& sh, size_t len, uint64_t offset,
+                          bool fua);
+  absl::Status ZeroShaped(const Shape& sh, size_t len, uint64_t offset,
+                          bool fua);
+  // Stripe-lock key of `stripe` of shape `sh`.
+  static uint64_t LockKey(const Shape& sh, uint64_t stripe) {
+    return stripe | sh.lock_tag;
   }
 
   // --- reshape (reshape.cc) ---
@@ -272,16 +278,21 @@ class ArrayImpl : private JobHost {
     plain_inflight_.fetch_sub(1);
     return RouteDuringReshape(kind, buf, len, offset, fua);
   }
-  // Runs one request of `kind` in the calling thread's shape (`shaped`) or
-  // through the public entry point (which routes it afresh).
-  absl::Status Dispatch(ReqKind kind, bool shaped, void* buf, size_t len,
-                        uint64_t offset, bool fua);
+  // Runs one request of `kind` in shape `*shaped`, or, when null, through
+  // the public entry point (which routes it afresh).
+  absl::Status Dispatch(ReqKind kind, const Shape* shaped, void* buf,
+                        size_t len, uint64_t offset, bool fua);
   struct ReshapeState;  // below, with the reshape's other state
   // Adds the new shape `to` and makes `state` (whose `to` it sets) the
   // array's reshape; the caller sets reshaping_ once the rest is ready.
   // Both stay alive as long as the array (requests may still hold them).
   void PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
                             const Geometry& to, uint64_t to_data_offset)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // Adds a shape to shapes_ (with the next id) and returns it; it is not
+  // made current here.
+  const Shape* AddShapeLocked(const Geometry& geo, uint64_t data_offset,
+                              uint64_t lock_tag)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
   // Runs one client request during a reshape (see ReshapeState).
   absl::Status RouteDuringReshape(ReqKind kind, void* buf, size_t len,
@@ -327,9 +338,11 @@ class ArrayImpl : private JobHost {
   void SetReshapeFieldsLocked(uint64_t front_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
 
-  // Runs a plan: every I/O in flight together. Counts member I/O. Returns OK
+  // Runs a plan made in shape `sh` (its data offset and chunk size address
+  // the I/O): every I/O in flight together. Counts member I/O. Returns OK
   // even when individual I/Os fail; their status is in each MemberIo.
-  void Submit(std::vector<MemberIo>& ios, const SlotGens* gens = nullptr);
+  void Submit(const Shape& sh, std::vector<MemberIo>& ios,
+              const SlotGens* gens = nullptr);
   // Every slot's generation, waiting out a change in progress. Take it
   // before looking at slot states to decide a plan.
   SlotGens CaptureGens() const;
@@ -346,12 +359,14 @@ class ArrayImpl : private JobHost {
   // the operation around it.
   absl::Status AbsorbFailures(std::vector<MemberIo>& ios, bool* slot_failed);
 
-  // The slot that cannot be used for `stripe` (missing, faulty, or
-  // rebuilding and not yet rebuilt there), or -1.
-  int MissingSlotAt(uint64_t stripe) const;
+  // The slot of shape `sh` that cannot be used for `stripe` (missing,
+  // faulty, or rebuilding and not yet rebuilt there), or -1.
+  int MissingSlotAt(const Shape& sh, uint64_t stripe) const;
   int GoneSlots() const;  // slots not active (missing, faulty, rebuilding)
-  // OutOfRange naming `op` when [offset, offset+len) leaves the array.
-  absl::Status CheckRange(const char* op, size_t len, uint64_t offset) const;
+  // OutOfRange naming `op` when [offset, offset+len) leaves the array in
+  // shape `sh`.
+  absl::Status CheckRange(const Shape& sh, const char* op, size_t len,
+                          uint64_t offset) const;
   bool SlotUsable(int slot) const {
     return slots_[slot]->state.load(std::memory_order_acquire) ==
            SlotState::kActive;
@@ -372,28 +387,29 @@ class ArrayImpl : private JobHost {
   // to its member (md's read-error correction); fails the member when the
   // rewrite fails or it has had too many. REQUIRES: the stripe lock.
   // `failed` is the member whose read failed (MemberIo::used).
-  absl::Status CorrectReadErrorLocked(uint64_t stripe, int slot,
-                                      uint64_t chunk_offset, size_t len,
-                                      uint8_t* dst, const absl::Status& why,
+  absl::Status CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
+                                      int slot, uint64_t chunk_offset,
+                                      size_t len, uint8_t* dst,
+                                      const absl::Status& why,
                                       const Member* failed);
   // Rebuilds `slot`'s bytes from every other slot. REQUIRES: stripe lock.
-  absl::Status ReconstructLocked(uint64_t stripe, int slot,
+  absl::Status ReconstructLocked(const Shape& sh, uint64_t stripe, int slot,
                                  uint64_t chunk_offset, size_t len,
                                  uint8_t* dst);
   // Reads `pieces` of a stripe a member of which cannot serve it, each
   // surviving byte once (PlanDegradedRead), into `client` at each piece's
   // client offset, overlaid with newer cached bytes. REQUIRES: the stripe
   // lock.
-  absl::Status ReadStripeDegradedLocked(uint64_t stripe,
+  absl::Status ReadStripeDegradedLocked(const Shape& sh, uint64_t stripe,
                                         std::span<const ReadPiece> pieces,
                                         uint8_t* client);
-  Location PieceLocation(uint64_t stripe, const ReadPiece& piece) const;
+  static Location PieceLocation(const Shape& sh, uint64_t stripe,
+                                const ReadPiece& piece);
   // A plan's member I/Os, addressed to the stripe, with buffers resolved in
   // `scratch` and `client`.
-  std::vector<MemberIo> PlannedMemberIos(MemberIo::Kind kind, uint64_t stripe,
-                                         const std::vector<PlannedIo>& planned,
-                                         uint8_t* scratch,
-                                         uint8_t* client) const;
+  static std::vector<MemberIo> PlannedMemberIos(
+      const Shape& sh, MemberIo::Kind kind, uint64_t stripe,
+      const std::vector<PlannedIo>& planned, uint8_t* scratch, uint8_t* client);
   // Runs independent member calls (one per member) at once on the I/O pool,
   // or in turn on this thread when members answer faster than a handoff
   // (the rule Submit follows). Must not be called from a pool task.
@@ -402,8 +418,11 @@ class ArrayImpl : private JobHost {
   // handed to the pool: one call, or members answering faster than a
   // handoff (the measured moving average).
   bool InTurn(size_t n) const;
-  // Lays newer cached bytes of the piece over `dst`. REQUIRES: stripe lock.
-  void OverlayCacheLocked(const Location& loc, size_t len, uint8_t* dst);
+  // Lays newer cached bytes of the piece (of shape `sh`) over `dst`. The
+  // cache holds only the current shape's stripes and is empty during a
+  // reshape. REQUIRES: stripe lock.
+  void OverlayCacheLocked(const Shape& sh, const Location& loc, size_t len,
+                          uint8_t* dst);
   // Member I/O faster than this (moving average) is cheaper to run on the
   // calling thread than to hand to the pool (see Submit).
   static constexpr int64_t kParallelIoThresholdNs = 30'000;
@@ -416,41 +435,45 @@ class ArrayImpl : private JobHost {
 
   // Reads one piece with its stripe lock held: from its member, or rebuilt
   // from parity, then overlaid with newer cached bytes.
-  absl::Status ReadPieceLocked(const Location& loc, size_t len, uint8_t* dst);
+  absl::Status ReadPieceLocked(const Shape& sh, const Location& loc, size_t len,
+                               uint8_t* dst);
   // Reads `slot`'s bytes, or rebuilds them from the others. REQUIRES: the
   // stripe lock.
-  absl::Status ReadPieceDegraded(uint64_t stripe, int slot,
+  absl::Status ReadPieceDegraded(const Shape& sh, uint64_t stripe, int slot,
                                  uint64_t chunk_offset, size_t len,
                                  uint8_t* dst);
   // One stripe's share of a write: bytes [a, b) of the stripe's data space
   // (0 .. chunk * data disks), new contents at `src`. Gathers it in the
   // cache or writes it through. Takes the stripe lock.
-  absl::Status WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
-                          const uint8_t* src, bool fua,
+  absl::Status WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
+                          uint64_t b, const uint8_t* src, bool fua,
                           std::vector<bool>* touched);
   // Writes [a, b) of a stripe to the members, retrying around members that
   // fail. REQUIRES: the stripe lock.
-  absl::Status WriteStripeLocked(uint64_t stripe, uint64_t a, uint64_t b,
-                                 const uint8_t* src,
+  absl::Status WriteStripeLocked(const Shape& sh, uint64_t stripe, uint64_t a,
+                                 uint64_t b, const uint8_t* src,
                                  std::vector<bool>* touched);
-  // Writes a cache entry's dirty ranges and drops it. REQUIRES: its lock.
-  absl::Status WritebackLocked(StripeCache::Entry* e,
+  // Writes a cache entry's dirty ranges (stripes of `sh`, the current
+  // shape) and drops it. REQUIRES: its lock.
+  absl::Status WritebackLocked(const Shape& sh, StripeCache::Entry* e,
                                std::vector<bool>* touched);
-  absl::Status WritebackStripe(uint64_t stripe);  // takes the lock
+  // Writes back the current shape's `stripe`; takes the lock.
+  absl::Status WritebackStripe(uint64_t stripe);
   absl::Status WritebackAll();
   void WritebackLoop();
   // `missing` is the slot to write around, or -1. Fills `ios` outcome.
   // `force_rcw`: never read-modify-write (a retry after a partly applied
   // attempt: RMW would fold the new bytes into parity twice).
-  absl::Status PlanAndWriteStripe(uint64_t stripe, uint64_t a, uint64_t b,
-                                  const uint8_t* src, int missing,
+  absl::Status PlanAndWriteStripe(const Shape& sh, uint64_t stripe, uint64_t a,
+                                  uint64_t b, const uint8_t* src, int missing,
                                   const SlotGens& gens, bool force_rcw,
                                   bool* slot_failed,
                                   std::vector<bool>* touched);
   absl::Status FlushSlots(const std::vector<bool>& which);
   // Corrects read errors among a write plan's pre-reads (see array.cc).
   // REQUIRES: the stripe lock.
-  absl::Status CorrectPreReads(uint64_t stripe, std::vector<MemberIo>& reads);
+  absl::Status CorrectPreReads(const Shape& sh, uint64_t stripe,
+                               std::vector<MemberIo>& reads);
   // The bitmap's persist callback: `bytes` at `offset` of the area, onto
   // every slot member (and replace target), then flushed.
   absl::Status PersistBitmap(uint64_t offset, std::span<const uint8_t> bytes);
@@ -462,11 +485,13 @@ class ArrayImpl : private JobHost {
   // At a clean stop: clears every bit not needed (md's bitmap flush).
   void ClearBitmapAtStop();
   WriteIntentBitmapOptions BitmapOptions(bool array_clean);
-  // jobs/scrub.cc:
-  absl::Status ScanStripe(uint64_t stripe, bool repair, bool* mismatch);
-  // The first stripe at or after `stripe` that is not a hole on every
-  // member (`stripe` itself when unknown).
-  uint64_t SkipHoles(uint64_t stripe);
+  // jobs/scrub.cc: checks (and with `repair` fixes) the parity of stripe
+  // `stripe` of shape `sh`, under its lock.
+  absl::Status ScanStripe(const Shape& sh, uint64_t stripe, bool repair,
+                          bool* mismatch);
+  // The first stripe of `sh` at or after `stripe` that is not a hole on
+  // every member (`stripe` itself when unknown).
+  uint64_t SkipHoles(const Shape& sh, uint64_t stripe);
 
   absl::Status BeginWrite();
   void EndWrite();
@@ -496,15 +521,17 @@ class ArrayImpl : private JobHost {
   // stripe's copy and the front; the window ends early at a stripe a
   // client holds. Returns how many stripes from `from` are done (the front
   // moved that far); none sets `*error` or `*target_gone`.
-  uint64_t RebuildStripes(int slot, uint64_t from, uint64_t count,
-                          uint8_t* bufs, size_t buf_len, absl::Status* error,
-                          bool* target_gone);
+  uint64_t RebuildStripes(const Shape& sh, int slot, uint64_t from,
+                          uint64_t count, uint8_t* bufs, size_t buf_len,
+                          absl::Status* error, bool* target_gone);
   // One stripe of RebuildStripes, its lock held by the caller; does not
   // move the front.
-  absl::Status RebuildStripeLocked(int slot, uint64_t stripe, uint8_t* buf,
-                                   size_t buf_len, bool* target_gone);
-  // Runs fn(0) .. fn(n - 1) at once on job_pool_ (the calling thread's
-  // shape carried over), for a job's window of stripes.
+  absl::Status RebuildStripeLocked(const Shape& sh, int slot, uint64_t stripe,
+                                   uint8_t* buf, size_t buf_len,
+                                   bool* target_gone);
+  // Runs fn(0) .. fn(n - 1) at once on job_pool_ (fn(0) on the calling
+  // thread), for a job's window of stripes. Nothing is carried into the
+  // pool threads: `fn` names the shape it works in itself.
   void RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn);
   // Scans stripes [from, from + count) at once (ScanStripe, each under its
   // own lock; a scan moves no front, so they are not held together).
@@ -512,14 +539,16 @@ class ArrayImpl : private JobHost {
   // than `count` sets `*error` to the status of the first that was not.
   // Appends the scanned stripes whose parity did not match to
   // `*mismatched`, in order.
-  uint64_t ScanWindow(uint64_t from, uint64_t count, bool repair,
-                      std::vector<uint64_t>* mismatched, absl::Status* error);
+  uint64_t ScanWindow(const Shape& sh, uint64_t from, uint64_t count,
+                      bool repair, std::vector<uint64_t>* mismatched,
+                      absl::Status* error);
   absl::Status CheckpointRecovery(int slot);
   // Marks stripes [from, from + count) rebuilt on `slot` when the target
   // needs nothing there: they are holes on every member and on the target,
   // or (a re-added member) their bitmap regions are clear. Returns how many
   // were skipped (0 when the window must be rebuilt). Takes their locks.
-  uint64_t SkipRecoveryWindow(int slot, uint64_t from, uint64_t count);
+  uint64_t SkipRecoveryWindow(const Shape& sh, int slot, uint64_t from,
+                              uint64_t count);
   // Puts `m` (device `id`) into the gone slot `s`, rebuilding from stripe
   // 0; `partial`: only where the bitmap has bits set (a re-added member).
   void StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
@@ -534,13 +563,10 @@ class ArrayImpl : private JobHost {
   absl::StatusOr<DeviceId> PrepareNewMember(Member& member);
   uint32_t NextDevNumber() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
   // Every shape the array has had (a reshape adds one; appended under
-  // sb_mu_, never freed before the array); `shape_` is the current one.
-  // geo_ and data_offset_ read the calling thread's shape (shape.h).
+  // sb_mu_, never freed before the array); `shape_` is the current one
+  // (see CurrentShape; shape.h).
   std::vector<std::unique_ptr<Shape>> shapes_;
   std::atomic<const Shape*> shape_;
-  const LiveShape shape_view_;
-  const LiveGeometry geo_;
-  const LiveDataOffset data_offset_;
   const bool read_only_;
   const Logger logger_;
   // For events: fixed for the array's life (the uuid and set name never

@@ -156,7 +156,7 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
   if (gone > 1) failed_.store(true);
   ReportMemberFailed(name, slot, why);
   if (gone > 1) return absl::OkStatus();  // nothing safe to record any more
-  if (resync_stripe_.load() < geo_.stripe_count()) {
+  if (resync_stripe_.load() < CurrentShape().geo.stripe_count()) {
     Log(LogLevel::kWarning,
         "a member failed before resync finished; stripes not yet "
         "resynced may reconstruct stale data");
@@ -184,7 +184,7 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
                                              bool* member_failed) {
   // Positions in the superblock (resync and recovery offsets) are in the
   // current shape's stripes, whichever shape the caller was working in.
-  ShapeScope current(this, shape_.load());
+  const uint64_t C = CurrentShape().geo.chunk_bytes();
   MutexLock lock(&sb_mu_);
   for (int attempt = 0; attempt < 64; ++attempt) {
     sb_.events += 1;
@@ -198,7 +198,7 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
         sb_.resync_offset = 0;
       } else {
         // Only resync has written: stripes below its front are in sync.
-        sb_.resync_offset = resync_stripe_.load() * geo_.chunk_bytes() / 512;
+        sb_.resync_offset = resync_stripe_.load() * C / 512;
       }
     }
     std::fill(sb_.dev_roles.begin(), sb_.dev_roles.end(), kRoleSpare);
@@ -233,8 +233,7 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
           set_role(s.id.dev_number, static_cast<uint16_t>(i));
           Target t{m, s.id, i, false, std::nullopt};
           if (st == SlotState::kRebuilding) {
-            t.recovery_sectors =
-                s.durable_front.load() * geo_.chunk_bytes() / 512;
+            t.recovery_sectors = s.durable_front.load() * C / 512;
           }
           targets.push_back(std::move(t));
         } else {

@@ -126,7 +126,7 @@ void ArrayImpl::RunIo(MemberIo& io) {
   if (io.status.ok() && !io.to_replacement && io.kind != MemberIo::kRead) {
     std::shared_ptr<Member> r = slot.replacement.load();
     if (r != nullptr && (io.kind == MemberIo::kFlush ||
-                         io.offset / geo_.chunk_bytes() <
+                         io.offset / io.chunk_bytes <
                              slot.repl_front.load(std::memory_order_acquire))) {
       absl::Status rs = DoIo(*r, io, raw);
       if (!rs.ok() && slot.replacement.compare_exchange_strong(r, nullptr)) {
@@ -159,9 +159,12 @@ SlotGens ArrayImpl::CaptureGens() const {
   return gens;
 }
 
-void ArrayImpl::Submit(std::vector<MemberIo>& ios, const SlotGens* gens) {
-  const uint64_t base = data_offset_;
-  for (MemberIo& io : ios) io.base = base;
+void ArrayImpl::Submit(const Shape& sh, std::vector<MemberIo>& ios,
+                       const SlotGens* gens) {
+  for (MemberIo& io : ios) {
+    io.base = sh.data_offset;
+    io.chunk_bytes = sh.geo.chunk_bytes();
+  }
   if (gens != nullptr) {
     for (MemberIo& io : ios) {
       io.check_gen = true;
@@ -211,8 +214,8 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
       first = absl::Status(
           io.status.code(),
           absl::StrFormat("member %s (slot %d) at member offset %d: %s",
-                          m ? m->Name() : "?", io.slot,
-                          data_offset_ + io.offset, io.status.message()));
+                          m ? m->Name() : "?", io.slot, io.base + io.offset,
+                          io.status.message()));
     }
     if (SlotPresent(io.slot)) {
       RecordBackgroundError(
@@ -227,9 +230,9 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
 }
 
 std::vector<MemberIo> ArrayImpl::PlannedMemberIos(
-    MemberIo::Kind kind, uint64_t stripe, const std::vector<PlannedIo>& planned,
-    uint8_t* scratch, uint8_t* client) const {
-  const uint64_t base = stripe * geo_.chunk_bytes();
+    const Shape& sh, MemberIo::Kind kind, uint64_t stripe,
+    const std::vector<PlannedIo>& planned, uint8_t* scratch, uint8_t* client) {
+  const uint64_t base = stripe * sh.geo.chunk_bytes();
   std::vector<MemberIo> ios;
   ios.reserve(planned.size());
   for (const PlannedIo& p : planned) {

@@ -40,9 +40,12 @@ struct MemberIo {
   // slot (and be closed) while the I/O's error is still being handled,
   // which then names it (FailSlot's only_if).
   std::shared_ptr<Member> used_ref;
-  // The data offset (bytes) of the shape the plan was made in; set by
-  // Submit from the calling thread's shape (see shape.h).
+  // The data offset (bytes) and chunk size of the shape the plan was made
+  // in, set by Submit from the shape it is given (see shape.h): `offset`
+  // is relative to `base`, and offset / chunk_bytes is the I/O's stripe
+  // (which a replace target's front is compared with).
   uint64_t base = 0;
+  uint64_t chunk_bytes = 0;
   // kWrite from a job copying onto a member (rebuild, replace): where the
   // data is all zeros and the member already reads as a hole there, the
   // write is skipped and succeeds, so a sparse source leaves a sparse

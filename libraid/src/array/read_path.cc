@@ -17,30 +17,33 @@ namespace uraid {
 
 absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
   return Route(ReqKind::kRead, buf, len, offset, false,
-               [&] { return ReadShaped(buf, len, offset); });
+               [&] { return ReadShaped(CurrentShape(), buf, len, offset); });
 }
 
 absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
                               bool fua) {
   // The router only reads from `buf` for writes.
-  return Route(ReqKind::kWrite, const_cast<void*>(buf), len, offset, fua,
-               [&] { return WriteShaped(buf, len, offset, fua); });
+  return Route(ReqKind::kWrite, const_cast<void*>(buf), len, offset, fua, [&] {
+    return WriteShaped(CurrentShape(), buf, len, offset, fua);
+  });
 }
 
 absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
   return Route(ReqKind::kTrim, nullptr, len, offset, fua,
-               [&] { return TrimShaped(len, offset, fua); });
+               [&] { return TrimShaped(CurrentShape(), len, offset, fua); });
 }
 
 absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
   return Route(ReqKind::kZero, nullptr, len, offset, fua,
-               [&] { return ZeroShaped(len, offset, fua); });
+               [&] { return ZeroShaped(CurrentShape(), len, offset, fua); });
 }
 
-absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
-  RETURN_IF_ERROR(CheckRange("read", len, offset));
+absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
+                                   uint64_t offset) {
+  RETURN_IF_ERROR(CheckRange(sh, "read", len, offset));
   auto* out = static_cast<uint8_t*>(buf);
-  const uint64_t chunk = geo_.chunk_bytes();
+  const Geometry& geo = sh.geo;
+  const uint64_t chunk = geo.chunk_bytes();
 
   struct Piece {
     Location loc;
@@ -49,7 +52,7 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
   };
   std::vector<Piece> pieces;
   for (uint64_t done = 0; done < len;) {
-    Location loc = geo_.Map(offset + done);
+    Location loc = geo.Map(offset + done);
     size_t n = static_cast<size_t>(
         std::min<uint64_t>(len - done, chunk - loc.chunk_offset));
     pieces.push_back(Piece{loc, n, out + done});
@@ -85,7 +88,7 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
       // Rows the last degraded read of this stripe fetched for its rebuild
       // (a sequential reader's next request).
       if (!survivors_.empty() &&
-          survivors_.Get(LockKey(p.loc.stripe), writes_started_.load(),
+          survivors_.Get(sh.id, p.loc.stripe, writes_started_.load(),
                          p.loc.disk, p.loc.chunk_offset, p.len, p.dst)) {
         continue;
       }
@@ -102,12 +105,12 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
   // (A read of no bytes has no pieces and no tail.)
   const uint64_t tail = pieces.empty() ? 0 : pieces.back().loc.stripe;
   const int tail_missing =
-      pieces.empty() || degraded.back() ? -1 : MissingSlotAt(tail);
+      pieces.empty() || degraded.back() ? -1 : MissingSlotAt(sh, tail);
   const bool keep_tail =
-      tail_missing >= 0 && tail_missing != geo_.ParityDisk(tail);
+      tail_missing >= 0 && tail_missing != geo.ParityDisk(tail);
   const uint64_t started = writes_started_.load();
   const bool quiet = writes_finished_.load() == started;
-  Submit(ios, &gens);
+  Submit(sh, ios, &gens);
   if (keep_tail && quiet && writes_started_.load() == started) {
     std::vector<SurvivorCache::Rows> rows;
     for (size_t j = 0; j < ios.size(); ++j) {
@@ -121,7 +124,9 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
           SurvivorCache::Rows{p.loc.disk, p.loc.chunk_offset,
                               std::vector<uint8_t>(p.dst, p.dst + p.len)});
     }
-    if (!rows.empty()) survivors_.Put(LockKey(tail), started, std::move(rows));
+    if (!rows.empty()) {
+      survivors_.Put(sh.id, tail, started, std::move(rows));
+    }
   }
   std::vector<absl::Status> errors(pieces.size());
   std::vector<const Member*> failed(pieces.size(), nullptr);
@@ -149,30 +154,30 @@ absl::Status ArrayImpl::ReadShaped(void* buf, size_t len, uint64_t offset) {
                                 p.loc.chunk_offset + p.len,
                                 static_cast<uint64_t>(p.dst - out)});
     }
-    StripeLock lock(&locks_, LockKey(stripe));
-    RETURN_IF_ERROR(ReadStripeDegradedLocked(stripe, group, out));
+    StripeLock lock(&locks_, LockKey(sh, stripe));
+    RETURN_IF_ERROR(ReadStripeDegradedLocked(sh, stripe, group, out));
   }
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!slow[i]) continue;
     const Piece& p = pieces[i];
-    StripeLock lock(&locks_, LockKey(p.loc.stripe));
+    StripeLock lock(&locks_, LockKey(sh, p.loc.stripe));
     if (!errors[i].ok() && SlotUsableAt(p.loc.disk, p.loc.stripe)) {
-      RETURN_IF_ERROR(CorrectReadErrorLocked(p.loc.stripe, p.loc.disk,
+      RETURN_IF_ERROR(CorrectReadErrorLocked(sh, p.loc.stripe, p.loc.disk,
                                              p.loc.chunk_offset, p.len, p.dst,
                                              errors[i], failed[i]));
-      OverlayCacheLocked(p.loc, p.len, p.dst);
+      OverlayCacheLocked(sh, p.loc, p.len, p.dst);
     } else {
-      RETURN_IF_ERROR(ReadPieceLocked(p.loc, p.len, p.dst));
+      RETURN_IF_ERROR(ReadPieceLocked(sh, p.loc, p.len, p.dst));
     }
   }
   return absl::OkStatus();
 }
 
-void ArrayImpl::OverlayCacheLocked(const Location& loc, size_t len,
-                                   uint8_t* dst) {
+void ArrayImpl::OverlayCacheLocked(const Shape& sh, const Location& loc,
+                                   size_t len, uint8_t* dst) {
   if (StripeCache::Entry* e = cache_.Find(loc.stripe)) {
     const uint64_t start =
-        static_cast<uint64_t>(loc.data_index) * geo_.chunk_bytes() +
+        static_cast<uint64_t>(loc.data_index) * sh.geo.chunk_bytes() +
         loc.chunk_offset;
     const uint64_t end = start + len;
     for (const auto& [a, b] : e->dirty.ranges()) {
@@ -182,8 +187,8 @@ void ArrayImpl::OverlayCacheLocked(const Location& loc, size_t len,
   }
 }
 
-absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
-                                               uint64_t chunk_offset,
+absl::Status ArrayImpl::CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
+                                               int slot, uint64_t chunk_offset,
                                                size_t len, uint8_t* dst,
                                                const absl::Status& why,
                                                const Member* failed) {
@@ -191,11 +196,12 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
   const SlotGens gens = CaptureGens();
   std::shared_ptr<Member> m = s.member.load();
   const std::string name = failed ? failed->Name() : "?";
-  const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
+  const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   // The slot changed hands since the read (a spare took over): the error
   // belongs to a member that is gone; the bytes come from parity.
   const bool same = failed == nullptr || m.get() == failed;
-  if (absl::Status rs = ReconstructLocked(stripe, slot, chunk_offset, len, dst);
+  if (absl::Status rs =
+          ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst);
       !rs.ok()) {
     if (same) {
       RecordBackgroundError(FailSlot(slot, std::string(why.message()), failed),
@@ -204,7 +210,8 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
     return absl::UnavailableError(absl::StrFormat(
         "member %s (slot %d) failed reading at member offset %d (%s) and "
         "cannot be rebuilt from parity: %s",
-        name, slot, data_offset_ + member_offset, why.message(), rs.message()));
+        name, slot, sh.data_offset + member_offset, why.message(),
+        rs.message()));
   }
   if (!same) return absl::OkStatus();
   // A member that no longer covers the offset (a file truncated under the
@@ -217,14 +224,14 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
         absl::StrFormat(
             "read error on %s (slot %d) at member offset %d: %s; served from "
             "parity (read-only: not rewritten)",
-            name, slot, data_offset_ + member_offset, why.message()));
+            name, slot, sh.data_offset + member_offset, why.message()));
     return absl::OkStatus();
   }
   // md rewrites the sector from parity: a medium error usually goes away
   // when the drive remaps it. Only a member that keeps failing is dropped.
   std::vector<MemberIo> w{
       MemberIo{MemberIo::kWrite, slot, dst, len, member_offset, {}}};
-  Submit(w, &gens);
+  Submit(sh, w, &gens);
   if (w[0].stale) return absl::OkStatus();
   if (!w[0].status.ok()) {
     return FailSlot(slot,
@@ -236,15 +243,15 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
   counters_.read_errors_corrected.fetch_add(1, std::memory_order_relaxed);
   {
     Event e = MakeEvent("ReadErrorCorrected", name, slot);
-    e.details.emplace_back("offset",
-                           static_cast<int64_t>(data_offset_ + member_offset));
+    e.details.emplace_back(
+        "offset", static_cast<int64_t>(sh.data_offset + member_offset));
     e.details.emplace_back("error", std::string(why.message()));
     e.details.emplace_back("corrected", int64_t{n});
     Report(LogLevel::kWarning, std::move(e),
            absl::StrFormat(
                "read error on %s (slot %d) at member offset %d: %s; rebuilt "
                "from parity and rewritten (%d corrected on this member)",
-               name, slot, data_offset_ + member_offset, why.message(), n));
+               name, slot, sh.data_offset + member_offset, why.message(), n));
   }
   if (n > kMaxCorrectedReadErrors) {
     return FailSlot(slot,
@@ -256,65 +263,66 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(uint64_t stripe, int slot,
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::ReadPieceLocked(const Location& loc, size_t len,
-                                        uint8_t* dst) {
+absl::Status ArrayImpl::ReadPieceLocked(const Shape& sh, const Location& loc,
+                                        size_t len, uint8_t* dst) {
   RETURN_IF_ERROR(
-      ReadPieceDegraded(loc.stripe, loc.disk, loc.chunk_offset, len, dst));
+      ReadPieceDegraded(sh, loc.stripe, loc.disk, loc.chunk_offset, len, dst));
   // Lay newer cached bytes over what the members hold.
-  OverlayCacheLocked(loc, len, dst);
+  OverlayCacheLocked(sh, loc, len, dst);
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::ReadPieceDegraded(uint64_t stripe, int slot,
-                                          uint64_t chunk_offset, size_t len,
-                                          uint8_t* dst) {
-  const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
+absl::Status ArrayImpl::ReadPieceDegraded(const Shape& sh, uint64_t stripe,
+                                          int slot, uint64_t chunk_offset,
+                                          size_t len, uint8_t* dst) {
+  const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   for (int attempt = 0;; ++attempt) {
     const SlotGens gens = CaptureGens();
     if (!SlotUsableAt(slot, stripe)) break;
     std::vector<MemberIo> ios{
         MemberIo{MemberIo::kRead, slot, dst, len, member_offset, {}}};
-    Submit(ios, &gens);
+    Submit(sh, ios, &gens);
     if (ios[0].status.ok()) return absl::OkStatus();
     if (ios[0].stale && attempt < 8) continue;  // members changed: again
-    return CorrectReadErrorLocked(stripe, slot, chunk_offset, len, dst,
+    return CorrectReadErrorLocked(sh, stripe, slot, chunk_offset, len, dst,
                                   ios[0].status, ios[0].used);
   }
-  return ReconstructLocked(stripe, slot, chunk_offset, len, dst);
+  return ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst);
 }
 
-absl::Status ArrayImpl::ReconstructLocked(uint64_t stripe, int slot,
-                                          uint64_t chunk_offset, size_t len,
-                                          uint8_t* dst) {
+absl::Status ArrayImpl::ReconstructLocked(const Shape& sh, uint64_t stripe,
+                                          int slot, uint64_t chunk_offset,
+                                          size_t len, uint8_t* dst) {
   RETURN_IF_ERROR(CheckUsable(false));
-  const uint64_t member_offset = stripe * geo_.chunk_bytes() + chunk_offset;
+  const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   // Generations first, health second: a member that changes hands after
   // the check is caught by the generation (its reads come back stale).
   const SlotGens gens = CaptureGens();
-  for (int i = 0; i < geo_.raid_disks(); ++i) {
+  for (int i = 0; i < sh.geo.raid_disks(); ++i) {
     if (i != slot && !SlotUsableAt(i, stripe)) {
       return absl::UnavailableError(absl::StrFormat(
           "cannot reconstruct slot %d at member offset %d: member in slot %d "
           "is also gone",
-          slot, data_offset_ + member_offset, i));
+          slot, sh.data_offset + member_offset, i));
     }
   }
-  const ReadPlan plan = PlanReconstruct(geo_, stripe, slot, chunk_offset, len);
+  const ReadPlan plan =
+      PlanReconstruct(sh.geo, stripe, slot, chunk_offset, len);
   ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
-  std::vector<MemberIo> ios = PlannedMemberIos(MemberIo::kRead, stripe,
+  std::vector<MemberIo> ios = PlannedMemberIos(sh, MemberIo::kRead, stripe,
                                                plan.reads, scratch.data(), dst);
-  Submit(ios, &gens);
+  Submit(sh, ios, &gens);
   bool slot_failed;
   absl::Status st = AbsorbFailures(ios, &slot_failed);
   if (!st.ok() && std::any_of(ios.begin(), ios.end(),
                               [](const MemberIo& io) { return io.stale; })) {
     // A member was swapped under us (replace hand-over): read again.
-    return ReconstructLocked(stripe, slot, chunk_offset, len, dst);
+    return ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst);
   }
   if (!st.ok()) {
     return absl::UnavailableError(
         absl::StrFormat("cannot reconstruct slot %d at member offset %d: %s",
-                        slot, data_offset_ + member_offset, st.message()));
+                        slot, sh.data_offset + member_offset, st.message()));
   }
   ComputeRead(plan, scratch.data(), dst);
   counters_.reconstructions.fetch_add(1, std::memory_order_relaxed);
@@ -322,36 +330,36 @@ absl::Status ArrayImpl::ReconstructLocked(uint64_t stripe, int slot,
 }
 
 absl::Status ArrayImpl::ReadStripeDegradedLocked(
-    uint64_t stripe, std::span<const ReadPiece> pieces, uint8_t* client) {
+    const Shape& sh, uint64_t stripe, std::span<const ReadPiece> pieces,
+    uint8_t* client) {
   // Every surviving chunk the stripe's pieces and the rebuild need is read
   // once: a degraded sequential read costs one member byte per byte. Under
   // the stripe lock, so data and parity come from the same write. Anything
   // but a clean run (a slot changing hands, a read error) falls back to the
   // piece-at-a-time path, which corrects or reports it.
   const SlotGens gens = CaptureGens();  // before the health (as above)
-  const int missing = MissingSlotAt(stripe);
+  const int missing = MissingSlotAt(sh, stripe);
   bool others_usable = true;
-  for (int i = missing + 1; i < geo_.raid_disks(); ++i) {
+  for (int i = missing + 1; i < sh.geo.raid_disks(); ++i) {
     others_usable = others_usable && SlotUsableAt(i, stripe);
   }
   if (missing >= 0 && others_usable && CheckUsable(false).ok()) {
-    const uint64_t key = LockKey(stripe);
-    const ReadPlan plan = PlanDegradedRead(geo_, stripe, pieces, missing);
+    const ReadPlan plan = PlanDegradedRead(sh.geo, stripe, pieces, missing);
     ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
     std::vector<MemberIo> ios = PlannedMemberIos(
-        MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
+        sh, MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
     const uint64_t started = writes_started_.load();
     const bool quiet = writes_finished_.load() == started;
     // Rows an earlier request of a sequential reader already fetched (the
     // survivor cache) are not read again.
     if (!survivors_.empty()) {
       std::erase_if(ios, [&](const MemberIo& io) {
-        return survivors_.Get(key, started, io.slot,
-                              io.offset - stripe * geo_.chunk_bytes(), io.len,
+        return survivors_.Get(sh.id, stripe, started, io.slot,
+                              io.offset - stripe * sh.geo.chunk_bytes(), io.len,
                               static_cast<uint8_t*>(io.buf));
       });
     }
-    Submit(ios, &gens);
+    Submit(sh, ios, &gens);
     if (std::all_of(ios.begin(), ios.end(),
                     [](const MemberIo& io) { return io.status.ok(); })) {
       // The rebuild's extra survivor rows, for the next request, when no
@@ -360,41 +368,44 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
         std::vector<SurvivorCache::Rows> rows;
         for (const PlannedIo& io : plan.reads) {
           if (io.ref.buffer != PlanRef::kScratch ||
-              io.slot == geo_.ParityDisk(stripe)) {
+              io.slot == sh.geo.ParityDisk(stripe)) {
             continue;
           }
           const uint8_t* at = scratch.data() + io.ref.offset;
           rows.push_back(SurvivorCache::Rows{
               io.slot, io.chunk_offset, std::vector<uint8_t>(at, at + io.len)});
         }
-        if (!rows.empty()) survivors_.Put(key, started, std::move(rows));
+        if (!rows.empty()) {
+          survivors_.Put(sh.id, stripe, started, std::move(rows));
+        }
       }
       ComputeRead(plan, scratch.data(), client);
       if (plan.rebuild) {
         counters_.reconstructions.fetch_add(1, std::memory_order_relaxed);
       }
       for (const ReadPiece& p : pieces) {
-        OverlayCacheLocked(PieceLocation(stripe, p), p.y - p.x,
+        OverlayCacheLocked(sh, PieceLocation(sh, stripe, p), p.y - p.x,
                            client + p.client);
       }
       return absl::OkStatus();
     }
   }
   for (const ReadPiece& p : pieces) {
-    RETURN_IF_ERROR(ReadPieceLocked(PieceLocation(stripe, p), p.y - p.x,
+    RETURN_IF_ERROR(ReadPieceLocked(sh, PieceLocation(sh, stripe, p), p.y - p.x,
                                     client + p.client));
   }
   return absl::OkStatus();
 }
 
-Location ArrayImpl::PieceLocation(uint64_t stripe, const ReadPiece& p) const {
+Location ArrayImpl::PieceLocation(const Shape& sh, uint64_t stripe,
+                                  const ReadPiece& p) {
   Location loc;
   loc.stripe = stripe;
   loc.data_index = p.data_index;
-  loc.disk = geo_.DataDisk(stripe, p.data_index);
-  loc.parity_disk = geo_.ParityDisk(stripe);
+  loc.disk = sh.geo.DataDisk(stripe, p.data_index);
+  loc.parity_disk = sh.geo.ParityDisk(stripe);
   loc.chunk_offset = p.x;
-  loc.member_offset = stripe * geo_.chunk_bytes() + p.x;
+  loc.member_offset = stripe * sh.geo.chunk_bytes() + p.x;
   return loc;
 }
 

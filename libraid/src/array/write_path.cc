@@ -44,21 +44,21 @@ void ArrayImpl::EndWrite() {
   last_write_ = std::chrono::steady_clock::now();
 }
 
-absl::Status ArrayImpl::WriteShaped(const void* buf, size_t len,
-                                    uint64_t offset, bool fua) {
-  RETURN_IF_ERROR(CheckRange("write", len, offset));
+absl::Status ArrayImpl::WriteShaped(const Shape& sh, const void* buf,
+                                    size_t len, uint64_t offset, bool fua) {
+  RETURN_IF_ERROR(CheckRange(sh, "write", len, offset));
   if (len == 0) return CheckUsable(true);
   RETURN_IF_ERROR(BeginWrite());
   const auto* src = static_cast<const uint8_t*>(buf);
-  const uint64_t sd = geo_.stripe_data_bytes();
-  std::vector<bool> touched(geo_.raid_disks(), false);
+  const uint64_t sd = sh.geo.stripe_data_bytes();
+  std::vector<bool> touched(sh.geo.raid_disks(), false);
   absl::Status st;
   for (uint64_t done = 0; done < len && st.ok();) {
     uint64_t pos = offset + done;
     uint64_t stripe = pos / sd;
     uint64_t a = pos % sd;
     uint64_t b = std::min<uint64_t>(sd, a + (len - done));
-    st = WritePiece(stripe, a, b, src + done, fua, &touched);
+    st = WritePiece(sh, stripe, a, b, src + done, fua, &touched);
     done += b - a;
   }
   if (st.ok() && fua) st = FlushSlots(touched);
@@ -66,10 +66,10 @@ absl::Status ArrayImpl::WriteShaped(const void* buf, size_t len,
   return st;
 }
 
-absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
-                                   const uint8_t* src, bool fua,
+absl::Status ArrayImpl::WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
+                                   uint64_t b, const uint8_t* src, bool fua,
                                    std::vector<bool>* touched) {
-  const uint64_t sd = geo_.stripe_data_bytes();
+  const uint64_t sd = sh.geo.stripe_data_bytes();
   const bool full = a == 0 && b == sd;
   // Gather only what looks like a stream: a piece that starts or ends a
   // stripe (a sequential writer crossing a stripe boundary; with a deep
@@ -81,8 +81,9 @@ absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
   // flushing client that would wait for them (the latency-isolation case:
   // a 4K write+flush beside a stream); writing through puts that cost on
   // the writer instead.
-  // The cache is keyed by stripes of one shape: a reshape writes it back
-  // and runs without it (reshape.cc).
+  // The cache is keyed by stripes of one shape, the current one: a reshape
+  // writes it back and runs without it (reshape.cc), so outside a reshape
+  // `sh` is the current shape.
   const bool cache =
       cache_.enabled() && !reshaping_.load() && !full && !fua &&
       flush_interval_ns_.load(std::memory_order_relaxed) >= bypass_flush_ns_ &&
@@ -99,7 +100,7 @@ absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
       counters_.cache_evictions.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  StripeLock lock(&locks_, LockKey(stripe));
+  StripeLock lock(&locks_, LockKey(sh, stripe));
   StripeCache::Entry* e = cache_.Find(stripe);
   if (cache || (e != nullptr && !full)) {
     // Gather: the bytes join the stripe's entry; a stripe that becomes
@@ -109,19 +110,19 @@ absl::Status ArrayImpl::WritePiece(uint64_t stripe, uint64_t a, uint64_t b,
     e->dirty.Add(a, b);
     counters_.cached_writes.fetch_add(1, std::memory_order_relaxed);
     if (!fua && !e->dirty.Covers(sd)) return absl::OkStatus();
-    return WritebackLocked(e, touched);
+    return WritebackLocked(sh, e, touched);
   }
   // A full-stripe write supersedes anything cached for the stripe.
   if (e != nullptr) cache_.Erase(stripe);
-  return WriteStripeLocked(stripe, a, b, src, touched);
+  return WriteStripeLocked(sh, stripe, a, b, src, touched);
 }
 
-absl::Status ArrayImpl::WritebackLocked(StripeCache::Entry* e,
+absl::Status ArrayImpl::WritebackLocked(const Shape& sh, StripeCache::Entry* e,
                                         std::vector<bool>* touched) {
   const uint64_t stripe = e->stripe;
   for (const auto& [a, b] : e->dirty.ranges()) {
     RETURN_IF_ERROR(
-        WriteStripeLocked(stripe, a, b, e->data.data() + a, touched));
+        WriteStripeLocked(sh, stripe, a, b, e->data.data() + a, touched));
   }
   counters_.cache_writebacks.fetch_add(1, std::memory_order_relaxed);
   cache_.Erase(stripe);
@@ -129,11 +130,13 @@ absl::Status ArrayImpl::WritebackLocked(StripeCache::Entry* e,
 }
 
 absl::Status ArrayImpl::WritebackStripe(uint64_t stripe) {
-  StripeLock lock(&locks_, LockKey(stripe));
+  // The cache holds the current shape's stripes (see WritePiece).
+  const Shape& sh = CurrentShape();
+  StripeLock lock(&locks_, LockKey(sh, stripe));
   StripeCache::Entry* e = cache_.Find(stripe);
   if (e == nullptr) return absl::OkStatus();
-  std::vector<bool> touched(geo_.raid_disks(), false);
-  return WritebackLocked(e, &touched);
+  std::vector<bool> touched(sh.geo.raid_disks(), false);
+  return WritebackLocked(sh, e, &touched);
 }
 
 absl::Status ArrayImpl::WritebackAll() {
@@ -145,17 +148,18 @@ absl::Status ArrayImpl::WritebackAll() {
   return first;
 }
 
-absl::Status ArrayImpl::WriteStripeLocked(uint64_t stripe, uint64_t a,
-                                          uint64_t b, const uint8_t* src,
+absl::Status ArrayImpl::WriteStripeLocked(const Shape& sh, uint64_t stripe,
+                                          uint64_t a, uint64_t b,
+                                          const uint8_t* src,
                                           std::vector<bool>* touched) {
   // A write over the end of one chunk and the start of the next touches
   // disjoint rows when it is shorter than a chunk: two small updates (as
   // md's per-row choice would make) instead of one over the whole chunk.
-  const uint64_t C = geo_.chunk_bytes();
+  const uint64_t C = sh.geo.chunk_bytes();
   if (a / C + 1 == (b - 1) / C && b % C != 0 && b % C <= a % C) {
     uint64_t mid = (a / C + 1) * C;
-    RETURN_IF_ERROR(WriteStripeLocked(stripe, a, mid, src, touched));
-    return WriteStripeLocked(stripe, mid, b, src + (mid - a), touched);
+    RETURN_IF_ERROR(WriteStripeLocked(sh, stripe, a, mid, src, touched));
+    return WriteStripeLocked(sh, stripe, mid, b, src + (mid - a), touched);
   }
   // md's write-intent rule: the region's bit is durable before the first
   // member write into it, and is released when the write is done.
@@ -165,14 +169,14 @@ absl::Status ArrayImpl::WriteStripeLocked(uint64_t stripe, uint64_t a,
   }
   absl::Status st = absl::InternalError("write retries exhausted");
   bool whole = true;  // every member got its share (else keep the bit)
-  for (int attempt = 0; attempt <= geo_.raid_disks(); ++attempt) {
+  for (int attempt = 0; attempt <= sh.geo.raid_disks(); ++attempt) {
     st = CheckUsable(true);
     if (!st.ok()) break;
     bool slot_failed = false;
     const SlotGens gens = CaptureGens();
-    const int missing = MissingSlotAt(stripe);
+    const int missing = MissingSlotAt(sh, stripe);
     whole = whole && missing < 0;
-    st = PlanAndWriteStripe(stripe, a, b, src, missing, gens,
+    st = PlanAndWriteStripe(sh, stripe, a, b, src, missing, gens,
                             /*force_rcw=*/attempt > 0, &slot_failed, touched);
     if (st.ok() || !slot_failed) break;
     whole = false;
@@ -185,24 +189,25 @@ absl::Status ArrayImpl::WriteStripeLocked(uint64_t stripe, uint64_t a,
   return st;
 }
 
-absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
-                                           uint64_t b, const uint8_t* src,
-                                           int missing, const SlotGens& gens,
-                                           bool force_rcw, bool* slot_failed,
+absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
+                                           uint64_t a, uint64_t b,
+                                           const uint8_t* src, int missing,
+                                           const SlotGens& gens, bool force_rcw,
+                                           bool* slot_failed,
                                            std::vector<bool>* touched) {
   // Parity of a stripe the resync has not reached is not trusted yet, and a
   // retry's may already hold part of this write: never carry it forward.
   const StripeHealth health{
       missing,
       !force_rcw && stripe < resync_stripe_.load(std::memory_order_acquire)};
-  const WritePlan plan = PlanWrite(geo_, stripe, a, b, health);
+  const WritePlan plan = PlanWrite(sh.geo, stripe, a, b, health);
   AlignedBuffer scratch(plan.scratch_bytes);
   auto* client = const_cast<uint8_t*>(src);  // only written from
   if (!plan.reads.empty()) {
     std::vector<MemberIo> reads = PlannedMemberIos(
-        MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
-    Submit(reads, &gens);
-    RETURN_IF_ERROR(CorrectPreReads(stripe, reads));
+        sh, MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
+    Submit(sh, reads, &gens);
+    RETURN_IF_ERROR(CorrectPreReads(sh, stripe, reads));
     RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
   }
   ComputeWrite(plan, scratch.data(), src);
@@ -217,7 +222,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
     }
   }
   std::vector<MemberIo> writes = PlannedMemberIos(
-      MemberIo::kWrite, stripe, plan.writes, scratch.data(), client);
+      sh, MemberIo::kWrite, stripe, plan.writes, scratch.data(), client);
   std::atomic<uint64_t>* counter = &counters_.degraded_writes;
   if (!plan.degraded) {
     counter = plan.mode == WriteMode::kFull  ? &counters_.full_stripe_writes
@@ -226,30 +231,30 @@ absl::Status ArrayImpl::PlanAndWriteStripe(uint64_t stripe, uint64_t a,
   }
   counter->fetch_add(1, std::memory_order_relaxed);
   for (const MemberIo& io : writes) (*touched)[io.slot] = true;
-  Submit(writes, &gens);
+  Submit(sh, writes, &gens);
   absl::Status st = AbsorbFailures(writes, slot_failed);
   if (st.ok() && ppl_hold.owns_lock()) {
-    std::vector<bool> written(geo_.raid_disks(), false);
+    std::vector<bool> written(sh.geo.raid_disks(), false);
     for (const MemberIo& io : writes) written[io.slot] = true;
     st = FlushSlots(written);  // before the next log replaces this one
   }
   return st;
 }
 
-absl::Status ArrayImpl::CorrectPreReads(uint64_t stripe,
+absl::Status ArrayImpl::CorrectPreReads(const Shape& sh, uint64_t stripe,
                                         std::vector<MemberIo>& reads) {
   // A write's reads of old data or parity met a read error on a working
   // member: rebuild those bytes from the rest of the stripe and rewrite
   // them, as for a client read, and go on with the plan. Only what cannot
   // be corrected is left for AbsorbFailures.
-  const uint64_t base = stripe * geo_.chunk_bytes();
+  const uint64_t base = stripe * sh.geo.chunk_bytes();
   for (MemberIo& io : reads) {
     if (io.status.ok() || io.stale || io.to_replacement ||
         !SlotUsableAt(io.slot, stripe)) {
       continue;
     }
     absl::Status st = CorrectReadErrorLocked(
-        stripe, io.slot, io.offset - base, io.len,
+        sh, stripe, io.slot, io.offset - base, io.len,
         static_cast<uint8_t*>(io.buf), io.status, io.used);
     if (st.ok()) {
       io.status = absl::OkStatus();
@@ -268,7 +273,8 @@ absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which) {
         ios.push_back(MemberIo{MemberIo::kFlush, i, nullptr, 0, 0, {}});
       }
     }
-    Submit(ios);
+    // Flushes address no data: any shape's offsets will do.
+    Submit(CurrentShape(), ios);
     bool slot_failed;
     absl::Status st = AbsorbFailures(ios, &slot_failed);
     if (st.ok()) return st;
@@ -302,8 +308,9 @@ absl::Status ArrayImpl::Flush() {
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::TrimShaped(size_t len, uint64_t offset, bool fua) {
-  RETURN_IF_ERROR(CheckRange("trim", len, offset));
+absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
+                                   bool fua) {
+  RETURN_IF_ERROR(CheckRange(sh, "trim", len, offset));
   RETURN_IF_ERROR(CheckUsable(true));
   for (const auto& s : slots_) {
     std::shared_ptr<Member> m = s->member.load();
@@ -313,17 +320,18 @@ absl::Status ArrayImpl::TrimShaped(size_t len, uint64_t offset, bool fua) {
       return absl::OkStatus();  // advisory: cannot keep parity, so skip
     }
   }
-  const uint64_t sd = geo_.stripe_data_bytes();
+  const Geometry& geo = sh.geo;
+  const uint64_t sd = geo.stripe_data_bytes();
   uint64_t first = (offset + sd - 1) / sd;
   uint64_t end = (offset + len) / sd;
   if (first >= end) return absl::OkStatus();
   RETURN_IF_ERROR(BeginWrite());
-  std::vector<bool> touched(geo_.raid_disks(), false);
+  std::vector<bool> touched(geo.raid_disks(), false);
   absl::Status st;
   for (uint64_t s = first; s < end && st.ok(); ++s) {
-    StripeLock lock(&locks_, LockKey(s));
+    StripeLock lock(&locks_, LockKey(sh, s));
     cache_.Erase(s);  // the whole stripe is being replaced by zeros
-    const uint64_t C = geo_.chunk_bytes();
+    const uint64_t C = geo.chunk_bytes();
     if (bitmap_ != nullptr) {
       st = bitmap_->StartWrite(s * C, C);
       if (!st.ok()) break;
@@ -331,17 +339,12 @@ absl::Status ArrayImpl::TrimShaped(size_t len, uint64_t offset, bool fua) {
     // Every present chunk, parity included, becomes zeros: the stripe stays
     // consistent and a missing member's chunk reconstructs as zeros too.
     std::vector<MemberIo> ios;
-    for (int i = 0; i < geo_.raid_disks(); ++i) {
+    for (int i = 0; i < geo.raid_disks(); ++i) {
       if (!SlotUsableAt(i, s)) continue;
       touched[i] = true;
-      ios.push_back(MemberIo{MemberIo::kDiscard,
-                             i,
-                             nullptr,
-                             geo_.chunk_bytes(),
-                             s * geo_.chunk_bytes(),
-                             {}});
+      ios.push_back(MemberIo{MemberIo::kDiscard, i, nullptr, C, s * C, {}});
     }
-    Submit(ios);
+    Submit(sh, ios);
     bool slot_failed;
     st = AbsorbFailures(ios, &slot_failed);
     if (!st.ok() && slot_failed && CheckUsable(true).ok()) {
@@ -356,10 +359,11 @@ absl::Status ArrayImpl::TrimShaped(size_t len, uint64_t offset, bool fua) {
   return st;
 }
 
-absl::Status ArrayImpl::ZeroShaped(size_t len, uint64_t offset, bool fua) {
-  RETURN_IF_ERROR(CheckRange("zero", len, offset));
+absl::Status ArrayImpl::ZeroShaped(const Shape& sh, size_t len, uint64_t offset,
+                                   bool fua) {
+  RETURN_IF_ERROR(CheckRange(sh, "zero", len, offset));
   if (len == 0) return CheckUsable(true);
-  const uint64_t sd = geo_.stripe_data_bytes();
+  const uint64_t sd = sh.geo.stripe_data_bytes();
   // Zeros go through the ordinary write path, one stripe's worth at a time,
   // so parity and degraded handling are exactly those of writes.
   AlignedBuffer zeros(std::min<uint64_t>(len, sd), /*zero=*/true);
@@ -367,7 +371,7 @@ absl::Status ArrayImpl::ZeroShaped(size_t len, uint64_t offset, bool fua) {
     uint64_t pos = offset + done;
     uint64_t n = std::min<uint64_t>(len - done, sd - pos % sd);
     n = std::min<uint64_t>(n, zeros.size());
-    RETURN_IF_ERROR(WriteShaped(zeros.data(), n, pos, false));
+    RETURN_IF_ERROR(WriteShaped(sh, zeros.data(), n, pos, false));
     done += n;
   }
   return fua ? Flush() : absl::OkStatus();

@@ -43,10 +43,11 @@ bool ArrayImpl::PrepareJob(JobRequest* req, JobInfo* info) {
   if (kind == JobKind::kRecover && slot < 0) {
     // Find the slot to recover: one already rebuilding resumes, else the
     // gone slot gets a spare.
-    for (int i = 0; i < geo_.raid_disks() && slot < 0; ++i) {
+    const int disks = CurrentShape().geo.raid_disks();
+    for (int i = 0; i < disks && slot < 0; ++i) {
       if (slots_[i]->state.load() == SlotState::kRebuilding) slot = i;
     }
-    for (int i = 0; i < geo_.raid_disks() && slot < 0; ++i) {
+    for (int i = 0; i < disks && slot < 0; ++i) {
       if (slots_[i]->state.load() != SlotState::kActive &&
           PromoteSpare(i).ok()) {
         slot = i;
@@ -55,7 +56,8 @@ bool ArrayImpl::PrepareJob(JobRequest* req, JobInfo* info) {
     if (slot < 0 || failed_.load()) return false;  // nothing to do
   }
   req->slot = slot;
-  info->total_bytes = geo_.stripe_count() * geo_.chunk_bytes();
+  const Geometry& geo = CurrentShape().geo;
+  info->total_bytes = geo.stripe_count() * geo.chunk_bytes();
   info->slot = slot;
   if (slot >= 0) {
     std::shared_ptr<Member> t = kind == JobKind::kReplace
@@ -156,7 +158,8 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
     case JobKind::kReshape: {
       Event e = MakeEvent("ReshapeFinished");
       e.details.emplace_back("result", done.result);
-      e.details.emplace_back("raid_devices", int64_t{geo_.raid_disks()});
+      e.details.emplace_back("raid_devices",
+                             int64_t{CurrentShape().geo.raid_disks()});
       Report(level, std::move(e),
              absl::StrFormat("reshape: %s after %.1f s (%.1f MB/s per member)",
                              done.result, secs, done.bytes_per_s / 1e6));
@@ -204,15 +207,9 @@ void ArrayImpl::JobMilestone(const JobInfo& job, int milestone) {
 
 void ArrayImpl::RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn) {
   if (n == 1) return fn(0);
-  const ShapeOverride shape = t_shape_override;
   std::vector<std::function<void()>> tasks;
   tasks.reserve(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    tasks.emplace_back([&fn, shape, i] {
-      ShapeScope scope(shape.owner, shape.shape);
-      fn(i);
-    });
-  }
+  for (uint64_t i = 0; i < n; ++i) tasks.emplace_back([&fn, i] { fn(i); });
   job_pool_.RunAll(tasks);
 }
 

@@ -22,13 +22,14 @@ constexpr uint64_t kRebuildWindow = 1 << 20;
 
 }  // namespace
 
-uint64_t ArrayImpl::SkipRecoveryWindow(int slot, uint64_t from,
+uint64_t ArrayImpl::SkipRecoveryWindow(const Shape& sh, int slot, uint64_t from,
                                        uint64_t count) {
-  const uint64_t C = geo_.chunk_bytes();
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t base = sh.data_offset;
   Slot& s = *slots_[slot];
   const std::shared_ptr<Member> target = s.member.load();
   const bool partial = s.partial.load() && bitmap_ != nullptr;
-  count = std::min(count, geo_.stripe_count() - from);
+  count = std::min(count, sh.geo.stripe_count() - from);
   uint64_t B = 0;
   if (partial) {
     // Whole bitmap regions at a time: a window that reaches into a region
@@ -39,15 +40,15 @@ uint64_t ArrayImpl::SkipRecoveryWindow(int slot, uint64_t from,
   }
   if (count == 0 || target == nullptr) return 0;
   const auto holes = [&]() {
-    for (int i = 0; i < geo_.raid_disks(); ++i) {
+    for (int i = 0; i < sh.geo.raid_disks(); ++i) {
       std::shared_ptr<Member> m = slots_[i]->member.load();
       if (m == nullptr) {
         if (i == slot) return false;
         continue;
       }
       if (i != slot && !SlotUsable(i)) continue;
-      absl::StatusOr<uint64_t> d = m->NextDataOffset(data_offset_ + from * C);
-      if (!d.ok() || *d < data_offset_ + (from + count) * C) return false;
+      absl::StatusOr<uint64_t> d = m->NextDataOffset(base + from * C);
+      if (!d.ok() || *d < base + (from + count) * C) return false;
     }
     return true;
   };
@@ -67,7 +68,9 @@ uint64_t ArrayImpl::SkipRecoveryWindow(int slot, uint64_t from,
   // Then again with every stripe of the window locked (ascending order, as
   // the lock rule allows): no write can slip in between the answer and the
   // front moving past it.
-  for (uint64_t st = from; st < from + count; ++st) locks_.Lock(st);
+  for (uint64_t st = from; st < from + count; ++st) {
+    locks_.Lock(LockKey(sh, st));
+  }
   const bool was_clear = clear();
   bool ok = was_clear || holes();
   if (ok) {
@@ -79,15 +82,17 @@ uint64_t ArrayImpl::SkipRecoveryWindow(int slot, uint64_t from,
          (!was_clear || s.partial.load());
     if (ok) s.front.store(from + count);
   }
-  for (uint64_t st = from; st < from + count; ++st) locks_.Unlock(st);
+  for (uint64_t st = from; st < from + count; ++st) {
+    locks_.Unlock(LockKey(sh, st));
+  }
   return ok ? count : 0;
 }
 
-absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
-                                            uint8_t* buf, size_t buf_len,
-                                            bool* target_gone) {
+absl::Status ArrayImpl::RebuildStripeLocked(const Shape& sh, int slot,
+                                            uint64_t stripe, uint8_t* buf,
+                                            size_t buf_len, bool* target_gone) {
   *target_gone = false;
-  const uint64_t C = geo_.chunk_bytes();
+  const uint64_t C = sh.geo.chunk_bytes();
   Slot& s = *slots_[slot];
   RETURN_IF_ERROR(CheckUsable(false));
   for (uint64_t w = 0; w < C; w += buf_len) {
@@ -101,8 +106,8 @@ absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
     }
     // Replace copies from the old member (parity steps in if it fails);
     // recovery rebuilds from the others.
-    RETURN_IF_ERROR(replace ? ReadPieceDegraded(stripe, slot, w, len, buf)
-                            : ReconstructLocked(stripe, slot, w, len, buf));
+    RETURN_IF_ERROR(replace ? ReadPieceDegraded(sh, stripe, slot, w, len, buf)
+                            : ReconstructLocked(sh, stripe, slot, w, len, buf));
     // The old member may have failed while being read: its replacement is
     // then the slot's member, rebuilding.
     const bool to_repl =
@@ -115,7 +120,7 @@ absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
         MemberIo{MemberIo::kWrite, slot, buf, len, stripe * C + w, {}}};
     io[0].to_replacement = to_repl;
     io[0].keep_sparse = true;  // the caller holds the stripe lock
-    Submit(io);
+    Submit(sh, io);
     if (!io[0].status.ok()) {
       bool slot_failed;
       (void)AbsorbFailures(io, &slot_failed);
@@ -126,20 +131,21 @@ absl::Status ArrayImpl::RebuildStripeLocked(int slot, uint64_t stripe,
   return absl::OkStatus();
 }
 
-uint64_t ArrayImpl::RebuildStripes(int slot, uint64_t from, uint64_t count,
-                                   uint8_t* bufs, size_t buf_len,
-                                   absl::Status* error, bool* target_gone) {
+uint64_t ArrayImpl::RebuildStripes(const Shape& sh, int slot, uint64_t from,
+                                   uint64_t count, uint8_t* bufs,
+                                   size_t buf_len, absl::Status* error,
+                                   bool* target_gone) {
   *error = absl::OkStatus();
   *target_gone = false;
-  count = std::min(count, geo_.stripe_count() - from);
+  count = std::min(count, sh.geo.stripe_count() - from);
   if (count == 0) return 0;
   Slot& s = *slots_[slot];
   // The first lock is waited for; the rest only taken while free, so a
   // client holding a stripe further on shortens the window instead of
   // holding up the stripes before it.
-  locks_.Lock(from);
+  locks_.Lock(LockKey(sh, from));
   for (uint64_t i = 1; i < count; ++i) {
-    if (!locks_.TryLock(from + i)) {
+    if (!locks_.TryLock(LockKey(sh, from + i))) {
       count = i;
       break;
     }
@@ -147,8 +153,8 @@ uint64_t ArrayImpl::RebuildStripes(int slot, uint64_t from, uint64_t count,
   std::vector<absl::Status> status(count);
   std::unique_ptr<bool[]> gone(new bool[count]());
   RunWindow(count, [&](uint64_t i) {
-    status[i] = RebuildStripeLocked(slot, from + i, bufs + i * buf_len, buf_len,
-                                    &gone[i]);
+    status[i] = RebuildStripeLocked(sh, slot, from + i, bufs + i * buf_len,
+                                    buf_len, &gone[i]);
   });
   uint64_t done = 0;
   while (done < count && status[done].ok() && !gone[done]) ++done;
@@ -162,7 +168,7 @@ uint64_t ArrayImpl::RebuildStripes(int slot, uint64_t from, uint64_t count,
     }
     counters_.recovered_stripes.fetch_add(done, std::memory_order_relaxed);
   }
-  for (uint64_t i = 0; i < count; ++i) locks_.Unlock(from + i);
+  for (uint64_t i = 0; i < count; ++i) locks_.Unlock(LockKey(sh, from + i));
   if (done < count) {
     *error = status[done];
     *target_gone = gone[done];
@@ -175,7 +181,7 @@ absl::Status ArrayImpl::CheckpointRecovery(int slot) {
   if (s.state.load() != SlotState::kRebuilding) return absl::OkStatus();
   // The superblock may claim only what is durable on the target.
   const uint64_t front = s.front.load();
-  std::vector<bool> which(geo_.raid_disks(), false);
+  std::vector<bool> which(SlotCount(), false);
   which[slot] = true;
   RETURN_IF_ERROR(FlushSlots(which));
   if (s.state.load() != SlotState::kRebuilding) return absl::OkStatus();
@@ -185,8 +191,11 @@ absl::Status ArrayImpl::CheckpointRecovery(int slot) {
 
 absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   Slot& s = *slots_[slot];
-  const uint64_t C = geo_.chunk_bytes();
-  const uint64_t stripes = geo_.stripe_count();
+  // A job works in one shape: the current one when it starts (fronts and
+  // checkpoints are in its stripes).
+  const Shape& sh = CurrentShape();
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t stripes = sh.geo.stripe_count();
   const size_t piece = static_cast<size_t>(std::min(C, kRebuildWindow));
   AlignedBuffer bufs(piece * kJobDepth);
   uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
@@ -206,7 +215,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   pass.stripe_work = C;  // the limits count stripes rebuilt, not skipped
   pass.skip = [&](uint64_t at) {
     if (s.state.load() != SlotState::kRebuilding) return at;
-    return at + SkipRecoveryWindow(slot, at, kHoleWindowStripes);
+    return at + SkipRecoveryWindow(sh, slot, at, kHoleWindowStripes);
   };
   pass.cap = [&](uint64_t at, uint64_t want) {
     if (s.state.load() != SlotState::kRebuilding || !s.partial.load() ||
@@ -221,8 +230,8 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   };
   pass.work = [&](uint64_t at, uint64_t count, absl::Status* error) {
     bool target_gone;
-    const uint64_t done = RebuildStripes(slot, at, count, bufs.data(), piece,
-                                         error, &target_gone);
+    const uint64_t done = RebuildStripes(sh, slot, at, count, bufs.data(),
+                                         piece, error, &target_gone);
     if (error->ok() && target_gone) {
       *error = absl::AbortedError(
           absl::StrFormat("the %s target for slot %d failed or was removed",
@@ -245,7 +254,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
     // Stopped: keep the position for the next run (or assembly).
     return CheckpointRecovery(slot);
   }
-  std::vector<bool> which(geo_.raid_disks(), false);
+  std::vector<bool> which(SlotCount(), false);
   which[slot] = true;
   if (s.state.load() == SlotState::kRebuilding) {
     RETURN_IF_ERROR(FlushSlots(which));

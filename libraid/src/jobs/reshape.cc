@@ -14,8 +14,10 @@
 // Client requests during a reshape go through RouteDuringReshape: below the
 // front they use the new shape, at or past it the old one, and requests
 // touching the window being copied wait for it (ReshapeGate). The stripe
-// code (array/read_path.cc, write_path.cc) runs unchanged in either shape
-// (ShapeScope, shape.h). Starting a reshape is in reshape_start.cc.
+// code (array/read_path.cc, write_path.cc) runs unchanged in either shape:
+// each piece is handed the Shape that holds it (shape.h), so the old and
+// new shapes' stripe routines run side by side. Starting a reshape is in
+// reshape_start.cc.
 // The stripe cache is written back and bypassed for the duration: it is
 // keyed by one shape's stripes.
 
@@ -40,8 +42,8 @@ namespace {
 constexpr uint64_t kMaxReshapeWindow = 16 << 20;
 // Tag of the new shape's stripe locks while both shapes are live. The
 // current shape's tag is always 0 (FinishReshape republishes the new shape
-// with tag 0 once no request uses the old one), so code that locks the
-// current shape's stripes directly (the jobs) needs no tag.
+// with tag 0 once no request uses the old one). Every stripe lock is taken
+// through LockKey with the shape it is in.
 constexpr uint64_t kNewShapeLockTag = uint64_t{1} << 63;
 
 }  // namespace
@@ -78,9 +80,7 @@ void ArrayImpl::SetReshapeFieldsLocked(uint64_t front_bytes) {
 void ArrayImpl::PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
                                      const Geometry& to,
                                      uint64_t to_data_offset) {
-  shapes_.push_back(
-      std::make_unique<Shape>(Shape{to, to_data_offset, kNewShapeLockTag}));
-  state->to = shapes_.back().get();
+  state->to = AddShapeLocked(to, to_data_offset, kNewShapeLockTag);
   reshapes_.push_back(std::move(state));
   reshape_.store(reshapes_.back().get());
 }
@@ -89,18 +89,21 @@ bool ArrayImpl::ReshapeJobQueued() const {
   return jobs_.RunsOrQueued(JobKind::kReshape);
 }
 
-absl::Status ArrayImpl::Dispatch(ReqKind kind, bool shaped, void* buf,
+absl::Status ArrayImpl::Dispatch(ReqKind kind, const Shape* shaped, void* buf,
                                  size_t len, uint64_t offset, bool fua) {
   switch (kind) {
     case ReqKind::kRead:
-      return shaped ? ReadShaped(buf, len, offset) : Read(buf, len, offset);
+      return shaped ? ReadShaped(*shaped, buf, len, offset)
+                    : Read(buf, len, offset);
     case ReqKind::kWrite:
-      return shaped ? WriteShaped(buf, len, offset, fua)
+      return shaped ? WriteShaped(*shaped, buf, len, offset, fua)
                     : Write(buf, len, offset, fua);
     case ReqKind::kTrim:
-      return shaped ? TrimShaped(len, offset, fua) : Trim(len, offset, fua);
+      return shaped ? TrimShaped(*shaped, len, offset, fua)
+                    : Trim(len, offset, fua);
     case ReqKind::kZero:
-      return shaped ? ZeroShaped(len, offset, fua) : Zero(len, offset, fua);
+      return shaped ? ZeroShaped(*shaped, len, offset, fua)
+                    : Zero(len, offset, fua);
   }
   return absl::InternalError("unknown request kind");
 }
@@ -109,8 +112,10 @@ absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
                                            uint64_t offset, bool fua) {
   ReshapeState& r = *reshape_.load();
   static constexpr const char* kOps[] = {"read", "write", "trim", "zero"};
-  // The exported size is the old shape's until the reshape ends.
-  RETURN_IF_ERROR(CheckRange(kOps[static_cast<int>(kind)], len, offset));
+  // The exported size is the current shape's: the old one's until the
+  // reshape ends (FinishReshape makes the new one current first).
+  RETURN_IF_ERROR(
+      CheckRange(CurrentShape(), kOps[static_cast<int>(kind)], len, offset));
   const uint64_t end = offset + len;
   r.gate.Enter(offset, end);
   if (!reshaping_.load()) {
@@ -118,7 +123,7 @@ absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
     // opened the gate): the new shape is current now, under its own lock
     // tag, so start over on the plain path.
     r.gate.Leave(offset, end);
-    return Dispatch(kind, /*shaped=*/false, buf, len, offset, fua);
+    return Dispatch(kind, /*shaped=*/nullptr, buf, len, offset, fua);
   }
   // The front cannot cross [offset, end) while we hold it.
   const uint64_t front = r.front.load();
@@ -131,10 +136,9 @@ absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
   absl::Status st;
   for (const Part& p : parts) {
     if (p.lo >= p.hi && !(len == 0 && p.shape == r.from)) continue;
-    ShapeScope scope(this, p.shape);
     auto* at = static_cast<uint8_t*>(buf) + (buf ? p.lo - offset : 0);
     const size_t n = p.hi > p.lo ? p.hi - p.lo : 0;
-    st = Dispatch(kind, /*shaped=*/true, at, n, p.lo, fua);
+    st = Dispatch(kind, p.shape, at, n, p.lo, fua);
     if (!st.ok()) break;
   }
   r.gate.Leave(offset, end);
@@ -233,11 +237,11 @@ absl::Status ArrayImpl::ReshapeCopy(
     for (size_t i = next_unit.fetch_add(1); i < units.size() && !failed.load();
          i = next_unit.fetch_add(1)) {
       const Unit& u = units[i];
-      ShapeScope scope(this, u.shape);
       absl::Status st =
-          u.shape == r.to ? WriteShaped(wbuf + (u.lo - wlo), u.hi - u.lo, u.lo,
-                                        /*fua=*/false)
-                          : ReadShaped(rbuf + (u.lo - rlo), u.hi - u.lo, u.lo);
+          u.shape == r.to
+              ? WriteShaped(*u.shape, wbuf + (u.lo - wlo), u.hi - u.lo, u.lo,
+                            /*fua=*/false)
+              : ReadShaped(*u.shape, rbuf + (u.lo - rlo), u.hi - u.lo, u.lo);
       if (st.ok()) continue;
       failed.store(true);
       MutexLock lock(&mu);
@@ -276,7 +280,6 @@ absl::Status ArrayImpl::ResyncMovedPart() {
     r.resync_moved = false;
     return absl::OkStatus();
   }
-  ShapeScope scope(this, r.to);
   const Geometry& to = r.to->geo;
   const uint64_t moved = r.front.load() / to.stripe_data_bytes();
   const uint64_t C = to.chunk_bytes();
@@ -284,7 +287,7 @@ absl::Status ArrayImpl::ResyncMovedPart() {
   const auto scan = [&](uint64_t first, uint64_t last) -> absl::Status {
     for (uint64_t s = first; s < std::min(last, moved); ++s) {
       bool mismatch;
-      RETURN_IF_ERROR(ScanStripe(s, /*repair=*/true, &mismatch));
+      RETURN_IF_ERROR(ScanStripe(*r.to, s, /*repair=*/true, &mismatch));
       counters_.resynced_stripes.fetch_add(1, std::memory_order_relaxed);
       if (mismatch) {
         counters_.resync_repairs.fetch_add(1, std::memory_order_relaxed);
@@ -472,9 +475,7 @@ absl::Status ArrayImpl::FinishReshape() {
                            static_cast<int64_t>(to.data_offset);
   {
     MutexLock lock(&sb_mu_);
-    shapes_.push_back(
-        std::make_unique<Shape>(Shape{to.geo, to.data_offset, 0}));
-    shape_.store(shapes_.back().get());
+    shape_.store(AddShapeLocked(to.geo, to.data_offset, /*lock_tag=*/0));
     sb_.feature_map &= ~(kFeatureReshapeActive | kFeatureNewOffset);
     sb_.level = to.geo.level();
     sb_.layout = MdLayout(to.geo);

@@ -101,9 +101,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     // level number (md's instant takeover). Nothing moves.
     {
       MutexLock lock(&sb_mu_);
-      shapes_.push_back(
-          std::make_unique<Shape>(Shape{*to, from.data_offset, 0}));
-      shape_.store(shapes_.back().get());
+      shape_.store(AddShapeLocked(*to, from.data_offset, /*lock_tag=*/0));
       sb_.level = level;
       sb_.layout = MdLayout(*to);
     }

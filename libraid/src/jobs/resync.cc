@@ -53,7 +53,11 @@ absl::Status ArrayImpl::Resync(bool as_job) {
     return absl::FailedPreconditionError(
         "a reshape is in progress: it resyncs what it has moved itself");
   }
-  if (read_only_ || resync_stripe_.load() >= geo_.stripe_count()) {
+  // Resync works in the current shape (the only one: no reshape runs), in
+  // which resync_stripe_ counts.
+  const Shape& sh = CurrentShape();
+  const uint64_t stripes = sh.geo.stripe_count();
+  if (read_only_ || resync_stripe_.load() >= stripes) {
     return absl::OkStatus();
   }
   bool expected = false;
@@ -61,7 +65,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
     return absl::OkStatus();  // another thread is already on it
   }
   uint64_t start = resync_stripe_.load();
-  const uint64_t C = geo_.chunk_bytes();
+  const uint64_t C = sh.geo.chunk_bytes();
   const uint64_t B = bitmap_ != nullptr ? bitmap_->chunk_bytes() : 0;
   {
     Event e = MakeEvent("ResyncStarted");
@@ -73,7 +77,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
     Report(LogLevel::kNotice, std::move(e),
            absl::StrFormat(
                "resync: recomputing parity of stripes %d..%d%s", start,
-               geo_.stripe_count() - 1,
+               stripes - 1,
                B ? absl::StrFormat(" where the bitmap has bits set (%d "
                                    "of %d regions)",
                                    bitmap_->DirtyChunks(), bitmap_->chunks())
@@ -121,7 +125,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   // Stripes that are holes on every member are zeros with zero parity:
   // consistent without reading them (a new array on sparse files).
   pass.skip = [&](uint64_t s) {
-    uint64_t skip_to = SkipHoles(s);
+    uint64_t skip_to = SkipHoles(sh, s);
     if (skip_to == s && (!B || stripe_dirty(s))) return s;
     skip_to = std::max(skip_to, s + 1);
     done_through(skip_to);
@@ -133,7 +137,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   pass.cap = [&](uint64_t s, uint64_t max) {
     uint64_t count = 1;
     while (count < max && (!B || stripe_dirty(s + count)) &&
-           SkipHoles(s + count) == s + count) {
+           SkipHoles(sh, s + count) == s + count) {
       ++count;
     }
     return count;
@@ -141,7 +145,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   pass.work = [&](uint64_t s, uint64_t count, absl::Status* error) {
     std::vector<uint64_t> mismatched;
     const uint64_t done =
-        ScanWindow(s, count, /*repair=*/true, &mismatched, error);
+        ScanWindow(sh, s, count, /*repair=*/true, &mismatched, error);
     counters_.resynced_stripes.fetch_add(done, std::memory_order_relaxed);
     counters_.resync_bytes.fetch_add(done * C, std::memory_order_relaxed);
     counters_.resync_repairs.fetch_add(mismatched.size(),
@@ -165,14 +169,13 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   };
   if (as_job) jobs_.Progress(start * C);
   uint64_t at = start;
-  st = jobs_.RunStripePass(pass, geo_.stripe_count(), &at);
-  if (!B && resync_stripe_.load() < geo_.stripe_count() &&
-      resync_stripe_.load() > start) {
+  st = jobs_.RunStripePass(pass, stripes, &at);
+  if (!B && resync_stripe_.load() < stripes && resync_stripe_.load() > start) {
     // Stopped short (the array closing, an error): keep what was done.
     absl::Status cp = CheckpointResync();
     if (st.ok()) st = cp;
   }
-  if (B && resync_stripe_.load() >= geo_.stripe_count()) {
+  if (B && resync_stripe_.load() >= stripes) {
     release_through(bitmap_->chunks() * B);  // the last, partial region
   }
   resync_running_.store(false);
@@ -191,7 +194,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
                              resync_stripe_.load(), st.message()));
     return st;
   }
-  if (resync_stripe_.load() < geo_.stripe_count()) {
+  if (resync_stripe_.load() < stripes) {
     finished(LogLevel::kNotice, "interrupted",
              absl::StrFormat("resync interrupted at stripe %d; it resumes "
                              "there at the next start",
@@ -204,7 +207,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
                "skipped, %d repaired",
                read, read * C,
                B ? absl::StrFormat(", %d bitmap regions", regions) : "",
-               geo_.stripe_count() - start - read, repaired));
+               stripes - start - read, repaired));
   MutexLock lock(&state_mu_);
   if (writes_in_flight_ == 0 && !clean_) return MarkCleanLocked();
   return absl::OkStatus();

@@ -22,17 +22,17 @@ constexpr uint64_t kScanWindow = 1 << 20;
 
 }  // namespace
 
-absl::Status ArrayImpl::ScanStripe(uint64_t stripe, bool repair,
-                                   bool* mismatch) {
+absl::Status ArrayImpl::ScanStripe(const Shape& sh, uint64_t stripe,
+                                   bool repair, bool* mismatch) {
   *mismatch = false;
-  const int n = geo_.raid_disks();
-  const uint64_t C = geo_.chunk_bytes();
+  const int n = sh.geo.raid_disks();
+  const uint64_t C = sh.geo.chunk_bytes();
   const uint64_t win = std::min(C, kScanWindow);
-  const int pd = geo_.ParityDisk(stripe);
+  const int pd = sh.geo.ParityDisk(stripe);
   ScratchOrOwned bufs(ScratchUser::kScan, win * n);
-  StripeLock lock(&locks_, LockKey(stripe));
+  StripeLock lock(&locks_, LockKey(sh, stripe));
   RETURN_IF_ERROR(CheckUsable(false));
-  if (MissingSlotAt(stripe) >= 0) {
+  if (MissingSlotAt(sh, stripe) >= 0) {
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked");
   }
@@ -43,10 +43,10 @@ absl::Status ArrayImpl::ScanStripe(uint64_t stripe, bool repair,
           MemberIo::kRead, i, bufs.data() + win * i, win, stripe * C + w, {}});
     }
     const SlotGens gens = CaptureGens();
-    Submit(ios, &gens);
+    Submit(sh, ios, &gens);
     // A read error met by the scrub is corrected like any other (md does
     // the same); only an uncorrectable one stops it.
-    RETURN_IF_ERROR(CorrectPreReads(stripe, ios));
+    RETURN_IF_ERROR(CorrectPreReads(sh, stripe, ios));
     bool slot_failed;
     RETURN_IF_ERROR(AbsorbFailures(ios, &slot_failed));
     std::vector<const void*> all;
@@ -62,7 +62,7 @@ absl::Status ArrayImpl::ScanStripe(uint64_t stripe, bool repair,
     Xor(p, data, win);
     std::vector<MemberIo> w_io{
         MemberIo{MemberIo::kWrite, pd, p, win, stripe * C + w, {}}};
-    Submit(w_io);
+    Submit(sh, w_io);
     RETURN_IF_ERROR(AbsorbFailures(w_io, &slot_failed));
   }
   return absl::OkStatus();
@@ -74,10 +74,11 @@ absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
     return absl::FailedPreconditionError(
         "a reshape is in progress: check parity after it ends");
   }
+  const Shape& sh = CurrentShape();
   uint64_t bad = 0;
-  for (uint64_t s = 0; s < geo_.stripe_count(); ++s) {
+  for (uint64_t s = 0; s < sh.geo.stripe_count(); ++s) {
     bool mismatch;
-    RETURN_IF_ERROR(ScanStripe(s, /*repair=*/false, &mismatch));
+    RETURN_IF_ERROR(ScanStripe(sh, s, /*repair=*/false, &mismatch));
     if (!mismatch) continue;
     if (first_bad != nullptr && first_bad->size() < 16) {
       first_bad->push_back(s);
@@ -87,27 +88,28 @@ absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
   return bad;
 }
 
-uint64_t ArrayImpl::SkipHoles(uint64_t stripe) {
-  const uint64_t C = geo_.chunk_bytes();
-  uint64_t next = geo_.member_bytes();
-  for (int i = 0; i < geo_.raid_disks(); ++i) {
+uint64_t ArrayImpl::SkipHoles(const Shape& sh, uint64_t stripe) {
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t base = sh.data_offset;
+  uint64_t next = sh.geo.member_bytes();
+  for (int i = 0; i < sh.geo.raid_disks(); ++i) {
     if (!SlotUsable(i)) return stripe;
     absl::StatusOr<uint64_t> d =
-        slots_[i]->member.load()->NextDataOffset(data_offset_ + stripe * C);
-    if (!d.ok() || *d < data_offset_) return stripe;
-    next = std::min(next, *d - data_offset_);
+        slots_[i]->member.load()->NextDataOffset(base + stripe * C);
+    if (!d.ok() || *d < base) return stripe;
+    next = std::min(next, *d - base);
   }
-  return std::max(stripe, std::min(next / C, geo_.stripe_count()));
+  return std::max(stripe, std::min(next / C, sh.geo.stripe_count()));
 }
 
-uint64_t ArrayImpl::ScanWindow(uint64_t from, uint64_t count, bool repair,
-                               std::vector<uint64_t>* mismatched,
+uint64_t ArrayImpl::ScanWindow(const Shape& sh, uint64_t from, uint64_t count,
+                               bool repair, std::vector<uint64_t>* mismatched,
                                absl::Status* error) {
   *error = absl::OkStatus();
   std::vector<absl::Status> status(count);
   std::unique_ptr<bool[]> mismatch(new bool[count]());
   RunWindow(count, [&](uint64_t i) {
-    status[i] = ScanStripe(from + i, repair, &mismatch[i]);
+    status[i] = ScanStripe(sh, from + i, repair, &mismatch[i]);
   });
   uint64_t done = 0;
   for (; done < count && status[done].ok(); ++done) {
@@ -118,15 +120,18 @@ uint64_t ArrayImpl::ScanWindow(uint64_t from, uint64_t count, bool repair,
 }
 
 absl::Status ArrayImpl::RunScrub(bool repair) {
-  const uint64_t C = geo_.chunk_bytes();
+  // A job works in one shape: the current one when it starts (no scrub
+  // runs during a reshape: both are jobs).
+  const Shape& sh = CurrentShape();
+  const uint64_t C = sh.geo.chunk_bytes();
   StripePass pass;
   pass.stripe_work = C;  // the limits count stripes scanned, not skipped
   pass.max_window = kScanWindowStripes;
   // Stripes that are holes on every member are zeros with zero parity.
-  pass.skip = [&](uint64_t at) { return SkipHoles(at); };
+  pass.skip = [&](uint64_t at) { return SkipHoles(sh, at); };
   pass.work = [&](uint64_t at, uint64_t count, absl::Status* error) {
     std::vector<uint64_t> mismatched;
-    const uint64_t done = ScanWindow(at, count, repair, &mismatched, error);
+    const uint64_t done = ScanWindow(sh, at, count, repair, &mismatched, error);
     counters_.scrubbed_stripes.fetch_add(done, std::memory_order_relaxed);
     if (!mismatched.empty()) jobs_.AddMismatches(mismatched);
     return done;
@@ -136,7 +141,7 @@ absl::Status ArrayImpl::RunScrub(bool repair) {
     return absl::OkStatus();
   };
   uint64_t stripe = 0;
-  return jobs_.RunStripePass(pass, geo_.stripe_count(), &stripe);
+  return jobs_.RunStripePass(pass, sh.geo.stripe_count(), &stripe);
 }
 
 absl::Status ArrayImpl::StartScrub(bool repair) {

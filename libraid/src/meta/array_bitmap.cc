@@ -263,10 +263,10 @@ absl::Status ArrayImpl::LoadBitmap(Member& member, const Superblock& sb) {
   const auto& [bs, verdict] = header;
   const uint64_t chunks = BitmapChunks(bs);
   const uint64_t area = BitmapAreaBytes(chunks);
-  if (bitmap_area_offset_ + area > data_offset_) {
+  if (bitmap_area_offset_ + area > CurrentShape().data_offset) {
     return absl::DataLossError(absl::StrFormat(
         "%s: the bitmap (%d bytes at %d) overlaps the data at %d",
-        member.Name(), area, bitmap_area_offset_, data_offset_));
+        member.Name(), area, bitmap_area_offset_, CurrentShape().data_offset));
   }
   std::vector<uint8_t> bits(area - kBitmapSuperBytes);
   RETURN_IF_ERROR(member.Read(bits.data(), bits.size(),
@@ -354,7 +354,8 @@ absl::Status ArrayImpl::InitBitmap(uint64_t chunk_bytes, bool all_dirty,
   // A file reserves nothing on the members (mdadm leaves it 0 there too).
   bs.sectors_reserved =
       file.empty()
-          ? static_cast<uint32_t>((data_offset_ - bitmap_area_offset_) / 512)
+          ? static_cast<uint32_t>(
+                (CurrentShape().data_offset - bitmap_area_offset_) / 512)
           : 0;
   std::vector<uint8_t> area = NewBitmapArea(bs);
   const uint64_t chunks = BitmapChunks(bs);
@@ -368,8 +369,8 @@ absl::Status ArrayImpl::InitBitmap(uint64_t chunk_bytes, bool all_dirty,
     ASSIGN_OR_RETURN(bitmap_file_,
                      CreateBitmapFile(file, area, force, MemberNames()));
   } else {
-    area.resize(
-        std::min<uint64_t>(area.size(), data_offset_ - bitmap_area_offset_));
+    area.resize(std::min<uint64_t>(
+        area.size(), CurrentShape().data_offset - bitmap_area_offset_));
     for (int i = 0; i < SlotCount(); ++i) {
       std::shared_ptr<Member> m = slots_[i]->member.load();
       if (m == nullptr) continue;

@@ -186,11 +186,12 @@ absl::StatusOr<DeviceId> ArrayImpl::PrepareNewMember(Member& member) {
     MutexLock lock(&sb_mu_);
     set_uuid = sb_.set_uuid;
   }
+  const Shape& sh = CurrentShape();
   RETURN_IF_ERROR(
-      CheckNewMember(member, data_offset_ + geo_.member_bytes(), set_uuid));
+      CheckNewMember(member, sh.data_offset + sh.geo.member_bytes(), set_uuid));
   DeviceId id;  // dev_number is given under sb_mu_ when it joins
   id.device_uuid = RandomUuid();
-  id.data_size_sectors = (member.Size() - data_offset_) / 512;
+  id.data_size_sectors = (member.Size() - sh.data_offset) / 512;
   return id;
 }
 

@@ -45,21 +45,26 @@ class SurvivorCache {
     std::vector<uint8_t> data;
   };
 
-  // Keeps `rows` of the stripe with lock key `key` (replacing what it held
-  // for it), read while `writes_started` data writes had started and none
-  // was in flight.
-  void Put(uint64_t key, uint64_t writes_started, std::vector<Rows> rows);
-  // Copies `slot`'s chunk bytes [x, x + len) of stripe `key` into `dst`
-  // when an entry holds all of them and no data write has started since it
-  // was put (`writes_started` now). False leaves `dst` alone.
-  bool Get(uint64_t key, uint64_t writes_started, int slot, uint64_t x,
-           uint64_t len, uint8_t* dst);
+  // Keeps `rows` of stripe `stripe` of the shape with id `shape` (replacing
+  // what it held for it), read while `writes_started` data writes had
+  // started and none was in flight. Stripes are keyed with their shape: a
+  // reshape runs two shapes side by side and then makes a third current,
+  // and stripe k of one is not stripe k of another.
+  void Put(uint64_t shape, uint64_t stripe, uint64_t writes_started,
+           std::vector<Rows> rows);
+  // Copies `slot`'s chunk bytes [x, x + len) of stripe `stripe` of shape
+  // `shape` into `dst` when an entry holds all of them and no data write
+  // has started since it was put (`writes_started` now). False leaves
+  // `dst` alone.
+  bool Get(uint64_t shape, uint64_t stripe, uint64_t writes_started, int slot,
+           uint64_t x, uint64_t len, uint8_t* dst);
   // Nothing is held (a cheap test for the healthy read path).
   bool empty() const { return count_.load(std::memory_order_relaxed) == 0; }
 
  private:
   struct Entry {
-    uint64_t key = 0;
+    uint64_t shape = 0;
+    uint64_t stripe = 0;
     uint64_t tag = 0;
     std::vector<Rows> rows;
   };

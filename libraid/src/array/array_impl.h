@@ -44,6 +44,7 @@
 #include "base/aligned_buffer.h"
 #include "base/sync.h"
 #include "base/task_pool.h"
+#include "base/write_epochs.h"
 #include "control/event_hub.h"
 #include "jobs/job_runner.h"
 #include "jobs/reshape_gate.h"
@@ -208,8 +209,12 @@ class ArrayImpl : private JobHost {
   // no-op with an external bitmap, which members do not carry.
   absl::Status CopyBitmapTo(Member& member);
   bool has_bitmap() const { return bitmap_ != nullptr; }
-  // PPL (meta/ppl_log.h): set once by create/assembly before any I/O.
-  void AttachPpl(std::shared_ptr<PplLog> log) { ppl_ = std::move(log); }
+  // PPL (meta/ppl_log.h): set by create/assembly before any I/O.
+  void AttachPpl(std::shared_ptr<PplLog> log) { ppl_.store(std::move(log)); }
+  // Switches the consistency policy online (meta/ppl_switch.cc; see
+  // Array::SetConsistencyPolicy).
+  absl::Status SetConsistencyPolicy(ConsistencyPolicy policy)
+      ABSL_LOCKS_EXCLUDED(policy_mu_, sb_mu_);
   const Geometry& geometry() const { return geo_; }
   bool read_only() const { return read_only_; }
   ArrayInfo Info() const;
@@ -590,8 +595,15 @@ class ArrayImpl : private JobHost {
   // Set once by create/assembly before any I/O; null without a bitmap (and
   // on read-only arrays, which keep bitmap_super_ for Info only).
   std::unique_ptr<WriteIntentBitmap> bitmap_;
-  // Set once like bitmap_; null unless the consistency policy is ppl.
-  std::shared_ptr<PplLog> ppl_;
+  // Null unless the consistency policy is ppl. Set like bitmap_, and
+  // swapped by SetConsistencyPolicy: a stripe write reads it once, inside
+  // a ppl_epochs_ pass held until its member writes are done, so a switch
+  // can wait out the writes that read the previous value.
+  std::atomic<std::shared_ptr<PplLog>> ppl_;
+  WriteEpochs ppl_epochs_;
+  // Serialises policy switches, and Grow against them (a reshape must not
+  // start while a switch to ppl is half done). Taken before sb_mu_.
+  Mutex policy_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
   std::optional<BitmapSuper> bitmap_super_;
   uint64_t bitmap_area_offset_ = 0;  // raw member bytes; 0 in a file
   uint64_t bitmap_dirty_at_load_ = 0;

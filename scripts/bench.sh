@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Benchmarks uraid against nbdkit's file plugin in the same run and prints
-# one table of ratios, then the write-intent bitmap's cost, rebuild, scrub
+# one table of ratios, then the write-intent bitmap's cost, the ppl
+# consistency policy against the bitmap, rebuild, scrub
 # and resync-after-crash rates (see tools/bench.py for what is measured and
 # how).
 #   scripts/bench.sh [--dir DIR] [--runtime S] [--repeat N] [--only TEXT]

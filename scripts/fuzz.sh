@@ -14,6 +14,8 @@
 #   control      control-channel request parser (hostile lines), reply
 #                lines and the ArrayInfo JSON the tool decodes
 #   geometry     Geometry::Make validation, Map/Unmap round trip, md's tables
+#   ppl          md's PPL header codec: decode never crashes, an accepted
+#                header re-encodes to its bytes; MULTIPLE_PPLS search
 #   io_sequence  an in-memory array under a decoded op sequence (writes,
 #                reads, trims, member failures, restarts, crashes) against a
 #                reference buffer
@@ -23,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-10}
-read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry io_sequence}"
+read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry ppl io_sequence}"
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \

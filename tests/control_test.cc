@@ -194,7 +194,7 @@ TEST(ControlProtocol, RefusesHostileInput) {
       {R"({"cmd":"grow","raid_devices":65})", k, "must be between 3 and 64"},
       {R"({"cmd":"grow","raid_devices":5,"force":true})", k,
        "unknown field \"force\" in a grow request (expected raid_devices, "
-       "add, layout, chunk, level)"},
+       "add, layout, chunk, level, consistency_policy)"},
       {R"({"cmd":"detail","verbose":true})", k,
        "unknown field \"verbose\" in a detail request (it takes no fields)"},
       {R"({"cmd":"fail","member":"m1","force":true})", k,

@@ -411,6 +411,8 @@ def report(rows, sweep, args):
 EXTRA_PARTS = [
     "bitmap cost: seq write 1M qd8",
     "bitmap cost: rand write 4K qd32",
+    "ppl cost: seq write 1M qd8",
+    "ppl cost: rand write 4K qd32",
     "rebuild: unthrottled",
     "rebuild: throttled",
     "rebuild: under client load",
@@ -505,9 +507,10 @@ class CtlServer:
         self.proc.wait(timeout=60)
 
 
-def make_array(tool, directory, args, size_mib, bitmap=True):
+def make_array(tool, directory, args, size_mib, bitmap=True, policy=None):
     """Creates args.members sparse member files of size_mib MiB in
-    `directory` and an array on them; returns (members, offline detail)."""
+    `directory` and an array on them (with --consistency-policy POLICY when
+    given); returns (members, offline detail)."""
     os.makedirs(directory, exist_ok=True)
     members = []
     for i in range(args.members):
@@ -516,7 +519,8 @@ def make_array(tool, directory, args, size_mib, bitmap=True):
             f.truncate(size_mib * MIB)
         members.append(p)
     run_tool(tool, "create", "--force", "--chunk", args.chunk,
-             *([] if bitmap else ["--bitmap", "none"]), *members)
+             *([] if bitmap or policy else ["--bitmap", "none"]),
+             *(["--consistency-policy", policy] if policy else []), *members)
     info = json.loads(run_tool(tool, "detail", "--json", *members))
     return members, info
 
@@ -627,39 +631,44 @@ def sample_done(srv):
     return (t0 + t1) / 2, d["job"]["done_bytes"], d["job"]["kind"], d
 
 
-def bench_bitmap_cost(args, plugin, tool, work):
-    names = [n for n in EXTRA_PARTS if n.startswith("bitmap cost")
+COST_JOBS = {
+    "seq write 1M qd8": [dict(rw="write", bs="1m", iodepth=8)],
+    "rand write 4K qd32": [dict(rw="randwrite", bs="4k", iodepth=32)],
+}
+
+
+def bench_policy_cost(args, plugin, tool, work, prefix, sides, targets):
+    """The parts "PREFIX: WORKLOAD" that --only selects, on two filled
+    arrays made alike but for their consistency policy: `sides` is
+    ((name, make_array keyword arguments), (peer name, ...)); the ratio is
+    the first side's MB/s over the peer's. Per side, member writes and
+    flushes per client write (the plugin's stats=FILE counters) show
+    where a difference comes from."""
+    names = [n for n in EXTRA_PARTS if n.startswith(prefix + ":")
              and wanted(args, n)]
     if not names:
         return []
-    jobs_of = {
-        "bitmap cost: seq write 1M qd8": [dict(rw="write", bs="1m",
-                                               iodepth=8)],
-        "bitmap cost: rand write 4K qd32": [dict(rw="randwrite", bs="4k",
-                                                 iodepth=32)],
-    }
-    target_of = {"bitmap cost: seq write 1M qd8": 0.95,
-                 "bitmap cost: rand write 4K qd32": 0.90}
     arrays = {}
-    for side, bitmap in (("bitmap", True), ("none", False)):
-        members, info = make_array(tool, os.path.join(work, f"bm-{side}"),
-                                   args, args.member_size, bitmap)
+    for side, make in sides:
+        members, info = make_array(tool, os.path.join(work, f"pc-{side}"),
+                                   args, args.member_size, **make)
         size = info["array_bytes"]
-        log(f"bench: bitmap cost: filling the array with bitmap={side}")
+        log(f"bench: {prefix}: filling the array with {side}")
         fill_array(args, plugin, members, work, size)
         arrays[side] = members
+    (a, _), (b, _) = sides
     rows = []
-    stats = os.path.join(work, "bm-stats.json")
+    stats = os.path.join(work, "pc-stats.json")
     for name in names:
-        samples = {"bitmap": [], "none": []}
+        samples = {a: [], b: []}
         for rep in range(args.repeat):
             # Alternate which side goes first against drift on a noisy box.
-            for side in (("bitmap", "none") if rep % 2 == 0
-                         else ("none", "bitmap")):
-                s = Server(args, f"bm-{side}", member_args(
+            for side in ((a, b) if rep % 2 == 0 else (b, a)):
+                s = Server(args, f"pc-{side}", member_args(
                     plugin, arrays[side], args, [f"stats={stats}"]), work)
                 cpu0 = s.cpu_seconds()
-                r = fio(s.uri, jobs_of[name], args.runtime, size)
+                r = fio(s.uri, COST_JOBS[name.split(": ", 1)[1]],
+                        args.runtime, size)
                 cpu = s.cpu_seconds() - cpu0
                 s.stop()
                 m = summarize(r, [0])
@@ -671,27 +680,45 @@ def bench_bitmap_cost(args, plugin, tool, work):
                 writes = r["jobs"][0]["write"]["total_ios"]
                 m["writes_per_write"] = (c["member_writes"] / writes
                                          if writes else 0.0)
+                m["flushes_per_write"] = (c["member_flushes"] / writes
+                                          if writes else 0.0)
                 samples[side].append(m)
         med = {side: {k: statistics.median(x[k] for x in v) for k in v[0]}
                for side, v in samples.items()}
-        ratio = (med["bitmap"]["mbs"] / med["none"]["mbs"]
-                 if med["none"]["mbs"] else 0.0)
+        ratio = med[a]["mbs"] / med[b]["mbs"] if med[b]["mbs"] else 0.0
         # Ratio within each repetition (the two runs next to each other),
         # less sensitive to a noisy neighbour's drift than the medians'.
         paired = statistics.median(
-            b["mbs"] / n["mbs"] for b, n in zip(samples["bitmap"],
-                                                samples["none"])
-            if n["mbs"])
-        rows.append({"part": name, "bitmap": med["bitmap"],
-                     "none": med["none"], "ratio": ratio, "paired": paired,
-                     "target": target_of[name],
+            x["mbs"] / y["mbs"] for x, y in zip(samples[a], samples[b])
+            if y["mbs"])
+        rows.append({"part": name, a: med[a], b: med[b], "ratio": ratio,
+                     "paired": paired, "target": targets[name],
                      "samples": {k: [x["mbs"] for x in v]
                                  for k, v in samples.items()}})
-        log(f"bench: {name}: no bitmap {med['none']['mbs']:.0f} MB/s, "
-            f"bitmap {med['bitmap']['mbs']:.0f} MB/s, ratio {ratio:.2f}")
+        log(f"bench: {name}: {b} {med[b]['mbs']:.0f} MB/s, {a} "
+            f"{med[a]['mbs']:.0f} MB/s, ratio {ratio:.2f}")
     for side in arrays:
-        shutil.rmtree(os.path.join(work, f"bm-{side}"), ignore_errors=True)
+        shutil.rmtree(os.path.join(work, f"pc-{side}"), ignore_errors=True)
     return rows
+
+
+def bench_bitmap_cost(args, plugin, tool, work):
+    return bench_policy_cost(
+        args, plugin, tool, work, "bitmap cost",
+        (("bitmap", dict(bitmap=True)), ("none", dict(bitmap=False))),
+        {"bitmap cost: seq write 1M qd8": 0.95,
+         "bitmap cost: rand write 4K qd32": 0.90})
+
+
+def bench_ppl_cost(args, plugin, tool, work):
+    """md's consistency policy ppl (a partial parity log write and flush
+    on the parity member before each stripe write) against the default,
+    bitmap (issue 18: >= 0.9x sequential, >= 0.75x random 4K)."""
+    return bench_policy_cost(
+        args, plugin, tool, work, "ppl cost",
+        (("ppl", dict(policy="ppl")), ("bitmap", dict(bitmap=True))),
+        {"ppl cost: seq write 1M qd8": 0.90,
+         "ppl cost: rand write 4K qd32": 0.75})
 
 
 def bench_rebuild_scrub(args, plugin, tool, work):
@@ -1126,6 +1153,7 @@ def bench_reshape(args, plugin, tool, work):
 def run_extras(args, plugin, tool, work):
     """Runs the parts of EXTRA_PARTS that --only selects."""
     return {"bitmap_cost": bench_bitmap_cost(args, plugin, tool, work),
+            "ppl_cost": bench_ppl_cost(args, plugin, tool, work),
             "rebuild": bench_rebuild_scrub(args, plugin, tool, work),
             "resync": bench_resync(args, plugin, tool, work),
             "reshape": bench_reshape(args, plugin, tool, work)}
@@ -1173,6 +1201,29 @@ def report_extras(extras, args):
                   f"≥ {r['target']:.2f} "
                   f"{ok} | {n['p99_us']:.0f} | {b['p99_us']:.0f} | "
                   f"{n['cpu_s_per_gib']:.2f} | {b['cpu_s_per_gib']:.2f} |")
+    rows = extras.get("ppl_cost") or []
+    if rows:
+        print(f"\nconsistency policy ppl against bitmap (the default): the "
+              f"same array created with --consistency-policy ppl and with "
+              f"the bitmap, {args.members} x {args.member_size} MiB each, "
+              f"same run, {args.runtime}s x {args.repeat} (medians); member "
+              f"writes and flushes per client write from the plugin's "
+              f"counters:\n")
+        print("| workload | bitmap MB/s | ppl MB/s | ppl/bitmap | paired "
+              "ratio | target | member writes per write bitmap / ppl | "
+              "member flushes per write bitmap / ppl | bitmap p99 µs | "
+              "ppl p99 µs |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            b, p = r["bitmap"], r["ppl"]
+            ok = "pass" if r["ratio"] >= r["target"] else "FAIL"
+            print(f"| {r['part'].split(': ', 1)[1]} | {b['mbs']:.0f} | "
+                  f"{p['mbs']:.0f} | {r['ratio']:.2f} | {r['paired']:.2f} | "
+                  f"≥ {r['target']:.2f} {ok} | "
+                  f"{b['writes_per_write']:.2f} / {p['writes_per_write']:.2f}"
+                  f" | {b['flushes_per_write']:.2f} / "
+                  f"{p['flushes_per_write']:.2f} | {b['p99_us']:.0f} | "
+                  f"{p['p99_us']:.0f} |")
     rb = extras.get("rebuild") or {}
     if rb.get("rows"):
         print(f"\nrebuild and scrub: {args.members} x {rb['member_mib']} MiB "

@@ -8,6 +8,10 @@
 // The reshape is crash-safe either way: one interrupted (Ctrl-C, kill,
 // power cut) resumes where it stopped at the next writable assembly
 // (served, or `uraid grow --continue MEMBER...`).
+//
+// `--consistency-policy resync|ppl` (md's -k) is no reshape: it switches
+// the policy with Array::SetConsistencyPolicy (online, or offline on
+// MEMBER...) and returns; it takes no other change.
 
 #include <unistd.h>
 
@@ -46,8 +50,9 @@ struct GrowArgs {
   std::string control;
   bool wait = false;
   bool watch = false;
-  bool resume = false;  // --continue
-  bool run = false;     // md's --run
+  bool resume = false;             // --continue
+  bool run = false;                // md's --run
+  std::string consistency_policy;  // empty: unchanged
   std::vector<std::string> members;
 };
 
@@ -99,6 +104,15 @@ int CheckUsage(const GrowArgs& args, const Change& change) {
   if (args.control.empty() && args.members.empty()) {
     return Usage("grow needs MEMBER... (offline) or --control SOCKET");
   }
+  if (!args.consistency_policy.empty()) {
+    if (args.resume || change.any() || !args.add.empty()) {
+      return Usage(
+          "grow --consistency-policy switches the policy and nothing else: "
+          "it takes no --raid-devices, --add, --layout, --chunk, --level or "
+          "--continue");
+    }
+    return 0;
+  }
   if (args.resume) {
     if (change.any() || !args.add.empty()) {
       return Usage(
@@ -110,8 +124,8 @@ int CheckUsage(const GrowArgs& args, const Change& change) {
   }
   if (!change.any() && args.add.empty()) {
     return Usage(
-        "grow: nothing to change: give --raid-devices, --layout, --chunk or "
-        "--level");
+        "grow: nothing to change: give --raid-devices, --layout, --chunk, "
+        "--level or --consistency-policy");
   }
   if (!args.add.empty() && !change.raid_devices) {
     return Usage(absl::StrFormat(
@@ -147,6 +161,52 @@ std::string ShapeText(const Geometry& g) {
 std::string Done(const Geometry& from, const Geometry& to) {
   return absl::StrFormat("reshaped to %s: array size %d bytes (was %d)",
                          ShapeText(to), to.array_bytes(), from.array_bytes());
+}
+
+// ------------------------------------------------- consistency policy
+
+int RunPolicy(const GrowArgs& args) {
+  const ConsistencyPolicy policy =
+      *ParseConsistencyPolicy(args.consistency_policy);
+  const std::string done = absl::StrFormat("consistency policy is now %s",
+                                           ConsistencyPolicyName(policy));
+  if (!args.control.empty()) {
+    absl::StatusOr<std::unique_ptr<ControlClient>> client =
+        ControlClient::Connect(args.control);
+    if (!client.ok()) return Fail(client.status());
+    control::Request r{.cmd = control::Cmd::kGrow};
+    r.consistency_policy = policy;
+    absl::StatusOr<json> reply = (*client)->Call(r);
+    if (!reply.ok()) return Fail(reply.status());
+    std::printf("%s\n", done.c_str());
+    return 0;
+  }
+  absl::StatusOr<std::vector<std::unique_ptr<Member>>> members =
+      OpenMembers(args.members, MemberOptions{});
+  if (!members.ok()) return Fail(members.status());
+  Logger logger = [](const std::string& line) {
+    std::fprintf(stderr, "uraid: %s\n", line.c_str());
+  };
+  AssembleOptions options;
+  options.run = args.run;
+  absl::StatusOr<std::unique_ptr<Array>> array =
+      Array::Assemble(*std::move(members), options, logger);
+  if (!array.ok()) return Fail(array.status());
+  const ArrayInfo before = (*array)->Info();
+  if (policy == ConsistencyPolicy::kPpl && !before.ppl &&
+      !before.bitmap.present && (!before.clean || before.resyncing)) {
+    // A switch to ppl waits for consistent parity; make it here, first.
+    std::fprintf(stderr,
+                 "uraid: the array was not shut down cleanly: resyncing it "
+                 "before switching to ppl\n");
+    if (absl::Status s = (*array)->Resync(); !s.ok()) return Fail(s);
+  }
+  if (absl::Status s = (*array)->SetConsistencyPolicy(policy); !s.ok()) {
+    return Fail(s);
+  }
+  std::printf("%s\n", done.c_str());
+  return 0;
+  // The Array closes here: flushed, and marked clean.
 }
 
 // ------------------------------------------------------------- online
@@ -344,6 +404,12 @@ void AddGrowCommand(CLI::App& app, Action* action) {
       ->check(StatusValidator(ParseChunk, "SIZE"));
   sub->add_option("--level", args->level, "The new level: 4 or 5")
       ->check(CLI::IsMember({4, 5}));
+  sub->add_option("--consistency-policy,-k", args->consistency_policy,
+                  "Switch the consistency policy (md's words; no reshape, "
+                  "nothing else changes): ppl (a partial parity log, RAID5 "
+                  "without a bitmap) or resync; bitmap is refused as md "
+                  "refuses it here")
+      ->check(StatusValidator(ParseConsistencyPolicy, "POLICY"));
   CLI::Option* control = sub->add_option(
       "--control", args->control,
       "Reshape a served array through its control socket (the plugin's "
@@ -374,6 +440,7 @@ void AddGrowCommand(CLI::App& app, Action* action) {
     *action = [args] {
       const Change change = ChangeOf(*args);
       if (int rc = CheckUsage(*args, change)) return rc;
+      if (!args->consistency_policy.empty()) return RunPolicy(*args);
       if (!args->control.empty()) return RunRemote(*args, change);
       return RunOffline(*args, change);
     };

@@ -50,6 +50,10 @@ _uraid() {
       COMPREPLY=($(compgen -W "4 5" -- "$cur"))
       return 0
       ;;
+    --consistency-policy | -k)
+      COMPREPLY=($(compgen -W "bitmap resync ppl" -- "$cur"))
+      return 0
+      ;;
     --chunk | -c | --bitmap-chunk | --size | -z | --cache | --port | \
       --raid-devices | -n | --speed-min | --speed-max | --busy-share | --disks)
       return 0  # a number or size: nothing to offer

@@ -64,6 +64,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "uraid/clock.h"
+#include "uraid/consistency_policy.h"
 #include "uraid/events.h"
 #include "uraid/export.h"
 #include "uraid/geometry.h"
@@ -503,6 +504,25 @@ class URAID_EXPORT Array {
   // before StartBackground). Returns true once the reshape has finished.
   // FailedPrecondition when no reshape is in progress or a job runs it.
   absl::StatusOr<bool> StepReshape();
+
+  // Switches the consistency policy while the array serves (md's
+  // --grow --consistency-policy), with md's rules: only between resync and
+  // ppl, on RAID5. To ppl: InvalidArgument when the policy is bitmap (md:
+  // "Cannot add PPL to array with bitmap"; no online bitmap removal yet)
+  // or the space between superblock and data cannot hold the log;
+  // FailedPrecondition while read-only, failed, reshaping or resyncing
+  // (replaying a log over parity a resync has not made consistent would
+  // mark the array clean wrongly). Each member's PPL area is initialised,
+  // the log attached, the stripe writes that started without it waited
+  // out and flushed, and only then do the superblocks name the policy, so
+  // a crash at any point is recovered: by a resync before, by the log
+  // after. To resync: the superblocks drop the PPL first (a crash from
+  // then on resyncs), then the log is detached once the writes logging to
+  // it have finished. To bitmap: InvalidArgument (md adds a bitmap with
+  // --grow --bitmap, which uraid does not do online). AlreadyExists when
+  // the policy is already `policy`. Clients keep reading and writing
+  // throughout; no write waits for the switch.
+  absl::Status SetConsistencyPolicy(ConsistencyPolicy policy);
 
   // --- jobs ---
   // Starts a background scrub: kCheck counts stripes whose parity does not

@@ -28,6 +28,10 @@
 //                                             the "add" members (one per
 //                                             added device, given slots in
 //                                             order), then Array::Grow
+//   {"cmd":"grow","consistency_policy":"resync"|"bitmap"|"ppl"}
+//                                             alone (no reshape field):
+//                                             Array::SetConsistencyPolicy;
+//                                             replies once switched
 //   {"cmd":"events"}                          a subscription (below)
 //
 // NAME is a member's Member::Name() as `detail` shows it (for the plugin,

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "uraid/consistency_policy.h"
 #include "uraid/export.h"
 #include "uraid/geometry.h"
 
@@ -72,6 +73,9 @@ struct Request {
   std::optional<Layout> layout;
   std::optional<uint64_t> chunk_bytes;
   std::optional<int> level;
+  // grow: a consistency policy switch (Array::SetConsistencyPolicy); it
+  // comes alone, never with a reshape's fields.
+  std::optional<ConsistencyPolicy> consistency_policy;
 
   friend bool operator==(const Request&, const Request&) = default;
 };

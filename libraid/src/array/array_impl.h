@@ -46,9 +46,11 @@
 #include "base/aligned_buffer.h"
 #include "base/sync.h"
 #include "base/task_pool.h"
+#include "base/write_epochs.h"
 #include "control/event_hub.h"
 #include "jobs/job_runner.h"
 #include "jobs/reshape_gate.h"
+#include "jobs/reshape_state.h"
 #include "plan/stripe_plan.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
@@ -207,8 +209,12 @@ class ArrayImpl : private JobHost {
   // no-op with an external bitmap, which members do not carry.
   absl::Status CopyBitmapTo(Member& member);
   bool has_bitmap() const { return bitmap_ != nullptr; }
-  // PPL (meta/ppl_log.h): set once by create/assembly before any I/O.
-  void AttachPpl(std::shared_ptr<PplLog> log) { ppl_ = std::move(log); }
+  // PPL (meta/ppl_log.h): set by create/assembly before any I/O.
+  void AttachPpl(std::shared_ptr<PplLog> log) { ppl_.store(std::move(log)); }
+  // Switches the consistency policy online (meta/ppl_switch.cc; see
+  // Array::SetConsistencyPolicy).
+  absl::Status SetConsistencyPolicy(ConsistencyPolicy policy)
+      ABSL_LOCKS_EXCLUDED(policy_mu_, sb_mu_);
   // The current shape's geometry (a reshape changes it when it ends).
   const Geometry& geometry() const { return CurrentShape().geo; }
   // The array's current shape: the only one outside a reshape, the old one
@@ -282,7 +288,6 @@ class ArrayImpl : private JobHost {
   // the public entry point (which routes it afresh).
   absl::Status Dispatch(ReqKind kind, const Shape* shaped, void* buf,
                         size_t len, uint64_t offset, bool fua);
-  struct ReshapeState;  // below, with the reshape's other state
   // Adds the new shape `to` and makes `state` (whose `to` it sets) the
   // array's reshape; the caller sets reshaping_ once the rest is ready.
   // Both stay alive as long as the array (requests may still hold them).
@@ -621,8 +626,15 @@ class ArrayImpl : private JobHost {
   // Set once by create/assembly before any I/O; null without a bitmap (and
   // on read-only arrays, which keep bitmap_super_ for Info only).
   std::unique_ptr<WriteIntentBitmap> bitmap_;
-  // Set once like bitmap_; null unless the consistency policy is ppl.
-  std::shared_ptr<PplLog> ppl_;
+  // Null unless the consistency policy is ppl. Set like bitmap_, and
+  // swapped by SetConsistencyPolicy: a stripe write reads it once, inside
+  // a ppl_epochs_ pass held until its member writes are done, so a switch
+  // can wait out the writes that read the previous value.
+  std::atomic<std::shared_ptr<PplLog>> ppl_;
+  WriteEpochs ppl_epochs_;
+  // Serialises policy switches, and Grow against them (a reshape must not
+  // start while a switch to ppl is half done). Taken before sb_mu_.
+  Mutex policy_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
   std::optional<BitmapSuper> bitmap_super_;
   uint64_t bitmap_area_offset_ = 0;  // raw member bytes; 0 in a file
   uint64_t bitmap_dirty_at_load_ = 0;
@@ -669,18 +681,6 @@ class ArrayImpl : private JobHost {
   std::thread writeback_thread_;
   bool shut_down_ = false;
 
-  // A reshape in progress: array bytes below `front` are in `to`, the
-  // rest in `from`; `front` moves only while the gate's window covers the
-  // bytes it passes, and is durable in the superblocks when it moves.
-  struct ReshapeState {
-    const Shape* from = nullptr;
-    const Shape* to = nullptr;
-    std::atomic<uint64_t> front{0};
-    uint64_t end = 0;  // array bytes of `to`: where the reshape ends
-    ReshapeGate gate;
-    bool resync_moved = false;              // set by assembly after a crash
-    std::vector<uint64_t> dirty_at_resume;  // bitmap chunks to clear at end
-  };
   // Set before reshaping_ turns true and kept (with every earlier one)
   // until the array goes: requests routed by an old state may still be
   // finishing when a new reshape starts.
@@ -691,12 +691,6 @@ class ArrayImpl : private JobHost {
   // copying only once those that began before it have finished.
   std::atomic<int64_t> plain_inflight_{0};
 };
-
-// Helpers shared by create.cc and assemble.cc.
-// Reads and decodes the 1.2 superblock of `member`.
-absl::StatusOr<Superblock> ReadSuperblock(Member& member);
-// A fresh random uuid (device and array uuids).
-std::array<uint8_t, 16> RandomUuid();
 
 }  // namespace uraid
 

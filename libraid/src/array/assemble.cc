@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "array/array_impl.h"
+#include "array/member_superblock.h"
 #include "base/status_macros.h"
 #include "format/reshape_math.h"
 #include "meta/ppl_log.h"

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "array/array_impl.h"
+#include "array/member_superblock.h"
 #include "base/status_macros.h"
 #include "format/ppl_format.h"
 #include "meta/ppl_log.h"

@@ -213,12 +213,16 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   ComputeWrite(plan, scratch.data(), src);
   // PPL hook (meta/ppl_log.h): the partial parity is durable on the parity
   // member before any data or parity goes out, and that member's log stays
-  // held until these writes are flushed.
+  // held until these writes are flushed. The log is read once, inside a
+  // pass held until the writes are done (a policy switch waits those out:
+  // meta/ppl_switch.cc); the lock goes before the log it belongs to.
+  const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
+  const std::shared_ptr<PplLog> ppl = ppl_.load();
   std::unique_lock<std::mutex> ppl_hold;
-  if (ppl_ != nullptr && plan.mode != WriteMode::kParityGone) {
+  if (ppl != nullptr && plan.mode != WriteMode::kParityGone) {
     if (std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load()) {
-      ASSIGN_OR_RETURN(ppl_hold, ppl_->LogStripe(stripe, a, b, plan,
-                                                 scratch.data(), src, *pm));
+      ASSIGN_OR_RETURN(ppl_hold, ppl->LogStripe(stripe, a, b, plan,
+                                                scratch.data(), src, *pm));
     }
   }
   std::vector<MemberIo> writes = PlannedMemberIos(

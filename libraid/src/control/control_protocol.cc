@@ -34,7 +34,10 @@ const std::vector<CmdSpec>& Specs() {
       {Cmd::kRepair, "repair", {}},
       {Cmd::kStop, "stop", {}},
       {Cmd::kSet, "set", {"speed_min", "speed_max", "busy_share", "cache"}},
-      {Cmd::kGrow, "grow", {"raid_devices", "add", "layout", "chunk", "level"}},
+      {Cmd::kGrow,
+       "grow",
+       {"raid_devices", "add", "layout", "chunk", "level",
+        "consistency_policy"}},
       {Cmd::kEvents, "events", {}},
   };
   return *specs;
@@ -239,11 +242,36 @@ absl::Status ParseGrow(const Json& j, Request* r) {
     if (!v.ok()) return v.status();
     r->level = static_cast<int>(*v);
   }
-  if (!r->raid_devices && r->add.empty() && !r->layout && !r->chunk_bytes &&
-      !r->level) {
+  const bool reshape = r->raid_devices || !r->add.empty() || r->layout ||
+                       r->chunk_bytes || r->level;
+  if (auto it = j.find("consistency_policy"); it != j.end()) {
+    if (!it->is_string()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "\"consistency_policy\" must be a string (resync, bitmap or ppl), "
+          "not %s",
+          TypeName(*it)));
+    }
+    absl::StatusOr<ConsistencyPolicy> p =
+        ParseConsistencyPolicy(it->get_ref<const std::string&>());
+    if (!p.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"consistency_policy\": unknown policy ",
+                       Quote(it->get_ref<const std::string&>()),
+                       " (expected resync, bitmap or ppl)"));
+    }
+    if (reshape) {
+      // md's --grow does one thing at a time; a policy switch is no
+      // reshape.
+      return absl::InvalidArgumentError(
+          "\"consistency_policy\" cannot be combined with a reshape "
+          "(raid_devices, add, layout, chunk, level)");
+    }
+    r->consistency_policy = *p;
+  }
+  if (!reshape && !r->consistency_policy) {
     return absl::InvalidArgumentError(
         "a grow request needs at least one of raid_devices, add, layout, "
-        "chunk, level");
+        "chunk, level, or consistency_policy alone");
   }
   return absl::OkStatus();
 }
@@ -445,6 +473,10 @@ std::string RequestLine(const Request& request) {
       }
       if (request.chunk_bytes) j["chunk"] = *request.chunk_bytes;
       if (request.level) j["level"] = *request.level;
+      if (request.consistency_policy) {
+        j["consistency_policy"] =
+            ConsistencyPolicyName(*request.consistency_policy);
+      }
       break;
     default:
       break;

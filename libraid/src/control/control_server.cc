@@ -562,6 +562,12 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
     }
     case Cmd::kGrow: {
       what = "grow";
+      if (r.consistency_policy) {
+        absl::StrAppend(&what, " consistency_policy=",
+                        ConsistencyPolicyName(*r.consistency_policy));
+        st = array_->SetConsistencyPolicy(*r.consistency_policy);
+        break;
+      }
       if (r.raid_devices) {
         absl::StrAppendFormat(&what, " raid_devices=%d", *r.raid_devices);
       }

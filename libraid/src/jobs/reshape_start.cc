@@ -17,6 +17,9 @@ namespace uraid {
 
 absl::Status ArrayImpl::Grow(GrowOptions options) {
   if (read_only_) return absl::FailedPreconditionError("array is read-only");
+  // Not while the consistency policy switches: the ppl check below and
+  // the switch's reshape check must not interleave.
+  MutexLock policy(&policy_mu_);
   RETURN_IF_ERROR(CheckUsable(true));
   if (reshaping_.load()) {
     // A reshape paused by StopJob (or assembled without background
@@ -38,11 +41,11 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
   // PPL hook: md refuses a reshape with a partial parity log ("PPL cannot
   // be enabled when reshape is in progress"); the log's entries are in
   // one shape's sectors.
-  if (ppl_ != nullptr) {
+  if (ppl_.load() != nullptr) {
     return absl::FailedPreconditionError(
         "the array's consistency policy is ppl: md does not reshape with a "
-        "partial parity log (and switching the policy online is not built "
-        "yet)");
+        "partial parity log; switch it to resync first (grow "
+        "--consistency-policy resync)");
   }
   const Shape& from = *shape_.load();
   if (resync_stripe_.load() < from.geo.stripe_count()) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "array/array_impl.h"
+#include "array/member_superblock.h"
 #include "base/status_macros.h"
 
 namespace uraid {

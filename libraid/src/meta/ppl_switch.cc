@@ -20,14 +20,17 @@
 //   writes still logging to it are waited out before returning.
 // Client writes never wait for a switch; the switch waits for them.
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "array/array_impl.h"
+#include "base/enum_names.h"
 #include "base/status_macros.h"
 #include "format/ppl_format.h"
 #include "meta/ppl_log.h"
@@ -66,24 +69,22 @@ absl::StatusOr<uint16_t> PplSpaceSectors(const Superblock& sb) {
 
 }  // namespace
 
+namespace {
+
+// Indexed by the enumerator (base/enum_names.h).
+constexpr std::array<const char*, 3> kPolicyNames = {"resync", "bitmap", "ppl"};
+
+}  // namespace
+
 const char* ConsistencyPolicyName(ConsistencyPolicy policy) {
-  switch (policy) {
-    case ConsistencyPolicy::kResync:
-      return "resync";
-    case ConsistencyPolicy::kBitmap:
-      return "bitmap";
-    case ConsistencyPolicy::kPpl:
-      return "ppl";
-  }
-  return "?";
+  return EnumName(kPolicyNames, policy, "?");
 }
 
 absl::StatusOr<ConsistencyPolicy> ParseConsistencyPolicy(
     std::string_view name) {
-  for (ConsistencyPolicy p :
-       {ConsistencyPolicy::kResync, ConsistencyPolicy::kBitmap,
-        ConsistencyPolicy::kPpl}) {
-    if (name == ConsistencyPolicyName(p)) return p;
+  if (std::optional<ConsistencyPolicy> p =
+          EnumFromName<ConsistencyPolicy>(kPolicyNames, name)) {
+    return *p;
   }
   return absl::InvalidArgumentError(absl::StrFormat(
       "consistency policy \"%s\" is not one of resync, bitmap, ppl",
@@ -114,19 +115,20 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
     return absl::AlreadyExistsError(absl::StrFormat(
         "consistency policy is already %s", ConsistencyPolicyName(policy)));
   }
-  if (policy == ConsistencyPolicy::kBitmap) {
+  if (policy == ConsistencyPolicy::kBitmap ||
+      now == ConsistencyPolicy::kBitmap) {
+    // md changes only between resync and ppl (a bitmap comes and goes with
+    // --grow --bitmap), and uraid cannot add or remove one online.
     return absl::InvalidArgumentError(absl::StrFormat(
-        "cannot change the consistency policy from %s to bitmap: md adds a "
-        "bitmap with --grow --bitmap, not --consistency-policy, and uraid "
-        "does not add one to an existing array",
-        ConsistencyPolicyName(now)));
-  }
-  if (now == ConsistencyPolicy::kBitmap) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "current consistency policy is bitmap, cannot change to %s (md "
-        "changes only between resync and ppl; a PPL is not compatible with "
-        "a bitmap, which uraid cannot remove from an existing array)",
-        ConsistencyPolicyName(policy)));
+        "cannot change the consistency policy from %s to %s: %s",
+        ConsistencyPolicyName(now), ConsistencyPolicyName(policy),
+        policy == ConsistencyPolicy::kBitmap
+            ? "md adds a bitmap with --grow --bitmap, not "
+              "--consistency-policy, and uraid does not add one to an "
+              "existing array"
+            : "md changes only between resync and ppl; a PPL is not "
+              "compatible with a bitmap, which uraid cannot remove from an "
+              "existing array"));
   }
   if (read_only_) return absl::FailedPreconditionError("array is read-only");
   RETURN_IF_ERROR(CheckUsable(true));

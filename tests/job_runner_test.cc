@@ -321,21 +321,13 @@ std::vector<std::shared_ptr<Member>> CrashCopy(
     const std::vector<std::shared_ptr<Member>>& members) {
   std::vector<std::shared_ptr<Member>> out;
   for (const auto& m : members) {
-    std::vector<uint8_t> b(m->Size());
-    EXPECT_TRUE(m->Read(b.data(), b.size(), 0).ok());
-    std::shared_ptr<Member> c(NewMemoryMember(m->Name() + "'", b.size()));
-    EXPECT_TRUE(c->Write(b.data(), b.size(), 0).ok());
-    out.push_back(std::move(c));
+    out.push_back(testutil::FromImage(testutil::Snapshot(*m), out.size()));
   }
   return out;
 }
 
 uint64_t ResyncOffsetSectors(Member& m) {
-  std::vector<uint8_t> buf(kSbBlockBytes);
-  EXPECT_TRUE(m.Read(buf.data(), buf.size(), kSb12OffsetBytes).ok());
-  absl::StatusOr<Superblock> sb = DecodeSuperblock(buf);
-  EXPECT_TRUE(sb.ok()) << sb.status();
-  return sb.ok() ? sb->resync_offset : 0;
+  return testutil::SuperOf(m).resync_offset;
 }
 
 // A resync without a bitmap records its front as it goes (md's recovery_cp

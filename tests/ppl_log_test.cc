@@ -22,29 +22,17 @@
 namespace uraid {
 namespace {
 
+using testutil::FromImage;
 using testutil::Handles;
+using testutil::Image;
 using testutil::MakeMembers;
 using testutil::MustCreate;
 using testutil::Pattern;
+using testutil::Snapshot;
 
 constexpr uint64_t kChunk = 64 * 1024;
 constexpr uint64_t kMemberBytes = 3 << 20;  // 2 MiB metadata + 1 MiB data
 constexpr uint64_t kPplArea = (8 + 8) * 512;
-
-using Image = std::vector<uint8_t>;
-
-Image Snapshot(Member& m) {
-  Image img(m.Size());
-  EXPECT_TRUE(m.Read(img.data(), img.size(), 0).ok());
-  return img;
-}
-
-std::shared_ptr<Member> FromImage(const Image& img, int i) {
-  std::shared_ptr<Member> m(
-      NewMemoryMember(absl::StrFormat("t%d", i), img.size()));
-  EXPECT_TRUE(m->Write(img.data(), img.size(), 0).ok());
-  return m;
-}
 
 CreateOptions PplOptions() {
   CreateOptions o;

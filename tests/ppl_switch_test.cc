@@ -27,37 +27,18 @@ namespace uraid {
 namespace {
 
 using ::testing::HasSubstr;
+using testutil::FromImage;
 using testutil::Handles;
+using testutil::Image;
 using testutil::MakeMembers;
 using testutil::MustCreate;
 using testutil::Pattern;
+using testutil::Snapshot;
+using testutil::SuperOf;
 
 constexpr uint64_t kChunk = 64 * 1024;
 constexpr uint64_t kMemberBytes = 3 << 20;
 constexpr uint64_t kPplArea = (8 + 8) * 512;  // 8 sectors past the superblock
-
-using Image = std::vector<uint8_t>;
-
-Image Snapshot(Member& m) {
-  Image img(m.Size());
-  EXPECT_TRUE(m.Read(img.data(), img.size(), 0).ok());
-  return img;
-}
-
-std::shared_ptr<Member> FromImage(const Image& img, int i) {
-  std::shared_ptr<Member> m(
-      NewMemoryMember(absl::StrFormat("t%d", i), img.size()));
-  EXPECT_TRUE(m->Write(img.data(), img.size(), 0).ok());
-  return m;
-}
-
-Superblock SuperOf(Member& m) {
-  std::vector<uint8_t> b(kSbBlockBytes);
-  EXPECT_TRUE(m.Read(b.data(), b.size(), kSb12OffsetBytes).ok());
-  absl::StatusOr<Superblock> sb = DecodeSuperblock(b);
-  EXPECT_TRUE(sb.ok()) << sb.status();
-  return sb.ok() ? *sb : Superblock{};
-}
 
 CreateOptions Options(bool ppl) {
   CreateOptions o;

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
+#include "uraid/superblock.h"
 
 namespace uraid::testutil {
 
@@ -46,6 +47,32 @@ inline std::vector<std::unique_ptr<Member>> Handles(
   std::vector<std::unique_ptr<Member>> out;
   for (const auto& m : v) out.push_back(m ? ShareMember(m) : nullptr);
   return out;
+}
+
+// Every byte of `m` (a crash image: what the member holds now).
+using Image = std::vector<uint8_t>;
+inline Image Snapshot(Member& m) {
+  Image img(m.Size());
+  EXPECT_TRUE(m.Read(img.data(), img.size(), 0).ok());
+  return img;
+}
+
+// A new in-memory member named t<i> holding `img`.
+inline std::shared_ptr<Member> FromImage(const Image& img, int i) {
+  std::shared_ptr<Member> m(
+      NewMemoryMember(absl::StrFormat("t%d", i), img.size()));
+  EXPECT_TRUE(m->Write(img.data(), img.size(), 0).ok());
+  return m;
+}
+
+// The decoded 1.2 superblock of `m` (a test failure and a default one when
+// it does not decode).
+inline Superblock SuperOf(Member& m) {
+  std::vector<uint8_t> b(kSbBlockBytes);
+  EXPECT_TRUE(m.Read(b.data(), b.size(), kSb12OffsetBytes).ok());
+  absl::StatusOr<Superblock> sb = DecodeSuperblock(b);
+  EXPECT_TRUE(sb.ok()) << sb.status();
+  return sb.ok() ? *sb : Superblock{};
 }
 
 // Array::Create over handles to `m`; a failure is a test failure, and

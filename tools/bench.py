@@ -189,10 +189,11 @@ def main():
                     help="bitmap regions written before the kill -9")
     ap.add_argument("--resync-write-s", default=1.5, type=float,
                     help="seconds of writes before the kill -9")
-    ap.add_argument("--job-latency-ms", default=0, type=int,
+    ap.add_argument("--job-latency-ms", default=None, type=int,
                     help="also run the jobs-on-slow-members part: rebuild, "
                          "check, resync and reshape over nbdkit file "
-                         "exports behind rate=800M and this latency")
+                         "exports behind rate=800M and this latency (0: "
+                         "the rate filter alone)")
     ap.add_argument("--job-member-size", default=256, type=int,
                     help="MiB per member of the jobs-on-slow-members part")
     ap.add_argument("--delay-ms", default=0, type=int,
@@ -337,7 +338,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     if args.delay_ms:
         bench_delay_members(args, plugin, tool)
-    if args.job_latency_ms:
+    if args.job_latency_ms is not None:
         bench_jobs_on_slow_members(args, plugin, tool)
 
 
@@ -1424,13 +1425,15 @@ def bench_jobs_on_slow_members(args, plugin, tool):
             img = os.path.join(work, f"j{i}.img")
             subprocess.run(["dd", "if=/dev/urandom", f"of={img}", "bs=1M",
                             f"count={mib}", "status=none"], check=True)
-            s = Server(args, f"j{i}", ["--filter=rate", "--filter=delay",
-                                       "file", img, "rate=800M",
-                                       # No 2 s burst (the default): the
-                                       # members are too small to hide it.
-                                       "burstiness=0.1",
-                                       f"delay-read={lat}ms",
-                                       f"delay-write={lat}ms"], work)
+            delay = ([f"delay-read={lat}ms", f"delay-write={lat}ms"]
+                     if lat else [])
+            s = Server(args, f"j{i}",
+                       ["--filter=rate"] +
+                       (["--filter=delay"] if lat else []) +
+                       ["file", img, "rate=800M",
+                        # No 2 s burst (the default): the members are too
+                        # small to hide it.
+                        "burstiness=0.1"] + delay, work)
             servers.append(s)
             uris.append(s.uri)
         return uris

@@ -44,6 +44,7 @@
 #include "array/shape.h"
 #include "array/slot_table.h"
 #include "base/aligned_buffer.h"
+#include "base/locked_shared_ptr.h"
 #include "base/sync.h"
 #include "base/task_pool.h"
 #include "base/write_epochs.h"
@@ -630,7 +631,7 @@ class ArrayImpl : private JobHost {
   // swapped by SetConsistencyPolicy: a stripe write reads it once, inside
   // a ppl_epochs_ pass held until its member writes are done, so a switch
   // can wait out the writes that read the previous value.
-  std::atomic<std::shared_ptr<PplLog>> ppl_;
+  LockedSharedPtr<PplLog> ppl_;
   WriteEpochs ppl_epochs_;
   // Serialises policy switches, and Grow against them (a reshape must not
   // start while a switch to ppl is half done). Taken before sb_mu_.

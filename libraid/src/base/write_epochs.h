@@ -4,13 +4,14 @@
 //
 // An operation calls Enter() and keeps the Pass for as long as it uses the
 // state being switched, which it reads after Enter(). The switcher
-// publishes the new state (a seq_cst store), then calls Drain(): it
-// returns once every Pass taken before the switch's epoch flip is gone.
-// A Pass whose count Drain did not see read the state after the
-// publication (all of it seq_cst: Drain's load of the count precedes the
-// operation's increment, which precedes its read of the state), so it
-// sees the new state. Operations never wait, so a stream of them cannot
-// starve a switch (a shared_mutex preferring readers could).
+// publishes the new state (a seq_cst store, or a store under a mutex the
+// readers take too), then calls Drain(): it returns once every Pass taken
+// before the switch's epoch flip is gone. A Pass whose count Drain did not
+// see reads the new state: had its read come first, the read (and the
+// increment before it) would happen before the publication and so before
+// Drain's load of the count, which would then see it. Operations never
+// wait, so a stream of them cannot starve a switch (a shared_mutex
+// preferring readers could).
 //
 // Thread-safe. Drain polls (switches are rare, operations short); several
 // Drains at once are allowed but the caller serialises switches.

@@ -102,6 +102,13 @@ if [[ ${#failed[@]} -eq 0 ]]; then
   echo "test.sh: PASS: all tests passed in $((SECONDS - start))s" \
     "($((SECONDS - t0))s with setup and build)"
 else
+  # Again at the very end, where a log cut to its tail still shows it.
+  for f in "${failed[@]}"; do
+    case $f in
+      "ctest (build/)") ./scripts/ctest_failures.sh build ;;
+      "ctest -L unit (build-asan/"*) ./scripts/ctest_failures.sh build-asan ;;
+    esac
+  done
   failures=$(IFS=';'; echo "${failed[*]}")
   echo "test.sh: FAIL: $failures failed after $((SECONDS - start))s" \
     "(see above)"

@@ -1216,6 +1216,17 @@ def main():
     settle_speed()
     failed = 0
     for i, entry in enumerate(PLAN["steps"]):
+        missing = [s for s in entry["disks"] if s not in disks]
+        if missing:
+            # A disk the plan gave this case is not in the guest: the case
+            # fails by name, and the boot goes on with the others.
+            c = Case(dict(entry, disks=[]), i, disks)
+            msg = (f"disks {missing} are not in the guest (it has "
+                   f"{len(disks)}: {sorted(disks)[:4]}...)")
+            c.result("fail", msg, 0)
+            print(f"CASE {c.name}: FAIL: {msg}", flush=True)
+            failed += 1
+            continue
         c = Case(entry, i, disks)
         os.makedirs(c.tmp, exist_ok=True)
         label = c.name + (f" (step {c.step + 1})" if entry.get("steps", 1) > 1

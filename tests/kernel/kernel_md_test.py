@@ -234,6 +234,7 @@ class Runner:
         self.results = os.path.join(self.tmp, "results")
         os.mkdir(self.results)
         self.outcome = {}    # case name -> (status, message)
+        self.retried = set()  # cases whose boot ended early once
         self.images = {}     # case name -> [(path, serial)]
         for n, c in enumerate(cases):
             paths = []
@@ -247,7 +248,7 @@ class Runner:
     def cleanup(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def boot(self, number, boot):
+    def boot(self, number, boot, retry=True):
         steps, disks = [], []
         for c, s in boot:
             if c["case"] in self.outcome:    # failed in an earlier step
@@ -279,6 +280,28 @@ class Runner:
         print(f"kernel: boot {number} took {r.seconds:.0f}s "
               f"(guest status {r.status})", flush=True)
         crash_expected = any(c["crash"] and s == 0 for c, s in boot)
+        # Steps the guest never reported on, though it neither timed out
+        # nor was crashed on purpose before them: the guest itself ended
+        # early (its console, above, says how). They get one fresh boot,
+        # said here and in their PASS lines; a step that reported a
+        # verdict never runs again, and a timed-out boot is not retried.
+        if not crash_expected and r.status is None:
+            print("kernel: the guest ended without a status", flush=True)
+        lost = [(c, s) for c, s in boot
+                if c["case"] not in self.outcome and not os.path.exists(
+                    os.path.join(self.results,
+                                 f"{c['case'].replace('/', '~')}"
+                                 ".result.json"))]
+        if lost and retry and not r.timed_out:
+            print(f"kernel: boot {number} ended (guest status {r.status}) "
+                  f"before {len(lost)} of its {len(steps)} case steps "
+                  f"reported: they run once more in a fresh boot",
+                  flush=True)
+            for c, _ in lost:
+                self.retried.add(c["case"])
+            self.boot(f"{number} (again)", lost, retry=False)
+            steps = [st for st in steps if st["case"].replace("~", "/")
+                     not in set(c["case"] for c, _ in lost)]
         for st in steps:
             name = st["case"].replace("~", "/")
             c = next(c for c in self.cases if c["case"] == name)
@@ -300,9 +323,10 @@ class Runner:
                 self.outcome[name] = ("fail", f"step {st['step'] + 1}: "
                                       f"{res['message']}")
             elif last:
-                self.outcome[name] = ("pass", f"{res['seconds']:.1f}s guest")
-        if not crash_expected and r.status is None:
-            print("kernel: the guest ended without a status", flush=True)
+                again = (", in a second boot after the first ended early"
+                         if name in self.retried else "")
+                self.outcome[name] = ("pass",
+                                      f"{res['seconds']:.1f}s guest{again}")
 
     def run(self, boots):
         for i, b in enumerate(boots, 1):

@@ -45,6 +45,16 @@ for dev in /sys/class/net/*; do
 done
 
 modprobe virtio_blk || { echo "stage2: modprobe virtio_blk failed"; finish 126; }
+# Every disk qemu was given, before the script looks for them (probing
+# many under TCG beside a loaded host may lag the module's load).
+want=$(cat $CTL/ndisks 2>/dev/null || echo 0)
+for i in $(seq 300); do
+  have=$(ls -d /sys/block/vd* 2>/dev/null | wc -l)
+  [ "$have" -ge "$want" ] && break
+  sleep 0.1
+done
+[ "$have" -ge "$want" ] ||
+  echo "stage2: $have of the $want disks after 30 s; going on without the rest"
 # Disks by serial (no udev here): "serial /dev/vdX" a line.
 : > /run/uraid-disks
 for s in /sys/block/vd*/serial; do

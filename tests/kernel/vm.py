@@ -317,6 +317,8 @@ def run(script, disks=(), shares=(), timeout=600, memory=1536, cpus=2,
                 f.write(f"{s.tag} {s.guest_path}\n")
         with open(os.path.join(ctl, "modules"), "w") as f:
             f.write(version + "\n")
+        with open(os.path.join(ctl, "ndisks"), "w") as f:
+            f.write(f"{len(list(disks))}\n")
         start = time.time()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE,

@@ -8,12 +8,17 @@
 
 #include "meta/ppl_log.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "format/ppl_format.h"
+#include "plan/stripe_plan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
@@ -231,6 +236,168 @@ TEST_F(PplArrayTest, UntrustedLogsAreNotReplayedAndTheArrayResyncs) {
     for (const std::string& l : lines) all += l + "\n";
     EXPECT_THAT(all, ::testing::HasSubstr("1 mismatches"));
   }
+}
+
+// A member that counts its writes and can be told to fail them.
+class CountingMember : public Member {
+ public:
+  explicit CountingMember(std::shared_ptr<Member> m) : m_(std::move(m)) {}
+  absl::Status Read(void* buf, size_t len, uint64_t off) override {
+    return m_->Read(buf, len, off);
+  }
+  absl::Status Write(const void* buf, size_t len, uint64_t off) override {
+    writes.fetch_add(1);
+    if (fail.load()) return absl::UnavailableError("injected write error");
+    return m_->Write(buf, len, off);
+  }
+  absl::Status Flush() override { return m_->Flush(); }
+  absl::Status Discard(size_t len, uint64_t off) override {
+    return m_->Discard(len, off);
+  }
+  bool DiscardZeroes() const override { return m_->DiscardZeroes(); }
+  uint64_t Size() const override { return m_->Size(); }
+  const std::string& Name() const override { return m_->Name(); }
+
+  std::atomic<int> writes{0};
+  std::atomic<bool> fail{false};
+
+ private:
+  std::shared_ptr<Member> m_;
+};
+
+// Stripes logged straight through a PplLog: each writes 4 KiB of data
+// index 0, so its log is one entry with 4 KiB of partial parity.
+class PplBatchTest : public PplArrayTest {
+ protected:
+  void SetUp() override {
+    PplArrayTest::SetUp();
+    geo_.emplace(info_->geometry);
+    sb_ = testutil::SuperOf(*members_[0]);
+    absl::StatusOr<std::shared_ptr<PplLog>> log = PplLog::Make(*geo_, sb_);
+    ASSERT_TRUE(log.ok()) << log.status();
+    log_ = *log;
+    parity_ = std::make_unique<CountingMember>(members_[0]);
+  }
+
+  // The k-th stripe whose parity is on slot 0.
+  uint64_t StripeOnSlot0(int k) const {
+    int seen = 0;
+    for (uint64_t s = 0;; ++s) {
+      if (geo_->ParityDisk(s) == 0 && seen++ == k) return s;
+    }
+  }
+
+  struct Logged {
+    absl::StatusOr<PplLog::Hold> hold;
+    PplStripeLog want;  // what this stripe's entries and parity must be
+  };
+
+  Logged Log(uint64_t stripe, uint8_t seed) {
+    const WritePlan plan = PlanWrite(*geo_, stripe, 0, 4096, StripeHealth{});
+    std::vector<uint8_t> scratch(plan.scratch_bytes, seed);
+    const std::vector<uint8_t> client = Pattern(4096, seed);
+    ComputeWrite(plan, scratch.data(), client.data());
+    Logged out{absl::UnknownError("not logged"), {}};
+    out.want = *BuildPplStripeLog(*geo_, stripe, 0, 4096, plan, scratch.data(),
+                                  client.data());
+    out.hold = log_->LogStripe(stripe, 0, 4096, plan, scratch.data(),
+                               client.data(), *parity_);
+    return out;
+  }
+
+  absl::StatusOr<PplHeader> HeaderOnSlot0(std::vector<uint8_t>* area) {
+    area->resize(kPplHeaderBytes + 8 * 4096);
+    EXPECT_TRUE(members_[0]->Read(area->data(), area->size(), kPplArea).ok());
+    return DecodePplHeader(*area, PplSignature(info_->uuid));
+  }
+
+  // Waits (up to 10 s) until `n` stripes wait for slot 0's next batch.
+  bool WaitForQueue(size_t n) {
+    for (int i = 0; i < 10000 && log_->Waiting(0) < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return log_->Waiting(0) == n;
+  }
+
+  std::optional<Geometry> geo_;  // Geometry has no default
+  Superblock sb_;
+  std::shared_ptr<PplLog> log_;
+  std::unique_ptr<CountingMember> parity_;
+};
+
+TEST_F(PplBatchTest, StripesWaitingOnAHeldSlotGoOutInOneHeader) {
+  Logged first = Log(StripeOnSlot0(0), 1);
+  ASSERT_TRUE(first.hold.ok()) << first.hold.status();
+  EXPECT_EQ(parity_->writes.load(), 1);
+  constexpr int kWaiters = 5;
+  std::vector<Logged> logged(kWaiters);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back(
+        [&, i] { logged[i] = Log(StripeOnSlot0(i + 1), 10 + i); });
+  }
+  ASSERT_TRUE(WaitForQueue(kWaiters));
+  // Held: the slot logs nothing new, whatever waits.
+  EXPECT_EQ(parity_->writes.load(), 1);
+  first.hold->Release();
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(parity_->writes.load(), 2) << "one batch for the five waiters";
+  std::vector<uint8_t> area;
+  absl::StatusOr<PplHeader> h = HeaderOnSlot0(&area);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->generation, 2u);
+  ASSERT_EQ(h->entries.size(), static_cast<size_t>(kWaiters));
+  // In arrival order, which the threads do not fix: match by data_sector.
+  uint64_t pp_at = kPplHeaderBytes;
+  for (const PplEntry& e : h->entries) {
+    const Logged* mine = nullptr;
+    for (const Logged& l : logged) {
+      ASSERT_TRUE(l.hold.ok()) << l.hold.status();
+      if (l.want.entries[0].data_sector == e.data_sector) mine = &l;
+    }
+    ASSERT_NE(mine, nullptr) << "entry for sector " << e.data_sector;
+    EXPECT_EQ(e, mine->want.entries[0]);
+    EXPECT_TRUE(std::memcmp(area.data() + pp_at, mine->want.partial_parity.data(),
+                            e.pp_size) == 0);
+    pp_at += e.pp_size;
+  }
+  // The batch holds the slot until its last stripe lets go.
+  Logged next;
+  std::thread late([&] { next = Log(StripeOnSlot0(9), 30); });
+  ASSERT_TRUE(WaitForQueue(1));
+  for (int i = 0; i + 1 < kWaiters; ++i) logged[i].hold->Release();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(parity_->writes.load(), 2);
+  logged[kWaiters - 1].hold->Release();
+  late.join();
+  ASSERT_TRUE(next.hold.ok()) << next.hold.status();
+  EXPECT_EQ(parity_->writes.load(), 3);
+}
+
+TEST_F(PplBatchTest, AFailedBatchWriteFailsEveryStripeInItAndHoldsNothing) {
+  Logged first = Log(StripeOnSlot0(0), 1);
+  ASSERT_TRUE(first.hold.ok()) << first.hold.status();
+  std::vector<Logged> logged(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] { logged[i] = Log(StripeOnSlot0(i + 1), 5); });
+  }
+  ASSERT_TRUE(WaitForQueue(3));
+  parity_->fail = true;
+  first.hold->Release();
+  for (std::thread& t : threads) t.join();
+  for (const Logged& l : logged) {
+    ASSERT_FALSE(l.hold.ok());
+    EXPECT_THAT(l.hold.status().message(),
+                ::testing::HasSubstr(absl::StrCat(members_[0]->Name(),
+                                                  ": writing the partial")));
+    EXPECT_THAT(l.hold.status().message(),
+                ::testing::HasSubstr("injected write error"));
+  }
+  // Nothing of the failed batch holds the slot: the next stripe logs.
+  parity_->fail = false;
+  Logged after = Log(StripeOnSlot0(5), 6);
+  ASSERT_TRUE(after.hold.ok()) << after.hold.status();
 }
 
 TEST(PplArea, RefusesAreasThatDoNotFit) {

@@ -218,7 +218,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   // meta/ppl_switch.cc); the lock goes before the log it belongs to.
   const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
   const std::shared_ptr<PplLog> ppl = ppl_.load();
-  std::unique_lock<std::mutex> ppl_hold;
+  PplLog::Hold ppl_hold;
   if (ppl != nullptr && plan.mode != WriteMode::kParityGone) {
     if (std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load()) {
       ASSIGN_OR_RETURN(ppl_hold, ppl->LogStripe(stripe, a, b, plan,
@@ -237,7 +237,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   for (const MemberIo& io : writes) (*touched)[io.slot] = true;
   Submit(sh, writes, &gens);
   absl::Status st = AbsorbFailures(writes, slot_failed);
-  if (st.ok() && ppl_hold.owns_lock()) {
+  if (st.ok() && ppl_hold.held()) {
     std::vector<bool> written(sh.geo.raid_disks(), false);
     for (const MemberIo& io : writes) written[io.slot] = true;
     st = FlushSlots(written);  // before the next log replaces this one

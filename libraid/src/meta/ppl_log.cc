@@ -87,12 +87,9 @@ absl::Status InitPplArea(Member& member, const Superblock& sb) {
 }
 
 PplLog::PplLog(const Geometry& geo, PplArea area, uint32_t signature)
-    : geo_(geo),
-      area_(area),
-      signature_(signature),
-      generation_(geo.raid_disks(), 0) {
+    : geo_(geo), area_(area), signature_(signature) {
   for (int i = 0; i < geo.raid_disks(); ++i) {
-    mu_.push_back(std::make_unique<std::mutex>());
+    slots_.push_back(std::make_unique<Slot>());
   }
 }
 
@@ -112,34 +109,112 @@ absl::StatusOr<std::shared_ptr<PplLog>> PplLog::Make(const Geometry& geo,
       new PplLog(geo, area, PplSignature(sb.set_uuid)));
 }
 
-absl::StatusOr<std::unique_lock<std::mutex>> PplLog::LogStripe(
+PplLog::Hold& PplLog::Hold::operator=(Hold&& o) noexcept {
+  if (this != &o) {
+    Release();
+    log_ = o.log_;
+    slot_ = o.slot_;
+    o.log_ = nullptr;
+  }
+  return *this;
+}
+
+void PplLog::Hold::Release() {
+  if (log_ == nullptr) return;
+  Slot& s = *log_->slots_[slot_];
+  MutexLock lock(&s.mu);
+  --s.holds;
+  log_ = nullptr;
+}
+
+absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
     uint64_t stripe, uint64_t a, uint64_t b, const WritePlan& plan,
     const uint8_t* scratch, const uint8_t* client, Member& parity_member) {
-  ASSIGN_OR_RETURN(PplStripeLog log, BuildPplStripeLog(geo_, stripe, a, b, plan,
-                                                       scratch, client));
   const int slot = plan.parity_slot;
-  std::unique_lock<std::mutex> lock(*mu_[slot]);
+  Waiter me{stripe};
+  ASSIGN_OR_RETURN(me.log, BuildPplStripeLog(geo_, stripe, a, b, plan,
+                                             scratch, client));
+  Slot& s = *slots_[slot];
+  MutexLock lock(&s.mu);
+  s.queue.push_back(&me);
+  while (true) {
+    // Either this stripe's batch has gone out, or the slot is free and
+    // this thread leads the next batch (whoever wakes first leads; the
+    // batch is the queue's front, which may or may not hold its leader).
+    auto ready = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return me.done || (!s.writing && s.holds == 0);
+    };
+    s.mu.Await(Condition(&ready));
+    if (me.done) break;
+    std::vector<Waiter*> batch;
+    uint64_t pp_bytes = 0;
+    size_t entries = 0;
+    for (Waiter* w : s.queue) {
+      const uint64_t pp = w->log.partial_parity.size();
+      const size_t n = w->log.entries.size();
+      if (!batch.empty() &&
+          (entries + n > kPplMaxEntries ||
+           kPplHeaderBytes + pp_bytes + pp > area_.size_bytes)) {
+        break;
+      }
+      batch.push_back(w);
+      pp_bytes += pp;
+      entries += n;
+    }
+    s.queue.erase(s.queue.begin(), s.queue.begin() + batch.size());
+    const uint64_t generation = ++s.generation;
+    s.writing = true;
+    s.mu.Unlock();
+    const absl::Status st = WriteBatch(generation, batch, parity_member);
+    s.mu.Lock();
+    s.writing = false;
+    // Every stripe of a logged batch holds the slot until its writes are
+    // flushed; a failed batch holds nothing (none of it goes on).
+    s.holds = st.ok() ? static_cast<int>(batch.size()) : 0;
+    for (Waiter* w : batch) {
+      w->status = st;
+      w->done = true;
+    }
+  }
+  if (!me.status.ok()) {
+    return absl::Status(me.status.code(),
+                        absl::StrFormat("%s: writing the partial parity log "
+                                        "of stripe %u: %s",
+                                        parity_member.Name(), stripe,
+                                        me.status.message()));
+  }
+  return Hold(this, slot);
+}
+
+size_t PplLog::Waiting(int slot) const {
+  const Slot& s = *slots_[slot];
+  MutexLock lock(&s.mu);
+  return s.queue.size();
+}
+
+absl::Status PplLog::WriteBatch(uint64_t generation,
+                                const std::vector<Waiter*>& batch,
+                                Member& member) {
   PplHeader h;
   h.signature = signature_;
-  h.generation = ++generation_[slot];
-  h.entries = std::move(log.entries);
+  h.generation = generation;
+  uint64_t pp_bytes = 0;
+  for (const Waiter* w : batch) {
+    h.entries.insert(h.entries.end(), w->log.entries.begin(),
+                     w->log.entries.end());
+    pp_bytes += w->log.partial_parity.size();
+  }
   const std::vector<uint8_t> header = EncodePplHeader(h);
-  AlignedBuffer buf(header.size() + log.partial_parity.size());
+  AlignedBuffer buf(header.size() + pp_bytes);
   std::memcpy(buf.data(), header.data(), header.size());
-  if (!log.partial_parity.empty()) {
-    std::memcpy(buf.data() + header.size(), log.partial_parity.data(),
-                log.partial_parity.size());
+  uint8_t* at = buf.data() + header.size();
+  for (const Waiter* w : batch) {
+    const std::vector<uint8_t>& pp = w->log.partial_parity;
+    if (!pp.empty()) std::memcpy(at, pp.data(), pp.size());
+    at += pp.size();
   }
-  absl::Status st =
-      parity_member.Write(buf.data(), buf.size(), area_.offset_bytes);
-  if (st.ok()) st = parity_member.Flush();
-  if (!st.ok()) {
-    return absl::Status(
-        st.code(), absl::StrFormat("%s: writing the partial parity log of "
-                                   "stripe %u: %s",
-                                   parity_member.Name(), stripe, st.message()));
-  }
-  return lock;
+  RETURN_IF_ERROR(member.Write(buf.data(), buf.size(), area_.offset_bytes));
+  return member.Flush();
 }
 
 absl::StatusOr<PplRecovery> RecoverPpl(

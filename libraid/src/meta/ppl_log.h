@@ -7,15 +7,17 @@
 //
 // The log (md's single-PPL mode, as md does it without MULTIPLE_PPLS):
 // each parity member's area holds one header plus the partial parity of
-// the last stripe write logged with its parity there (in flight, or done
-// and flushed: replaying a done one rewrites the parity it has). A write
-// logs itself (PplLog::LogStripe: header with the next generation and the
-// partial parity, written then flushed, md's FUA) before any of its data
-// or parity is written, and holds that member's log until its member
-// writes are flushed, so the header on disk always covers every write in
-// flight with parity there. Simplest correct order; it serialises the
-// partial writes that share a parity member.
-//
+// the stripe writes last logged with their parity there (in flight, or
+// done and flushed: replaying a done one rewrites the parity it has). A
+// write logs itself (PplLog::LogStripe) before any of its data or parity
+// is written, and holds that member's log until its member writes are
+// flushed, so the header on disk always covers every write in flight with
+// parity there. Writes that arrive while a slot's log is held wait and are
+// logged together, as md batches stripes into one io_unit: one header with
+// an entry per stripe (up to md's 148 entries and the area's size), one
+// write and one flush for the batch, once every hold of the batch before
+// is released. The cost of the log is then one write and one flush per
+// batch, not per stripe, while the header's rule stays the simplest one.
 // PplAreaOf and InitPplArea are thread-compatible; PplLog is thread-safe.
 
 #ifndef URAID_SRC_META_PPL_LOG_H_
@@ -23,12 +25,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/sync.h"
 #include "plan/ppl_plan.h"
 #include "plan/stripe_plan.h"
 #include "uraid/geometry.h"
@@ -54,33 +56,75 @@ absl::StatusOr<PplArea> PplAreaOf(const Superblock& sb);
 // Errors name the member.
 absl::Status InitPplArea(Member& member, const Superblock& sb);
 
-// The live log of a PPL array: one lock and one generation per slot.
+// The live log of a PPL array: per slot, the batch being logged or held
+// and the stripes waiting for the next one.
 class PplLog {
  public:
+  // A logged stripe's hold on its parity slot's log. While a hold of a
+  // batch lives, that slot logs nothing new (the next header would drop
+  // this batch's entries). Move-only; the destructor releases it.
+  // REQUIRES: the PplLog outlives it.
+  class Hold {
+   public:
+    Hold() = default;
+    Hold(Hold&& o) noexcept : log_(o.log_), slot_(o.slot_) { o.log_ = nullptr; }
+    Hold& operator=(Hold&& o) noexcept;
+    ~Hold() { Release(); }
+    bool held() const { return log_ != nullptr; }
+    void Release();
+
+   private:
+    friend class PplLog;
+    Hold(PplLog* log, int slot) : log_(log), slot_(slot) {}
+    PplLog* log_ = nullptr;
+    int slot_ = 0;
+  };
+
   // `sb`: the array's superblock template (area placement, signature).
   static absl::StatusOr<std::shared_ptr<PplLog>> Make(const Geometry& geo,
                                                       const Superblock& sb);
 
   // Logs the write of stripe bytes [a, b) that `plan` describes, once
   // ComputeWrite has run (`scratch`, `client` as ComputeWrite had them), on
-  // `parity_member` (the plan's parity slot): waits for that slot's
-  // previous stripe to release its log, then writes header and partial
-  // parity and flushes. Returns the slot's lock: hold it until the
-  // stripe's member writes are flushed. REQUIRES: the plan writes parity.
-  // Errors name the member.
-  absl::StatusOr<std::unique_lock<std::mutex>> LogStripe(
-      uint64_t stripe, uint64_t a, uint64_t b, const WritePlan& plan,
-      const uint8_t* scratch, const uint8_t* client, Member& parity_member);
+  // `parity_member` (the plan's parity slot): waits until that slot's
+  // previous batch is released, then the stripe's entries go out in the
+  // next batch's header (header and partial parity written, then flushed).
+  // Returns the stripe's hold: keep it until the stripe's member writes
+  // are flushed. REQUIRES: the plan writes parity; the caller holds no
+  // other hold of this log (a second would wait on the first forever).
+  // Errors name the member; a failed batch write fails every stripe in it.
+  absl::StatusOr<Hold> LogStripe(uint64_t stripe, uint64_t a, uint64_t b,
+                                 const WritePlan& plan, const uint8_t* scratch,
+                                 const uint8_t* client, Member& parity_member);
+
+  // Stripes waiting for slot `slot`'s next batch (tests, diagnostics).
+  size_t Waiting(int slot) const;
 
  private:
+  // A stripe waiting in a slot's queue; lives on its caller's stack.
+  struct Waiter {
+    uint64_t stripe = 0;
+    PplStripeLog log;
+    bool done = false;  // logged, or failed: `status` says
+    absl::Status status;
+  };
+  struct Slot {
+    mutable Mutex mu;
+    uint64_t generation ABSL_GUARDED_BY(mu) = 0;
+    bool writing ABSL_GUARDED_BY(mu) = false;  // a batch is going out
+    int holds ABSL_GUARDED_BY(mu) = 0;         // live holds of the last batch
+    std::vector<Waiter*> queue ABSL_GUARDED_BY(mu);  // arrival order
+  };
+
   PplLog(const Geometry& geo, PplArea area, uint32_t signature);
+  // Header and partial parity of `batch` at the area's start, then a flush.
+  absl::Status WriteBatch(uint64_t generation,
+                          const std::vector<Waiter*>& batch, Member& member);
 
   const Geometry geo_;
   const PplArea area_;
   const uint32_t signature_;
-  // One per slot: held from a log write until its stripe is durable.
-  std::vector<std::unique_ptr<std::mutex>> mu_;
-  std::vector<uint64_t> generation_;  // slot i's, guarded by *mu_[i]
+  std::vector<std::unique_ptr<Slot>> slots_;  // one per slot
 };
 
 // What RecoverPpl did.

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -300,8 +301,13 @@ class PplBatchTest : public PplArrayTest {
     Logged out{absl::UnknownError("not logged"), {}};
     out.want = *BuildPplStripeLog(*geo_, stripe, 0, 4096, plan, scratch.data(),
                                   client.data());
-    out.hold = log_->LogStripe(stripe, 0, 4096, plan, scratch.data(),
-                               client.data(), *parity_);
+    out.hold = log_->LogStripe(
+        stripe, 0, 4096, plan, scratch.data(), client.data(), *parity_,
+        [this](const std::vector<bool>& which) {
+          std::lock_guard<std::mutex> lock(flush_mu_);
+          flushes_.push_back(which);
+          return flush_status_;
+        });
     return out;
   }
 
@@ -323,6 +329,9 @@ class PplBatchTest : public PplArrayTest {
   Superblock sb_;
   std::shared_ptr<PplLog> log_;
   std::unique_ptr<CountingMember> parity_;
+  std::mutex flush_mu_;
+  std::vector<std::vector<bool>> flushes_;  // each flush's slots
+  absl::Status flush_status_;
 };
 
 TEST_F(PplBatchTest, StripesWaitingOnAHeldSlotGoOutInOneHeader) {
@@ -339,9 +348,16 @@ TEST_F(PplBatchTest, StripesWaitingOnAHeldSlotGoOutInOneHeader) {
   ASSERT_TRUE(WaitForQueue(kWaiters));
   // Held: the slot logs nothing new, whatever waits.
   EXPECT_EQ(parity_->writes.load(), 1);
+  EXPECT_TRUE(flushes_.empty()) << "nothing was written before the first";
+  first.hold->Wrote(1);
+  first.hold->Wrote(0);
   first.hold->Release();
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(parity_->writes.load(), 2) << "one batch for the five waiters";
+  // Before its header replaced the first's, the batch flushed what the
+  // first stripe wrote, once.
+  ASSERT_EQ(flushes_.size(), 1u);
+  EXPECT_THAT(flushes_[0], ::testing::ElementsAre(true, true));
   std::vector<uint8_t> area;
   absl::StatusOr<PplHeader> h = HeaderOnSlot0(&area);
   ASSERT_TRUE(h.ok()) << h.status();
@@ -365,13 +381,19 @@ TEST_F(PplBatchTest, StripesWaitingOnAHeldSlotGoOutInOneHeader) {
   Logged next;
   std::thread late([&] { next = Log(StripeOnSlot0(9), 30); });
   ASSERT_TRUE(WaitForQueue(1));
-  for (int i = 0; i + 1 < kWaiters; ++i) logged[i].hold->Release();
+  for (int i = 0; i + 1 < kWaiters; ++i) {
+    logged[i].hold->Wrote(3);
+    logged[i].hold->Release();
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(parity_->writes.load(), 2);
+  logged[kWaiters - 1].hold->Wrote(2);
   logged[kWaiters - 1].hold->Release();
   late.join();
   ASSERT_TRUE(next.hold.ok()) << next.hold.status();
   EXPECT_EQ(parity_->writes.load(), 3);
+  ASSERT_EQ(flushes_.size(), 2u);
+  EXPECT_THAT(flushes_[1], ::testing::ElementsAre(false, false, true, true));
 }
 
 TEST_F(PplBatchTest, AFailedBatchWriteFailsEveryStripeInItAndHoldsNothing) {
@@ -398,6 +420,21 @@ TEST_F(PplBatchTest, AFailedBatchWriteFailsEveryStripeInItAndHoldsNothing) {
   parity_->fail = false;
   Logged after = Log(StripeOnSlot0(5), 6);
   ASSERT_TRUE(after.hold.ok()) << after.hold.status();
+  // A flush of the last batch's members that fails fails the next batch,
+  // writes no header, and is tried again by the batch after.
+  after.hold->Wrote(2);
+  after.hold->Release();
+  flush_status_ = absl::UnavailableError("injected flush error");
+  const int writes = parity_->writes.load();
+  Logged refused = Log(StripeOnSlot0(6), 7);
+  ASSERT_FALSE(refused.hold.ok());
+  EXPECT_THAT(refused.hold.status().message(),
+              ::testing::HasSubstr("injected flush error"));
+  EXPECT_EQ(parity_->writes.load(), writes);
+  flush_status_ = absl::OkStatus();
+  Logged again = Log(StripeOnSlot0(7), 8);
+  ASSERT_TRUE(again.hold.ok()) << again.hold.status();
+  EXPECT_THAT(flushes_.back(), ::testing::ElementsAre(false, false, true));
 }
 
 TEST(PplArea, RefusesAreasThatDoNotFit) {

@@ -213,7 +213,8 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   ComputeWrite(plan, scratch.data(), src);
   // PPL hook (meta/ppl_log.h): the partial parity is durable on the parity
   // member before any data or parity goes out, and that member's log stays
-  // held until these writes are flushed. The log is read once, inside a
+  // held until these writes are done (the next batch flushes them before
+  // its header replaces this one's). The log is read once, inside a
   // pass held until the writes are done (a policy switch waits those out:
   // meta/ppl_switch.cc); the lock goes before the log it belongs to.
   const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
@@ -221,8 +222,12 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   PplLog::Hold ppl_hold;
   if (ppl != nullptr && plan.mode != WriteMode::kParityGone) {
     if (std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load()) {
-      ASSIGN_OR_RETURN(ppl_hold, ppl->LogStripe(stripe, a, b, plan,
-                                                scratch.data(), src, *pm));
+      ASSIGN_OR_RETURN(
+          ppl_hold,
+          ppl->LogStripe(stripe, a, b, plan, scratch.data(), src, *pm,
+                         [this](const std::vector<bool>& which) {
+                           return FlushSlots(which);
+                         }));
     }
   }
   std::vector<MemberIo> writes = PlannedMemberIos(
@@ -234,15 +239,14 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
                                              : &counters_.rcw_writes;
   }
   counter->fetch_add(1, std::memory_order_relaxed);
-  for (const MemberIo& io : writes) (*touched)[io.slot] = true;
-  Submit(sh, writes, &gens);
-  absl::Status st = AbsorbFailures(writes, slot_failed);
-  if (st.ok() && ppl_hold.held()) {
-    std::vector<bool> written(sh.geo.raid_disks(), false);
-    for (const MemberIo& io : writes) written[io.slot] = true;
-    st = FlushSlots(written);  // before the next log replaces this one
+  for (const MemberIo& io : writes) {
+    (*touched)[io.slot] = true;
+    // The log's next batch flushes these before its header replaces the
+    // one covering this write.
+    if (ppl_hold.held()) ppl_hold.Wrote(io.slot);
   }
-  return st;
+  Submit(sh, writes, &gens);
+  return AbsorbFailures(writes, slot_failed);
 }
 
 absl::Status ArrayImpl::CorrectPreReads(const Shape& sh, uint64_t stripe,

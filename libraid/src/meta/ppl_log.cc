@@ -109,27 +109,44 @@ absl::StatusOr<std::shared_ptr<PplLog>> PplLog::Make(const Geometry& geo,
       new PplLog(geo, area, PplSignature(sb.set_uuid)));
 }
 
+PplLog::Hold::Hold(Hold&& o) noexcept
+    : log_(o.log_), slot_(o.slot_), wrote_(std::move(o.wrote_)) {
+  o.log_ = nullptr;
+}
+
 PplLog::Hold& PplLog::Hold::operator=(Hold&& o) noexcept {
   if (this != &o) {
     Release();
     log_ = o.log_;
     slot_ = o.slot_;
+    wrote_ = std::move(o.wrote_);
     o.log_ = nullptr;
   }
   return *this;
+}
+
+void PplLog::Hold::Wrote(int slot) {
+  if (wrote_.size() <= static_cast<size_t>(slot)) wrote_.resize(slot + 1);
+  wrote_[slot] = true;
 }
 
 void PplLog::Hold::Release() {
   if (log_ == nullptr) return;
   Slot& s = *log_->slots_[slot_];
   MutexLock lock(&s.mu);
+  if (s.unflushed.size() < wrote_.size()) s.unflushed.resize(wrote_.size());
+  for (size_t i = 0; i < wrote_.size(); ++i) {
+    if (wrote_[i]) s.unflushed[i] = true;
+  }
   --s.holds;
   log_ = nullptr;
+  wrote_.clear();
 }
 
 absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
     uint64_t stripe, uint64_t a, uint64_t b, const WritePlan& plan,
-    const uint8_t* scratch, const uint8_t* client, Member& parity_member) {
+    const uint8_t* scratch, const uint8_t* client, Member& parity_member,
+    PplFlush flush) {
   const int slot = plan.parity_slot;
   Waiter me{stripe};
   ASSIGN_OR_RETURN(me.log, BuildPplStripeLog(geo_, stripe, a, b, plan,
@@ -163,10 +180,28 @@ absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
     }
     s.queue.erase(s.queue.begin(), s.queue.begin() + batch.size());
     const uint64_t generation = ++s.generation;
+    std::vector<bool> unflushed;
+    unflushed.swap(s.unflushed);
     s.writing = true;
     s.mu.Unlock();
-    const absl::Status st = WriteBatch(generation, batch, parity_member);
+    // The last batch's writes are durable before this header drops its
+    // entries.
+    absl::Status st = absl::OkStatus();
+    if (std::find(unflushed.begin(), unflushed.end(), true) !=
+        unflushed.end()) {
+      st = flush(unflushed);
+    }
+    if (st.ok()) st = WriteBatch(generation, batch, parity_member);
     s.mu.Lock();
+    if (!st.ok()) {
+      // Not known durable: the next batch tries them again.
+      if (s.unflushed.size() < unflushed.size()) {
+        s.unflushed.resize(unflushed.size());
+      }
+      for (size_t i = 0; i < unflushed.size(); ++i) {
+        if (unflushed[i]) s.unflushed[i] = true;
+      }
+    }
     s.writing = false;
     // Every stripe of a logged batch holds the slot until its writes are
     // flushed; a failed batch holds nothing (none of it goes on).

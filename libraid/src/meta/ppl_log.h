@@ -11,13 +11,16 @@
 // done and flushed: replaying a done one rewrites the parity it has). A
 // write logs itself (PplLog::LogStripe) before any of its data or parity
 // is written, and holds that member's log until its member writes are
-// flushed, so the header on disk always covers every write in flight with
+// durable, so the header on disk always covers every write in flight with
 // parity there. Writes that arrive while a slot's log is held wait and are
 // logged together, as md batches stripes into one io_unit: one header with
 // an entry per stripe (up to md's 148 entries and the area's size), one
 // write and one flush for the batch, once every hold of the batch before
-// is released. The cost of the log is then one write and one flush per
-// batch, not per stripe, while the header's rule stays the simplest one.
+// is released. A stripe releases its hold when its member writes are done,
+// saying which members it wrote; the next batch's leader flushes those
+// members once, before its header replaces the last (md flushes the data
+// disks when an io_unit ends). The log then costs one write and one flush
+// of each member written per batch, not per stripe.
 // PplAreaOf and InitPplArea are thread-compatible; PplLog is thread-safe.
 
 #ifndef URAID_SRC_META_PPL_LOG_H_
@@ -28,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/sync.h"
@@ -56,6 +60,9 @@ absl::StatusOr<PplArea> PplAreaOf(const Superblock& sb);
 // Errors name the member.
 absl::Status InitPplArea(Member& member, const Superblock& sb);
 
+// Flushes the members of the slots marked true (ArrayImpl::FlushSlots).
+using PplFlush = absl::FunctionRef<absl::Status(const std::vector<bool>&)>;
+
 // The live log of a PPL array: per slot, the batch being logged or held
 // and the stripes waiting for the next one.
 class PplLog {
@@ -67,10 +74,13 @@ class PplLog {
   class Hold {
    public:
     Hold() = default;
-    Hold(Hold&& o) noexcept : log_(o.log_), slot_(o.slot_) { o.log_ = nullptr; }
+    Hold(Hold&& o) noexcept;
     Hold& operator=(Hold&& o) noexcept;
     ~Hold() { Release(); }
     bool held() const { return log_ != nullptr; }
+    // Slot `slot`'s member was written (or a write was tried) under this
+    // hold: the next batch flushes it before its header goes out.
+    void Wrote(int slot);
     void Release();
 
    private:
@@ -78,6 +88,7 @@ class PplLog {
     Hold(PplLog* log, int slot) : log_(log), slot_(slot) {}
     PplLog* log_ = nullptr;
     int slot_ = 0;
+    std::vector<bool> wrote_;
   };
 
   // `sb`: the array's superblock template (area placement, signature).
@@ -88,14 +99,17 @@ class PplLog {
   // ComputeWrite has run (`scratch`, `client` as ComputeWrite had them), on
   // `parity_member` (the plan's parity slot): waits until that slot's
   // previous batch is released, then the stripe's entries go out in the
-  // next batch's header (header and partial parity written, then flushed).
-  // Returns the stripe's hold: keep it until the stripe's member writes
-  // are flushed. REQUIRES: the plan writes parity; the caller holds no
-  // other hold of this log (a second would wait on the first forever).
-  // Errors name the member; a failed batch write fails every stripe in it.
+  // next batch's header (the members the last batch wrote flushed through
+  // `flush`, then header and partial parity written, then flushed).
+  // Returns the stripe's hold: mark each member written under it (Wrote)
+  // and keep it until those writes are done. REQUIRES: the plan writes
+  // parity; the caller holds no other hold of this log (a second would
+  // wait on the first forever). Errors name the member; a failed batch
+  // (flush or log write) fails every stripe in it.
   absl::StatusOr<Hold> LogStripe(uint64_t stripe, uint64_t a, uint64_t b,
                                  const WritePlan& plan, const uint8_t* scratch,
-                                 const uint8_t* client, Member& parity_member);
+                                 const uint8_t* client, Member& parity_member,
+                                 PplFlush flush);
 
   // Stripes waiting for slot `slot`'s next batch (tests, diagnostics).
   size_t Waiting(int slot) const;
@@ -113,6 +127,8 @@ class PplLog {
     uint64_t generation ABSL_GUARDED_BY(mu) = 0;
     bool writing ABSL_GUARDED_BY(mu) = false;  // a batch is going out
     int holds ABSL_GUARDED_BY(mu) = 0;         // live holds of the last batch
+    // Slots the last batch's stripes wrote: flushed before the next header.
+    std::vector<bool> unflushed ABSL_GUARDED_BY(mu);
     std::vector<Waiter*> queue ABSL_GUARDED_BY(mu);  // arrival order
   };
 

@@ -52,7 +52,7 @@ fi
 # (rebuild, replace, scrub) with I/O running, the control server's
 # connections, the NBD member's connection pools, the bitmap under array
 # writes, reshapes with clients writing during the copy, consistency
-# policy switches with clients writing. -DURAID_TSAN=ON
+# policy switches with clients writing, the PPL log's batches. -DURAID_TSAN=ON
 # switches libraid/src/base/sync.h's mutexes to std::mutex, which TSan
 # sees (Debian's libabsl is not built with TSan: absl::Mutex would give
 # false reports on every guarded field). halt_on_error: the first
@@ -61,7 +61,7 @@ fi
 # first; each one's output is shown when it fails.
 if [[ "${URAID_TSAN:-1}" != 0 ]]; then
   tsan_tests=(nbd_member_test jobs_test job_runner_test array_bitmap_test control_test
-              concurrency_test reshape_test ppl_switch_test)
+              concurrency_test reshape_test ppl_switch_test ppl_log_test)
   t=$SECONDS
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DURAID_TSAN=ON -DURAID_FUZZ=OFF \

@@ -134,7 +134,10 @@ void ArrayImpl::RunIo(MemberIo& io) {
       }
     }
   }
-  if (writes) writes_finished_.fetch_add(1);
+  if (writes) {
+    writes_finished_.fetch_add(1);
+    slot.writes_done.fetch_add(1);  // after its replacement copy, too
+  }
   // The member changed under the I/O: whatever it did went to a member that
   // no longer holds the slot (or read from one that does not yet).
   if (stale()) return;

@@ -43,6 +43,12 @@ struct Slot {
   // as well as to `member`.
   std::atomic<std::shared_ptr<Member>> replacement;
   std::atomic<uint64_t> repl_front{0};
+  // Data writes and discards done on this slot's member or replacement,
+  // and how many of them a completed flush of the slot had seen done
+  // before it began: FlushSlots skips a slot with nothing new since
+  // (ArrayImpl::RunIo counts, FlushSlots records).
+  std::atomic<uint64_t> writes_done{0};
+  std::atomic<uint64_t> flushed_upto{0};
   // Read errors corrected by rewriting (md's corrected read errors).
   std::atomic<uint32_t> read_errors{0};
   // Bumped (to odd) before and (to even) after every change of `member`

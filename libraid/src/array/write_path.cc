@@ -276,13 +276,28 @@ absl::Status ArrayImpl::CorrectPreReads(const Shape& sh, uint64_t stripe,
 absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which) {
   for (int attempt = 0; attempt <= static_cast<int>(which.size()); ++attempt) {
     std::vector<MemberIo> ios;
+    std::vector<uint64_t> marks;
     for (int i = 0; i < static_cast<int>(which.size()); ++i) {
-      if (which[i] && SlotPresent(i)) {
-        ios.push_back(MemberIo{MemberIo::kFlush, i, nullptr, 0, 0, {}});
-      }
+      if (!which[i] || !SlotPresent(i)) continue;
+      // Every write done before this load is covered by a flush issued
+      // after it; a slot whose count a finished flush already covered has
+      // nothing to make durable (a write still in flight is not the
+      // flush's to promise).
+      const uint64_t mark = slots_[i]->writes_done.load();
+      if (mark == slots_[i]->flushed_upto.load()) continue;
+      ios.push_back(MemberIo{MemberIo::kFlush, i, nullptr, 0, 0, {}});
+      marks.push_back(mark);
     }
+    if (ios.empty()) return absl::OkStatus();
     // Flushes address no data: any shape's offsets will do.
     Submit(CurrentShape(), ios);
+    for (size_t k = 0; k < ios.size(); ++k) {
+      if (!ios[k].status.ok()) continue;
+      std::atomic<uint64_t>& upto = slots_[ios[k].slot]->flushed_upto;
+      uint64_t seen = upto.load();
+      while (seen < marks[k] && !upto.compare_exchange_weak(seen, marks[k])) {
+      }
+    }
     bool slot_failed;
     absl::Status st = AbsorbFailures(ios, &slot_failed);
     if (st.ok()) return st;

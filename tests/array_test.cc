@@ -439,28 +439,6 @@ TEST(ArrayWrite, PlanChoiceByMemberIoCounts) {
   EXPECT_EQ(*n, 0u);
 }
 
-// A flush goes only to members written since their last flush: one with
-// nothing new is already durable (FlushSlots' per-slot marks).
-TEST(ArrayFlush, MembersWithNothingNewSinceTheirLastFlushAreNotFlushed) {
-  auto m = MakeMembers(5);
-  CreateOptions o = Opts();
-  o.cache.bytes = 0;  // write-through: the write reaches its members itself
-  auto a = MustCreate(m, o);
-  auto data = Pattern(4096, 3);
-  ASSERT_TRUE(a->Write(data.data(), data.size(), 4096).ok());
-  const uint64_t before = a->Info().counters.member_flushes;
-  ASSERT_TRUE(a->Flush().ok());
-  const uint64_t after_first = a->Info().counters.member_flushes;
-  // The RMW wrote a data and a parity member; whatever flushed them (this
-  // Flush, or the safemode timer's clean mark had it fired), they were
-  // flushed, and no other member had anything to flush.
-  EXPECT_GE(after_first - before, 1u);
-  EXPECT_LE(after_first - before, 2u);
-  // Nothing written since: a second flush issues no member flush at all.
-  ASSERT_TRUE(a->Flush().ok());
-  EXPECT_EQ(a->Info().counters.member_flushes, after_first);
-}
-
 TEST(ArrayWrite, MemberFailureDuringWriteIsAbsorbed) {
   auto base = MakeMembers(4);
   std::vector<std::shared_ptr<FaultyMember>> f;

@@ -475,7 +475,12 @@ class ArrayImpl : private JobHost {
                                   const SlotGens& gens, bool force_rcw,
                                   bool* slot_failed,
                                   std::vector<bool>* touched);
-  absl::Status FlushSlots(const std::vector<bool>& which);
+  // Flushes the members of the slots marked in `which` (each slot's
+  // replacement too), failing those that cannot. `only_dirty`: skips a
+  // slot with no data write done since a finished flush of it (the PPL
+  // log's batches; a client flush reaches every member).
+  absl::Status FlushSlots(const std::vector<bool>& which,
+                          bool only_dirty = false);
   // Corrects read errors among a write plan's pre-reads (see array.cc).
   // REQUIRES: the stripe lock.
   absl::Status CorrectPreReads(const Shape& sh, uint64_t stripe,
@@ -521,12 +526,13 @@ class ArrayImpl : private JobHost {
   absl::Status RunRecovery(int slot, bool replace);
   absl::Status RunScrub(bool repair);
   // Rebuilds (or, for a replace, copies) up to `count` stripes from `from`
-  // of `slot` at once, their member I/O in flight together, `buf_len` bytes
-  // of `bufs` per stripe. Holds all their stripe locks until the front has
-  // moved past the ones done, so no client write can slip between a
+  // of `slot`, kJobDepth at once (a sliding window), `buf_len` bytes of
+  // `bufs` per worker (kJobDepth of them). Holds each stripe's lock until
+  // the front has moved past it, so no client write can slip between a
   // stripe's copy and the front; the window ends early at a stripe a
   // client holds. Returns how many stripes from `from` are done (the front
-  // moved that far); none sets `*error` or `*target_gone`.
+  // moved that far); fewer than asked sets `*error` or `*target_gone`
+  // unless the window ended at a client's stripe.
   uint64_t RebuildStripes(const Shape& sh, int slot, uint64_t from,
                           uint64_t count, uint8_t* bufs, size_t buf_len,
                           absl::Status* error, bool* target_gone);

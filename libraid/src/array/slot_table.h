@@ -45,8 +45,8 @@ struct Slot {
   std::atomic<uint64_t> repl_front{0};
   // Data writes and discards done on this slot's member or replacement,
   // and how many of them a completed flush of the slot had seen done
-  // before it began: FlushSlots skips a slot with nothing new since
-  // (ArrayImpl::RunIo counts, FlushSlots records).
+  // before it began: FlushSlots(only_dirty) skips a slot with nothing new
+  // since (ArrayImpl::RunIo counts, FlushSlots records).
   std::atomic<uint64_t> writes_done{0};
   std::atomic<uint64_t> flushed_upto{0};
   // Read errors corrected by rewriting (md's corrected read errors).

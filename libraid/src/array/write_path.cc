@@ -226,7 +226,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
           ppl_hold,
           ppl->LogStripe(stripe, a, b, plan, scratch.data(), src, *pm,
                          [this](const std::vector<bool>& which) {
-                           return FlushSlots(which);
+                           return FlushSlots(which, /*only_dirty=*/true);
                          }));
     }
   }
@@ -273,7 +273,8 @@ absl::Status ArrayImpl::CorrectPreReads(const Shape& sh, uint64_t stripe,
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which) {
+absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which,
+                                   bool only_dirty) {
   for (int attempt = 0; attempt <= static_cast<int>(which.size()); ++attempt) {
     std::vector<MemberIo> ios;
     std::vector<uint64_t> marks;
@@ -282,9 +283,11 @@ absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which) {
       // Every write done before this load is covered by a flush issued
       // after it; a slot whose count a finished flush already covered has
       // nothing to make durable (a write still in flight is not the
-      // flush's to promise).
+      // flush's to promise). Only where asked: a client's flush reaches
+      // every member, as md's does, which is also how a member that died
+      // while idle is noticed.
       const uint64_t mark = slots_[i]->writes_done.load();
-      if (mark == slots_[i]->flushed_upto.load()) continue;
+      if (only_dirty && mark == slots_[i]->flushed_upto.load()) continue;
       ios.push_back(MemberIo{MemberIo::kFlush, i, nullptr, 0, 0, {}});
       marks.push_back(mark);
     }

@@ -210,7 +210,7 @@ void JobRunner::Thread() {
 }
 
 void JobRunner::Progress(uint64_t done_bytes) {
-  int milestone = 0;
+  std::vector<int> milestones;
   JobInfo job;
   {
     MutexLock lock(&mu_);
@@ -230,16 +230,19 @@ void JobRunner::Progress(uint64_t done_bytes) {
     }
     if (IsRecovery(job_.kind) && job_.total_bytes > 0) {
       const int pct = static_cast<int>(done_bytes * 100 / job_.total_bytes);
-      // md's monitor reports 20, 40, 60 and 80 per cent, each once.
+      // md's monitor reports 20, 40, 60 and 80 per cent, each once, also
+      // when one step of the job crosses several.
       const int reached = std::min(80, pct / 20 * 20);
+      for (int m = milestone_ + 20; m <= reached; m += 20) {
+        milestones.push_back(m);
+      }
       if (reached > milestone_) {
         milestone_ = reached;
-        milestone = reached;
         job = job_;
       }
     }
   }
-  if (milestone != 0) host_->JobMilestone(job, milestone);
+  for (int m : milestones) host_->JobMilestone(job, m);
 }
 
 void JobRunner::SetTotals(uint64_t total_bytes, uint64_t done_bytes) {

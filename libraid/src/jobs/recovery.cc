@@ -19,6 +19,10 @@ constexpr int64_t kCheckpointNs = 1'000'000'000;
 constexpr uint64_t kHoleWindowStripes = 256;
 // Work per member I/O of a rebuild: bounds memory for large chunks.
 constexpr uint64_t kRebuildWindow = 1 << 20;
+// Stripes one rebuild window may take (kJobDepth of them in flight at
+// once): the members drain only at a window's end, so a long window keeps
+// them busy; the stripe locks of done stripes go as the front passes them.
+constexpr uint64_t kRecoveryWindowStripes = 8 * kJobDepth;
 
 }  // namespace
 
@@ -140,40 +144,86 @@ uint64_t ArrayImpl::RebuildStripes(const Shape& sh, int slot, uint64_t from,
   count = std::min(count, sh.geo.stripe_count() - from);
   if (count == 0) return 0;
   Slot& s = *slots_[slot];
-  // The first lock is waited for; the rest only taken while free, so a
-  // client holding a stripe further on shortens the window instead of
-  // holding up the stripes before it.
+  // A sliding window: kJobDepth workers claim the window's stripes in
+  // order, each taking the next as soon as its last is done, so one
+  // stripe's write overlaps the next stripes' reads and the members only
+  // drain at the window's end. Stripe locks are taken as stripes are
+  // claimed, in ascending order: the first waited for (nothing is held
+  // then), the rest only while free, so a client holding a stripe further
+  // on ends the window there instead of holding up the stripes before it.
+  // A stripe's lock is held until the front has moved past it, so no
+  // client write can slip between its copy and the front; the front moves
+  // (and those locks go) as soon as an unbroken run from `from` is done.
+  struct Window {
+    Mutex mu;
+    uint64_t next ABSL_GUARDED_BY(mu) = 1;  // next to claim; 0 is claimed
+    uint64_t end ABSL_GUARDED_BY(mu);       // claims stop here
+    uint64_t prefix ABSL_GUARDED_BY(mu) = 0;  // done from `from`, unlocked
+    std::vector<char> state ABSL_GUARDED_BY(mu);  // 0 busy, 1 done, 2 not
+    std::vector<absl::Status> status ABSL_GUARDED_BY(mu);
+    std::vector<char> gone ABSL_GUARDED_BY(mu);
+  } w;
+  {
+    MutexLock lock(&w.mu);
+    w.end = count;
+    w.state.assign(count, 0);
+    w.status.assign(count, absl::OkStatus());
+    w.gone.assign(count, 0);
+  }
   locks_.Lock(LockKey(sh, from));
-  for (uint64_t i = 1; i < count; ++i) {
-    if (!locks_.TryLock(LockKey(sh, from + i))) {
-      count = i;
-      break;
-    }
-  }
-  std::vector<absl::Status> status(count);
-  std::unique_ptr<bool[]> gone(new bool[count]());
-  RunWindow(count, [&](uint64_t i) {
-    status[i] = RebuildStripeLocked(sh, slot, from + i, bufs + i * buf_len,
-                                    buf_len, &gone[i]);
-  });
-  uint64_t done = 0;
-  while (done < count && status[done].ok() && !gone[done]) ++done;
-  if (done > 0) {
-    // Stripes past a failed one were copied too, but the front may claim
-    // only an unbroken run; they are done again on the next attempt.
+  auto finish = [&](uint64_t i, absl::Status st, bool gone) {
+    MutexLock lock(&w.mu);
+    const bool ok = st.ok() && !gone;
+    w.state[i] = ok ? 1 : 2;
+    w.status[i] = std::move(st);
+    w.gone[i] = gone;
+    if (!ok) w.end = std::min(w.end, i + 1);  // nothing new past a failure
+    const uint64_t was = w.prefix;
+    while (w.prefix < count && w.state[w.prefix] == 1) ++w.prefix;
+    if (w.prefix == was) return;
     if (s.state.load() == SlotState::kRebuilding) {
-      s.front.store(from + done, std::memory_order_release);
+      s.front.store(from + w.prefix, std::memory_order_release);
     } else {
-      s.repl_front.store(from + done, std::memory_order_release);
+      s.repl_front.store(from + w.prefix, std::memory_order_release);
     }
-    counters_.recovered_stripes.fetch_add(done, std::memory_order_relaxed);
+    counters_.recovered_stripes.fetch_add(w.prefix - was,
+                                          std::memory_order_relaxed);
+    for (uint64_t k = was; k < w.prefix; ++k) {
+      locks_.Unlock(LockKey(sh, from + k));
+    }
+  };
+  const uint64_t workers = std::min<uint64_t>(count, kJobDepth);
+  RunWindow(workers, [&](uint64_t worker) {
+    uint8_t* buf = bufs + worker * buf_len;
+    uint64_t i = worker == 0 ? 0 : count;  // worker 0 starts with stripe 0
+    for (;;) {
+      if (i == count) {
+        MutexLock lock(&w.mu);
+        if (w.next >= w.end) return;
+        if (!locks_.TryLock(LockKey(sh, from + w.next))) {
+          w.end = w.next;
+          return;
+        }
+        i = w.next++;
+      }
+      bool gone = false;
+      absl::Status st =
+          RebuildStripeLocked(sh, slot, from + i, buf, buf_len, &gone);
+      finish(i, std::move(st), gone);
+      i = count;
+    }
+  });
+  MutexLock lock(&w.mu);
+  // Stripes claimed past a failed one were copied too, but the front may
+  // claim only an unbroken run; they are done again on the next attempt.
+  for (uint64_t k = w.prefix; k < w.next; ++k) {
+    locks_.Unlock(LockKey(sh, from + k));
   }
-  for (uint64_t i = 0; i < count; ++i) locks_.Unlock(LockKey(sh, from + i));
-  if (done < count) {
-    *error = status[done];
-    *target_gone = gone[done];
+  if (w.prefix < count && w.prefix < w.next) {
+    *error = w.status[w.prefix];
+    *target_gone = w.gone[w.prefix];
   }
-  return done;
+  return w.prefix;
 }
 
 absl::Status ArrayImpl::CheckpointRecovery(int slot) {
@@ -213,6 +263,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   }
   StripePass pass;
   pass.stripe_work = C;  // the limits count stripes rebuilt, not skipped
+  pass.max_window = kRecoveryWindowStripes;
   pass.skip = [&](uint64_t at) {
     if (s.state.load() != SlotState::kRebuilding) return at;
     return at + SkipRecoveryWindow(sh, slot, at, kHoleWindowStripes);

@@ -19,9 +19,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "format/ppl_format.h"
-#include "plan/stripe_plan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plan/stripe_plan.h"
 #include "test_util.h"
 #include "uraid/array.h"
 
@@ -271,33 +271,6 @@ TEST_F(PplArrayTest, BatchLeaderSkipsMembersAFlushAlreadyCovered) {
   }
 }
 
-// A member that counts its writes and can be told to fail them.
-class CountingMember : public Member {
- public:
-  explicit CountingMember(std::shared_ptr<Member> m) : m_(std::move(m)) {}
-  absl::Status Read(void* buf, size_t len, uint64_t off) override {
-    return m_->Read(buf, len, off);
-  }
-  absl::Status Write(const void* buf, size_t len, uint64_t off) override {
-    writes.fetch_add(1);
-    if (fail.load()) return absl::UnavailableError("injected write error");
-    return m_->Write(buf, len, off);
-  }
-  absl::Status Flush() override { return m_->Flush(); }
-  absl::Status Discard(size_t len, uint64_t off) override {
-    return m_->Discard(len, off);
-  }
-  bool DiscardZeroes() const override { return m_->DiscardZeroes(); }
-  uint64_t Size() const override { return m_->Size(); }
-  const std::string& Name() const override { return m_->Name(); }
-
-  std::atomic<int> writes{0};
-  std::atomic<bool> fail{false};
-
- private:
-  std::shared_ptr<Member> m_;
-};
-
 // Stripes logged straight through a PplLog: each writes 4 KiB of data
 // index 0, so its log is one entry with 4 KiB of partial parity.
 class PplBatchTest : public PplArrayTest {
@@ -309,7 +282,7 @@ class PplBatchTest : public PplArrayTest {
     absl::StatusOr<std::shared_ptr<PplLog>> log = PplLog::Make(*geo_, sb_);
     ASSERT_TRUE(log.ok()) << log.status();
     log_ = *log;
-    parity_ = std::make_unique<CountingMember>(members_[0]);
+    parity_ = std::make_unique<FaultyMember>(members_[0]);
   }
 
   // The k-th stripe whose parity is on slot 0.
@@ -333,13 +306,13 @@ class PplBatchTest : public PplArrayTest {
     Logged out{absl::UnknownError("not logged"), {}};
     out.want = *BuildPplStripeLog(*geo_, stripe, 0, 4096, plan, scratch.data(),
                                   client.data());
-    out.hold = log_->LogStripe(
-        stripe, 0, 4096, plan, scratch.data(), client.data(), *parity_,
-        [this](const std::vector<bool>& which) {
-          std::lock_guard<std::mutex> lock(flush_mu_);
-          flushes_.push_back(which);
-          return flush_status_;
-        });
+    out.hold =
+        log_->LogStripe(stripe, 0, 4096, plan, scratch.data(), client.data(),
+                        *parity_, [this](const std::vector<bool>& which) {
+                          std::lock_guard<std::mutex> lock(flush_mu_);
+                          flushes_.push_back(which);
+                          return flush_status_;
+                        });
     return out;
   }
 
@@ -357,10 +330,15 @@ class PplBatchTest : public PplArrayTest {
     return log_->Waiting(0) == n;
   }
 
+  // Writes the parity member (slot 0) has been asked for, failed or not.
+  int parity_writes() const {
+    return static_cast<int>(parity_->counters().writes);
+  }
+
   std::optional<Geometry> geo_;  // Geometry has no default
   Superblock sb_;
   std::shared_ptr<PplLog> log_;
-  std::unique_ptr<CountingMember> parity_;
+  std::unique_ptr<FaultyMember> parity_;  // counts writes, fails them
   std::mutex flush_mu_;
   std::vector<std::vector<bool>> flushes_;  // each flush's slots
   absl::Status flush_status_;
@@ -369,7 +347,7 @@ class PplBatchTest : public PplArrayTest {
 TEST_F(PplBatchTest, StripesWaitingOnAHeldSlotGoOutInOneHeader) {
   Logged first = Log(StripeOnSlot0(0), 1);
   ASSERT_TRUE(first.hold.ok()) << first.hold.status();
-  EXPECT_EQ(parity_->writes.load(), 1);
+  EXPECT_EQ(parity_writes(), 1);
   constexpr int kWaiters = 5;
   std::vector<Logged> logged(kWaiters);
   std::vector<std::thread> threads;
@@ -379,13 +357,13 @@ TEST_F(PplBatchTest, StripesWaitingOnAHeldSlotGoOutInOneHeader) {
   }
   ASSERT_TRUE(WaitForQueue(kWaiters));
   // Held: the slot logs nothing new, whatever waits.
-  EXPECT_EQ(parity_->writes.load(), 1);
+  EXPECT_EQ(parity_writes(), 1);
   EXPECT_TRUE(flushes_.empty()) << "nothing was written before the first";
   first.hold->Wrote(1);
   first.hold->Wrote(0);
   first.hold->Release();
   for (std::thread& t : threads) t.join();
-  EXPECT_EQ(parity_->writes.load(), 2) << "one batch for the five waiters";
+  EXPECT_EQ(parity_writes(), 2) << "one batch for the five waiters";
   // Before its header replaced the first's, the batch flushed what the
   // first stripe wrote, once.
   ASSERT_EQ(flushes_.size(), 1u);
@@ -405,8 +383,8 @@ TEST_F(PplBatchTest, StripesWaitingOnAHeldSlotGoOutInOneHeader) {
     }
     ASSERT_NE(mine, nullptr) << "entry for sector " << e.data_sector;
     EXPECT_EQ(e, mine->want.entries[0]);
-    EXPECT_TRUE(std::memcmp(area.data() + pp_at, mine->want.partial_parity.data(),
-                            e.pp_size) == 0);
+    EXPECT_TRUE(std::memcmp(area.data() + pp_at,
+                            mine->want.partial_parity.data(), e.pp_size) == 0);
     pp_at += e.pp_size;
   }
   // The batch holds the slot until its last stripe lets go.
@@ -418,12 +396,12 @@ TEST_F(PplBatchTest, StripesWaitingOnAHeldSlotGoOutInOneHeader) {
     logged[i].hold->Release();
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(parity_->writes.load(), 2);
+  EXPECT_EQ(parity_writes(), 2);
   logged[kWaiters - 1].hold->Wrote(2);
   logged[kWaiters - 1].hold->Release();
   late.join();
   ASSERT_TRUE(next.hold.ok()) << next.hold.status();
-  EXPECT_EQ(parity_->writes.load(), 3);
+  EXPECT_EQ(parity_writes(), 3);
   ASSERT_EQ(flushes_.size(), 2u);
   EXPECT_THAT(flushes_[1], ::testing::ElementsAre(false, false, true, true));
 }
@@ -437,7 +415,7 @@ TEST_F(PplBatchTest, AFailedBatchWriteFailsEveryStripeInItAndHoldsNothing) {
     threads.emplace_back([&, i] { logged[i] = Log(StripeOnSlot0(i + 1), 5); });
   }
   ASSERT_TRUE(WaitForQueue(3));
-  parity_->fail = true;
+  parity_->SetFailed(true);
   first.hold->Release();
   for (std::thread& t : threads) t.join();
   for (const Logged& l : logged) {
@@ -446,10 +424,10 @@ TEST_F(PplBatchTest, AFailedBatchWriteFailsEveryStripeInItAndHoldsNothing) {
                 ::testing::HasSubstr(absl::StrCat(members_[0]->Name(),
                                                   ": writing the partial")));
     EXPECT_THAT(l.hold.status().message(),
-                ::testing::HasSubstr("injected write error"));
+                ::testing::HasSubstr("injected I/O error"));
   }
   // Nothing of the failed batch holds the slot: the next stripe logs.
-  parity_->fail = false;
+  parity_->SetFailed(false);
   Logged after = Log(StripeOnSlot0(5), 6);
   ASSERT_TRUE(after.hold.ok()) << after.hold.status();
   // A flush of the last batch's members that fails fails the next batch,
@@ -457,12 +435,12 @@ TEST_F(PplBatchTest, AFailedBatchWriteFailsEveryStripeInItAndHoldsNothing) {
   after.hold->Wrote(2);
   after.hold->Release();
   flush_status_ = absl::UnavailableError("injected flush error");
-  const int writes = parity_->writes.load();
+  const int writes = parity_writes();
   Logged refused = Log(StripeOnSlot0(6), 7);
   ASSERT_FALSE(refused.hold.ok());
   EXPECT_THAT(refused.hold.status().message(),
               ::testing::HasSubstr("injected flush error"));
-  EXPECT_EQ(parity_->writes.load(), writes);
+  EXPECT_EQ(parity_writes(), writes);
   flush_status_ = absl::OkStatus();
   Logged again = Log(StripeOnSlot0(7), 8);
   ASSERT_TRUE(again.hold.ok()) << again.hold.status();

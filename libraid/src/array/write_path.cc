@@ -223,11 +223,11 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   if (ppl != nullptr && plan.mode != WriteMode::kParityGone) {
     if (std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load()) {
       ASSIGN_OR_RETURN(
-          ppl_hold,
-          ppl->LogStripe(stripe, a, b, plan, scratch.data(), src, *pm,
-                         [this](const std::vector<bool>& which) {
-                           return FlushSlots(which, /*only_dirty=*/true);
-                         }));
+          ppl_hold, ppl->LogStripe(stripe, a, b, plan, scratch.data(), src, *pm,
+                                   [this](const std::vector<bool>& which) {
+                                     return FlushSlots(which,
+                                                       /*only_dirty=*/true);
+                                   }));
     }
   }
   std::vector<MemberIo> writes = PlannedMemberIos(

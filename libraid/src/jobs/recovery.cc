@@ -156,9 +156,9 @@ uint64_t ArrayImpl::RebuildStripes(const Shape& sh, int slot, uint64_t from,
   // (and those locks go) as soon as an unbroken run from `from` is done.
   struct Window {
     Mutex mu;
-    uint64_t next ABSL_GUARDED_BY(mu) = 1;  // next to claim; 0 is claimed
-    uint64_t end ABSL_GUARDED_BY(mu);       // claims stop here
-    uint64_t prefix ABSL_GUARDED_BY(mu) = 0;  // done from `from`, unlocked
+    uint64_t next ABSL_GUARDED_BY(mu) = 1;        // next to claim; 0 is claimed
+    uint64_t end ABSL_GUARDED_BY(mu);             // claims stop here
+    uint64_t prefix ABSL_GUARDED_BY(mu) = 0;      // done from `from`, unlocked
     std::vector<char> state ABSL_GUARDED_BY(mu);  // 0 busy, 1 done, 2 not
     std::vector<absl::Status> status ABSL_GUARDED_BY(mu);
     std::vector<char> gone ABSL_GUARDED_BY(mu);

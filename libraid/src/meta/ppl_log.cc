@@ -20,6 +20,14 @@ constexpr uint64_t kSectorBytes = 512;
 // parity (ppl_validate_rdev).
 constexpr uint64_t kMinAreaBytes = kPplHeaderBytes + 4096;
 
+// Marks in `into` every slot `from` marks, growing `into` as needed.
+void MarkAll(const std::vector<bool>& from, std::vector<bool>& into) {
+  if (into.size() < from.size()) into.resize(from.size());
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i]) into[i] = true;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<PplArea> PplAreaOf(const Superblock& sb) {
@@ -134,10 +142,7 @@ void PplLog::Hold::Release() {
   if (log_ == nullptr) return;
   Slot& s = *log_->slots_[slot_];
   MutexLock lock(&s.mu);
-  if (s.unflushed.size() < wrote_.size()) s.unflushed.resize(wrote_.size());
-  for (size_t i = 0; i < wrote_.size(); ++i) {
-    if (wrote_[i]) s.unflushed[i] = true;
-  }
+  MarkAll(wrote_, s.unflushed);
   --s.holds;
   log_ = nullptr;
   wrote_.clear();
@@ -149,8 +154,8 @@ absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
     PplFlush flush) {
   const int slot = plan.parity_slot;
   Waiter me{stripe};
-  ASSIGN_OR_RETURN(me.log, BuildPplStripeLog(geo_, stripe, a, b, plan,
-                                             scratch, client));
+  ASSIGN_OR_RETURN(
+      me.log, BuildPplStripeLog(geo_, stripe, a, b, plan, scratch, client));
   Slot& s = *slots_[slot];
   MutexLock lock(&s.mu);
   s.queue.push_back(&me);
@@ -195,16 +200,12 @@ absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
     s.mu.Lock();
     if (!st.ok()) {
       // Not known durable: the next batch tries them again.
-      if (s.unflushed.size() < unflushed.size()) {
-        s.unflushed.resize(unflushed.size());
-      }
-      for (size_t i = 0; i < unflushed.size(); ++i) {
-        if (unflushed[i]) s.unflushed[i] = true;
-      }
+      MarkAll(unflushed, s.unflushed);
     }
     s.writing = false;
     // Every stripe of a logged batch holds the slot until its writes are
-    // flushed; a failed batch holds nothing (none of it goes on).
+    // done (the next batch's leader flushes them); a failed batch holds
+    // nothing (none of it goes on).
     s.holds = st.ok() ? static_cast<int>(batch.size()) : 0;
     for (Waiter* w : batch) {
       w->status = st;
@@ -212,11 +213,11 @@ absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
     }
   }
   if (!me.status.ok()) {
-    return absl::Status(me.status.code(),
-                        absl::StrFormat("%s: writing the partial parity log "
-                                        "of stripe %u: %s",
-                                        parity_member.Name(), stripe,
-                                        me.status.message()));
+    return absl::Status(
+        me.status.code(),
+        absl::StrFormat("%s: writing the partial parity log "
+                        "of stripe %u: %s",
+                        parity_member.Name(), stripe, me.status.message()));
   }
   return Hold(this, slot);
 }

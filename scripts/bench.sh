@@ -3,8 +3,9 @@
 # Benchmarks uraid against nbdkit's file plugin in the same run and prints
 # one table of ratios, then the write-intent bitmap's cost, the ppl
 # consistency policy against the bitmap, rebuild, scrub
-# and resync-after-crash rates (see tools/bench.py for what is measured and
-# how).
+# and resync-after-crash rates, then rebuild, check, resync and reshape on
+# members behind nbdkit's rate and delay filters (see tools/bench.py for what
+# is measured and how).
 #   scripts/bench.sh [--dir DIR] [--runtime S] [--repeat N] [--only TEXT]
 #                    [--sweep CACHES]
 # Members live on /dev/shm unless --dir names a disk directory. The defaults
@@ -20,5 +21,8 @@ if [[ -x build-release/tools/bench/uraid_microbench ]] ||
   echo "== in-process (Google Benchmark, memory members)"
   build-release/tools/bench/uraid_microbench --benchmark_min_time=0.2
 fi
+# The jobs table (issue 16): member files on the root filesystem (disk-like)
+# and on /dev/shm, each with the rate filter alone and with 2 ms latency.
 exec /usr/bin/python3 tools/bench.py --build build-release --runtime 4 \
-  --sweep 0,16M,64M,256M "$@"
+  --sweep 0,16M,64M,256M --job-latency-ms 0,2 --job-dirs /var/tmp,/dev/shm \
+  "$@"

@@ -189,11 +189,17 @@ def main():
                     help="bitmap regions written before the kill -9")
     ap.add_argument("--resync-write-s", default=1.5, type=float,
                     help="seconds of writes before the kill -9")
-    ap.add_argument("--job-latency-ms", default=None, type=int,
+    ap.add_argument("--job-latency-ms", default=None,
                     help="also run the jobs-on-slow-members part: rebuild, "
                          "check, resync and reshape over nbdkit file "
-                         "exports behind rate=800M and this latency (0: "
-                         "the rate filter alone)")
+                         "exports behind rate=800M and this latency in ms "
+                         "(0: the rate filter alone); a comma list gives a "
+                         "column each, e.g. 0,2")
+    ap.add_argument("--job-dirs", default=None,
+                    help="comma list of directories for the members of the "
+                         "jobs part, a column each (default: --dir, else "
+                         "/dev/shm); e.g. /var/tmp,/dev/shm for disk-like "
+                         "and memory-speed files")
     ap.add_argument("--job-member-size", default=256, type=int,
                     help="MiB per member of the jobs-on-slow-members part")
     ap.add_argument("--delay-ms", default=0, type=int,
@@ -1404,18 +1410,55 @@ def bench_delay_members(args, plugin, tool):
 
 
 def bench_jobs_on_slow_members(args, plugin, tool):
-    """Six nbdkit file exports on --dir, each behind --filter=rate
+    """Issue 16's table: jobs_column for every directory of --job-dirs
+    (default: --dir) and every latency of --job-latency-ms, one column
+    each, in member bytes per second against the nominal member rate."""
+    dirs = [d for d in (args.job_dirs or args.dir or "/dev/shm").split(",")
+            if d]
+    lats = [int(x) for x in str(args.job_latency_ms).split(",") if x != ""]
+    columns = []
+    for d in dirs:
+        fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", d],
+                            check=True, capture_output=True,
+                            text=True).stdout.strip()
+        for lat in lats:
+            name = f"{fs} ({d})" + (f" + {lat} ms" if lat else "")
+            columns.append((name, jobs_column(args, plugin, tool, d, lat)))
+    mib = args.job_member_size
+    print(f"\njobs on members like disks: 6 nbdkit file exports per column "
+          f"({mib} MiB each, full of data) behind rate=800M burstiness=0.1 "
+          f"(and the delay filter where a latency is given: delay-read and "
+          f"delay-write), chunk 512K, 4 in the array; member bytes per "
+          f"second against the nominal 100 MB/s, median of {args.repeat} "
+          f"(wall time from the request to idle):\n")
+    print("| job, 4 members | " + " | ".join(n for n, _ in columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for job in columns[0][1]:
+        cells = []
+        for _, samples in columns:
+            v = samples[job]
+            if not v:
+                cells.append("")
+                continue
+            med = statistics.median(v)
+            cells.append(f"{med:.1f} ({med / 100.0:.2f}x; "
+                         f"{', '.join(f'{x:.0f}' for x in v)})")
+        print(f"| {job} | " + " | ".join(cells) + " |")
+    return columns
+
+
+def jobs_column(args, plugin, tool, directory, lat):
+    """Six nbdkit file exports on `directory`, each behind --filter=rate
     rate=800M (100 MB/s each way, the nominal member rate) and
     --filter=delay (--job-latency-ms per read and write); the array over the
     first four, served with a control socket. Times, in member bytes per
     second against the nominal rate: a rebuild onto the fifth (fail +
     remove + add, until idle), a check (--wait), the resync of a fresh
     array (uraid create's initial parity over members full of data) and a
-    4 -> 5 reshape onto the sixth (grow --wait). Medians of --repeat."""
-    lat = args.job_latency_ms
+    4 -> 5 reshape onto the sixth (grow --wait), `lat` ms of latency per
+    read and write (0: the rate filter alone). Returns the samples."""
     mib = args.job_member_size
-    rate_mbs = 100.0
-    work = tempfile.mkdtemp(prefix="uraid-bench-jobs-", dir=args.dir)
+    work = tempfile.mkdtemp(prefix="uraid-bench-jobs-", dir=directory)
     servers = []
     samples = {"rebuild": [], "check": [], "resync": [], "reshape 4->5": []}
 
@@ -1489,26 +1532,13 @@ def bench_jobs_on_slow_members(args, plugin, tool):
                     member / (time.time() - t0) / 1e6)
             finally:
                 srv.stop()
-            log(f"bench: jobs on slow members, run {rep + 1}: " +
+            log(f"bench: jobs on {directory} + {lat} ms, run {rep + 1}: " +
                 ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in
                           samples.items()))
     finally:
         for s in servers:
             s.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\njobs on members like disks: 6 nbdkit file exports on "
-          f"{args.dir} ({mib} MiB each, full of data) behind rate=800M "
-          f"burstiness=0.1 and "
-          f"delay-read/delay-write={lat} ms, chunk 512K, 4 in the array; "
-          f"member bytes per second, median of {args.repeat} (wall time from "
-          f"the request to idle, including polling):\n")
-    print("| job | MB/s | vs member rate (100 MB/s) | samples |")
-    print("|---|---|---|---|")
-    for k, v in samples.items():
-        if v:
-            med = statistics.median(v)
-            print(f"| {k} | {med:.1f} | {med / rate_mbs:.2f}x | "
-                  f"{', '.join(f'{x:.0f}' for x in v)} |")
     return samples
 
 

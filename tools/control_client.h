@@ -36,6 +36,9 @@ class ControlClient {
   // The "detail" request, decoded.
   absl::StatusOr<ArrayInfo> Detail();
 
+  // The socket's path, as given to Connect.
+  const std::string& path() const { return path_; }
+
  private:
   ControlClient(int fd, std::string path, int timeout_ms)
       : fd_(fd), path_(std::move(path)), timeout_ms_(timeout_ms) {}

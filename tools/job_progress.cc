@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "event_stream.h"
 
 namespace uraid::tool {
 
@@ -131,6 +132,29 @@ absl::StatusOr<ArrayInfo> WaitForJobs(ControlClient& client, bool watch,
   const auto pickup_deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(5);
   ProgressDrawer drawer(stdout);
+  // Wakes the poll below when something happens. Opened before the first
+  // poll, so a job ending between that poll and the wait still wakes it.
+  absl::StatusOr<std::unique_ptr<EventStream>> events =
+      EventStream::Open(client.path(), /*cancel_fd=*/-1);
+  if (events.ok()) {
+    // The current state's lines come first: not news.
+    for (int i = 0; i < (*events)->initial(); ++i) {
+      if (!(*events)->Next(1000).ok()) break;
+    }
+  }
+  // Waits up to `ms` for an event, or sleeps `ms` without a stream (or
+  // once it broke: a server going away is for Detail to report).
+  const auto wait = [&](int ms) {
+    if (events.ok()) {
+      absl::StatusOr<EventJson> e = (*events)->Next(ms);
+      if (e.ok() || e.status().code() == absl::StatusCode::kDeadlineExceeded ||
+          e.status().code() == absl::StatusCode::kInvalidArgument) {
+        return;
+      }
+      events = e.status();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  };
   while (true) {
     absl::StatusOr<ArrayInfo> info = client.Detail();
     if (!info.ok()) {
@@ -140,7 +164,7 @@ absl::StatusOr<ArrayInfo> WaitForJobs(ControlClient& client, bool watch,
     if (info->job.kind == JobKind::kNone && started_after != nullptr &&
         SameJob(info->last_job, *started_after) &&
         std::chrono::steady_clock::now() < pickup_deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      wait(50);
       continue;  // not picked up yet
     }
     started_after = nullptr;  // seen running or finished
@@ -151,7 +175,7 @@ absl::StatusOr<ArrayInfo> WaitForJobs(ControlClient& client, bool watch,
       return info;
     }
     if (watch) drawer.Draw(info->job);
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    wait(500);
   }
 }
 

@@ -52,9 +52,12 @@ class ProgressDrawer {
   JobKind last_kind_ = JobKind::kNone;
 };
 
-// Polls `client` every 0.5 s until no job runs, and returns the array's
-// state then. With `watch`, draws ProgressLine on stdout: redrawn in place
-// on a terminal, a new line per whole percent otherwise; then the outcome.
+// Polls `client` until no job runs, and returns the array's state then:
+// after every event on the socket's event stream (a job's end is one, so
+// the wait ends with the job, not up to a poll later) and at least every
+// 0.5 s (only that, where the stream cannot be opened).
+// With `watch`, draws ProgressLine on stdout: redrawn in place on a
+// terminal, a new line per whole percent otherwise; then the outcome.
 // `started_after`: the last_job seen before this tool started a job; while
 // no job shows and last_job is still that one, the new job has not been
 // picked up yet and waiting goes on (for up to 5 s).

@@ -890,9 +890,9 @@ def bench_rebuild_scrub(args, plugin, tool, work):
                       for _ in range(args.repeat)]
             alone = {k: statistics.median(a[k] for a in alones)
                      for k in ("mbs", "iops", "p99_us")}
-            run_tool(tool, "set", "--control", ctl, "--speed-max", "200000")
+            # One request: the pair is checked together (min <= max).
             run_tool(tool, "set", "--control", ctl, "--speed-min", "1000",
-                     "--busy-share", "25")
+                     "--speed-max", "200000", "--busy-share", "25")
             rate, avg, client = rebuild_beside(stream, run_s + 1, 1.0)
             keep = client["mbs"] / alone["mbs"] if alone["mbs"] else 0
             unthrottled = next((x["mbs"] for x in out["rows"]

@@ -6,6 +6,7 @@
 #
 #   FUZZ_SECONDS=600 ./scripts/fuzz.sh                 # every target, 10 min each
 #   FUZZ_TARGETS="io_sequence" FUZZ_SECONDS=3600 ./scripts/fuzz.sh
+#   FUZZ_JOBS=1 ./scripts/fuzz.sh                      # one target at a time
 #
 # Targets (fuzz/<name>_fuzz.cc, seeds in fuzz/corpus/<name>/):
 #   superblock   md v1.2 superblock decoder: no crash, re-encodes exactly
@@ -27,25 +28,50 @@ cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-10}
 read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry ppl io_sequence}"
 
+# URAID_SANITIZE=ON: the whole tree is ASan+UBSan (UBSan fatal), and the
+# fuzz targets link the tree's own `raid`, compiled once with coverage added
+# (fuzz/CMakeLists.txt). scripts/test.sh builds the unit tests in this same
+# tree for its ASan+UBSan pass, against that library, instead of compiling
+# libraid again in a tree of its own.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DURAID_SANITIZE=ON \
   ${URAID_LINE_TABLES_ONLY:+-DURAID_LINE_TABLES_ONLY=$URAID_LINE_TABLES_ONLY} \
   >/dev/null
 cmake --build build-fuzz --target "${targets[@]/%/_fuzz}"
-for target in "${targets[@]}"; do
+# The targets run FUZZ_JOBS at a time (default: the number of CPUs). A
+# libFuzzer run is one process on one CPU and -max_total_time is wall time,
+# so on an idle machine each target still gets its FUZZ_SECONDS of a CPU of
+# its own, and the runs take half the wall time on CI's two cores (CI time).
+parallel=${FUZZ_JOBS:-$(nproc)}
+logs=$(mktemp -d)
+run_target() {  # $1: target; its output goes to $logs/$1.log, $logs/$1.failed
+  local work
   work=$(mktemp -d)
-  log=$(mktemp)
+  if ! build-fuzz/fuzz/$1_fuzz -max_total_time="$seconds" \
+      -artifact_prefix=build-fuzz/ "$work" "fuzz/corpus/$1" \
+      >"$logs/$1.log" 2>&1; then
+    touch "$logs/$1.failed"
+  fi
+  rm -rf "$work"
+}
+for target in "${targets[@]}"; do
+  while [[ $(jobs -rp | wc -l) -ge $parallel ]]; do wait -n || true; done
   echo "fuzz: ${target}_fuzz for ${seconds}s"
-  if ! build-fuzz/fuzz/${target}_fuzz -max_total_time="$seconds" \
-      -artifact_prefix=build-fuzz/ "$work" "fuzz/corpus/$target" \
-      >"$log" 2>&1; then
-    tail -n 60 "$log"
+  run_target "$target" &
+done
+wait
+failed=0
+for target in "${targets[@]}"; do  # each one's summary, in the same order
+  if [[ -e "$logs/$target.failed" ]]; then
+    tail -n 60 "$logs/$target.log"
     echo "fuzz: ${target}_fuzz FAILED; the input is build-fuzz/crash-* (or" \
       "leak-*, timeout-*); replay: build-fuzz/fuzz/${target}_fuzz FILE" >&2
-    rm -rf "$work" "$log"
-    exit 1
+    failed=1
+  else
+    echo "fuzz: ${target}_fuzz:"
+    grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs)' "$logs/$target.log" | tail -n 2
   fi
-  grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs)' "$log" | tail -n 2
-  rm -rf "$work" "$log"
 done
+rm -rf "$logs"
+[[ $failed == 0 ]] || exit 1
 echo "fuzz: all targets ran clean"

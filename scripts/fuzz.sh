@@ -39,7 +39,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja \
   >/dev/null
 cmake --build build-fuzz --target "${targets[@]/%/_fuzz}"
 # The targets run FUZZ_JOBS at a time (default: the number of CPUs). A
-# libFuzzer run is one process on one CPU and -max_total_time is wall time,
+# libFuzzer run keeps about one CPU busy and -max_total_time is wall time,
 # so on an idle machine each target still gets its FUZZ_SECONDS of a CPU of
 # its own, and the runs take half the wall time on CI's two cores (CI time).
 parallel=${FUZZ_JOBS:-$(nproc)}

@@ -1409,12 +1409,15 @@ def bench_delay_members(args, plugin, tool):
 # Jobs on members that behave like disks (--job-latency-ms): issue 16's table.
 
 
+# The jobs part's member rate: nbdkit's rate=800M, in MB/s each way.
+JOB_MEMBER_MBS = 100.0
+
+
 def bench_jobs_on_slow_members(args, plugin, tool):
     """Issue 16's table: jobs_column for every directory of --job-dirs
     (default: --dir) and every latency of --job-latency-ms, one column
     each, in member bytes per second against the nominal member rate."""
-    dirs = [d for d in (args.job_dirs or args.dir or "/dev/shm").split(",")
-            if d]
+    dirs = [d for d in (args.job_dirs or args.dir).split(",") if d]
     lats = [int(x) for x in str(args.job_latency_ms).split(",") if x != ""]
     columns = []
     for d in dirs:
@@ -1429,7 +1432,8 @@ def bench_jobs_on_slow_members(args, plugin, tool):
           f"({mib} MiB each, full of data) behind rate=800M burstiness=0.1 "
           f"(and the delay filter where a latency is given: delay-read and "
           f"delay-write), chunk 512K, 4 in the array; member bytes per "
-          f"second against the nominal 100 MB/s, median of {args.repeat} "
+          f"second against the nominal {JOB_MEMBER_MBS:.0f} MB/s, median of "
+          f"{args.repeat} "
           f"(wall time from the request to idle):\n")
     print("| job, 4 members | " + " | ".join(n for n, _ in columns) + " |")
     print("|---|" + "---|" * len(columns))
@@ -1441,7 +1445,7 @@ def bench_jobs_on_slow_members(args, plugin, tool):
                 cells.append("")
                 continue
             med = statistics.median(v)
-            cells.append(f"{med:.1f} ({med / 100.0:.2f}x; "
+            cells.append(f"{med:.1f} ({med / JOB_MEMBER_MBS:.2f}x; "
                          f"{', '.join(f'{x:.0f}' for x in v)})")
         print(f"| {job} | " + " | ".join(cells) + " |")
     return columns
@@ -1449,14 +1453,14 @@ def bench_jobs_on_slow_members(args, plugin, tool):
 
 def jobs_column(args, plugin, tool, directory, lat):
     """Six nbdkit file exports on `directory`, each behind --filter=rate
-    rate=800M (100 MB/s each way, the nominal member rate) and
-    --filter=delay (--job-latency-ms per read and write); the array over the
-    first four, served with a control socket. Times, in member bytes per
-    second against the nominal rate: a rebuild onto the fifth (fail +
-    remove + add, until idle), a check (--wait), the resync of a fresh
-    array (uraid create's initial parity over members full of data) and a
-    4 -> 5 reshape onto the sixth (grow --wait), `lat` ms of latency per
-    read and write (0: the rate filter alone). Returns the samples."""
+    rate=800M (JOB_MEMBER_MBS each way, the nominal member rate) and, when
+    `lat` is not 0, --filter=delay (`lat` ms per read and write); the array
+    over the first four, served with a control socket. Times, in member
+    bytes per second against the nominal rate: a rebuild onto the fifth
+    (fail + remove + add, until idle), a check (--wait), the resync of a
+    fresh array (uraid create's initial parity over members full of data)
+    and a 4 -> 5 reshape onto the sixth (grow --wait). Returns the
+    samples."""
     mib = args.job_member_size
     work = tempfile.mkdtemp(prefix="uraid-bench-jobs-", dir=directory)
     servers = []

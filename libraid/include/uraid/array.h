@@ -239,6 +239,8 @@ struct Counters {
   uint64_t scrubbed_stripes = 0;       // stripes read by check/repair
   uint64_t resync_bitmap_chunks = 0;   // bitmap chunks resync went through
   uint64_t resync_bytes = 0;           // member bytes resync read, per member
+  // Write pieces the cache would have gathered but, full, wrote through.
+  uint64_t cache_full_writes = 0;
 };
 
 // A run of the array's bytes (Array::Extents): `zero` when every byte of

@@ -47,6 +47,7 @@ Counters AtomicCounters::Snapshot() const {
   c.scrubbed_stripes = scrubbed_stripes.load();
   c.resync_bitmap_chunks = resync_bitmap_chunks.load();
   c.resync_bytes = resync_bytes.load();
+  c.cache_full_writes = cache_full_writes.load();
   return c;
 }
 
@@ -67,6 +68,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       sb_(std::move(sb)),
       spares_(std::move(spares)),
       jobs_(this, std::move(clock)),
+      bitmap_(this, read_only),
       resync_stripe_(geometry.stripe_count()) {
   {
     MutexLock lock(&sb_mu_);
@@ -202,7 +204,7 @@ void ArrayImpl::WritebackLoop() {
       std::vector<uint64_t> v = cache_.Oldest(1, std::nullopt);
       if (v.empty() || !WritebackStripe(v[0]).ok()) break;
     }
-    BitmapTick();
+    bitmap_.Tick();
   }
 }
 
@@ -254,7 +256,7 @@ void ArrayImpl::Shutdown() {
       Log(LogLevel::kError,
           absl::StrFormat("marking clean failed: %s", st.message()));
   }
-  if (clean_ && !failed_.load()) ClearBitmapAtStop();
+  if (clean_ && !failed_.load()) bitmap_.ClearAtStop();
 }
 
 ArrayInfo ArrayImpl::Info() const {
@@ -334,19 +336,7 @@ ArrayInfo ArrayImpl::Info() const {
     info.reshape.position_bytes = r->front.load();
     info.reshape.to_data_offset_bytes = r->to->data_offset;
   }
-  if (bitmap_super_.has_value()) {
-    BitmapInfo& b = info.bitmap;
-    b.present = true;
-    b.offset_bytes = bitmap_area_offset_;
-    const BitmapSuper bs = bitmap_ ? bitmap_->super() : *bitmap_super_;
-    b.chunk_bytes = bs.chunksize;
-    b.chunks = BitmapChunks(bs);
-    b.dirty_chunks = bitmap_ ? bitmap_->DirtyChunks() : bitmap_dirty_at_load_;
-    b.events = bs.events;
-    b.events_cleared = bs.events_cleared;
-    b.sync_size_bytes = bs.sync_size * 512;
-    b.daemon_sleep_s = bs.daemon_sleep;
-  }
+  info.bitmap = bitmap_.Info();
   return info;
 }
 

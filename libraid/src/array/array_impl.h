@@ -3,13 +3,14 @@
 // its methods: in array/, create.cc and assemble.cc (how an array comes to
 // exist), array.cc (the data path, metadata updates and background
 // threads), read_path.cc, write_path.cc, member_io.cc (the executor),
-// member_failure.cc, array_events.cc and array_extents.cc; in meta/,
-// array_bitmap.cc and slot_admin.cc; in jobs/, the array as the job
-// runner's host (jobs.cc), recovery.cc, scrub.cc, resync.cc and
-// reshape*.cc. The job runner itself (jobs/job_runner.h) knows the array
-// only as its JobHost. Slots are in slot_table.h, member I/O in
-// member_io.h, shapes (which every stripe routine is handed) in shape.h,
-// statistics in atomic_counters.h.
+// member_failure.cc, array_events.cc, array_extents.cc and
+// bitmap_host.cc; in meta/, slot_admin.cc and ppl_switch.cc; in jobs/, the
+// array as the job runner's host (jobs.cc), recovery.cc, scrub.cc,
+// resync.cc and reshape*.cc. The job runner (jobs/job_runner.h) knows the
+// array only as its JobHost, and the write-intent bitmap's glue
+// (meta/array_bitmap.h) only as its BitmapHost. Slots are in slot_table.h,
+// member I/O in member_io.h, shapes (which every stripe routine is handed) in
+// shape.h, statistics in atomic_counters.h.
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync
@@ -52,6 +53,7 @@
 #include "jobs/job_runner.h"
 #include "jobs/reshape_gate.h"
 #include "jobs/reshape_state.h"
+#include "meta/array_bitmap.h"
 #include "plan/stripe_plan.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
@@ -64,7 +66,7 @@ namespace uraid {
 
 class PplLog;  // meta/ppl_log.h
 
-class ArrayImpl : private JobHost {
+class ArrayImpl : private JobHost, private BitmapHost {
  public:
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
             std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
@@ -177,39 +179,14 @@ class ArrayImpl : private JobHost {
   // a reshape adds members).
   int SlotCount() const { return static_cast<int>(slots_.size()); }
 
-  // --- write-intent bitmap (array_bitmap.cc) ---
-  // Assembly: attaches the bitmap of the array whose freshest superblock
-  // is `sb`: the internal one (read from `internal_source`, the freshest
-  // in-sync member) when sb has the bitmap feature, else the external
-  // `bitmap_file` when one is given, else none (logged when the array is
-  // dirty: the resync then covers everything). Refuses a bitmap file for
-  // an array with an internal bitmap.
-  absl::Status AttachBitmap(Member* internal_source, const Superblock& sb,
-                            const std::string& bitmap_file);
-  // Loads the internal bitmap described by `sb` from `member` (assembly)
-  // and attaches it. Read-only arrays keep only its header for Info.
-  absl::Status LoadBitmap(Member& member, const Superblock& sb);
-  // The same for the external bitmap file at `path`.
-  absl::Status LoadBitmapFile(const std::string& path, const Superblock& sb);
-  // The tail both loads share: keeps the checked header `bs` and `bits`,
-  // read from `where` (named in the log), and unless read-only builds the
-  // in-memory bitmap (all dirty when `verdict` is kStale).
-  absl::Status InstallBitmap(const BitmapSuper& bs,
-                             std::span<const uint8_t> bits,
-                             BitmapVerdict verdict, const Superblock& sb,
-                             const std::string& where);
-  // Names of the slot members, replacements and spares (a bitmap file
-  // must be none of them).
-  std::vector<std::string> MemberNames() const;
-  // Create: writes a new bitmap area to every slot member, or, with a
-  // non-empty `file`, to a new bitmap file there (see
-  // CreateOptions::bitmap_file; `force` overwrites an existing one).
-  absl::Status InitBitmap(uint64_t chunk_bytes, bool all_dirty,
-                          const std::string& file = "", bool force = false);
-  // Writes the whole in-memory area to `member` (a member joining); a
-  // no-op with an external bitmap, which members do not carry.
-  absl::Status CopyBitmapTo(Member& member);
-  bool has_bitmap() const { return bitmap_ != nullptr; }
+  // --- write-intent bitmap (meta/array_bitmap.h) ---
+  // Set up by create/assembly before any I/O.
+  ArrayBitmap& bitmap() { return bitmap_; }
+  bool has_bitmap() const { return bitmap_.intent() != nullptr; }
+  // Tells the bitmap whether the array is degraded (bits are kept then).
+  void UpdateBitmapDegraded();
+  // Names of the slot members, replacements and spares (BitmapHost).
+  std::vector<std::string> MemberNames() const override;
   // PPL (meta/ppl_log.h): set by create/assembly before any I/O.
   void AttachPpl(std::shared_ptr<PplLog> log) { ppl_.store(std::move(log)); }
   // Switches the consistency policy online (meta/ppl_switch.cc; see
@@ -228,12 +205,12 @@ class ArrayImpl : private JobHost {
   bool read_only() const { return read_only_; }
   ArrayInfo Info() const;
   // One log line at `level` (no event).
-  void Log(LogLevel level, const std::string& line) const;
+  void Log(LogLevel level, const std::string& line) const override;
   // Event `e` (time, array uuid and name filled in here) goes to every
   // listener, and `line` to the logger at `level` with the event attached.
   // Safe under any of the array's locks except job_mu_ (listeners take
   // their own leaf locks).
-  void Report(LogLevel level, Event e, const std::string& line) const;
+  void Report(LogLevel level, Event e, const std::string& line) const override;
   // An event named `name`, about `member` in `slot` when given.
   static Event MakeEvent(const char* name, std::string member = "",
                          std::optional<int> slot = std::nullopt);
@@ -419,7 +396,7 @@ class ArrayImpl : private JobHost {
   // Runs independent member calls (one per member) at once on the I/O pool,
   // or in turn on this thread when members answer faster than a handoff
   // (the rule Submit follows). Must not be called from a pool task.
-  void RunTogether(std::span<const std::function<void()>> tasks);
+  void RunTogether(std::span<const std::function<void()>> tasks) override;
   // True when `n` member calls are cheaper run in turn on this thread than
   // handed to the pool: one call, or members answering faster than a
   // handoff (the measured moving average).
@@ -485,17 +462,10 @@ class ArrayImpl : private JobHost {
   // REQUIRES: the stripe lock.
   absl::Status CorrectPreReads(const Shape& sh, uint64_t stripe,
                                std::vector<MemberIo>& reads);
-  // The bitmap's persist callback: `bytes` at `offset` of the area, onto
-  // every slot member (and replace target), then flushed.
-  absl::Status PersistBitmap(uint64_t offset, std::span<const uint8_t> bytes);
-  // Superblock work a member failure inside PersistBitmap had to leave
-  // for later (it cannot call back into the bitmap).
-  void ProcessDeferredFailures();
-  void UpdateBitmapDegraded();
-  void BitmapTick();
-  // At a clean stop: clears every bit not needed (md's bitmap flush).
-  void ClearBitmapAtStop();
-  WriteIntentBitmapOptions BitmapOptions(bool array_clean);
+  // --- BitmapHost (meta/array_bitmap.cc) ---
+  std::vector<Carrier> BitmapCarriers() const override;
+  absl::Status FlushAllSlots() override;
+  void BitmapCarrierFailed(const Carrier& c, const std::string& why) override;
   // jobs/scrub.cc: checks (and with `repair` fixes) the parity of stripe
   // `stripe` of shape `sh`, under its lock.
   absl::Status ScanStripe(const Shape& sh, uint64_t stripe, bool repair,
@@ -630,9 +600,7 @@ class ArrayImpl : private JobHost {
   // Declared after everything its jobs touch; Shutdown stops it first.
   JobRunner jobs_;
 
-  // Set once by create/assembly before any I/O; null without a bitmap (and
-  // on read-only arrays, which keep bitmap_super_ for Info only).
-  std::unique_ptr<WriteIntentBitmap> bitmap_;
+  ArrayBitmap bitmap_;
   // Null unless the consistency policy is ppl. Set like bitmap_, and
   // swapped by SetConsistencyPolicy: a stripe write reads it once, inside
   // a ppl_epochs_ pass held until its member writes are done, so a switch
@@ -642,25 +610,6 @@ class ArrayImpl : private JobHost {
   // Serialises policy switches, and Grow against them (a reshape must not
   // start while a switch to ppl is half done). Taken before sb_mu_.
   Mutex policy_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
-  std::optional<BitmapSuper> bitmap_super_;
-  uint64_t bitmap_area_offset_ = 0;  // raw member bytes; 0 in a file
-  uint64_t bitmap_dirty_at_load_ = 0;
-  // The external bitmap file (BitmapMode::kFile), open and locked for the
-  // array's life; null for an internal bitmap or none. Set with bitmap_.
-  std::unique_ptr<Member> bitmap_file_;
-  std::atomic<bool> deferred_sb_update_{false};
-  struct DeferredFailure {
-    int slot;
-    bool replacement;
-    std::shared_ptr<Member> member;
-    std::string why;
-  };
-  Mutex deferred_mu_;  // leaf
-  std::vector<DeferredFailure> deferred_ ABSL_GUARDED_BY(deferred_mu_);
-  std::chrono::steady_clock::time_point last_tick_;
-  // Added to the bitmap's clock: a stop moves it on by daemon_sleep so
-  // that every idle region's bit is cleared at once (md's flush at stop).
-  std::atomic<int64_t> bitmap_clock_skew_ns_{0};
   // Flush cadence: the cache stops gathering while flushes come more often
   // than bypass_flush_ns_ on average (see WritePiece).
   std::atomic<int64_t> last_flush_ns_{0};

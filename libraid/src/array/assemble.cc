@@ -373,8 +373,11 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   }
   if (ppl_recovered) RETURN_IF_ERROR(impl->WriteSuperblocks(true));
   // The internal bitmap, or the external file the caller named.
-  RETURN_IF_ERROR(
-      impl->AttachBitmap(bitmap_source.get(), top, options.bitmap_file));
+  RETURN_IF_ERROR(impl->bitmap().Attach(bitmap_source.get(), top,
+                                        options.bitmap_file,
+                                        impl->CurrentShape().data_offset));
+  impl->UpdateBitmapDegraded();
+  if (impl->bitmap().stale_at_load()) impl->SetResyncStart(0);
   if (reshaping) {
     const uint64_t position = top.reshape_position * 512;
     absl::Status rs =

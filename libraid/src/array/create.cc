@@ -266,8 +266,10 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   // nothing to the members. Every region starts dirty unless the array
   // starts clean.
   if (bitmap_chunk != 0) {
-    RETURN_IF_ERROR(impl->InitBitmap(bitmap_chunk, !start_clean,
-                                     options.bitmap_file, options.force));
+    RETURN_IF_ERROR(impl->bitmap().Init(sb, data_offset, bitmap_chunk,
+                                        !start_clean, options.bitmap_file,
+                                        options.force));
+    impl->UpdateBitmapDegraded();
   }
   RETURN_IF_ERROR(impl->WriteSuperblocks(start_clean));
   if (!start_clean && !options.defer_resync) RETURN_IF_ERROR(impl->Resync());

@@ -170,7 +170,7 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
 absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
   bool member_failed = false;
   absl::Status st = WriteSuperblocksOnce(clean, &member_failed);
-  ProcessDeferredFailures();  // a member that failed the bitmap header
+  bitmap_.HandOverFailures();  // a member that failed the bitmap header
   if (member_failed) {
     // What FailSlot does after its own superblock write (it cannot be
     // called from inside one): a spare steps in.
@@ -253,8 +253,8 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
     // md writes the bitmap header (with the new events) before the
     // superblocks: a crash in between leaves the bitmap one event ahead,
     // which assembly accepts, never behind (which would mean stale).
-    if (bitmap_ != nullptr) {
-      absl::Status bs = bitmap_->SetEvents(sb_.events);
+    if (bitmap_.intent() != nullptr) {
+      absl::Status bs = bitmap_.intent()->SetEvents(sb_.events);
       if (!bs.ok()) {
         Log(LogLevel::kError, absl::StrFormat("bitmap: writing events %d: %s",
                                               sb_.events, bs.message()));

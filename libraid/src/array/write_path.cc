@@ -91,8 +91,10 @@ absl::Status ArrayImpl::WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
        (stripe > 0 && cache_.MayContain(stripe - 1)) ||
        cache_.MayContain(stripe + 1));
   if (cache) {
-    // Keep the cache within its bound before taking our stripe lock: never
-    // hold one stripe lock while waiting for another.
+    // Make room before taking our stripe lock (never hold one stripe lock
+    // while waiting for another). Concurrent writers may pick the same
+    // victim, so this only makes room likely; the bound itself is
+    // Create's, below.
     for (int i = 0; i < 4 && cache_.over_capacity(); ++i) {
       std::vector<uint64_t> victims = cache_.Oldest(1, std::nullopt);
       if (victims.empty() || victims[0] == stripe) break;
@@ -102,10 +104,19 @@ absl::Status ArrayImpl::WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
   }
   StripeLock lock(&locks_, LockKey(sh, stripe));
   StripeCache::Entry* e = cache_.Find(stripe);
-  if (cache || (e != nullptr && !full)) {
+  // A cache still full after the eviction above takes no new entry: the
+  // piece is written through (RMW/RCW now instead of a full-stripe write
+  // later), which keeps memory within the cache's bound however many
+  // clients write at once.
+  if (cache && e == nullptr) {
+    e = cache_.Create(stripe);
+    if (e == nullptr) {
+      counters_.cache_full_writes.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (e != nullptr && !full) {
     // Gather: the bytes join the stripe's entry; a stripe that becomes
     // fully dirty goes out at once as a full-stripe write (no reads).
-    if (e == nullptr) e = cache_.GetOrCreate(stripe);
     std::memcpy(e->data.data() + a, src, b - a);
     e->dirty.Add(a, b);
     counters_.cached_writes.fetch_add(1, std::memory_order_relaxed);
@@ -163,9 +174,9 @@ absl::Status ArrayImpl::WriteStripeLocked(const Shape& sh, uint64_t stripe,
   }
   // md's write-intent rule: the region's bit is durable before the first
   // member write into it, and is released when the write is done.
-  if (bitmap_ != nullptr) {
-    RETURN_IF_ERROR(bitmap_->StartWrite(stripe * C, C));
-    ProcessDeferredFailures();
+  if (bitmap_.intent() != nullptr) {
+    RETURN_IF_ERROR(bitmap_.intent()->StartWrite(stripe * C, C));
+    bitmap_.HandOverFailures();
   }
   absl::Status st = absl::InternalError("write retries exhausted");
   bool whole = true;  // every member got its share (else keep the bit)
@@ -185,7 +196,8 @@ absl::Status ArrayImpl::WriteStripeLocked(const Shape& sh, uint64_t stripe,
     // parity from scratch), so partial writes of the failed attempt are
     // harmless.
   }
-  if (bitmap_ != nullptr) bitmap_->EndWrite(stripe * C, C, st.ok() && whole);
+  if (bitmap_.intent() != nullptr)
+    bitmap_.intent()->EndWrite(stripe * C, C, st.ok() && whole);
   return st;
 }
 
@@ -330,7 +342,7 @@ absl::Status ArrayImpl::Flush() {
   RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
   // Bits whose persist failed earlier go out now: after a flush the
   // on-disk bitmap covers every write (FlushSlots made the data durable).
-  if (bitmap_ != nullptr) RETURN_IF_ERROR(bitmap_->Sync());
+  if (bitmap_.intent() != nullptr) RETURN_IF_ERROR(bitmap_.intent()->Sync());
   return absl::OkStatus();
 }
 
@@ -358,8 +370,8 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
     StripeLock lock(&locks_, LockKey(sh, s));
     cache_.Erase(s);  // the whole stripe is being replaced by zeros
     const uint64_t C = geo.chunk_bytes();
-    if (bitmap_ != nullptr) {
-      st = bitmap_->StartWrite(s * C, C);
+    if (bitmap_.intent() != nullptr) {
+      st = bitmap_.intent()->StartWrite(s * C, C);
       if (!st.ok()) break;
     }
     // Every present chunk, parity included, becomes zeros: the stripe stays
@@ -376,8 +388,8 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
     if (!st.ok() && slot_failed && CheckUsable(true).ok()) {
       st = absl::OkStatus();  // the failed member's chunk is implied by P=0
     }
-    if (bitmap_ != nullptr) {
-      bitmap_->EndWrite(s * C, C, st.ok() && !slot_failed);
+    if (bitmap_.intent() != nullptr) {
+      bitmap_.intent()->EndWrite(s * C, C, st.ok() && !slot_failed);
     }
   }
   if (st.ok() && fua) st = FlushSlots(touched);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Internal: an owned, 4 KiB-aligned byte buffer (suits O_DIRECT and every
-// ISA-L kernel). Move-only. Not thread-safe; one owner at a time.
+// ISA-L kernel). Move-only. Not thread-safe; one owner at a time. Large
+// buffers come from base/large_buffers.h (which says why), small ones
+// from aligned_alloc.
 
 #ifndef URAID_SRC_ALIGNED_BUFFER_H_
 #define URAID_SRC_ALIGNED_BUFFER_H_
@@ -12,6 +14,8 @@
 #include <new>
 #include <utility>
 
+#include "base/large_buffers.h"
+
 namespace uraid {
 
 inline constexpr size_t kBufferAlign = 4096;
@@ -22,9 +26,13 @@ class AlignedBuffer {
   // Zero-filled when `zero` is set, else uninitialised.
   explicit AlignedBuffer(size_t size, bool zero = false) : size_(size) {
     if (size == 0) return;
-    size_t rounded = (size + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
-    data_ = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, rounded));
+    const size_t rounded = Rounded(size);
+    data_ =
+        static_cast<uint8_t*>(rounded >= kLargeBlockBytes
+                                  ? AllocLargeBlock(rounded)
+                                  : std::aligned_alloc(kBufferAlign, rounded));
     if (data_ == nullptr) throw std::bad_alloc();
+    // A recycled large block holds its last user's bytes.
     if (zero) std::memset(data_, 0, rounded);
   }
   AlignedBuffer(AlignedBuffer&& o) noexcept
@@ -37,13 +45,24 @@ class AlignedBuffer {
   }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer() { std::free(data_); }
+  ~AlignedBuffer() {
+    if (data_ == nullptr) return;
+    const size_t rounded = Rounded(size_);
+    if (rounded >= kLargeBlockBytes) {
+      FreeLargeBlock(data_, rounded);
+    } else {
+      std::free(data_);
+    }
+  }
 
   uint8_t* data() { return data_; }
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
 
  private:
+  static size_t Rounded(size_t size) {
+    return (size + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
+  }
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };

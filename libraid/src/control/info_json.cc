@@ -407,6 +407,7 @@ std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields() {
       {"scrubbed_stripes", &Counters::scrubbed_stripes},
       {"resync_bitmap_chunks", &Counters::resync_bitmap_chunks},
       {"resync_bytes", &Counters::resync_bytes},
+      {"cache_full_writes", &Counters::cache_full_writes},
   };
 }
 

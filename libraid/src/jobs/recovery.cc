@@ -32,13 +32,13 @@ uint64_t ArrayImpl::SkipRecoveryWindow(const Shape& sh, int slot, uint64_t from,
   const uint64_t base = sh.data_offset;
   Slot& s = *slots_[slot];
   const std::shared_ptr<Member> target = s.member.load();
-  const bool partial = s.partial.load() && bitmap_ != nullptr;
+  const bool partial = s.partial.load() && bitmap_.intent() != nullptr;
   count = std::min(count, sh.geo.stripe_count() - from);
   uint64_t B = 0;
   if (partial) {
     // Whole bitmap regions at a time: a window that reaches into a region
     // with its bit set would be rebuilt stripe by stripe up to it.
-    B = bitmap_->chunk_bytes();
+    B = bitmap_.intent()->chunk_bytes();
     const uint64_t region_end = (from * C / B + 1) * B;
     count = std::min(count, std::max<uint64_t>(1, (region_end - from * C) / C));
   }
@@ -63,7 +63,8 @@ uint64_t ArrayImpl::SkipRecoveryWindow(const Shape& sh, int slot, uint64_t from,
     if (!partial) return false;
     const uint64_t last = ((from + count) * C - 1) / B;
     for (uint64_t k = from * C / B; k <= last; ++k) {
-      if (k >= bitmap_->chunks() || bitmap_->IsChunkDirty(k)) return false;
+      if (k >= bitmap_.intent()->chunks() || bitmap_.intent()->IsChunkDirty(k))
+        return false;
     }
     return true;
   };
@@ -254,11 +255,12 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
         absl::StrFormat(
             "recover: rebuilding slot %d onto %s from stripe %d%s", slot,
             s.member.load()->Name(), stripe,
-            s.partial.load() && bitmap_ != nullptr
+            s.partial.load() && bitmap_.intent() != nullptr
                 ? absl::StrFormat(
                       " (re-added: only the %d of %d bitmap regions "
                       "with bits set)",
-                      bitmap_->DirtyChunks(), bitmap_->chunks())
+                      bitmap_.intent()->DirtyChunks(),
+                      bitmap_.intent()->chunks())
                 : ""));
   }
   StripePass pass;
@@ -270,12 +272,12 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   };
   pass.cap = [&](uint64_t at, uint64_t want) {
     if (s.state.load() != SlotState::kRebuilding || !s.partial.load() ||
-        bitmap_ == nullptr) {
+        bitmap_.intent() == nullptr) {
       return want;
     }
     // A re-added member: never past this bitmap region, whose bit was
     // set; the next one may be clear and skipped whole.
-    const uint64_t B = bitmap_->chunk_bytes();
+    const uint64_t B = bitmap_.intent()->chunk_bytes();
     const uint64_t region_end = (at * C / B + 1) * B;
     return std::min(want, std::max<uint64_t>(1, (region_end - at * C) / C));
   };
@@ -318,9 +320,9 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
     // Whole again: the bits kept for writes made while degraded have done
     // their job (every stripe was rebuilt after them).
     UpdateBitmapDegraded();
-    if (bitmap_ != nullptr && GoneSlots() == 0) {
-      bitmap_->ForEachDirtyChunk(
-          [this](uint64_t k) { bitmap_->ClearChunk(k); });
+    if (bitmap_.intent() != nullptr && GoneSlots() == 0) {
+      bitmap_.intent()->ForEachDirtyChunk(
+          [this](uint64_t k) { bitmap_.intent()->ClearChunk(k); });
     }
     return WriteSuperblocks(std::nullopt);
   }

@@ -50,10 +50,7 @@ constexpr uint64_t kNewShapeLockTag = uint64_t{1} << 63;
 
 uint64_t ArrayImpl::MetadataEnd() const {
   uint64_t end = kSb12OffsetBytes + kSbBlockBytes;
-  if (bitmap_ != nullptr && bitmap_area_offset_ != 0) {
-    end = std::max(
-        end, bitmap_area_offset_ + BitmapAreaPages(bitmap_->chunks()) * 4096);
-  }
+  end = std::max(end, bitmap_.AreaEnd());
   return end;
 }
 
@@ -296,15 +293,15 @@ absl::Status ArrayImpl::ResyncMovedPart() {
     }
     return absl::OkStatus();
   };
-  if (bitmap_ != nullptr) {
+  if (bitmap_.intent() != nullptr) {
     // Bits are kept by member offset from whichever data offset the write
     // used; a set bit may stand for a torn stripe of either shape. Old-shape
     // stripes past the front get fresh parity when they are copied, so only
     // the new shape's stripes below the front need resyncing here. The bits
     // stay set until the reshape ends (a second crash must find them).
-    const uint64_t B = bitmap_->chunk_bytes();
-    for (uint64_t k = 0; k < bitmap_->chunks(); ++k) {
-      if (!bitmap_->IsChunkDirty(k)) continue;
+    const uint64_t B = bitmap_.intent()->chunk_bytes();
+    for (uint64_t k = 0; k < bitmap_.intent()->chunks(); ++k) {
+      if (!bitmap_.intent()->IsChunkDirty(k)) continue;
       r.dirty_at_resume.push_back(k);
       RETURN_IF_ERROR(scan(k * B / C, ((k + 1) * B + C - 1) / C));
     }
@@ -498,10 +495,10 @@ absl::Status ArrayImpl::FinishReshape() {
   reshaping_.store(false);
   absl::Status st = WriteSuperblocks(std::nullopt);
   r.gate.Open();
-  if (bitmap_ != nullptr && st.ok()) {
+  if (bitmap_.intent() != nullptr && st.ok()) {
     // Chunks dirty at a resume are consistent now: their moved stripes were
     // resynced and the rest were copied with fresh parity.
-    for (uint64_t k : r.dirty_at_resume) bitmap_->ClearChunk(k);
+    for (uint64_t k : r.dirty_at_resume) bitmap_.intent()->ClearChunk(k);
   }
   Log(LogLevel::kNotice,
       absl::StrFormat("reshape finished: %d devices, %s, chunk %d, %d bytes",

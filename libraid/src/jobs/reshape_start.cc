@@ -127,7 +127,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     }
     ids.push_back(id);
   }
-  for (const auto& m : options.add) RETURN_IF_ERROR(CopyBitmapTo(*m));
+  for (const auto& m : options.add) RETURN_IF_ERROR(bitmap_.CopyTo(*m));
 
   auto state = std::make_unique<ReshapeState>();
   state->from = &from;
@@ -183,8 +183,8 @@ void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,
   // the new shape) before it copies on: after an unclean shutdown, and
   // whenever the bitmap holds set bits (a stale bitmap counts as all set).
   // The plain resync, which knows only one shape, must not run.
-  state->resync_moved =
-      unclean || (bitmap_ != nullptr && bitmap_->DirtyChunks() > 0);
+  state->resync_moved = unclean || (bitmap_.intent() != nullptr &&
+                                    bitmap_.intent()->DirtyChunks() > 0);
   resync_stripe_.store(shape_.load()->geo.stripe_count());
   {
     MutexLock lock(&sb_mu_);

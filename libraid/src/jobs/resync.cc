@@ -66,13 +66,15 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   }
   uint64_t start = resync_stripe_.load();
   const uint64_t C = sh.geo.chunk_bytes();
-  const uint64_t B = bitmap_ != nullptr ? bitmap_->chunk_bytes() : 0;
+  const uint64_t B =
+      bitmap_.intent() != nullptr ? bitmap_.intent()->chunk_bytes() : 0;
   {
     Event e = MakeEvent("ResyncStarted");
     e.details.emplace_back("from_stripe", static_cast<int64_t>(start));
     if (B) {
-      e.details.emplace_back("dirty_regions",
-                             static_cast<int64_t>(bitmap_->DirtyChunks()));
+      e.details.emplace_back(
+          "dirty_regions",
+          static_cast<int64_t>(bitmap_.intent()->DirtyChunks()));
     }
     Report(LogLevel::kNotice, std::move(e),
            absl::StrFormat(
@@ -80,7 +82,8 @@ absl::Status ArrayImpl::Resync(bool as_job) {
                stripes - 1,
                B ? absl::StrFormat(" where the bitmap has bits set (%d "
                                    "of %d regions)",
-                                   bitmap_->DirtyChunks(), bitmap_->chunks())
+                                   bitmap_.intent()->DirtyChunks(),
+                                   bitmap_.intent()->chunks())
                  : ""));
   }
   absl::Status st;
@@ -90,19 +93,19 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   // progress survives a crash through the bits.
   uint64_t next_region = B ? start * C / B : 0;
   auto release_through = [&](uint64_t end_bytes) {
-    for (; B && next_region < bitmap_->chunks() &&
+    for (; B && next_region < bitmap_.intent()->chunks() &&
            (next_region + 1) * B <= end_bytes;
          ++next_region) {
-      if (bitmap_->IsChunkDirty(next_region)) {
+      if (bitmap_.intent()->IsChunkDirty(next_region)) {
         ++regions;
         counters_.resync_bitmap_chunks.fetch_add(1);
       }
-      bitmap_->ClearChunk(next_region);
+      bitmap_.intent()->ClearChunk(next_region);
     }
   };
   auto stripe_dirty = [&](uint64_t s) {
     for (uint64_t k = s * C / B; k <= ((s + 1) * C - 1) / B; ++k) {
-      if (bitmap_->IsChunkDirty(k)) return true;
+      if (bitmap_.intent()->IsChunkDirty(k)) return true;
     }
     return false;
   };
@@ -176,7 +179,8 @@ absl::Status ArrayImpl::Resync(bool as_job) {
     if (st.ok()) st = cp;
   }
   if (B && resync_stripe_.load() >= stripes) {
-    release_through(bitmap_->chunks() * B);  // the last, partial region
+    release_through(bitmap_.intent()->chunks() *
+                    B);  // the last, partial region
   }
   resync_running_.store(false);
   const auto finished = [&](LogLevel level, const std::string& result,

@@ -1,24 +1,13 @@
 // SPDX-License-Identifier: MIT
-// The array's side of md's write-intent bitmap: where the area lives on
-// each member, loading it at assembly, writing a new one at create, the
-// persist callback that puts bitmap pages on every member, and the lazy
-// clear ("daemon") tick. The protocol itself is WriteIntentBitmap's.
-//
-// Every slot member holds an identical copy of the area (md writes the
-// bitmap to every in-sync and recovering device; spares get a copy when
-// they join so that any member can be read back).
-//
-// An external bitmap (md's --bitmap FILE) holds the same area in a file
-// instead: header at byte 0, bits right after it. The superblocks do not
-// mention it, the members carry no copy, and it is named again at every
-// assembly. Everything above the persist callback (group commit, lazy
-// clear, resync from the bits after a crash) is the same code.
+// See meta/array_bitmap.h.
+
+#include "meta/array_bitmap.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
+#include "array/member_io.h"
 #include "base/status_macros.h"
 #include "member/bitmap_file.h"
 
@@ -29,58 +18,65 @@ namespace {
 // so ticking once a second keeps clears prompt without extra flushes.
 constexpr auto kTickInterval = std::chrono::seconds(1);
 
+Event MetadataWriteFailed(const std::string& member, std::optional<int> slot,
+                          const absl::Status& st, const char* what) {
+  Event e;
+  e.name = "MetadataWriteFailed";
+  e.member = member;
+  e.slot = slot;
+  e.details.emplace_back("error", std::string(st.message()));
+  e.details.emplace_back("what", std::string(what));
+  return e;
+}
+
 }  // namespace
 
-absl::Status ArrayImpl::PersistBitmap(uint64_t offset,
-                                      std::span<const uint8_t> bytes) {
-  if (bitmap_file_ != nullptr) {
+ArrayBitmap::ArrayBitmap(BitmapHost* host, bool read_only)
+    : host_(host), read_only_(read_only) {}
+
+absl::Status ArrayBitmap::Persist(uint64_t offset,
+                                  std::span<const uint8_t> bytes) {
+  if (file_ != nullptr) {
     // md's file ends with the last byte of bits; the page the bitmap
     // writes runs on to the area's last sector, and that tail is padding
     // (the kernel's own writes stop at the file's end too).
-    const uint64_t size = bitmap_file_->Size();
+    const uint64_t size = file_->Size();
     if (offset >= size) return absl::OkStatus();
     const size_t len =
         static_cast<size_t>(std::min<uint64_t>(bytes.size(), size - offset));
-    absl::Status st = bitmap_file_->Write(bytes.data(), len, offset);
-    if (st.ok()) st = bitmap_file_->Flush();
+    absl::Status st = file_->Write(bytes.data(), len, offset);
+    if (st.ok()) st = file_->Flush();
     if (!st.ok()) {
       // md kicks a failing bitmap file and carries on without a bitmap;
       // here the writes that need the bits fail instead, so no data ever
       // reaches the members unrecorded (a later crash would resync too
       // little). Writes under bits already set still go through.
-      Event e = MakeEvent("MetadataWriteFailed", bitmap_file_->Name());
-      e.details.emplace_back("error", std::string(st.message()));
-      e.details.emplace_back("what", std::string("bitmap file"));
-      Report(LogLevel::kError, std::move(e),
-             absl::StrFormat("bitmap file write failed: %s", st.message()));
+      host_->Report(
+          LogLevel::kError,
+          MetadataWriteFailed(file_->Name(), std::nullopt, st, "bitmap file"),
+          absl::StrFormat("bitmap file write failed: %s", st.message()));
     }
     return st;
   }
   struct Target {
-    std::shared_ptr<Member> member;
-    int slot;
-    bool replacement;
+    BitmapHost::Carrier carrier;
     absl::Status status;
   };
   std::vector<Target> targets;
-  for (int i = 0; i < SlotCount(); ++i) {
-    if (SlotPresent(i)) {
-      if (auto m = slots_[i]->member.load()) targets.push_back({m, i, false});
-    }
-    if (auto r = slots_[i]->replacement.load()) {
-      targets.push_back({r, i, true});
-    }
+  for (BitmapHost::Carrier& c : host_->BitmapCarriers()) {
+    targets.push_back(Target{std::move(c), absl::OkStatus()});
   }
-  const uint64_t raw = bitmap_area_offset_ + offset;
+  const uint64_t raw = area_offset_ + offset;
   std::vector<std::function<void()>> tasks;
   for (Target& t : targets) {
     tasks.emplace_back([&t, raw, bytes] {
-      t.status = WriteDurably(*t.member, bytes.data(), bytes.size(), raw);
+      t.status =
+          WriteDurably(*t.carrier.member, bytes.data(), bytes.size(), raw);
     });
   }
   // One round trip on every member at once: this is on the first write to
   // a region, so it is latency the client sees.
-  RunTogether(tasks);
+  host_->RunTogether(tasks);
   int written = 0;
   absl::Status first;
   for (Target& t : targets) {
@@ -88,23 +84,20 @@ absl::Status ArrayImpl::PersistBitmap(uint64_t offset,
       ++written;
       continue;
     }
-    {
-      Event e = MakeEvent("MetadataWriteFailed", t.member->Name(), t.slot);
-      e.details.emplace_back("error", std::string(t.status.message()));
-      e.details.emplace_back("what", std::string("bitmap"));
-      Report(LogLevel::kError, std::move(e),
-             absl::StrFormat("member %s failed writing the bitmap at %d: %s",
-                             t.member->Name(), raw, t.status.message()));
-    }
+    host_->Report(
+        LogLevel::kError,
+        MetadataWriteFailed(t.carrier.member->Name(), t.carrier.slot, t.status,
+                            "bitmap"),
+        absl::StrFormat("member %s failed writing the bitmap at %d: %s",
+                        t.carrier.member->Name(), raw, t.status.message()));
     if (first.ok()) first = t.status;
-    // FailSlot writes superblocks, which writes the bitmap header: not
-    // from inside the bitmap. The failure is handled right after the
-    // bitmap call returns (ProcessDeferredFailures), before data is
-    // written under the bits.
-    MutexLock lock(&deferred_mu_);
-    deferred_.push_back(DeferredFailure{t.slot, t.replacement, t.member,
-                                        std::string(t.status.message())});
-    deferred_sb_update_.store(true);
+    // Failing the slot writes superblocks, which write the bitmap header:
+    // not from inside the bitmap. The failure is handed over right after
+    // the bitmap call returns (HandOverFailures), before data is written
+    // under the bits.
+    MutexLock lock(&failures_mu_);
+    failures_.emplace_back(t.carrier, std::string(t.status.message()));
+    has_failures_.store(true);
   }
   if (written == 0 && !targets.empty()) {
     return absl::UnavailableError(absl::StrFormat(
@@ -113,70 +106,62 @@ absl::Status ArrayImpl::PersistBitmap(uint64_t offset,
   return absl::OkStatus();
 }
 
-void ArrayImpl::ProcessDeferredFailures() {
-  if (!deferred_sb_update_.exchange(false)) return;
-  std::vector<DeferredFailure> todo;
+void ArrayBitmap::HandOverFailures() {
+  if (!has_failures_.exchange(false)) return;
+  std::vector<std::pair<BitmapHost::Carrier, std::string>> todo;
   {
-    MutexLock lock(&deferred_mu_);
-    todo.swap(deferred_);
+    MutexLock lock(&failures_mu_);
+    todo.swap(failures_);
   }
-  for (DeferredFailure& d : todo) {
-    Slot& s = *slots_[d.slot];
-    if (d.replacement) {
-      if (s.replacement.compare_exchange_strong(d.member, nullptr)) {
-        ReportReplacementFailed(d.member->Name(), d.slot,
-                                absl::InternalError(d.why));
-        RecordBackgroundError(
-            WriteSuperblocks(std::nullopt),
-            absl::StrFormat("the loss of slot %d's replacement", d.slot));
-      }
-    } else {
-      // Only while it still holds the slot (FailSlot checks under sb_mu_).
-      RecordBackgroundError(
-          FailSlot(d.slot, "bitmap write failed: " + d.why, d.member.get()),
-          absl::StrFormat("the failure of slot %d", d.slot));
-    }
-  }
+  for (const auto& [carrier, why] : todo)
+    host_->BitmapCarrierFailed(carrier, why);
 }
 
-void ArrayImpl::UpdateBitmapDegraded() {
-  if (bitmap_ != nullptr) bitmap_->SetDegraded(GoneSlots() > 0);
+void ArrayBitmap::SetDegraded(bool degraded) {
+  if (bitmap_ != nullptr) bitmap_->SetDegraded(degraded);
 }
 
-WriteIntentBitmapOptions ArrayImpl::BitmapOptions(bool array_clean) {
+absl::Status ArrayBitmap::Create(const BitmapSuper& bs,
+                                 std::span<const uint8_t> bits,
+                                 bool array_clean) {
   WriteIntentBitmapOptions opts;
   opts.array_clean = array_clean;
   opts.clock = [this] {
     return std::chrono::steady_clock::now() +
-           std::chrono::nanoseconds(bitmap_clock_skew_ns_.load());
+           std::chrono::nanoseconds(clock_skew_ns_.load());
   };
-  return opts;
+  ASSIGN_OR_RETURN(bitmap_,
+                   WriteIntentBitmap::Create(
+                       bs, bits,
+                       [this](uint64_t off, std::span<const uint8_t> b) {
+                         return Persist(off, b);
+                       },
+                       opts));
+  return absl::OkStatus();
 }
 
-void ArrayImpl::ClearBitmapAtStop() {
+void ArrayBitmap::ClearAtStop() {
   if (bitmap_ == nullptr) return;
   // Regions idle "long enough" at once: nothing is being written any more
   // and Tick flushes the data before it clears a bit.
-  bitmap_clock_skew_ns_.fetch_add((int64_t{bitmap_->super().daemon_sleep} + 1) *
-                                  1'000'000'000);
-  absl::Status st = bitmap_->Tick(
-      [this] { return FlushSlots(std::vector<bool>(SlotCount(), true)); });
+  clock_skew_ns_.fetch_add((int64_t{bitmap_->super().daemon_sleep} + 1) *
+                           1'000'000'000);
+  absl::Status st = bitmap_->Tick([this] { return host_->FlushAllSlots(); });
   if (!st.ok())
-    Log(LogLevel::kError,
-        absl::StrFormat("bitmap: clear at stop: %s", st.message()));
+    host_->Log(LogLevel::kError,
+               absl::StrFormat("bitmap: clear at stop: %s", st.message()));
 }
 
-void ArrayImpl::BitmapTick() {
+void ArrayBitmap::Tick() {
   if (bitmap_ == nullptr) return;
   const auto now = std::chrono::steady_clock::now();
   if (now - last_tick_ < kTickInterval) return;
   last_tick_ = now;
-  absl::Status st = bitmap_->Tick(
-      [this] { return FlushSlots(std::vector<bool>(SlotCount(), true)); });
+  absl::Status st = bitmap_->Tick([this] { return host_->FlushAllSlots(); });
   if (!st.ok())
-    Log(LogLevel::kError,
-        absl::StrFormat("bitmap: lazy clear: %s", st.message()));
-  ProcessDeferredFailures();
+    host_->Log(LogLevel::kError,
+               absl::StrFormat("bitmap: lazy clear: %s", st.message()));
+  HandOverFailures();
 }
 
 namespace {
@@ -210,20 +195,9 @@ absl::StatusOr<std::pair<BitmapSuper, BitmapVerdict>> ReadBitmapHeader(
 
 }  // namespace
 
-std::vector<std::string> ArrayImpl::MemberNames() const {
-  std::vector<std::string> names;
-  for (const auto& slot : slots_) {
-    if (auto m = slot->member.load()) names.push_back(m->Name());
-    if (auto r = slot->replacement.load()) names.push_back(r->Name());
-  }
-  MutexLock lock(&sb_mu_);
-  for (const Spare& sp : spares_) names.push_back(sp.member->Name());
-  return names;
-}
-
-absl::Status ArrayImpl::AttachBitmap(Member* internal_source,
-                                     const Superblock& sb,
-                                     const std::string& bitmap_file) {
+absl::Status ArrayBitmap::Attach(Member* internal_source, const Superblock& sb,
+                                 const std::string& bitmap_file,
+                                 uint64_t data_offset) {
   if (sb.feature_map & kFeatureBitmapOffset) {
     if (!bitmap_file.empty()) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -236,13 +210,14 @@ absl::Status ArrayImpl::AttachBitmap(Member* internal_source,
           "the array has an internal bitmap but no in-sync member to read "
           "it from");
     }
-    return LoadBitmap(*internal_source, sb);
+    return Load(*internal_source, sb, data_offset);
   }
-  if (!bitmap_file.empty()) return LoadBitmapFile(bitmap_file, sb);
+  if (!bitmap_file.empty()) return LoadFile(bitmap_file, sb);
   if (!sb.clean()) {
     // md behaves the same: the superblocks cannot say that an external
     // bitmap exists, so without it nothing narrows the resync.
-    Log(LogLevel::kNotice,
+    host_->Log(
+        LogLevel::kNotice,
         "no write-intent bitmap (none on the members, no bitmap file "
         "given): the resync covers the whole array from its checkpoint. An "
         "array created with --bitmap FILE resyncs only dirty regions when "
@@ -252,33 +227,32 @@ absl::Status ArrayImpl::AttachBitmap(Member* internal_source,
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::LoadBitmap(Member& member, const Superblock& sb) {
-  bitmap_area_offset_ =
+absl::Status ArrayBitmap::Load(Member& member, const Superblock& sb,
+                               uint64_t data_offset) {
+  area_offset_ =
       kSb12OffsetBytes + static_cast<int64_t>(sb.bitmap_offset) * 512;
-  const std::string where =
-      absl::StrFormat("%s: the write-intent bitmap at byte %d", member.Name(),
-                      bitmap_area_offset_);
+  const std::string where = absl::StrFormat(
+      "%s: the write-intent bitmap at byte %d", member.Name(), area_offset_);
   ASSIGN_OR_RETURN(auto header,
-                   ReadBitmapHeader(member, bitmap_area_offset_, sb, where));
+                   ReadBitmapHeader(member, area_offset_, sb, where));
   const auto& [bs, verdict] = header;
   const uint64_t chunks = BitmapChunks(bs);
   const uint64_t area = BitmapAreaBytes(chunks);
-  if (bitmap_area_offset_ + area > CurrentShape().data_offset) {
+  if (area_offset_ + area > data_offset) {
     return absl::DataLossError(absl::StrFormat(
         "%s: the bitmap (%d bytes at %d) overlaps the data at %d",
-        member.Name(), area, bitmap_area_offset_, CurrentShape().data_offset));
+        member.Name(), area, area_offset_, data_offset));
   }
   std::vector<uint8_t> bits(area - kBitmapSuperBytes);
-  RETURN_IF_ERROR(member.Read(bits.data(), bits.size(),
-                              bitmap_area_offset_ + kBitmapSuperBytes));
-  return InstallBitmap(bs, bits, verdict, sb,
-                       absl::StrCat("on ", member.Name()));
+  RETURN_IF_ERROR(
+      member.Read(bits.data(), bits.size(), area_offset_ + kBitmapSuperBytes));
+  return Install(bs, bits, verdict, sb, absl::StrCat("on ", member.Name()));
 }
 
-absl::Status ArrayImpl::LoadBitmapFile(const std::string& path,
-                                       const Superblock& sb) {
+absl::Status ArrayBitmap::LoadFile(const std::string& path,
+                                   const Superblock& sb) {
   ASSIGN_OR_RETURN(std::unique_ptr<Member> file,
-                   OpenBitmapFile(path, read_only_, MemberNames()));
+                   OpenBitmapFile(path, read_only_, host_->MemberNames()));
   if (file->Size() < kBitmapSuperBytes) {
     return absl::DataLossError(absl::StrFormat(
         "bitmap file %s is too short to be an md bitmap: %d bytes, the "
@@ -301,62 +275,49 @@ absl::Status ArrayImpl::LoadBitmapFile(const std::string& path,
       !st.ok()) {
     return st;
   }
-  bitmap_area_offset_ = 0;
-  if (!read_only_) bitmap_file_ = std::move(file);
-  return InstallBitmap(bs, bits, verdict, sb, absl::StrCat("file ", path));
+  area_offset_ = 0;
+  if (!read_only_) file_ = std::move(file);
+  return Install(bs, bits, verdict, sb, absl::StrCat("file ", path));
 }
 
-absl::Status ArrayImpl::InstallBitmap(const BitmapSuper& bs,
-                                      std::span<const uint8_t> bits,
-                                      BitmapVerdict verdict,
-                                      const Superblock& sb,
-                                      const std::string& where) {
-  bitmap_super_ = bs;
-  bitmap_dirty_at_load_ = CountBitmapDirty(bits, BitmapChunks(bs));
+absl::Status ArrayBitmap::Install(const BitmapSuper& bs,
+                                  std::span<const uint8_t> bits,
+                                  BitmapVerdict verdict, const Superblock& sb,
+                                  const std::string& where) {
+  super_ = bs;
+  dirty_at_load_ = CountBitmapDirty(bits, BitmapChunks(bs));
   if (read_only_) return absl::OkStatus();
-  WriteIntentBitmapOptions opts =
-      BitmapOptions(sb.clean() && verdict == BitmapVerdict::kCurrent);
-  ASSIGN_OR_RETURN(bitmap_,
-                   WriteIntentBitmap::Create(
-                       bs, bits,
-                       [this](uint64_t off, std::span<const uint8_t> b) {
-                         return PersistBitmap(off, b);
-                       },
-                       opts));
-  UpdateBitmapDegraded();
+  RETURN_IF_ERROR(
+      Create(bs, bits, sb.clean() && verdict == BitmapVerdict::kCurrent));
   if (verdict == BitmapVerdict::kStale) {
-    Log(LogLevel::kWarning,
+    host_->Log(
+        LogLevel::kWarning,
         absl::StrFormat("bitmap %s is older than the superblocks (events %d < "
                         "%d) or marked "
                         "stale: treating every region as dirty",
                         where, bs.events, sb.events));
     RETURN_IF_ERROR(bitmap_->MarkAllDirty());
-    SetResyncStart(0);
+    stale_at_load_ = true;
   }
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::InitBitmap(uint64_t chunk_bytes, bool all_dirty,
-                                   const std::string& file, bool force) {
+absl::Status ArrayBitmap::Init(const Superblock& sb, uint64_t data_offset,
+                               uint64_t chunk_bytes, bool all_dirty,
+                               const std::string& file, bool force) {
   BitmapSuper bs;
-  {
-    MutexLock lock(&sb_mu_);
-    bs.uuid = sb_.set_uuid;
-    bs.events = sb_.events;
-    bs.events_cleared = sb_.events;
-    bs.sync_size = sb_.size;
-    bitmap_area_offset_ =
-        file.empty()
-            ? kSb12OffsetBytes + static_cast<int64_t>(sb_.bitmap_offset) * 512
-            : 0;
-  }
+  bs.uuid = sb.set_uuid;
+  bs.events = sb.events;
+  bs.events_cleared = sb.events;
+  bs.sync_size = sb.size;
+  area_offset_ = file.empty() ? kSb12OffsetBytes +
+                                    static_cast<int64_t>(sb.bitmap_offset) * 512
+                              : 0;
   bs.chunksize = static_cast<uint32_t>(chunk_bytes);
   // A file reserves nothing on the members (mdadm leaves it 0 there too).
   bs.sectors_reserved =
-      file.empty()
-          ? static_cast<uint32_t>(
-                (CurrentShape().data_offset - bitmap_area_offset_) / 512)
-          : 0;
+      file.empty() ? static_cast<uint32_t>((data_offset - area_offset_) / 512)
+                   : 0;
   std::vector<uint8_t> area = NewBitmapArea(bs);
   const uint64_t chunks = BitmapChunks(bs);
   // mdadm writes whole pages of ones; a clean start wants the bits zero.
@@ -366,42 +327,31 @@ absl::Status ArrayImpl::InitBitmap(uint64_t chunk_bytes, bool all_dirty,
   if (!file.empty()) {
     // md's file: the header and the bits, nothing after them.
     area.resize(BitmapAreaBytes(chunks));
-    ASSIGN_OR_RETURN(bitmap_file_,
-                     CreateBitmapFile(file, area, force, MemberNames()));
+    ASSIGN_OR_RETURN(file_,
+                     CreateBitmapFile(file, area, force, host_->MemberNames()));
   } else {
-    area.resize(std::min<uint64_t>(
-        area.size(), CurrentShape().data_offset - bitmap_area_offset_));
-    for (int i = 0; i < SlotCount(); ++i) {
-      std::shared_ptr<Member> m = slots_[i]->member.load();
-      if (m == nullptr) continue;
-      absl::Status st = m->Write(area.data(), area.size(), bitmap_area_offset_);
+    area.resize(std::min<uint64_t>(area.size(), data_offset - area_offset_));
+    for (const BitmapHost::Carrier& c : host_->BitmapCarriers()) {
+      absl::Status st = c.member->Write(area.data(), area.size(), area_offset_);
       if (!st.ok()) {
-        return absl::Status(
-            st.code(), absl::StrFormat("%s: writing the bitmap: %s", m->Name(),
-                                       st.message()));
+        return absl::Status(st.code(),
+                            absl::StrFormat("%s: writing the bitmap: %s",
+                                            c.member->Name(), st.message()));
       }
     }
   }
-  bitmap_super_ = bs;
+  super_ = bs;
   std::span<const uint8_t> bits(area.data() + kBitmapSuperBytes,
                                 BitmapBitBytes(chunks));
-  ASSIGN_OR_RETURN(bitmap_,
-                   WriteIntentBitmap::Create(
-                       bs, bits,
-                       [this](uint64_t off, std::span<const uint8_t> b) {
-                         return PersistBitmap(off, b);
-                       },
-                       BitmapOptions(false)));
-  UpdateBitmapDegraded();
-  return absl::OkStatus();
+  return Create(bs, bits, /*array_clean=*/false);
 }
 
-absl::Status ArrayImpl::CopyBitmapTo(Member& member) {
+absl::Status ArrayBitmap::CopyTo(Member& member) {
   // An external bitmap is shared by the whole array: a joining member
   // needs no copy (and offset 0 of a member is not the bitmap's place).
-  if (bitmap_ == nullptr || bitmap_file_ != nullptr) return absl::OkStatus();
+  if (bitmap_ == nullptr || file_ != nullptr) return absl::OkStatus();
   std::vector<uint8_t> area = bitmap_->AreaImage();
-  absl::Status st = member.Write(area.data(), area.size(), bitmap_area_offset_);
+  absl::Status st = member.Write(area.data(), area.size(), area_offset_);
   if (st.ok()) st = member.Flush();
   if (!st.ok()) {
     return absl::Status(
@@ -409,6 +359,27 @@ absl::Status ArrayImpl::CopyBitmapTo(Member& member) {
                                    st.message()));
   }
   return absl::OkStatus();
+}
+
+uint64_t ArrayBitmap::AreaEnd() const {
+  if (bitmap_ == nullptr || area_offset_ == 0) return 0;
+  return area_offset_ + BitmapAreaPages(bitmap_->chunks()) * 4096;
+}
+
+BitmapInfo ArrayBitmap::Info() const {
+  BitmapInfo b;
+  if (!super_.has_value()) return b;
+  b.present = true;
+  b.offset_bytes = area_offset_;
+  const BitmapSuper bs = bitmap_ ? bitmap_->super() : *super_;
+  b.chunk_bytes = bs.chunksize;
+  b.chunks = BitmapChunks(bs);
+  b.dirty_chunks = bitmap_ ? bitmap_->DirtyChunks() : dirty_at_load_;
+  b.events = bs.events;
+  b.events_cleared = bs.events_cleared;
+  b.sync_size_bytes = bs.sync_size * 512;
+  b.daemon_sleep_s = bs.daemon_sleep;
+  return b;
 }
 
 }  // namespace uraid

@@ -105,7 +105,7 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
   }
   if (tmpl.has_ppl()) {
     now = ConsistencyPolicy::kPpl;
-  } else if (bitmap_ != nullptr || bitmap_super_.has_value() ||
+  } else if (bitmap_.known() ||
              (tmpl.feature_map & kFeatureBitmapOffset) != 0) {
     now = ConsistencyPolicy::kBitmap;
   } else {

@@ -199,7 +199,7 @@ absl::StatusOr<DeviceId> ArrayImpl::PrepareNewMember(Member& member) {
 std::string ArrayImpl::ReAddRefusal(const Superblock& old) {
   const int slot = old.role();
   const SlotState st = slots_[slot]->state.load();
-  const BitmapSuper bs = bitmap_->super();
+  const BitmapSuper bs = bitmap_.intent()->super();
   // What it holds is the slot's data as of its last event: usable only if
   // the bitmap has kept a bit for every region written since, which it
   // does while the array stays degraded (bits are not cleared then).
@@ -232,11 +232,11 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
   // re-add) with only the regions written since it left rebuilt.
   absl::StatusOr<Superblock> old = ReadSuperblock(*member);
   bool returning = false;
-  if (old.ok() && bitmap_ != nullptr && !reshaping_.load()) {
+  if (old.ok() && bitmap_.intent() != nullptr && !reshaping_.load()) {
     MutexLock lock(&sb_mu_);
     returning = old->set_uuid == sb_.set_uuid && old->role() < sb_.raid_disks;
   }
-  RETURN_IF_ERROR(CopyBitmapTo(*member));
+  RETURN_IF_ERROR(bitmap_.CopyTo(*member));
   std::shared_ptr<Member> m(std::move(member));
   if (returning) {
     const int slot = old->role();
@@ -324,7 +324,7 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
   }
   // Its copy of the bitmap dates from when it joined. A spare that cannot
   // take it is dropped (it would not survive the rebuild either).
-  if (absl::Status st = CopyBitmapTo(*m); !st.ok()) {
+  if (absl::Status st = bitmap_.CopyTo(*m); !st.ok()) {
     {
       Event e = MakeEvent("FailSpare", m->Name(), -1);
       e.details.emplace_back("error", std::string(st.message()));
@@ -385,7 +385,7 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
                         JobKindName(*busy)));
   }
   ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*replacement));
-  RETURN_IF_ERROR(CopyBitmapTo(*replacement));
+  RETURN_IF_ERROR(bitmap_.CopyTo(*replacement));
   std::shared_ptr<Member> r(std::move(replacement));
   {
     MutexLock lock(&sb_mu_);

@@ -38,12 +38,15 @@ StripeCache::Entry* StripeCache::Find(uint64_t stripe) {
   return it == map_.end() ? nullptr : it->second.get();
 }
 
-StripeCache::Entry* StripeCache::GetOrCreate(uint64_t stripe) {
-  {
-    MutexLock lock(&mu_);
-    auto it = map_.find(stripe);
-    if (it != map_.end()) return it->second.get();
-  }
+StripeCache::Entry* StripeCache::Create(uint64_t stripe) {
+  // Reserve the entry's room first: concurrent creators (each holding its
+  // own stripe's lock) cannot all pass the check and then all insert.
+  const uint64_t sb = stripe_bytes_.load();
+  size_t n = entries_.load(std::memory_order_relaxed);
+  do {
+    if ((n + 1) * sb > capacity_.load()) return nullptr;
+  } while (
+      !entries_.compare_exchange_weak(n, n + 1, std::memory_order_acq_rel));
   // Allocate outside the index lock; only this stripe's lock holder can be
   // here for `stripe`, so nobody else inserts it meanwhile.
   auto e = std::make_unique<Entry>();
@@ -53,7 +56,6 @@ StripeCache::Entry* StripeCache::GetOrCreate(uint64_t stripe) {
   Entry* raw = e.get();
   MutexLock lock(&mu_);
   map_.emplace(stripe, std::move(e));
-  entries_.fetch_add(1, std::memory_order_release);
   return raw;
 }
 

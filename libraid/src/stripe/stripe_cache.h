@@ -12,7 +12,7 @@
 // Locking contract: the index (which stripes have entries) is guarded by
 // an internal mutex; an entry's contents are guarded by the array's lock on
 // that stripe. Only the holder of a stripe's lock may create, change or
-// erase its entry, so a pointer returned by Find/GetOrCreate stays valid
+// erase its entry, so a pointer returned by Find/Create stays valid
 // while the caller holds that stripe lock.
 
 #ifndef URAID_SRC_STRIPE_CACHE_H_
@@ -56,8 +56,12 @@ class StripeCache {
     Clock::time_point since;  // when it first became dirty
   };
 
-  // `stripe_bytes`: data bytes per stripe. `capacity_bytes`: soft bound on
-  // the memory held by entries (writers evict to stay under it).
+  // `stripe_bytes`: data bytes per stripe. `capacity_bytes`: bound on the
+  // memory held by entries and recycled buffers together. It is hard: an
+  // entry that would pass it is not created (Create returns null and the
+  // writer writes through), so any number of concurrent writers cannot
+  // push the cache over it; writers and the writeback thread evict to
+  // keep room for new entries.
   StripeCache(uint64_t stripe_bytes, uint64_t capacity_bytes)
       : stripe_bytes_(stripe_bytes), capacity_(capacity_bytes) {}
 
@@ -80,7 +84,9 @@ class StripeCache {
 
   // REQUIRES: the caller holds the lock of `stripe`.
   Entry* Find(uint64_t stripe);
-  Entry* GetOrCreate(uint64_t stripe);
+  // A new, empty entry for `stripe` (which has none), or null when one
+  // more entry would pass the capacity.
+  Entry* Create(uint64_t stripe);
   void Erase(uint64_t stripe);
 
   // Stripes with entries, oldest first; with `older_than` set only those

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT
+// The array as its write-intent bitmap's host (meta/array_bitmap.h): which
+// members carry the bitmap, and what a failed bitmap write does to them.
+
+#include "absl/strings/str_format.h"
+#include "array/array_impl.h"
+
+namespace uraid {
+
+std::vector<BitmapHost::Carrier> ArrayImpl::BitmapCarriers() const {
+  std::vector<Carrier> carriers;
+  for (int i = 0; i < SlotCount(); ++i) {
+    if (SlotPresent(i)) {
+      if (auto m = slots_[i]->member.load()) carriers.push_back({m, i, false});
+    }
+    if (auto r = slots_[i]->replacement.load()) {
+      carriers.push_back({r, i, true});
+    }
+  }
+  return carriers;
+}
+
+absl::Status ArrayImpl::FlushAllSlots() {
+  return FlushSlots(std::vector<bool>(SlotCount(), true));
+}
+
+void ArrayImpl::BitmapCarrierFailed(const Carrier& c, const std::string& why) {
+  Slot& s = *slots_[c.slot];
+  if (c.replacement) {
+    std::shared_ptr<Member> r = c.member;
+    if (s.replacement.compare_exchange_strong(r, nullptr)) {
+      ReportReplacementFailed(c.member->Name(), c.slot,
+                              absl::InternalError(why));
+      RecordBackgroundError(
+          WriteSuperblocks(std::nullopt),
+          absl::StrFormat("the loss of slot %d's replacement", c.slot));
+    }
+    return;
+  }
+  // Only while it still holds the slot (FailSlot checks under sb_mu_).
+  RecordBackgroundError(
+      FailSlot(c.slot, "bitmap write failed: " + why, c.member.get()),
+      absl::StrFormat("the failure of slot %d", c.slot));
+}
+
+void ArrayImpl::UpdateBitmapDegraded() { bitmap_.SetDegraded(GoneSlots() > 0); }
+
+std::vector<std::string> ArrayImpl::MemberNames() const {
+  std::vector<std::string> names;
+  for (const auto& slot : slots_) {
+    if (auto m = slot->member.load()) names.push_back(m->Name());
+    if (auto r = slot->replacement.load()) names.push_back(r->Name());
+  }
+  MutexLock lock(&sb_mu_);
+  for (const Spare& sp : spares_) names.push_back(sp.member->Name());
+  return names;
+}
+
+}  // namespace uraid

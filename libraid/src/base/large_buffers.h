@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+// Internal: where AlignedBuffer's large blocks come from.
+//
+// Why not malloc: a stripe write's parity scratch, a reconstruction's rows
+// and a cache entry are hundreds of KiB to a few MiB, allocated on
+// whichever of nbdkit's many client threads runs the request. Once glibc's
+// dynamic mmap threshold has risen past that size (it does after the first
+// such block is freed), each block comes from the calling thread's arena,
+// and every arena keeps its freed megabytes: measured under a 64 KiB
+// sequential write stream with the default 64 MiB cache, the plugin's peak
+// RSS was 113 MiB, and 58 MiB with glibc held to one arena. Here large
+// blocks are mapped from the kernel and recycled through one process-wide
+// free list that keeps at most kLargeKeepBytes; a block freed beyond that
+// is unmapped at once. So the memory outside the caller's own bounds (the
+// stripe cache's capacity) is the blocks in use plus that fixed reserve,
+// however many threads allocate.
+//
+// Under AddressSanitizer blocks come from aligned_alloc as before, so its
+// overflow and use-after-free checks still cover them.
+//
+// Thread-safe.
+
+#ifndef URAID_SRC_BASE_LARGE_BUFFERS_H_
+#define URAID_SRC_BASE_LARGE_BUFFERS_H_
+
+#include <cstddef>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define URAID_LARGE_BLOCKS_FROM_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define URAID_LARGE_BLOCKS_FROM_MALLOC 1
+#endif
+#endif
+
+namespace uraid {
+
+#ifdef URAID_LARGE_BLOCKS_FROM_MALLOC
+inline constexpr bool kLargeBlocksRecycled = false;
+#else
+inline constexpr bool kLargeBlocksRecycled = true;
+#endif
+
+// Blocks of at least this many bytes are large (glibc's initial mmap
+// threshold: smaller ones stay with malloc, which serves them well).
+inline constexpr size_t kLargeBlockBytes = 128 * 1024;
+// The most the free list keeps mapped for reuse.
+inline constexpr size_t kLargeKeepBytes = 16 * 1024 * 1024;
+
+// A block of `bytes` (a multiple of 4096, at least kLargeBlockBytes),
+// 4096-aligned, contents undefined; null when the system has no memory.
+void* AllocLargeBlock(size_t bytes);
+// Returns a block from AllocLargeBlock, with the same `bytes`.
+void FreeLargeBlock(void* p, size_t bytes);
+// Bytes the free list keeps now (for tests).
+size_t LargeBlocksKeptBytes();
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_BASE_LARGE_BUFFERS_H_

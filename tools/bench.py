@@ -1464,7 +1464,9 @@ def jobs_column(args, plugin, tool, directory, lat):
     mib = args.job_member_size
     work = tempfile.mkdtemp(prefix="uraid-bench-jobs-", dir=directory)
     servers = []
-    samples = {"rebuild": [], "check": [], "resync": [], "reshape 4->5": []}
+    degraded = "degraded seq read 1M qd8 (client MB/s / 3 survivors)"
+    samples = {"rebuild": [], "check": [], "resync": [], "reshape 4->5": [],
+               degraded: []}
 
     def exports():
         uris = []
@@ -1513,6 +1515,21 @@ def jobs_column(args, plugin, tool, directory, lat):
             member = det["member_bytes"] if "member_bytes" in det else \
                 det["array_bytes"] // 3
             samples["resync"].append(member / t / 1e6)
+            # Degraded read (issue 16 point 4): the array without its
+            # second member, read-only (nothing changes for the jobs
+            # below); what the client gets per surviving member, against
+            # the member rate: 1.0x is every survivor byte delivered once.
+            srv = Server(args, "jobs-degraded",
+                         [plugin] + [f"member={u}" for i, u in
+                                     enumerate(uris[:4]) if i != 1] +
+                         ["run=true", "readonly=true"], work)
+            try:
+                res = summarize(fio(srv.uri, [dict(rw="read", bs="1m",
+                                                   iodepth=8)],
+                                    args.runtime, det["array_bytes"]), [0])
+            finally:
+                srv.stop()
+            samples[degraded].append(res["mbs"] / 3)
             ctl = os.path.join(work, "ctl.sock")
             srv = Server(args, "jobs-uraid",
                          [plugin] + [f"member={u}" for u in uris[:4]] +

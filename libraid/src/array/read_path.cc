@@ -59,15 +59,23 @@ absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
     done += n;
   }
   // Healthy pieces straight into the caller's buffer, all in flight at once.
-  // Pieces of stripes the cache holds newer data for, and pieces on a
-  // missing member, take the locked slow path.
-  // Pieces of a stripe with a missing member go together, so the stripe's
-  // surviving chunks are read once for the client and the rebuild both.
-  // Pieces come in stripe order: the stripes with a lost piece, ascending.
+  // Pieces of stripes the cache holds newer data for take the locked slow
+  // path. Pieces of a stripe that has lost a data chunk go together, under the
+  // stripe's lock, so the stripe's surviving chunks are read once for the
+  // client and the rebuild both, and once for two requests that share the
+  // stripe: a sequential reader's requests run at once (qd8) and end
+  // inside stripes, the one that covers the lost chunk rebuilding it from
+  // rows the other asked for. Whichever takes the lock first reads the
+  // rows and keeps them (the survivor cache); the other finds them there.
+  // (Healthy pieces of such a stripe used to be read unlocked beside the
+  // other request's rebuild: 1.11 member bytes per byte at 1 MiB.) A stripe
+  // whose lost chunk is its parity needs no rebuild and stays unlocked.
+  // Pieces come in stripe order: the degraded stripes, ascending.
   std::vector<uint64_t> lost;
   for (const Piece& p : pieces) {
-    if (!SlotUsableAt(p.loc.disk, p.loc.stripe) &&
-        (lost.empty() || lost.back() != p.loc.stripe)) {
+    if (!lost.empty() && lost.back() == p.loc.stripe) continue;
+    const int m = MissingSlotAt(sh, p.loc.stripe);
+    if (m >= 0 && m != geo.ParityDisk(p.loc.stripe)) {
       lost.push_back(p.loc.stripe);
     }
   }
@@ -85,13 +93,6 @@ absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
     if (degraded[i]) continue;
     if (SlotUsableAt(p.loc.disk, p.loc.stripe) &&
         !cache_.MayContain(p.loc.stripe)) {
-      // Rows the last degraded read of this stripe fetched for its rebuild
-      // (a sequential reader's next request).
-      if (!survivors_.empty() &&
-          survivors_.Get(sh.id, p.loc.stripe, writes_started_.load(),
-                         p.loc.disk, p.loc.chunk_offset, p.len, p.dst)) {
-        continue;
-      }
       ios.push_back(MemberIo{
           MemberIo::kRead, p.loc.disk, p.dst, p.len, p.loc.member_offset, {}});
       io_piece.push_back(i);
@@ -99,35 +100,7 @@ absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
       slow[i] = true;
     }
   }
-  // The request ends inside a stripe whose lost chunk it stops short of:
-  // the next request's rebuild needs the rows read here, so they are kept
-  // (see survivor_cache.h; one stripe's worth per request at most).
-  // (A read of no bytes has no pieces and no tail.)
-  const uint64_t tail = pieces.empty() ? 0 : pieces.back().loc.stripe;
-  const int tail_missing =
-      pieces.empty() || degraded.back() ? -1 : MissingSlotAt(sh, tail);
-  const bool keep_tail =
-      tail_missing >= 0 && tail_missing != geo.ParityDisk(tail);
-  const uint64_t started = writes_started_.load();
-  const bool quiet = writes_finished_.load() == started;
   Submit(sh, ios, &gens);
-  if (keep_tail && quiet && writes_started_.load() == started) {
-    std::vector<SurvivorCache::Rows> rows;
-    for (size_t j = 0; j < ios.size(); ++j) {
-      const Piece& p = pieces[io_piece[j]];
-      if (p.loc.stripe != tail) continue;
-      if (!ios[j].status.ok()) {
-        rows.clear();
-        break;
-      }
-      rows.push_back(
-          SurvivorCache::Rows{p.loc.disk, p.loc.chunk_offset,
-                              std::vector<uint8_t>(p.dst, p.dst + p.len)});
-    }
-    if (!rows.empty()) {
-      survivors_.Put(sh.id, tail, started, std::move(rows));
-    }
-  }
   std::vector<absl::Status> errors(pieces.size());
   std::vector<const Member*> failed(pieces.size(), nullptr);
   for (size_t j = 0; j < ios.size(); ++j) {
@@ -362,16 +335,24 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
     Submit(sh, ios, &gens);
     if (std::all_of(ios.begin(), ios.end(),
                     [](const MemberIo& io) { return io.status.ok(); })) {
-      // The rebuild's extra survivor rows, for the next request, when no
-      // write was in flight or began while they were read.
-      if (plan.rebuild && quiet && writes_started_.load() == started) {
+      // Rows another request of the stripe needs, when no write was in
+      // flight or began while they were read: a rebuild's extra survivor
+      // rows (what the client did not ask for), or, when the pieces stop
+      // short of the lost chunk, the client's own rows, which that
+      // chunk's rebuild will want. Not when the cache gave some of them
+      // (an entry is replaced whole, and it holds them already).
+      const bool all_read = ios.size() == plan.reads.size();
+      if (quiet && writes_started_.load() == started &&
+          (plan.rebuild || all_read)) {
         std::vector<SurvivorCache::Rows> rows;
         for (const PlannedIo& io : plan.reads) {
-          if (io.ref.buffer != PlanRef::kScratch ||
-              io.slot == sh.geo.ParityDisk(stripe)) {
+          if (io.slot == sh.geo.ParityDisk(stripe) ||
+              (plan.rebuild && io.ref.buffer != PlanRef::kScratch)) {
             continue;
           }
-          const uint8_t* at = scratch.data() + io.ref.offset;
+          const uint8_t* at =
+              (io.ref.buffer == PlanRef::kScratch ? scratch.data() : client) +
+              io.ref.offset;
           rows.push_back(SurvivorCache::Rows{
               io.slot, io.chunk_offset, std::vector<uint8_t>(at, at + io.len)});
         }

@@ -1423,7 +1423,7 @@ def bench_jobs_on_slow_members(args, plugin, tool):
     for d in dirs:
         fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", d],
                             check=True, capture_output=True,
-                            text=True).stdout.strip()
+                            text=True).stdout.split("\n")[0].strip()
         for lat in lats:
             name = f"{fs} ({d})" + (f" + {lat} ms" if lat else "")
             columns.append((name, jobs_column(args, plugin, tool, d, lat)))

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <latch>
 #include <thread>
 #include <vector>
 
@@ -72,12 +73,16 @@ TEST(LargeBuffers, RecyclesBlocksAndKeepsAtMostTheReserve) {
     AlignedBuffer b(kSize);
     EXPECT_EQ(b.data(), first);
   }
+  // Every thread holds its blocks until all have theirs: 64 distinct
+  // blocks are freed, not the same few recycled.
+  std::latch all_held(8);
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([] {
+    threads.emplace_back([&all_held] {
       std::vector<AlignedBuffer> held;
       for (int i = 0; i < 8; ++i) held.emplace_back(kSize);
       for (AlignedBuffer& b : held) std::memset(b.data(), 1, 4096);
+      all_held.arrive_and_wait();
     });
   }
   for (std::thread& th : threads) th.join();

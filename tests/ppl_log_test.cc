@@ -8,6 +8,7 @@
 
 #include "meta/ppl_log.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -97,6 +98,41 @@ TEST_F(PplArrayTest, PartialWriteLeavesItsPartialParityInTheLog) {
   EXPECT_TRUE(std::memcmp(area.data() + kPplHeaderBytes, want.data(), 4096) ==
               0);
   EXPECT_EQ(e.checksum, Crc32c(want));
+}
+
+// A discard drops every chunk of its stripes, parity included; md logs it
+// as a full-stripe write (an entry without partial parity) so that a crash
+// in the middle, which leaves some chunks zero and others not, is replayed
+// to consistent parity instead of being left wrong on an array that does
+// not resync.
+TEST_F(PplArrayTest, TrimIsLoggedAsAFullStripeWrite) {
+  const Geometry& g = info_->geometry;
+  std::unique_ptr<Array> a =
+      *Array::Assemble(Handles(members_), AssembleOptions{});
+  const uint64_t stripe = 6;
+  const uint64_t sd = g.stripe_data_bytes();
+  ASSERT_TRUE(a->Trim(sd, stripe * sd).ok());
+  const int p = g.ParityDisk(stripe);
+  std::vector<uint8_t> area(kPplHeaderBytes);
+  ASSERT_TRUE(members_[p]->Read(area.data(), area.size(), kPplArea).ok());
+  absl::StatusOr<PplHeader> h =
+      DecodePplHeader(area, PplSignature(info_->uuid));
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->entries.size(), 1u);
+  const PplEntry& e = h->entries[0];
+  EXPECT_EQ(e.data_sector, stripe * sd / 512);
+  EXPECT_EQ(e.pp_size, 0u);
+  EXPECT_EQ(e.data_size, sd);
+  EXPECT_EQ(e.parity_disk, static_cast<uint32_t>(p));
+  // The stripe reads as zeros, its neighbours as written.
+  std::vector<uint8_t> got(3 * sd);
+  ASSERT_TRUE(a->Read(got.data(), got.size(), (stripe - 1) * sd).ok());
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + sd,
+                         data_.begin() + (stripe - 1) * sd));
+  EXPECT_TRUE(std::all_of(got.begin() + sd, got.begin() + 2 * sd,
+                          [](uint8_t b) { return b == 0; }));
+  EXPECT_TRUE(std::equal(got.begin() + 2 * sd, got.end(),
+                         data_.begin() + (stripe + 1) * sd));
 }
 
 // The write hole: the data of a partial write reached its member, the

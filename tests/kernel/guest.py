@@ -786,13 +786,21 @@ def case_kill9_ppl(c):
     """kill -9 of nbdkit during partial-stripe writes on a PPL array
     (create --consistency-policy ppl): md assembles the members, replays
     uraid's partial parity log, and starts with no resync; the data reads
-    back, md's check finds mismatch_cnt 0, and uraid reads md's result."""
+    back, md's check finds mismatch_cnt 0, and uraid reads md's result.
+    With `switch`: the array is created with the resync policy and switched
+    to ppl online while the writer writes (uraid grow --consistency-policy
+    ppl --control), as md's `mdadm --grow --consistency-policy=ppl` does;
+    md must find the same log and superblocks as on an array created so."""
     p, devs, md = c.params, c.devs, c.md
-    uraid(*create_args(p), "--consistency-policy", "ppl", *devs)
+    switch = p.get("switch", False)
+    uraid(*create_args(p), "--consistency-policy",
+          "resync" if switch else "ppl", *devs)
     d = uraid_detail(devs)
     size = d["array_bytes"]
     image = Image(size)
-    srv = Server(c.tmp, devs, ["cache=0"])
+    ctl = os.path.join(c.tmp, "ctl.sock")
+    srv = Server(c.tmp, devs, ["cache=0"] +
+                 ([f"control={ctl}"] if switch else []))
     h = srv.connect()
     import random
     rng = random.Random(c.seed)
@@ -814,6 +822,13 @@ def case_kill9_ppl(c):
             pass
     t = threading.Thread(target=writer)
     t.start()
+    if switch:
+        time.sleep(0.5)  # the writer is going
+        r = uraid("grow", "--consistency-policy", "ppl", "--control", ctl)
+        check("consistency policy is now ppl" in r.stdout,
+              f"grow --consistency-policy ppl: {r.stdout} {r.stderr}")
+        check(uraid_json("detail", "--control", ctl)["ppl"],
+              "detail does not say ppl after the switch")
     time.sleep(1.5)
     srv.stop(signal.SIGKILL)
     stop.set()

@@ -108,6 +108,9 @@ def special_cases(full):
         case("kill9/ppl/md-replays-uraid-log", "kill9_ppl", 4,
              layout="left-symmetric", chunk="64K", bitmap="none",
              assume_clean=True),
+        case("kill9/ppl/switched-online/md-replays-uraid-log", "kill9_ppl",
+             4, layout="left-symmetric", chunk="64K", bitmap="none",
+             assume_clean=True, switch=True),
         case("crash/ppl/uraid-replays-md-log", "ppl_md_crashed", 4,
              steps=2, crash=True, chunk="64K"),
         case("crash/ppl/uraid-replays-md-log/degraded", "ppl_md_crashed", 4,
@@ -158,7 +161,7 @@ def special_cases(full):
 
 
 def default_cases():
-    # CI's subset (13 cases, about 4-5 minutes under TCG): chunks 4K..512K, 3..8
+    # CI's subset (17 cases, about 5-6 minutes under TCG): chunks 4K..512K, 3..8
     # disks, bitmap on and off, with and without --assume-clean, RAID4, both
     # directions (md -> uraid with md's initial recovery and without, and
     # degraded), then one of each special case. The other layouts are in

@@ -374,6 +374,34 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
       st = bitmap_.intent()->StartWrite(s * C, C);
       if (!st.ok()) break;
     }
+    // PPL: the discard is logged as md logs one (a full-stripe write, an
+    // entry without partial parity) before any chunk is dropped. A crash
+    // in the middle leaves some chunks zero and others not; without the
+    // entry a PPL array, which does not resync, would keep that stripe's
+    // parity wrong, and a later read-modify-write there would carry the
+    // error into data acknowledged after the crash. The replay recomputes
+    // the parity from the data as the crash left it. Logged and held as
+    // WriteStripeLocked logs a write (the pass first, see there).
+    const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
+    const std::shared_ptr<PplLog> ppl = ppl_.load();
+    PplLog::Hold ppl_hold;
+    if (ppl != nullptr) {
+      const WritePlan plan =
+          PlanWrite(geo, s, 0, sd, StripeHealth{MissingSlotAt(sh, s), false});
+      std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load();
+      if (plan.mode != WriteMode::kParityGone && pm != nullptr) {
+        absl::StatusOr<PplLog::Hold> hold = ppl->LogStripe(
+            s, 0, sd, plan, /*scratch=*/nullptr, /*client=*/nullptr, *pm,
+            [this](const std::vector<bool>& which) {
+              return FlushSlots(which, /*only_dirty=*/true);
+            });
+        if (!hold.ok()) {
+          st = hold.status();
+          break;
+        }
+        ppl_hold = *std::move(hold);
+      }
+    }
     // Every present chunk, parity included, becomes zeros: the stripe stays
     // consistent and a missing member's chunk reconstructs as zeros too.
     std::vector<MemberIo> ios;
@@ -381,6 +409,7 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
       if (!SlotUsableAt(i, s)) continue;
       touched[i] = true;
       ios.push_back(MemberIo{MemberIo::kDiscard, i, nullptr, C, s * C, {}});
+      if (ppl_hold.held()) ppl_hold.Wrote(i);
     }
     Submit(sh, ios);
     bool slot_failed;

@@ -63,6 +63,17 @@ class PplArrayTest : public ::testing::Test {
     ASSERT_TRUE(a->Write(data_.data(), data_.size(), 0).ok());
   }
 
+  // The first `bytes` of slot `p`'s PPL area into *area, and its header.
+  absl::StatusOr<PplHeader> ReadLog(int p, size_t bytes,
+                                    std::vector<uint8_t>* area) {
+    area->resize(bytes);
+    if (absl::Status st = members_[p]->Read(area->data(), bytes, kPplArea);
+        !st.ok()) {
+      return st;
+    }
+    return DecodePplHeader(*area, PplSignature(info_->uuid));
+  }
+
   std::vector<std::shared_ptr<Member>> members_;
   std::optional<ArrayInfo> info_;
   std::vector<uint8_t> data_;
@@ -78,10 +89,8 @@ TEST_F(PplArrayTest, PartialWriteLeavesItsPartialParityInTheLog) {
   const std::vector<uint8_t> w = Pattern(4096, 9);
   ASSERT_TRUE(a->Write(w.data(), w.size(), off).ok());
   const int p = g.ParityDisk(stripe);
-  std::vector<uint8_t> area(kPplHeaderBytes + 4096);
-  ASSERT_TRUE(members_[p]->Read(area.data(), area.size(), kPplArea).ok());
-  absl::StatusOr<PplHeader> h =
-      DecodePplHeader(area, PplSignature(info_->uuid));
+  std::vector<uint8_t> area;
+  absl::StatusOr<PplHeader> h = ReadLog(p, kPplHeaderBytes + 4096, &area);
   ASSERT_TRUE(h.ok()) << h.status();
   ASSERT_EQ(h->entries.size(), 1u);
   const PplEntry& e = h->entries[0];
@@ -113,10 +122,8 @@ TEST_F(PplArrayTest, TrimIsLoggedAsAFullStripeWrite) {
   const uint64_t sd = g.stripe_data_bytes();
   ASSERT_TRUE(a->Trim(sd, stripe * sd).ok());
   const int p = g.ParityDisk(stripe);
-  std::vector<uint8_t> area(kPplHeaderBytes);
-  ASSERT_TRUE(members_[p]->Read(area.data(), area.size(), kPplArea).ok());
-  absl::StatusOr<PplHeader> h =
-      DecodePplHeader(area, PplSignature(info_->uuid));
+  std::vector<uint8_t> area;
+  absl::StatusOr<PplHeader> h = ReadLog(p, kPplHeaderBytes, &area);
   ASSERT_TRUE(h.ok()) << h.status();
   ASSERT_EQ(h->entries.size(), 1u);
   const PplEntry& e = h->entries[0];

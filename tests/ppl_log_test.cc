@@ -197,6 +197,67 @@ TEST_F(PplArrayTest, WriteHoleClosedDegradedWithoutForce) {
   EXPECT_TRUE(std::memcmp(got.data(), data_.data() + at, kChunk) == 0);
 }
 
+// The hole a trim left before it was logged: a crash in the middle of a
+// trim zeroed one chunk of the stripe and none of the others, parity
+// included. A PPL array does not resync; unless the replay fixes that
+// stripe's parity, a later read-modify-write there carries the error
+// into the parity of data written after the crash, and the loss of a
+// member then rebuilds it wrong.
+TEST_F(PplArrayTest, TrimTornByACrashIsReplayedBeforeLaterWrites) {
+  const Geometry& g = info_->geometry;
+  const uint64_t stripe = 4;
+  const uint64_t sd = g.stripe_data_bytes();
+  const int zeroed = g.DataDisk(stripe, 0);  // the one chunk the trim hit
+  const int lost = g.DataDisk(stripe, 2);    // lost after the crash
+  std::vector<Image> old, now;
+  for (auto& m : members_) old.push_back(Snapshot(*m));
+  {
+    std::unique_ptr<Array> a =
+        *Array::Assemble(Handles(members_), AssembleOptions{});
+    ASSERT_TRUE(a->Trim(sd, stripe * sd).ok());
+    for (auto& m : members_) now.push_back(Snapshot(*m));  // still dirty
+  }
+  // The crash: every member's metadata (the log included) as after the
+  // trim, the stripe's chunks as before it except the zeroed one.
+  const uint64_t row = info_->data_offset_bytes + stripe * kChunk;
+  std::vector<std::shared_ptr<Member>> torn;
+  for (int s = 0; s < 4; ++s) {
+    Image im = now[s];
+    if (s != zeroed) std::memcpy(im.data() + row, old[s].data() + row, kChunk);
+    torn.push_back(FromImage(im, s));
+  }
+  // Assembled whole: the replay recomputes the stripe's parity from the
+  // data as the crash left it. Then a partial write into data index 1
+  // (read-modify-write: it folds the parity on disk forward).
+  const uint64_t off = stripe * sd + kChunk + 8192;
+  const std::vector<uint8_t> w = Pattern(4096, 13);
+  {
+    absl::StatusOr<std::unique_ptr<Array>> a =
+        Array::Assemble(Handles(torn), AssembleOptions{});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_FALSE((*a)->Info().resyncing);
+    ASSERT_TRUE((*a)->Write(w.data(), w.size(), off).ok());
+  }
+  // The member of data index 2 is lost: its chunk, which the trim never
+  // reached, rebuilds from the others.
+  std::vector<std::shared_ptr<Member>> survivors;
+  for (int s = 0; s < 4; ++s) {
+    if (s != lost) survivors.push_back(torn[s]);
+  }
+  AssembleOptions opts;
+  opts.run = true;
+  absl::StatusOr<std::unique_ptr<Array>> a =
+      Array::Assemble(Handles(survivors), opts);
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::vector<uint8_t> got(kChunk);
+  const uint64_t at = stripe * sd + 2 * kChunk;
+  ASSERT_TRUE((*a)->Read(got.data(), got.size(), at).ok());
+  EXPECT_TRUE(std::memcmp(got.data(), data_.data() + at, kChunk) == 0)
+      << "data index 2 of stripe " << stripe << " rebuilt wrong";
+  ASSERT_TRUE((*a)->Read(got.data(), 4096, off).ok());
+  EXPECT_TRUE(std::memcmp(got.data(), w.data(), 4096) == 0);
+}
+
 TEST_F(PplArrayTest, DirtyArrayReplaysAndNeedsNoResync) {
   const Geometry& g = info_->geometry;
   const uint64_t stripe = 9;

@@ -91,5 +91,31 @@ TEST(LargeBuffers, RecyclesBlocksAndKeepsAtMostTheReserve) {
   EXPECT_GT(LargeBlocksKeptBytes(), kLargeKeepBytes - kSize);
 }
 
+// A freed block that does not fit makes room by unmapping the oldest ones,
+// so the sizes in use now are kept, not those a finished job left; and a
+// block above kLargeKeepMaxBlockBytes (a job's window) is never kept.
+TEST(LargeBuffers, ANewSizeEvictsTheOldestBlocks) {
+  if (!kLargeBlocksRecycled) GTEST_SKIP() << "ASan: blocks come from malloc";
+  static constexpr size_t kOld = 2 << 20, kNew = 512 << 10;
+  {
+    std::vector<AlignedBuffer> fill;
+    for (size_t i = 0; i < kLargeKeepBytes / kOld; ++i) fill.emplace_back(kOld);
+  }
+  ASSERT_EQ(LargeBlocksKeptBytes(), kLargeKeepBytes);  // full of old blocks
+  void* first;
+  {
+    AlignedBuffer b(kNew);
+    first = b.data();
+  }
+  EXPECT_LE(LargeBlocksKeptBytes(), kLargeKeepBytes);
+  {
+    AlignedBuffer again(kNew);
+    EXPECT_EQ(again.data(), first) << "the new size was not kept";
+  }
+  const size_t before = LargeBlocksKeptBytes();
+  { AlignedBuffer window(kLargeKeepMaxBlockBytes + 4096); }
+  EXPECT_EQ(LargeBlocksKeptBytes(), before);
+}
+
 }  // namespace
 }  // namespace uraid

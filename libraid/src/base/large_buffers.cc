@@ -4,19 +4,26 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "base/sync.h"
 
 namespace uraid {
 namespace {
 
-// Free blocks by size. Requests come in a handful of sizes (chunk, stripe,
-// their multiples), so exact-size lists find a match nearly always.
+// Free blocks, oldest first. Requests come in a handful of sizes (chunk,
+// stripe, their multiples), and the list is short (at most
+// kLargeKeepBytes / kLargeBlockBytes entries), so a scan finds a match
+// cheaply. When a freed block does not fit, the oldest blocks go, not the
+// new one: sizes a finished job used must not crowd out the ones in use
+// (with the new one unmapped, every block of a size the full list did not
+// hold is mapped and faulted in afresh. The first version did that; the
+// jobs table's reshape on members at 2 ms measured 0.72x with it, 0.86x
+// with this rule, 0.85x before large blocks came from here).
 struct FreeList {
   Mutex mu;
-  absl::flat_hash_map<size_t, std::vector<void*>> by_size ABSL_GUARDED_BY(mu);
+  std::vector<std::pair<size_t, void*>> blocks ABSL_GUARDED_BY(mu);
   size_t kept ABSL_GUARDED_BY(mu) = 0;
 };
 
@@ -34,10 +41,10 @@ void* AllocLargeBlock(size_t bytes) {
   {
     FreeList& f = Free();
     MutexLock lock(&f.mu);
-    auto it = f.by_size.find(bytes);
-    if (it != f.by_size.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
+    for (size_t i = f.blocks.size(); i-- > 0;) {  // newest first
+      if (f.blocks[i].first != bytes) continue;
+      void* p = f.blocks[i].second;
+      f.blocks.erase(f.blocks.begin() + static_cast<ptrdiff_t>(i));
       f.kept -= bytes;
       return p;
     }
@@ -53,16 +60,26 @@ void FreeLargeBlock(void* p, size_t bytes) {
 #ifdef URAID_LARGE_BLOCKS_FROM_MALLOC
   std::free(p);
 #else
+  if (bytes > kLargeKeepMaxBlockBytes) {
+    munmap(p, bytes);  // a job's window: allocated once, not recycled
+    return;
+  }
+  std::vector<std::pair<size_t, void*>> evicted;
   {
     FreeList& f = Free();
     MutexLock lock(&f.mu);
-    if (f.kept + bytes <= kLargeKeepBytes) {
-      f.by_size[bytes].push_back(p);
-      f.kept += bytes;
-      return;
+    f.blocks.emplace_back(bytes, p);
+    f.kept += bytes;
+    size_t n = 0;
+    while (f.kept > kLargeKeepBytes) {
+      f.kept -= f.blocks[n].first;
+      evicted.push_back(f.blocks[n]);
+      ++n;
     }
+    f.blocks.erase(f.blocks.begin(),
+                   f.blocks.begin() + static_cast<ptrdiff_t>(n));
   }
-  munmap(p, bytes);
+  for (const auto& [size, block] : evicted) munmap(block, size);
 #endif
 }
 

@@ -10,10 +10,10 @@
 // sequential write stream with the default 64 MiB cache, the plugin's peak
 // RSS was 113 MiB, and 58 MiB with glibc held to one arena. Here large
 // blocks are mapped from the kernel and recycled through one process-wide
-// free list that keeps at most kLargeKeepBytes; a block freed beyond that
-// is unmapped at once. So the memory outside the caller's own bounds (the
-// stripe cache's capacity) is the blocks in use plus that fixed reserve,
-// however many threads allocate.
+// free list that keeps at most kLargeKeepBytes (the oldest blocks are
+// unmapped to make room for a newly freed one). So the memory outside the
+// caller's own bounds (the stripe cache's capacity) is the blocks in use plus
+// that fixed reserve, however many threads allocate.
 //
 // Under AddressSanitizer blocks come from aligned_alloc as before, so its
 // overflow and use-after-free checks still cover them.
@@ -44,8 +44,12 @@ inline constexpr bool kLargeBlocksRecycled = true;
 // Blocks of at least this many bytes are large (glibc's initial mmap
 // threshold: smaller ones stay with malloc, which serves them well).
 inline constexpr size_t kLargeBlockBytes = 128 * 1024;
-// The most the free list keeps mapped for reuse.
+// The most the free list keeps mapped for reuse; the oldest blocks go
+// first when a freed one would pass it.
 inline constexpr size_t kLargeKeepBytes = 16 * 1024 * 1024;
+// Larger blocks are not kept at all: they are a job's windows, allocated
+// once per job, and would crowd out the blocks requests recycle.
+inline constexpr size_t kLargeKeepMaxBlockBytes = 4 * 1024 * 1024;
 
 // A block of `bytes` (a multiple of 4096, at least kLargeBlockBytes),
 // 4096-aligned, contents undefined; null when the system has no memory.

@@ -4,6 +4,7 @@
 #include "stripe/survivor_cache.h"
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -13,7 +14,9 @@ namespace {
 
 std::vector<SurvivorCache::Rows> OneRow(int slot, uint8_t fill) {
   std::vector<SurvivorCache::Rows> rows;
-  rows.push_back(SurvivorCache::Rows{slot, 0, std::vector<uint8_t>(16, fill)});
+  AlignedBuffer data(16);
+  std::memset(data.data(), fill, data.size());
+  rows.push_back(SurvivorCache::Rows{slot, 0, std::move(data)});
   return rows;
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "array/array_impl.h"
+#include "base/aligned_buffer.h"
 #include "base/status_macros.h"
 #include "parity/parity.h"
 
@@ -353,8 +354,10 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
           const uint8_t* at =
               (io.ref.buffer == PlanRef::kScratch ? scratch.data() : client) +
               io.ref.offset;
-          rows.push_back(SurvivorCache::Rows{
-              io.slot, io.chunk_offset, std::vector<uint8_t>(at, at + io.len)});
+          AlignedBuffer copy(io.len);
+          std::memcpy(copy.data(), at, io.len);
+          rows.push_back(
+              SurvivorCache::Rows{io.slot, io.chunk_offset, std::move(copy)});
         }
         if (!rows.empty()) {
           survivors_.Put(sh.id, stripe, started, std::move(rows));

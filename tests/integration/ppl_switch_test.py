@@ -13,6 +13,15 @@ every block outside the writes in flight reading back exactly. mdadm
 --examine agrees with uraid's examine byte for byte (Feature Map 0x400,
 the PPL line) on every member.
 
+test_kill_9_while_switching: rounds of writers on a served array whose
+policy a control client flips between resync and ppl as fast as it can,
+killed with SIGKILL at a random moment, so kills land before, inside and
+between switches (in the middle of a switch's superblock writes too). Each
+round the array must start again on all its members without force, every
+block outside the writes in flight must read back exactly, and a check
+scrub must find no mismatched stripe: whatever the superblocks said at
+the kill, the log was replayed or the array resynced, never neither.
+
 test_switch_back_offline_and_refusals: on a PPL array, what md refuses
 (the same policy again, bitmap, a reshape, a switch combined with a
 reshape) is refused naming the cause; online back to resync (mdadm sees
@@ -26,6 +35,7 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -145,6 +155,106 @@ class PplSwitchTest(unittest.TestCase):
                 f"block {blk}, written by no write in flight, reads back "
                 f"wrong with slot {lost} lost; server log:\n{out}")
         self.assertGreater(checked, 0)
+
+    def test_kill_9_while_switching(self):
+        rounds = int(os.environ.get("URAID_PPL_SWITCH_ROUNDS", "8"))
+        paths = make_members(self.tmp, DISKS, MEMBER)
+        run_tool("create", "--force", "--assume-clean", "--chunk",
+                 str(CHUNK), "--consistency-policy", "resync", *paths)
+        srv = Server(self.tmp, paths)
+        try:
+            h = srv.connect()
+            size = h.get_size()
+            for off in range(0, size, MIB):
+                h.pwrite(b"".join(wh.block_data(0, b) for b in range(
+                    off // wh.BLK, (off + MIB) // wh.BLK)), off)
+            h.flush()
+            h.shutdown()
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.output())
+        for p in paths:
+            shutil.copyfile(p, p + ".pristine")
+        rng = random.Random(1818)
+        policies_seen = set()
+        switches = 0
+        for r in range(rounds):
+            for p in paths:
+                shutil.copyfile(p + ".pristine", p)
+            hot_blk = rng.randrange(0, (size - wh.HOT) // wh.BLK)
+            srv = Server(self.tmp, paths,
+                         extra=[f"control={self.ctl}", "cache=0"])
+            wait_control(self.ctl)
+            stop = threading.Event()
+            done = []
+
+            def flip():
+                want = "ppl"
+                while not stop.is_set():
+                    try:
+                        reply = harness.control_call(
+                            self.ctl, {"cmd": "grow",
+                                       "consistency_policy": want},
+                            timeout=5, must=False)
+                    except OSError:
+                        return  # the server is gone
+                    if reply["ok"]:
+                        done.append(want)
+                        want = "resync" if want == "ppl" else "ppl"
+
+            t = threading.Thread(target=flip)
+            t.start()
+            w = wh.Writers(hot_blk, rng)
+            try:
+                w.run(srv, rng.uniform(0.3, 1.5))  # ends with SIGKILL
+            finally:
+                stop.set()
+                t.join(timeout=60)
+            self.assertFalse(t.is_alive(), "the switching client hangs")
+            switches += len(done)
+            at_kill = [json.loads(run_tool("examine", "--json", p).stdout)
+                       [0]["consistency_policy"] for p in paths]
+            policies_seen.update(at_kill)
+            in_flight = {b for blk, n in w.dead for b in range(blk, blk + n)}
+            # All members, no force: a dirty array replays its log (ppl)
+            # or resyncs (resync).
+            srv = Server(self.tmp, paths, extra=[f"control={self.ctl}"])
+            try:
+                wait_control(self.ctl)
+                deadline = time.time() + 120
+                while True:
+                    d = json.loads(run_tool("detail", "--control", self.ctl,
+                                            "--json").stdout)
+                    if d["job"]["kind"] == "idle":
+                        break
+                    self.assertLess(time.time(), deadline, d)
+                    time.sleep(0.05)
+                h = srv.connect()
+                data = h.pread(wh.HOT, hot_blk * wh.BLK)
+                h.shutdown()
+                c = json.loads(run_tool("check", "--control", self.ctl,
+                                        "--wait", "--json").stdout)
+            finally:
+                out = srv.output()
+                self.assertEqual(srv.stop(), 0, out)
+            where = (f"round {r}: {len(done)} switches before the kill, "
+                     f"members said {at_kill}; server log:\n{out}")
+            for k in range(wh.HOT // wh.BLK):
+                blk = hot_blk + k
+                if blk in in_flight:
+                    continue
+                self.assertEqual(
+                    data[k * wh.BLK:(k + 1) * wh.BLK],
+                    wh.block_data(w.last_done.get(blk, 0), blk),
+                    f"block {blk}, written by no write in flight, reads "
+                    f"back wrong; {where}")
+            self.assertEqual((c["result"], c["mismatches"]), ("completed", 0),
+                             where)
+            print(f"switch round {r}: {len(done)} switches, members said "
+                  f"{at_kill}, {len(w.last_done)} blocks written",
+                  file=sys.stderr, flush=True)
+        # The kills found both policies on the members.
+        self.assertGreater(switches, rounds)
+        self.assertEqual(policies_seen, {"ppl", "resync"})
 
     def test_switch_back_offline_and_refusals(self):
         paths = make_members(self.tmp, DISKS, MEMBER)

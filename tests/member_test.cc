@@ -93,6 +93,49 @@ TEST_P(FileMemberTest, ErrorsNameTheMember) {
   EXPECT_TRUE(OpenFileMember(path_, o).ok());
 }
 
+// WriteFua (one pwritev2 with RWF_DSYNC where it can) stores exactly what
+// Write stores, at any alignment (O_DIRECT's unaligned ones bounce through
+// Write then Flush), and refuses what Write refuses: past the end, a
+// truncated file, a read-only member.
+TEST_P(FileMemberTest, WriteFuaStoresLikeWrite) {
+  FileMemberOptions o;
+  o.direct = GetParam();
+  auto m = OpenFileMember(path_, o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<uint8_t> ref(kSize, 0);
+  std::mt19937 rng(11);
+  for (int i = 0; i < 100; ++i) {
+    const bool aligned = i % 2 == 0;
+    size_t len = aligned ? 4096 * (1 + rng() % 4) : 1 + rng() % 9000;
+    uint64_t off =
+        aligned ? 4096 * (rng() % (kSize / 4096 - 4)) : rng() % (kSize - len);
+    std::vector<uint8_t> buf(len);
+    for (uint8_t& b : buf) b = static_cast<uint8_t>(rng());
+    ASSERT_TRUE((*m)->WriteFua(buf.data(), len, off).ok()) << i;
+    std::copy(buf.begin(), buf.end(), ref.begin() + off);
+  }
+  std::vector<uint8_t> got(kSize);
+  ASSERT_TRUE((*m)->Read(got.data(), got.size(), 0).ok());
+  EXPECT_TRUE(got == ref);
+  // What a fresh open reads from the file agrees too.
+  m->reset();
+  auto again = OpenFileMember(path_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE((*again)->Read(got.data(), got.size(), 0).ok());
+  EXPECT_TRUE(got == ref);
+
+  uint8_t b[4096] = {};
+  absl::Status past = (*again)->WriteFua(b, sizeof(b), kSize - 2048);
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+  EXPECT_THAT(std::string(past.message()), HasSubstr(path_));
+  ASSERT_EQ(truncate(path_.c_str(), 8192), 0);
+  absl::Status shrank = (*again)->WriteFua(b, sizeof(b), 0);
+  EXPECT_EQ(shrank.code(), absl::StatusCode::kOutOfRange) << shrank;
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 8192) << "the refused write did not grow the file";
+}
+
 INSTANTIATE_TEST_SUITE_P(BufferedAndDirect, FileMemberTest, testing::Bool());
 
 // A file truncated under an open member has lost its data: reads past the
@@ -140,6 +183,8 @@ TEST(FileMember, DirectoryMissingAndReadOnly) {
   ASSERT_TRUE(m.ok());
   uint8_t b[4096] = {};
   EXPECT_FALSE((*m)->Write(b, sizeof(b), 0).ok());
+  EXPECT_EQ((*m)->WriteFua(b, sizeof(b), 0).code(),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE((*m)->DiscardZeroes());
   unlink(tmpl);
 }

@@ -510,6 +510,20 @@ TEST_F(PplBatchTest, StripesWaitingOnAHeldSlotGoOutInOneHeader) {
   EXPECT_THAT(flushes_[1], ::testing::ElementsAre(false, false, true, true));
 }
 
+// A hold shares ownership of its log: a policy switch drops the array's
+// pointer to the log while stripes may still hold it, and their release
+// must not touch a freed log.
+TEST_F(PplBatchTest, AHoldKeepsItsLogAlive) {
+  Logged first = Log(StripeOnSlot0(0), 1);
+  ASSERT_TRUE(first.hold.ok()) << first.hold.status();
+  const std::weak_ptr<PplLog> weak = log_;
+  log_.reset();
+  EXPECT_FALSE(weak.expired()) << "the hold owns the log";
+  first.hold->Wrote(1);
+  first.hold->Release();
+  EXPECT_TRUE(weak.expired()) << "released, nothing keeps the log";
+}
+
 TEST_F(PplBatchTest, AFailedBatchWriteFailsEveryStripeInItAndHoldsNothing) {
   Logged first = Log(StripeOnSlot0(0), 1);
   ASSERT_TRUE(first.hold.ok()) << first.hold.status();

@@ -50,6 +50,14 @@ class URAID_EXPORT Member {
   virtual absl::Status Write(const void* buf, size_t len, uint64_t offset) = 0;
   // Makes every completed write durable (fdatasync semantics).
   virtual absl::Status Flush() = 0;
+  // Write() whose own bytes are durable when it returns (NBD's and the
+  // block layer's FUA; no promise about other writes). The default is
+  // Write then Flush; backends with a cheaper form override it (a file:
+  // one pwritev2 with RWF_DSYNC instead of pwrite, fdatasync and checks).
+  virtual absl::Status WriteFua(const void* buf, size_t len, uint64_t offset) {
+    if (absl::Status st = Write(buf, len, offset); !st.ok()) return st;
+    return Flush();
+  }
   // Drops the range. Only called when DiscardZeroes() is true, and then the
   // range must read back as zeros afterwards.
   virtual absl::Status Discard(size_t len, uint64_t offset) = 0;

@@ -54,6 +54,7 @@
 #include "jobs/reshape_gate.h"
 #include "jobs/reshape_state.h"
 #include "meta/array_bitmap.h"
+#include "meta/ppl_log.h"
 #include "plan/stripe_plan.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
@@ -63,8 +64,6 @@
 #include "uraid/events.h"
 
 namespace uraid {
-
-class PplLog;  // meta/ppl_log.h
 
 class ArrayImpl : private JobHost, private BitmapHost {
  public:
@@ -452,6 +451,16 @@ class ArrayImpl : private JobHost, private BitmapHost {
                                   const SlotGens& gens, bool force_rcw,
                                   bool* slot_failed,
                                   std::vector<bool>* touched);
+  // Logs stripe bytes [a, b) of `plan` to `ppl` (null: no PPL) on the
+  // plan's parity member (ppl_log.h's LogStripe; batch flushes through
+  // FlushSlots), or returns an empty hold when there is nothing to log (no
+  // PPL, parity gone). The caller holds a ppl_epochs_ pass for as long as
+  // the hold. REQUIRES: the stripe lock.
+  absl::StatusOr<PplLog::Hold> LogToPpl(const std::shared_ptr<PplLog>& ppl,
+                                        uint64_t stripe, uint64_t a, uint64_t b,
+                                        const WritePlan& plan,
+                                        const uint8_t* scratch,
+                                        const uint8_t* client);
   // Flushes the members of the slots marked in `which` (each slot's
   // replacement too), failing those that cannot. `only_dirty`: skips a
   // slot with no data write done since a finished flush of it (the PPL

@@ -230,18 +230,8 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   // pass held until the writes are done (a policy switch waits those out:
   // meta/ppl_switch.cc); the lock goes before the log it belongs to.
   const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
-  const std::shared_ptr<PplLog> ppl = ppl_.load();
-  PplLog::Hold ppl_hold;
-  if (ppl != nullptr && plan.mode != WriteMode::kParityGone) {
-    if (std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load()) {
-      ASSIGN_OR_RETURN(
-          ppl_hold, ppl->LogStripe(stripe, a, b, plan, scratch.data(), src, *pm,
-                                   [this](const std::vector<bool>& which) {
-                                     return FlushSlots(which,
-                                                       /*only_dirty=*/true);
-                                   }));
-    }
-  }
+  ASSIGN_OR_RETURN(PplLog::Hold ppl_hold, LogToPpl(ppl_.load(), stripe, a, b,
+                                                   plan, scratch.data(), src));
   std::vector<MemberIo> writes = PlannedMemberIos(
       sh, MemberIo::kWrite, stripe, plan.writes, scratch.data(), client);
   std::atomic<uint64_t>* counter = &counters_.degraded_writes;
@@ -259,6 +249,20 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   }
   Submit(sh, writes, &gens);
   return AbsorbFailures(writes, slot_failed);
+}
+
+absl::StatusOr<PplLog::Hold> ArrayImpl::LogToPpl(
+    const std::shared_ptr<PplLog>& ppl, uint64_t stripe, uint64_t a, uint64_t b,
+    const WritePlan& plan, const uint8_t* scratch, const uint8_t* client) {
+  if (ppl == nullptr || plan.mode == WriteMode::kParityGone) {
+    return PplLog::Hold();
+  }
+  std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load();
+  if (pm == nullptr) return PplLog::Hold();
+  return ppl->LogStripe(stripe, a, b, plan, scratch, client, *pm,
+                        [this](const std::vector<bool>& which) {
+                          return FlushSlots(which, /*only_dirty=*/true);
+                        });
 }
 
 absl::Status ArrayImpl::CorrectPreReads(const Shape& sh, uint64_t stripe,
@@ -383,24 +387,18 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
     // the parity from the data as the crash left it. Logged and held as
     // WriteStripeLocked logs a write (the pass first, see there).
     const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
-    const std::shared_ptr<PplLog> ppl = ppl_.load();
     PplLog::Hold ppl_hold;
-    if (ppl != nullptr) {
-      const WritePlan plan =
-          PlanWrite(geo, s, 0, sd, StripeHealth{MissingSlotAt(sh, s), false});
-      std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load();
-      if (plan.mode != WriteMode::kParityGone && pm != nullptr) {
-        absl::StatusOr<PplLog::Hold> hold = ppl->LogStripe(
-            s, 0, sd, plan, /*scratch=*/nullptr, /*client=*/nullptr, *pm,
-            [this](const std::vector<bool>& which) {
-              return FlushSlots(which, /*only_dirty=*/true);
-            });
-        if (!hold.ok()) {
-          st = hold.status();
-          break;
-        }
-        ppl_hold = *std::move(hold);
+    if (const std::shared_ptr<PplLog> ppl = ppl_.load(); ppl != nullptr) {
+      // A full-stripe plan logs no partial parity: no buffers are read.
+      absl::StatusOr<PplLog::Hold> hold = LogToPpl(
+          ppl, s, 0, sd,
+          PlanWrite(geo, s, 0, sd, StripeHealth{MissingSlotAt(sh, s), false}),
+          /*scratch=*/nullptr, /*client=*/nullptr);
+      if (!hold.ok()) {
+        st = hold.status();
+        break;
       }
+      ppl_hold = *std::move(hold);
     }
     // Every present chunk, parity included, becomes zeros: the stripe stays
     // consistent and a missing member's chunk reconstructs as zeros too.

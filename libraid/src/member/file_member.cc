@@ -11,8 +11,10 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -81,6 +83,24 @@ class FileMember final : public Member {
       return BounceWrite(static_cast<const uint8_t*>(buf), len, offset);
     }
     return RawWrite(buf, len, offset);
+  }
+
+  absl::Status WriteFua(const void* buf, size_t len, uint64_t offset) override {
+    if (read_only_ || (direct_ && !Aligned(buf, len, offset)) ||
+        !dsync_writes_.load(std::memory_order_relaxed)) {
+      return Member::WriteFua(buf, len, offset);
+    }
+    RETURN_IF_BAD_RANGE("write", len, offset);
+    if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
+    absl::Status st = Transfer(DsyncWrite, "pwritev2(RWF_DSYNC)",
+                               static_cast<const uint8_t*>(buf), len, offset);
+    if (absl::IsUnimplemented(st) || absl::IsInvalidArgument(st)) {
+      // EOPNOTSUPP or EINVAL: a kernel or filesystem without RWF_DSYNC.
+      // Nothing was written; from now on this member writes then flushes.
+      dsync_writes_.store(false, std::memory_order_relaxed);
+      return Member::WriteFua(buf, len, offset);
+    }
+    return st;
   }
 
   absl::Status Flush() override {
@@ -162,6 +182,12 @@ class FileMember final : public Member {
     return Transfer(::pread, "pread", static_cast<uint8_t*>(buf), len, offset);
   }
 
+  // pwrite with RWF_DSYNC: durable on return, in one system call.
+  static ssize_t DsyncWrite(int fd, const uint8_t* p, size_t len, off_t off) {
+    iovec v{const_cast<uint8_t*>(p), len};
+    return ::pwritev2(fd, &v, 1, off, RWF_DSYNC);
+  }
+
   absl::Status RawWrite(const void* buf, size_t len, uint64_t offset) {
     return Transfer(::pwrite, "pwrite", static_cast<const uint8_t*>(buf), len,
                     offset);
@@ -237,6 +263,8 @@ class FileMember final : public Member {
   const bool is_block_;
   const bool read_only_;
   const bool watch_size_;  // WholeAtOpen: CheckSize applies
+  // WriteFua uses RWF_DSYNC until the kernel or filesystem refuses it.
+  std::atomic<bool> dsync_writes_{true};
   // The last data extent NextDataOffset learned (one lseek pair per extent).
   DataExtentCache known_data_;
 };

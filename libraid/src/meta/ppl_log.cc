@@ -118,14 +118,14 @@ absl::StatusOr<std::shared_ptr<PplLog>> PplLog::Make(const Geometry& geo,
 }
 
 PplLog::Hold::Hold(Hold&& o) noexcept
-    : log_(o.log_), slot_(o.slot_), wrote_(std::move(o.wrote_)) {
+    : log_(std::move(o.log_)), slot_(o.slot_), wrote_(std::move(o.wrote_)) {
   o.log_ = nullptr;
 }
 
 PplLog::Hold& PplLog::Hold::operator=(Hold&& o) noexcept {
   if (this != &o) {
     Release();
-    log_ = o.log_;
+    log_ = std::move(o.log_);
     slot_ = o.slot_;
     wrote_ = std::move(o.wrote_);
     o.log_ = nullptr;
@@ -140,11 +140,13 @@ void PplLog::Hold::Wrote(int slot) {
 
 void PplLog::Hold::Release() {
   if (log_ == nullptr) return;
-  Slot& s = *log_->slots_[slot_];
-  MutexLock lock(&s.mu);
-  MarkAll(wrote_, s.unflushed);
-  --s.holds;
-  log_ = nullptr;
+  {
+    Slot& s = *log_->slots_[slot_];
+    MutexLock lock(&s.mu);
+    MarkAll(wrote_, s.unflushed);
+    --s.holds;
+  }
+  log_ = nullptr;  // may free the log: its slot's lock is released above
   wrote_.clear();
 }
 
@@ -219,7 +221,7 @@ absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
                         "of stripe %u: %s",
                         parity_member.Name(), stripe, me.status.message()));
   }
-  return Hold(this, slot);
+  return Hold(shared_from_this(), slot);
 }
 
 size_t PplLog::Waiting(int slot) const {
@@ -249,8 +251,9 @@ absl::Status PplLog::WriteBatch(uint64_t generation,
     if (!pp.empty()) std::memcpy(at, pp.data(), pp.size());
     at += pp.size();
   }
-  RETURN_IF_ERROR(member.Write(buf.data(), buf.size(), area_.offset_bytes));
-  return member.Flush();
+  // FUA, as md writes its io_unit header: the members the batches before
+  // wrote were flushed by the caller.
+  return member.WriteFua(buf.data(), buf.size(), area_.offset_bytes);
 }
 
 absl::StatusOr<PplRecovery> RecoverPpl(

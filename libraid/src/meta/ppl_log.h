@@ -65,12 +65,12 @@ using PplFlush = absl::FunctionRef<absl::Status(const std::vector<bool>&)>;
 
 // The live log of a PPL array: per slot, the batch being logged or held
 // and the stripes waiting for the next one.
-class PplLog {
+class PplLog : public std::enable_shared_from_this<PplLog> {
  public:
   // A logged stripe's hold on its parity slot's log. While a hold of a
   // batch lives, that slot logs nothing new (the next header would drop
-  // this batch's entries). Move-only; the destructor releases it.
-  // REQUIRES: the PplLog outlives it.
+  // this batch's entries). Move-only; the destructor releases it. It
+  // shares ownership of its log, which a policy switch may drop meanwhile.
   class Hold {
    public:
     Hold() = default;
@@ -85,8 +85,9 @@ class PplLog {
 
    private:
     friend class PplLog;
-    Hold(PplLog* log, int slot) : log_(log), slot_(slot) {}
-    PplLog* log_ = nullptr;
+    Hold(std::shared_ptr<PplLog> log, int slot)
+        : log_(std::move(log)), slot_(slot) {}
+    std::shared_ptr<PplLog> log_;
     int slot_ = 0;
     std::vector<bool> wrote_;
   };

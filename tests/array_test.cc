@@ -691,14 +691,21 @@ namespace {
 
 // A member that takes `delay` per I/O (like a disk) and records how many
 // I/Os were in flight at once across all members sharing `inflight`.
+// While `*gather` is above 0, an I/O first waits (up to 2 s) until that
+// many are in flight: an executor that issues them at once passes straight
+// through, one that issues them in turn waits out every timeout and shows
+// a lower peak. Without it the test timed thread wake-ups against a 5 ms
+// I/O, and a loaded machine under ASan woke a pool thread too late.
 class SlowMember : public Member {
  public:
   SlowMember(Shared target, std::chrono::milliseconds delay,
-             std::atomic<int>* inflight, std::atomic<int>* peak)
+             std::atomic<int>* inflight, std::atomic<int>* peak,
+             std::atomic<int>* gather)
       : t_(std::move(target)),
         delay_(delay),
         inflight_(inflight),
-        peak_(peak) {}
+        peak_(peak),
+        gather_(gather) {}
   absl::Status Read(void* b, size_t l, uint64_t o) override {
     Slow();
     return t_->Read(b, l, o);
@@ -721,6 +728,12 @@ class SlowMember : public Member {
     int p = peak_->load();
     while (now > p && !peak_->compare_exchange_weak(p, now)) {
     }
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (inflight_->load() < gather_->load() &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
     std::this_thread::sleep_for(delay_);
     inflight_->fetch_sub(1);
   }
@@ -728,17 +741,18 @@ class SlowMember : public Member {
   std::chrono::milliseconds delay_;
   std::atomic<int>* inflight_;
   std::atomic<int>* peak_;
+  std::atomic<int>* gather_;
 };
 
 // With members that take milliseconds per I/O, every member I/O of a stripe
 // write is in flight at once: a stripe costs one member latency, not N.
 TEST(ArrayWrite, SlowMembersGetTheWholePlanInFlightAtOnce) {
-  std::atomic<int> inflight{0}, peak{0};
+  std::atomic<int> inflight{0}, peak{0}, gather{0};
   auto base = MakeMembers(5);
   std::vector<Shared> m;
   for (auto& b : base) {
     m.push_back(std::make_shared<SlowMember>(b, std::chrono::milliseconds(5),
-                                             &inflight, &peak));
+                                             &inflight, &peak, &gather));
   }
   CreateOptions o = Opts();
   o.assume_clean = true;
@@ -749,13 +763,16 @@ TEST(ArrayWrite, SlowMembersGetTheWholePlanInFlightAtOnce) {
     ASSERT_TRUE(a->Write(data.data(), data.size(), i * 4 * kChunk).ok());
   }
   peak = 0;
+  gather = 5;
   ASSERT_TRUE(a->Write(data.data(), data.size(), 3 * 4 * kChunk).ok());
   EXPECT_EQ(peak.load(), 5) << "a full-stripe write on 5 members should "
                                "have all 5 member writes in flight";
   // RMW: the 2 reads together, then the 2 writes together.
   peak = 0;
+  gather = 2;
   ASSERT_TRUE(a->Write(data.data(), 4096, 8192, /*fua=*/true).ok());
   EXPECT_EQ(peak.load(), 2);
+  gather = 0;
 }
 
 }  // namespace

@@ -378,7 +378,8 @@ void WriteStats(const uraid::Counters& c, const std::string& path) {
   std::fprintf(f,
                "{\"member_reads\": %llu, \"member_read_bytes\": %llu, "
                "\"member_writes\": %llu, \"member_write_bytes\": %llu, "
-               "\"member_flushes\": %llu, \"full_stripe_writes\": %llu, "
+               "\"member_flushes\": %llu, \"member_fua_writes\": %llu, "
+               "\"full_stripe_writes\": %llu, "
                "\"rmw_writes\": %llu, \"rcw_writes\": %llu, "
                "\"degraded_writes\": %llu, \"reconstructions\": %llu, "
                "\"cached_writes\": %llu, \"cache_writebacks\": %llu, "
@@ -388,6 +389,7 @@ void WriteStats(const uraid::Counters& c, const std::string& path) {
                (unsigned long long)c.member_writes,
                (unsigned long long)c.member_write_bytes,
                (unsigned long long)c.member_flushes,
+               (unsigned long long)c.member_fua_writes,
                (unsigned long long)c.full_stripe_writes,
                (unsigned long long)c.rmw_writes,
                (unsigned long long)c.rcw_writes,

@@ -202,6 +202,10 @@ class NbdMemberTest : public testing::Test {
     servers_.push_back(std::move(s));
     return servers_.back().get();
   }
+  // A member on a 1 MiB export behind nbdkit's log filter (outermost, so
+  // it records what the member sent, before `filters`), logging to `*log`.
+  std::unique_ptr<Member> LoggedMember(std::string* log,
+                                       std::vector<std::string> filters = {});
 
   std::string FilePath(const std::string& name) const {
     return dir_ + "/" + name + ".img";
@@ -216,6 +220,17 @@ MemberOptions Fast(int timeout_ms = 5000, int reconnects = 2) {
   o.nbd_timeout_ms = timeout_ms;
   o.nbd_reconnects = reconnects;
   return o;
+}
+
+std::unique_ptr<Member> NbdMemberTest::LoggedMember(
+    std::string* log, std::vector<std::string> filters) {
+  *log = dir_ + "/requests.log";
+  filters.insert(filters.begin(), "--filter=log");
+  Nbdkit* srv = Serve("m", 1 << 20, filters, {"logfile=" + *log});
+  if (srv == nullptr) return nullptr;
+  absl::StatusOr<std::unique_ptr<Member>> m = OpenMember(srv->uri(), Fast());
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
 }
 
 // ------------------------------------------------------------ alignment
@@ -295,16 +310,44 @@ INSTANTIATE_TEST_SUITE_P(MinBlock, NbdAlignmentTest,
 // ------------------------------------------------------- flush and zero
 
 TEST_F(NbdMemberTest, FlushReachesTheServer) {
-  const std::string log = dir_ + "/requests.log";
-  Nbdkit* srv = Serve("m", 1 << 20, {"--filter=log"}, {"logfile=" + log});
-  ASSERT_NE(srv, nullptr);
-  auto m = OpenMember(srv->uri(), Fast());
-  ASSERT_TRUE(m.ok()) << m.status();
+  std::string log;
+  std::unique_ptr<Member> m = LoggedMember(&log);
+  ASSERT_NE(m, nullptr);
   std::vector<uint8_t> data(8192, 0x5a);
-  ASSERT_TRUE((*m)->Write(data.data(), data.size(), 4096).ok());
+  ASSERT_TRUE(m->Write(data.data(), data.size(), 4096).ok());
   EXPECT_EQ(CountOf(ReadFileText(log), " Flush "), 0u);
-  ASSERT_TRUE((*m)->Flush().ok());
+  ASSERT_TRUE(m->Flush().ok());
   EXPECT_EQ(CountOf(ReadFileText(log), " Flush "), 1u) << ReadFileText(log);
+}
+
+// A FUA write is one NBD write with the FUA flag where the export offers
+// it (one round trip), and a write then a flush where it does not.
+TEST_F(NbdMemberTest, WriteFuaIsOneFuaWriteWhereTheServerOffersIt) {
+  std::string log;
+  std::unique_ptr<Member> m = LoggedMember(&log);
+  ASSERT_NE(m, nullptr);
+  std::vector<uint8_t> data(8192, 0x5b);
+  ASSERT_TRUE(m->WriteFua(data.data(), data.size(), 4096).ok());
+  const std::string requests = ReadFileText(log);
+  EXPECT_EQ(CountOf(requests, " Write "), 1u) << requests;
+  EXPECT_EQ(CountOf(requests, "fua=1"), 1u) << requests;
+  EXPECT_EQ(CountOf(requests, " Flush "), 0u) << requests;
+  std::vector<uint8_t> got(data.size());
+  ASSERT_TRUE(m->Read(got.data(), got.size(), 4096).ok());
+  EXPECT_EQ(got, data);
+}
+
+TEST_F(NbdMemberTest, WriteFuaWithoutServerFuaWritesThenFlushes) {
+  std::string log;
+  // The fua filter's default mode hides FUA from the client.
+  std::unique_ptr<Member> m = LoggedMember(&log, {"--filter=fua"});
+  ASSERT_NE(m, nullptr);
+  std::vector<uint8_t> data(4096, 0x5c);
+  ASSERT_TRUE(m->WriteFua(data.data(), data.size(), 0).ok());
+  const std::string requests = ReadFileText(log);
+  EXPECT_EQ(CountOf(requests, "fua=1"), 0u) << requests;
+  EXPECT_EQ(CountOf(requests, " Write "), 1u) << requests;
+  EXPECT_EQ(CountOf(requests, " Flush "), 1u) << requests;
 }
 
 TEST_F(NbdMemberTest, DiscardReadsBackZerosAtAnyAlignment) {
@@ -644,6 +687,27 @@ TEST_F(NbdMemberTest, LostUnflushedWritesWithoutMultiConnFailFlush) {
   s = (*m)->Flush();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_THAT(s.message(), HasSubstr("multi-conn"));
+}
+
+// A FUA write was durable when acknowledged: losing the connection after
+// it loses nothing a flush must vouch for (unlike a plain write's, above).
+TEST_F(NbdMemberTest, LostConnectionAfterOnlyFuaWritesLosesNothing) {
+  const std::vector<std::string> filters = {"--filter=multi-conn"};
+  const std::vector<std::string> params = {"multi-conn-mode=disable"};
+  Nbdkit* srv = Serve("m", 1 << 20, filters, params);
+  ASSERT_NE(srv, nullptr);
+  auto m = OpenMember(srv->uri(), Fast(10000, 3));
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<uint8_t> buf(4096, 7);
+  ASSERT_TRUE((*m)->WriteFua(buf.data(), buf.size(), 0).ok());
+  srv->Kill(SIGKILL);
+  servers_.clear();
+  ASSERT_NE(Serve("m", 0, filters, params, false), nullptr);
+  std::vector<uint8_t> got(buf.size());
+  absl::Status s = (*m)->Read(got.data(), got.size(), 0);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(got, buf);
+  EXPECT_TRUE((*m)->Flush().ok());
 }
 
 // nbdkit opens members, then forks into the background: the child must not

@@ -689,6 +689,8 @@ def bench_policy_cost(args, plugin, tool, work, prefix, sides, targets):
                                          if writes else 0.0)
                 m["flushes_per_write"] = (c["member_flushes"] / writes
                                           if writes else 0.0)
+                m["fua_per_write"] = (c.get("member_fua_writes", 0) / writes
+                                      if writes else 0.0)
                 samples[side].append(m)
         med = {side: {k: statistics.median(x[k] for x in v) for k in v[0]}
                for side, v in samples.items()}
@@ -1214,10 +1216,12 @@ def report_extras(extras, args):
               f"same array created with --consistency-policy ppl and with "
               f"the bitmap, {args.members} x {args.member_size} MiB each, "
               f"same run, {args.runtime}s x {args.repeat} (medians); member "
-              f"writes and flushes per client write from the plugin's "
-              f"counters:\n")
+              f"writes (of which FUA) and flushes per client write from "
+              f"the plugin's counters, which leave out the PPL header "
+              f"writes (one FUA write per log batch):\n")
         print("| workload | bitmap MB/s | ppl MB/s | ppl/bitmap | paired "
-              "ratio | target | member writes per write bitmap / ppl | "
+              "ratio | target | member writes per write bitmap / ppl "
+              "(FUA) | "
               "member flushes per write bitmap / ppl | bitmap p99 µs | "
               "ppl p99 µs |")
         print("|---|---|---|---|---|---|---|---|---|---|")
@@ -1228,6 +1232,7 @@ def report_extras(extras, args):
                   f"{p['mbs']:.0f} | {r['ratio']:.2f} | {r['paired']:.2f} | "
                   f"≥ {r['target']:.2f} {ok} | "
                   f"{b['writes_per_write']:.2f} / {p['writes_per_write']:.2f}"
+                  f" ({p['fua_per_write']:.2f})"
                   f" | {b['flushes_per_write']:.2f} / "
                   f"{p['flushes_per_write']:.2f} | {b['p99_us']:.0f} | "
                   f"{p['p99_us']:.0f} |")

@@ -16,7 +16,10 @@ the PPL line) on every member.
 test_kill_9_while_switching: rounds of writers on a served array whose
 policy a control client flips between resync and ppl as fast as it can,
 killed with SIGKILL at a random moment, so kills land before, inside and
-between switches (in the middle of a switch's superblock writes too). Each
+between switches (in the middle of a switch's superblock writes too); in
+every other round the client stops at a switch to ppl past half the run,
+so kills also find ppl on the members (a switch to ppl takes the longest,
+so random kills mostly find resync). Each
 round the array must start again on all its members without force, every
 block outside the writes in flight must read back exactly, and a check
 scrub must find no mismatched stripe: whatever the superblocks said at
@@ -186,6 +189,14 @@ class PplSwitchTest(unittest.TestCase):
             wait_control(self.ctl)
             stop = threading.Event()
             done = []
+            secs = rng.uniform(0.3, 1.5)
+            # Even rounds flip until the kill, which then mostly finds the
+            # members at resync or on the way to ppl (the longer switch);
+            # odd rounds stop at the first switch to ppl past half the run,
+            # so their kill finds ppl on the members, after switches made
+            # under load.
+            settle = "ppl" if r % 2 else None
+            settle_after = time.time() + secs / 2
 
             def flip():
                 want = "ppl"
@@ -199,13 +210,15 @@ class PplSwitchTest(unittest.TestCase):
                         return  # the server is gone
                     if reply["ok"]:
                         done.append(want)
+                        if want == settle and time.time() >= settle_after:
+                            return
                         want = "resync" if want == "ppl" else "ppl"
 
             t = threading.Thread(target=flip)
             t.start()
             w = wh.Writers(hot_blk, rng)
             try:
-                w.run(srv, rng.uniform(0.3, 1.5))  # ends with SIGKILL
+                w.run(srv, secs)  # ends with SIGKILL
             finally:
                 stop.set()
                 t.join(timeout=60)

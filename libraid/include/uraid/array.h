@@ -224,6 +224,9 @@ struct Counters {
   uint64_t member_writes = 0;
   uint64_t member_write_bytes = 0;
   uint64_t member_flushes = 0;
+  // Of member_writes, those written with FUA (durable when done, no flush
+  // needed): a PPL stripe alone in its log batch.
+  uint64_t member_fua_writes = 0;
   uint64_t full_stripe_writes = 0;  // stripes written with no reads
   uint64_t rmw_writes = 0;          // stripes updated by read-modify-write
   uint64_t rcw_writes = 0;          // stripes updated by reconstruct-write

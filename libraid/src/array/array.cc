@@ -32,6 +32,7 @@ Counters AtomicCounters::Snapshot() const {
   c.member_writes = member_writes.load();
   c.member_write_bytes = member_write_bytes.load();
   c.member_flushes = member_flushes.load();
+  c.member_fua_writes = member_fua_writes.load();
   c.full_stripe_writes = full_stripe_writes.load();
   c.rmw_writes = rmw_writes.load();
   c.rcw_writes = rcw_writes.load();

@@ -20,7 +20,7 @@ struct AtomicCounters {
       resynced_stripes{0}, resync_repairs{0}, cached_writes{0},
       cache_writebacks{0}, cache_evictions{0}, read_errors_corrected{0},
       recovered_stripes{0}, scrubbed_stripes{0}, resync_bitmap_chunks{0},
-      resync_bytes{0}, cache_full_writes{0};
+      resync_bytes{0}, cache_full_writes{0}, member_fua_writes{0};
   Counters Snapshot() const;  // array.cc
 };
 

@@ -30,7 +30,8 @@ absl::Status DoIo(Member& m, const MemberIo& io, uint64_t raw) {
         st = m.Read(io.buf, io.len, raw);
         break;
       case MemberIo::kWrite:
-        st = m.Write(io.buf, io.len, raw);
+        st = io.fua ? m.WriteFua(io.buf, io.len, raw)
+                    : m.Write(io.buf, io.len, raw);
         break;
       case MemberIo::kFlush:
         st = m.Flush();
@@ -113,6 +114,9 @@ void ArrayImpl::RunIo(MemberIo& io) {
     case MemberIo::kWrite:
       counters_.member_writes.fetch_add(1, std::memory_order_relaxed);
       counters_.member_write_bytes.fetch_add(io.len, std::memory_order_relaxed);
+      if (io.fua) {
+        counters_.member_fua_writes.fetch_add(1, std::memory_order_relaxed);
+      }
       break;
     case MemberIo::kFlush:
       counters_.member_flushes.fetch_add(1, std::memory_order_relaxed);

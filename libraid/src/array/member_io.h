@@ -52,6 +52,9 @@ struct MemberIo {
   // copy. Only for writers that hold the range's stripe lock (no client
   // write can fill the hole between the probe and the skip).
   bool keep_sparse = false;
+  // kWrite: durable when done (Member::WriteFua), so no later flush has to
+  // cover it. A PPL stripe alone in its log batch (PplLog::Hold::alone).
+  bool fua = false;
 };
 
 // Writes `len` bytes at raw member offset `raw` and flushes them, each step

@@ -225,10 +225,11 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   ComputeWrite(plan, scratch.data(), src);
   // PPL hook (meta/ppl_log.h): the partial parity is durable on the parity
   // member before any data or parity goes out, and that member's log stays
-  // held until these writes are done (the next batch flushes them before
-  // its header replaces this one's). The log is read once, inside a
-  // pass held until the writes are done (a policy switch waits those out:
-  // meta/ppl_switch.cc); the lock goes before the log it belongs to.
+  // held until these writes are done and durable (with FUA, or flushed by
+  // the next batch before its header replaces this one's). The log is read
+  // once, inside a pass held until the writes are done (a policy switch
+  // waits those out: meta/ppl_switch.cc); the lock goes before the log it
+  // belongs to.
   const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
   ASSIGN_OR_RETURN(PplLog::Hold ppl_hold, LogToPpl(ppl_.load(), stripe, a, b,
                                                    plan, scratch.data(), src));
@@ -241,10 +242,16 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
                                              : &counters_.rcw_writes;
   }
   counter->fetch_add(1, std::memory_order_relaxed);
-  for (const MemberIo& io : writes) {
+  for (MemberIo& io : writes) {
+    // Durable before the hold goes: with FUA when the stripe was logged
+    // alone (each member written once, as the flush would be; a client's
+    // FUA then needs no flush of it either), else flushed by the log's
+    // next batch before its header replaces this one's.
+    if (ppl_hold.held() && ppl_hold.alone()) {
+      io.fua = true;
+      continue;
+    }
     (*touched)[io.slot] = true;
-    // The log's next batch flushes these before its header replaces the
-    // one covering this write.
     if (ppl_hold.held()) ppl_hold.Wrote(io.slot);
   }
   Submit(sh, writes, &gens);

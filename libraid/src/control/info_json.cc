@@ -392,6 +392,7 @@ std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields() {
       {"member_writes", &Counters::member_writes},
       {"member_write_bytes", &Counters::member_write_bytes},
       {"member_flushes", &Counters::member_flushes},
+      {"member_fua_writes", &Counters::member_fua_writes},
       {"full_stripe_writes", &Counters::full_stripe_writes},
       {"rmw_writes", &Counters::rmw_writes},
       {"rcw_writes", &Counters::rcw_writes},

@@ -122,6 +122,7 @@ absl::StatusOr<std::unique_ptr<Conn>> Conn::Open(const std::string& uri,
   info.size = static_cast<uint64_t>(size);
   info.read_only = nbd_is_read_only(h) > 0;
   info.can_flush = nbd_can_flush(h) > 0;
+  info.can_fua = nbd_can_fua(h) > 0;
   info.can_zero = nbd_can_zero(h) > 0;
   info.can_multi_conn = nbd_can_multi_conn(h) > 0;
   info.can_block_status =
@@ -194,7 +195,7 @@ int Conn::OnComplete(void* user_data, int* error) {
   --*op->pending;
   --c->in_flight_;
   if (*error == 0) {
-    if (op->kind == Op::kWrite || op->kind == Op::kZero) {
+    if ((op->kind == Op::kWrite && !op->fua) || op->kind == Op::kZero) {
       ++c->writes_completed_;
     } else if (op->kind == Op::kFlush) {
       c->writes_flushed_ = std::max(c->writes_flushed_, op->flush_mark);
@@ -222,7 +223,8 @@ int64_t Conn::Submit(Op& op) {
     case Op::kRead:
       return nbd_aio_pread(h_, op.buf, op.len, op.offset, done, 0);
     case Op::kWrite:
-      return nbd_aio_pwrite(h_, op.buf, op.len, op.offset, done, 0);
+      return nbd_aio_pwrite(h_, op.buf, op.len, op.offset, done,
+                            op.fua ? LIBNBD_CMD_FLAG_FUA : 0);
     case Op::kFlush:
       return nbd_aio_flush(h_, done, 0);
     case Op::kZero:

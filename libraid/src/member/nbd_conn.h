@@ -53,6 +53,7 @@ struct ExportInfo {
   uint64_t size = 0;
   bool read_only = false;
   bool can_flush = false;
+  bool can_fua = false;  // NBD_CMD_FLAG_FUA on writes
   bool can_zero = false;
   bool can_multi_conn = false;
   bool can_block_status = false;
@@ -70,6 +71,9 @@ struct Op {
   void* buf = nullptr;  // kRead, kWrite
   uint64_t len = 0;
   uint64_t offset = 0;
+  // kWrite: sent with NBD_CMD_FLAG_FUA (durable when acknowledged, so not
+  // a write a later flush must cover). Only where the export can_fua.
+  bool fua = false;
   // Set by Conn::Run and the callbacks, under the Conn's mutex.
   Conn* conn = nullptr;
   int* pending = nullptr;  // the batch's count of unfinished commands

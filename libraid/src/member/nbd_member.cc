@@ -136,6 +136,21 @@ class NbdMember final : public Member {
     return BounceWrite(static_cast<const uint8_t*>(buf), len, offset, what);
   }
 
+  // One FUA write when the server offers FUA (one round trip, not a write
+  // and a flush); otherwise, and for an unaligned write (read-modify-write
+  // of its edge blocks), Member's write then flush.
+  absl::Status WriteFua(const void* buf, size_t len, uint64_t offset) override {
+    if (!info_.can_fua || len == 0 || !Aligned(len, offset)) {
+      return Member::WriteFua(buf, len, offset);
+    }
+    if (absl::Status s = CheckWritable("pwrite", offset); !s.ok()) return s;
+    if (absl::Status s = RangeCheck("pwrite", len, offset); !s.ok()) return s;
+    std::vector<Op> ops =
+        Split(Op::kWrite, const_cast<void*>(buf), len, offset);
+    for (Op& op : ops) op.fua = true;
+    return Execute(ops, absl::StrFormat("pwrite (FUA) at %d", offset));
+  }
+
   absl::Status Flush() override {
     absl::Status s = absl::OkStatus();
     // A server that offers no flush writes through (or cannot be made to
@@ -347,13 +362,14 @@ class NbdMember final : public Member {
 
   // After a reconnect, the export must still be the one we assembled.
   absl::Status SameExport(const ExportInfo& now) const {
+    // FUA too: WriteFua chose the wire form from the first connection's.
     if (now.size != info_.size || now.read_only != info_.read_only ||
-        now.min_block != info_.min_block) {
+        now.min_block != info_.min_block || now.can_fua != info_.can_fua) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "the export changed across a reconnect (size %d -> %d, read-only "
-          "%d -> %d, minimum block %d -> %d)",
+          "%d -> %d, minimum block %d -> %d, FUA %d -> %d)",
           info_.size, now.size, info_.read_only, now.read_only, info_.min_block,
-          now.min_block));
+          now.min_block, info_.can_fua, now.can_fua));
     }
     return absl::OkStatus();
   }

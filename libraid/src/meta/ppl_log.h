@@ -20,7 +20,11 @@
 // saying which members it wrote; the next batch's leader flushes those
 // members once, before its header replaces the last (md flushes the data
 // disks when an io_unit ends). The log then costs one write and one flush
-// of each member written per batch, not per stripe.
+// of each member written per batch, not per stripe. A stripe alone in its
+// batch writes its members with FUA instead (Hold::alone): the same one
+// durable write per member, with no flush left on the next header's path
+// (where a flush costs a round trip or a system call, that path is the
+// log's throughput: one batch per slot at a time).
 // PplAreaOf and InitPplArea are thread-compatible; PplLog is thread-safe.
 
 #ifndef URAID_SRC_META_PPL_LOG_H_
@@ -78,17 +82,25 @@ class PplLog : public std::enable_shared_from_this<PplLog> {
     Hold& operator=(Hold&& o) noexcept;
     ~Hold() { Release(); }
     bool held() const { return log_ != nullptr; }
+    // The stripe went out in a batch of its own. Its writes should then go
+    // to the members with FUA rather than be left for the next batch to
+    // flush: each member it writes is written once, so FUA costs the
+    // members what that flush would, and the next header need not wait for
+    // a flush (ArrayImpl::PlanAndWriteStripe).
+    bool alone() const { return batch_size_ == 1; }
     // Slot `slot`'s member was written (or a write was tried) under this
-    // hold: the next batch flushes it before its header goes out.
+    // hold without FUA: the next batch flushes it before its header goes
+    // out.
     void Wrote(int slot);
     void Release();
 
    private:
     friend class PplLog;
-    Hold(std::shared_ptr<PplLog> log, int slot)
-        : log_(std::move(log)), slot_(slot) {}
+    Hold(std::shared_ptr<PplLog> log, int slot, int batch_size)
+        : log_(std::move(log)), slot_(slot), batch_size_(batch_size) {}
     std::shared_ptr<PplLog> log_;
     int slot_ = 0;
+    int batch_size_ = 0;  // stripes in the batch this one went out in
     std::vector<bool> wrote_;
   };
 
@@ -122,6 +134,7 @@ class PplLog : public std::enable_shared_from_this<PplLog> {
     PplStripeLog log;
     bool done = false;  // logged, or failed: `status` says
     absl::Status status;
+    int batch_size = 0;  // of the batch it went out in, once done
   };
   struct Slot {
     mutable Mutex mu;

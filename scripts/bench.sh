@@ -23,6 +23,8 @@ if [[ -x build-release/tools/bench/uraid_microbench ]] ||
 fi
 # The jobs table (issue 16): member files on the root filesystem (disk-like)
 # and on /dev/shm, each with the rate filter alone and with 2 ms latency.
+# 2 GiB rebuild members: at memory speed a rebuild beside a client must
+# outlast the part's measuring window (512 MiB ends inside it).
 exec /usr/bin/python3 tools/bench.py --build build-release --runtime 4 \
   --sweep 0,16M,64M,256M --job-latency-ms 0,2 --job-dirs /var/tmp,/dev/shm \
-  "$@"
+  --rebuild-member-size 2048 "$@"

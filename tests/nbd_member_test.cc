@@ -206,6 +206,12 @@ class NbdMemberTest : public testing::Test {
   // it records what the member sent, before `filters`), logging to `*log`.
   std::unique_ptr<Member> LoggedMember(std::string* log,
                                        std::vector<std::string> filters = {});
+  // A member on a 1 MiB export that does not advertise multi-conn (so a
+  // flush on a new connection cannot vouch for an old one's writes), and
+  // that export's server stopped (SIGKILL with `kill`, else as servers_
+  // are dropped) and started again on the same file.
+  std::unique_ptr<Member> SingleConnMember();
+  bool RestartSingleConnServer(bool kill);
 
   std::string FilePath(const std::string& name) const {
     return dir_ + "/" + name + ".img";
@@ -220,6 +226,24 @@ MemberOptions Fast(int timeout_ms = 5000, int reconnects = 2) {
   o.nbd_timeout_ms = timeout_ms;
   o.nbd_reconnects = reconnects;
   return o;
+}
+
+const std::vector<std::string> kNoMultiConn = {"--filter=multi-conn"};
+const std::vector<std::string> kNoMultiConnParams = {"multi-conn-mode=disable"};
+
+std::unique_ptr<Member> NbdMemberTest::SingleConnMember() {
+  Nbdkit* srv = Serve("m", 1 << 20, kNoMultiConn, kNoMultiConnParams);
+  if (srv == nullptr) return nullptr;
+  absl::StatusOr<std::unique_ptr<Member>> m =
+      OpenMember(srv->uri(), Fast(10000, 3));
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+bool NbdMemberTest::RestartSingleConnServer(bool kill) {
+  if (kill && !servers_.empty()) servers_.back()->Kill(SIGKILL);
+  servers_.clear();
+  return Serve("m", 0, kNoMultiConn, kNoMultiConnParams, false) != nullptr;
 }
 
 std::unique_ptr<Member> NbdMemberTest::LoggedMember(
@@ -665,26 +689,19 @@ TEST_F(NbdMemberTest, ReconnectsToARestartedServer) {
 }
 
 TEST_F(NbdMemberTest, LostUnflushedWritesWithoutMultiConnFailFlush) {
-  const std::vector<std::string> filters = {"--filter=multi-conn"};
-  const std::vector<std::string> params = {"multi-conn-mode=disable"};
-  Nbdkit* srv = Serve("m", 1 << 20, filters, params);
-  ASSERT_NE(srv, nullptr);
-  auto m = OpenMember(srv->uri(), Fast(10000, 3));
-  ASSERT_TRUE(m.ok()) << m.status();
+  std::unique_ptr<Member> m = SingleConnMember();
+  ASSERT_NE(m, nullptr);
   std::vector<uint8_t> buf(4096, 9);
-  ASSERT_TRUE((*m)->Write(buf.data(), buf.size(), 0).ok());
-  ASSERT_TRUE((*m)->Flush().ok());  // flushed: losing the link is harmless
-  srv->Kill(SIGKILL);
-  servers_.clear();
-  ASSERT_NE(Serve("m", 0, filters, params, false), nullptr);
-  absl::Status s = (*m)->Read(buf.data(), buf.size(), 0);
+  ASSERT_TRUE(m->Write(buf.data(), buf.size(), 0).ok());
+  ASSERT_TRUE(m->Flush().ok());  // flushed: losing the link is harmless
+  ASSERT_TRUE(RestartSingleConnServer(/*kill=*/true));
+  absl::Status s = m->Read(buf.data(), buf.size(), 0);
   ASSERT_TRUE(s.ok()) << s;
-  ASSERT_TRUE((*m)->Flush().ok());
-  ASSERT_TRUE((*m)->Write(buf.data(), buf.size(), 0).ok());  // not flushed
-  servers_.clear();
-  ASSERT_NE(Serve("m", 0, filters, params, false), nullptr);
-  ASSERT_TRUE((*m)->Write(buf.data(), buf.size(), 4096).ok());
-  s = (*m)->Flush();
+  ASSERT_TRUE(m->Flush().ok());
+  ASSERT_TRUE(m->Write(buf.data(), buf.size(), 0).ok());  // not flushed
+  ASSERT_TRUE(RestartSingleConnServer(/*kill=*/false));
+  ASSERT_TRUE(m->Write(buf.data(), buf.size(), 4096).ok());
+  s = m->Flush();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_THAT(s.message(), HasSubstr("multi-conn"));
 }
@@ -692,22 +709,16 @@ TEST_F(NbdMemberTest, LostUnflushedWritesWithoutMultiConnFailFlush) {
 // A FUA write was durable when acknowledged: losing the connection after
 // it loses nothing a flush must vouch for (unlike a plain write's, above).
 TEST_F(NbdMemberTest, LostConnectionAfterOnlyFuaWritesLosesNothing) {
-  const std::vector<std::string> filters = {"--filter=multi-conn"};
-  const std::vector<std::string> params = {"multi-conn-mode=disable"};
-  Nbdkit* srv = Serve("m", 1 << 20, filters, params);
-  ASSERT_NE(srv, nullptr);
-  auto m = OpenMember(srv->uri(), Fast(10000, 3));
-  ASSERT_TRUE(m.ok()) << m.status();
+  std::unique_ptr<Member> m = SingleConnMember();
+  ASSERT_NE(m, nullptr);
   std::vector<uint8_t> buf(4096, 7);
-  ASSERT_TRUE((*m)->WriteFua(buf.data(), buf.size(), 0).ok());
-  srv->Kill(SIGKILL);
-  servers_.clear();
-  ASSERT_NE(Serve("m", 0, filters, params, false), nullptr);
+  ASSERT_TRUE(m->WriteFua(buf.data(), buf.size(), 0).ok());
+  ASSERT_TRUE(RestartSingleConnServer(/*kill=*/true));
   std::vector<uint8_t> got(buf.size());
-  absl::Status s = (*m)->Read(got.data(), got.size(), 0);
+  absl::Status s = m->Read(got.data(), got.size(), 0);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(got, buf);
-  EXPECT_TRUE((*m)->Flush().ok());
+  EXPECT_TRUE(m->Flush().ok());
 }
 
 // nbdkit opens members, then forks into the background: the child must not

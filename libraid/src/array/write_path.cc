@@ -242,15 +242,14 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
                                              : &counters_.rcw_writes;
   }
   counter->fetch_add(1, std::memory_order_relaxed);
+  // Durable before the hold goes: with FUA when the stripe was logged
+  // alone (each member written once, as the flush would be; a client's FUA
+  // then needs no flush of them either), else flushed by the log's next
+  // batch before its header replaces this one's.
+  const bool fua = ppl_hold.held() && ppl_hold.alone();
   for (MemberIo& io : writes) {
-    // Durable before the hold goes: with FUA when the stripe was logged
-    // alone (each member written once, as the flush would be; a client's
-    // FUA then needs no flush of it either), else flushed by the log's
-    // next batch before its header replaces this one's.
-    if (ppl_hold.held() && ppl_hold.alone()) {
-      io.fua = true;
-      continue;
-    }
+    io.fua = fua;
+    if (fua) continue;
     (*touched)[io.slot] = true;
     if (ppl_hold.held()) ppl_hold.Wrote(io.slot);
   }

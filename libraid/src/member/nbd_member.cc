@@ -124,16 +124,7 @@ class NbdMember final : public Member {
   }
 
   absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
-    if (absl::Status s = CheckWritable("pwrite", offset); !s.ok()) return s;
-    if (absl::Status s = RangeCheck("pwrite", len, offset); !s.ok()) return s;
-    if (len == 0) return absl::OkStatus();
-    const std::string what = absl::StrFormat("pwrite at %d", offset);
-    void* data = const_cast<void*>(buf);  // libnbd only reads it
-    if (Aligned(len, offset)) {
-      std::vector<Op> ops = Split(Op::kWrite, data, len, offset);
-      return Execute(ops, what);
-    }
-    return BounceWrite(static_cast<const uint8_t*>(buf), len, offset, what);
+    return WriteOut(buf, len, offset, /*fua=*/false);
   }
 
   // One FUA write when the server offers FUA (one round trip, not a write
@@ -143,12 +134,7 @@ class NbdMember final : public Member {
     if (!info_.can_fua || len == 0 || !Aligned(len, offset)) {
       return Member::WriteFua(buf, len, offset);
     }
-    if (absl::Status s = CheckWritable("pwrite", offset); !s.ok()) return s;
-    if (absl::Status s = RangeCheck("pwrite", len, offset); !s.ok()) return s;
-    std::vector<Op> ops =
-        Split(Op::kWrite, const_cast<void*>(buf), len, offset);
-    for (Op& op : ops) op.fua = true;
-    return Execute(ops, absl::StrFormat("pwrite (FUA) at %d", offset));
+    return WriteOut(buf, len, offset, /*fua=*/true);
   }
 
   absl::Status Flush() override {
@@ -295,6 +281,24 @@ class NbdMember final : public Member {
       done += n;
     }
     return ops;
+  }
+
+  // Write, or with `fua` (only for an aligned write to an export that
+  // can_fua) each command sent with NBD's FUA flag.
+  absl::Status WriteOut(const void* buf, size_t len, uint64_t offset,
+                        bool fua) {
+    if (absl::Status s = CheckWritable("pwrite", offset); !s.ok()) return s;
+    if (absl::Status s = RangeCheck("pwrite", len, offset); !s.ok()) return s;
+    if (len == 0) return absl::OkStatus();
+    const std::string what =
+        absl::StrCat(fua ? "pwrite (FUA) at " : "pwrite at ", offset);
+    void* data = const_cast<void*>(buf);  // libnbd only reads it
+    if (Aligned(len, offset)) {
+      std::vector<Op> ops = Split(Op::kWrite, data, len, offset);
+      for (Op& op : ops) op.fua = fua;
+      return Execute(ops, what);
+    }
+    return BounceWrite(static_cast<const uint8_t*>(buf), len, offset, what);
   }
 
   // Read-modify-write of the partial blocks at the edges of an unaligned

@@ -120,7 +120,7 @@ absl::StatusOr<std::shared_ptr<PplLog>> PplLog::Make(const Geometry& geo,
 PplLog::Hold::Hold(Hold&& o) noexcept
     : log_(std::move(o.log_)),
       slot_(o.slot_),
-      batch_size_(o.batch_size_),
+      alone_(o.alone_),
       wrote_(std::move(o.wrote_)) {
   o.log_ = nullptr;
 }
@@ -130,7 +130,7 @@ PplLog::Hold& PplLog::Hold::operator=(Hold&& o) noexcept {
     Release();
     log_ = std::move(o.log_);
     slot_ = o.slot_;
-    batch_size_ = o.batch_size_;
+    alone_ = o.alone_;
     wrote_ = std::move(o.wrote_);
     o.log_ = nullptr;
   }
@@ -216,7 +216,7 @@ absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
     for (Waiter* w : batch) {
       w->status = st;
       w->done = true;
-      w->batch_size = static_cast<int>(batch.size());
+      w->alone = batch.size() == 1;
     }
   }
   if (!me.status.ok()) {
@@ -226,7 +226,7 @@ absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
                         "of stripe %u: %s",
                         parity_member.Name(), stripe, me.status.message()));
   }
-  return Hold(shared_from_this(), slot, me.batch_size);
+  return Hold(shared_from_this(), slot, me.alone);
 }
 
 size_t PplLog::Waiting(int slot) const {

@@ -87,7 +87,7 @@ class PplLog : public std::enable_shared_from_this<PplLog> {
     // flush: each member it writes is written once, so FUA costs the
     // members what that flush would, and the next header need not wait for
     // a flush (ArrayImpl::PlanAndWriteStripe).
-    bool alone() const { return batch_size_ == 1; }
+    bool alone() const { return alone_; }
     // Slot `slot`'s member was written (or a write was tried) under this
     // hold without FUA: the next batch flushes it before its header goes
     // out.
@@ -96,11 +96,11 @@ class PplLog : public std::enable_shared_from_this<PplLog> {
 
    private:
     friend class PplLog;
-    Hold(std::shared_ptr<PplLog> log, int slot, int batch_size)
-        : log_(std::move(log)), slot_(slot), batch_size_(batch_size) {}
+    Hold(std::shared_ptr<PplLog> log, int slot, bool alone)
+        : log_(std::move(log)), slot_(slot), alone_(alone) {}
     std::shared_ptr<PplLog> log_;
     int slot_ = 0;
-    int batch_size_ = 0;  // stripes in the batch this one went out in
+    bool alone_ = false;
     std::vector<bool> wrote_;
   };
 
@@ -134,7 +134,7 @@ class PplLog : public std::enable_shared_from_this<PplLog> {
     PplStripeLog log;
     bool done = false;  // logged, or failed: `status` says
     absl::Status status;
-    int batch_size = 0;  // of the batch it went out in, once done
+    bool alone = false;  // went out in a batch of its own, once done
   };
   struct Slot {
     mutable Mutex mu;

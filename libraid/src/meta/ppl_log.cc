@@ -214,7 +214,11 @@ absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
     // nothing (none of it goes on).
     s.holds = st.ok() ? static_cast<int>(batch.size()) : 0;
     for (Waiter* w : batch) {
-      w->status = st;
+      // Each its own copy, not a share of `st`'s: waiters drop theirs on
+      // their own threads, and a shared Status frees its message by a
+      // reference count that ThreadSanitizer cannot see (Debian's libabsl
+      // is not instrumented), so it reported the last drop as a race.
+      w->status = absl::Status(st.code(), st.message());
       w->done = true;
       w->alone = batch.size() == 1;
     }

@@ -62,7 +62,10 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       event_uuid_(FormatUuid(sb.set_uuid)),
       event_name_(sb.set_name),
       slots_(std::move(slots)),
-      pool_(geometry.raid_disks() - 1),
+      io_(slots_, counters_, geometry.raid_disks() - 1,
+          [this](const std::string& name, int slot, const absl::Status& why) {
+            ReportReplacementFailed(name, slot, why);
+          }),
       cache_(geometry.stripe_data_bytes(), read_only ? 0 : cache.bytes),
       cache_max_age_(cache.max_age_ms),
       bypass_flush_ns_(int64_t{cache.bypass_flush_interval_ms} * 1'000'000),

@@ -2,15 +2,15 @@
 // Internal: the state behind uraid::Array, shared by the files that define
 // its methods: in array/, create.cc and assemble.cc (how an array comes to
 // exist), array.cc (the data path, metadata updates and background
-// threads), read_path.cc, write_path.cc, member_io.cc (the executor),
-// member_failure.cc, array_events.cc, array_extents.cc and
-// bitmap_host.cc; in meta/, slot_admin.cc and ppl_switch.cc; in jobs/, the
-// array as the job runner's host (jobs.cc), recovery.cc, scrub.cc,
-// resync.cc and reshape*.cc. The job runner (jobs/job_runner.h) knows the
-// array only as its JobHost, and the write-intent bitmap's glue
-// (meta/array_bitmap.h) only as its BitmapHost. Slots are in slot_table.h,
-// member I/O in member_io.h, shapes (which every stripe routine is handed) in
-// shape.h, statistics in atomic_counters.h.
+// threads), read_path.cc, write_path.cc, member_failure.cc,
+// array_events.cc, array_extents.cc and bitmap_host.cc; in meta/,
+// slot_admin.cc and ppl_switch.cc; in jobs/, the array as the job runner's
+// host (jobs.cc), recovery.cc, scrub.cc, resync.cc and reshape*.cc. The job
+// runner (jobs/job_runner.h) knows the array only as its JobHost, and the
+// write-intent bitmap's glue (meta/array_bitmap.h) only as its BitmapHost.
+// Slots are in slot_table.h, member I/O in member_io.h and every member
+// call goes through the executor (io_executor.h), shapes (which every
+// stripe routine is handed) in shape.h, statistics in atomic_counters.h.
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync
@@ -41,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "array/atomic_counters.h"
+#include "array/io_executor.h"
 #include "array/member_io.h"
 #include "array/shape.h"
 #include "array/slot_table.h"
@@ -320,22 +321,6 @@ class ArrayImpl : private JobHost, private BitmapHost {
   void SetReshapeFieldsLocked(uint64_t front_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
 
-  // Runs a plan made in shape `sh` (its data offset and chunk size address
-  // the I/O): every I/O in flight together. Counts member I/O. Returns OK
-  // even when individual I/Os fail; their status is in each MemberIo.
-  void Submit(const Shape& sh, std::vector<MemberIo>& ios,
-              const SlotGens* gens = nullptr);
-  // Every slot's generation, waiting out a change in progress. Take it
-  // before looking at slot states to decide a plan.
-  SlotGens CaptureGens() const;
-  // Runs `change` between the two generation bumps of `slot`.
-  template <typename F>
-  void ChangeSlot(Slot& slot, F change) {
-    slot.gen.fetch_add(1);
-    change();
-    slot.gen.fetch_add(1);
-  }
-  void RunIo(MemberIo& io);
   // The first failed I/O of a plan, marked on its slot (the slot is failed),
   // or OK. Sets *slot_failed when a member was failed, so the caller retries
   // the operation around it.
@@ -387,27 +372,11 @@ class ArrayImpl : private JobHost, private BitmapHost {
                                         uint8_t* client);
   static Location PieceLocation(const Shape& sh, uint64_t stripe,
                                 const ReadPiece& piece);
-  // A plan's member I/Os, addressed to the stripe, with buffers resolved in
-  // `scratch` and `client`.
-  static std::vector<MemberIo> PlannedMemberIos(
-      const Shape& sh, MemberIo::Kind kind, uint64_t stripe,
-      const std::vector<PlannedIo>& planned, uint8_t* scratch, uint8_t* client);
-  // Runs independent member calls (one per member) at once on the I/O pool,
-  // or in turn on this thread when members answer faster than a handoff
-  // (the rule Submit follows). Must not be called from a pool task.
-  void RunTogether(std::span<const std::function<void()>> tasks) override;
-  // True when `n` member calls are cheaper run in turn on this thread than
-  // handed to the pool: one call, or members answering faster than a
-  // handoff (the measured moving average).
-  bool InTurn(size_t n) const;
   // Lays newer cached bytes of the piece (of shape `sh`) over `dst`. The
   // cache holds only the current shape's stripes and is empty during a
   // reshape. REQUIRES: stripe lock.
   void OverlayCacheLocked(const Shape& sh, const Location& loc, size_t len,
                           uint8_t* dst);
-  // Member I/O faster than this (moving average) is cheaper to run on the
-  // calling thread than to hand to the pool (see Submit).
-  static constexpr int64_t kParallelIoThresholdNs = 30'000;
   // md's max_corr_read_errors: more corrected read errors fail the member.
   static constexpr uint32_t kMaxCorrectedReadErrors = 20;
   absl::Status CheckUsable(bool write) const;
@@ -473,6 +442,9 @@ class ArrayImpl : private JobHost, private BitmapHost {
                                std::vector<MemberIo>& reads);
   // --- BitmapHost (meta/array_bitmap.cc) ---
   std::vector<Carrier> BitmapCarriers() const override;
+  std::vector<absl::Status> WriteDurablyOn(std::span<const Carrier> carriers,
+                                           const void* buf, size_t len,
+                                           uint64_t raw) override;
   absl::Status FlushAllSlots() override;
   void BitmapCarrierFailed(const Carrier& c, const std::string& why) override;
   // jobs/scrub.cc: checks (and with `repair` fixes) the parity of stripe
@@ -576,11 +548,10 @@ class ArrayImpl : private JobHost, private BitmapHost {
   mutable Mutex bg_mu_;
   absl::Status bg_error_ ABSL_GUARDED_BY(bg_mu_);
   std::atomic<bool> has_bg_error_{false};
-  // Moving average of member data-I/O latency, in ns (see Submit).
-  std::atomic<int64_t> io_latency_ns_{0};
   AtomicCounters counters_;
   StripeLocks locks_;
-  TaskPool pool_;
+  // Every member call (after slots_ and counters_, which it refers to).
+  IoExecutor io_;
   // A scan's window (scrub, resync) may hold more stripes than run at
   // once: each holds its lock only while it is scanned and uses its
   // thread's scratch buffer, so only kJobDepth are in flight, and the
@@ -590,10 +561,6 @@ class ArrayImpl : private JobHost, private BitmapHost {
   // Runs a job's window; its tasks submit member I/O on pool_.
   TaskPool job_pool_{static_cast<int>(kJobDepth) - 1};
   StripeCache cache_;
-  // Member data writes (and discards) started and finished, for the
-  // survivor cache's freshness rule (see survivor_cache.h); RunIo counts.
-  std::atomic<uint64_t> writes_started_{0};
-  std::atomic<uint64_t> writes_finished_{0};
   SurvivorCache survivors_;
   const std::chrono::milliseconds cache_max_age_;
   const int64_t bypass_flush_ns_;

@@ -20,6 +20,21 @@ std::vector<BitmapHost::Carrier> ArrayImpl::BitmapCarriers() const {
   return carriers;
 }
 
+std::vector<absl::Status> ArrayImpl::WriteDurablyOn(
+    std::span<const Carrier> carriers, const void* buf, size_t len,
+    uint64_t raw) {
+  std::vector<absl::Status> statuses(carriers.size());
+  std::vector<std::function<void()>> tasks;
+  tasks.reserve(carriers.size());
+  for (size_t i = 0; i < carriers.size(); ++i) {
+    tasks.emplace_back([&, i] {
+      statuses[i] = WriteDurably(*carriers[i].member, buf, len, raw);
+    });
+  }
+  io_.RunTogether(tasks);
+  return statuses;
+}
+
 absl::Status ArrayImpl::FlushAllSlots() {
   return FlushSlots(std::vector<bool>(SlotCount(), true));
 }

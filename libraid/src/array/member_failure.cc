@@ -349,4 +349,46 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
   return absl::InternalError("superblock update did not settle");
 }
 
+absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
+                                       bool* slot_failed) {
+  *slot_failed = false;
+  absl::Status first;
+  for (MemberIo& io : ios) {
+    if (io.status.ok()) continue;
+    if (io.stale) {
+      // Not the member's fault: the caller replans with the new members.
+      *slot_failed = true;
+      if (first.ok()) first = io.status;
+      continue;
+    }
+    if (io.to_replacement) {
+      // The copy target failed: the replace ends, the slot is unharmed.
+      std::shared_ptr<Member> r = slots_[io.slot]->replacement.load();
+      if (r != nullptr &&
+          slots_[io.slot]->replacement.compare_exchange_strong(r, nullptr)) {
+        ReportReplacementFailed(r->Name(), io.slot, io.status);
+      }
+      if (first.ok()) first = io.status;
+      continue;
+    }
+    if (first.ok()) {
+      std::shared_ptr<Member> m = slots_[io.slot]->member.load();
+      first = absl::Status(
+          io.status.code(),
+          absl::StrFormat("member %s (slot %d) at member offset %d: %s",
+                          m ? m->Name() : "?", io.slot, io.base + io.offset,
+                          io.status.message()));
+    }
+    if (SlotPresent(io.slot)) {
+      RecordBackgroundError(
+          FailSlot(io.slot, std::string(io.status.message()), io.used),
+          absl::StrFormat("the failure of slot %d", io.slot));
+    }
+    // Failed by us or, racing us, by another request that hit the same
+    // dying member: either way the caller should redo its plan around it.
+    *slot_failed = true;
+  }
+  return first;
+}
+
 }  // namespace uraid

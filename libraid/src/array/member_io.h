@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Internal: one member I/O of a plan, as the array's executor (member_io.cc)
-// runs it, and the durable write metadata updates use.
+// Internal: one member I/O of a plan, as the array's executor
+// (io_executor.h) runs it.
 
 #ifndef URAID_SRC_ARRAY_MEMBER_IO_H_
 #define URAID_SRC_ARRAY_MEMBER_IO_H_
@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <memory>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "uraid/member.h"
 
@@ -56,14 +55,6 @@ struct MemberIo {
   // cover it. A PPL stripe alone in its log batch (PplLog::Hold::alone).
   bool fua = false;
 };
-
-// Writes `len` bytes at raw member offset `raw` and flushes them, each step
-// retried once as data I/O is: the durable write of a superblock or bitmap
-// page. Thread-compatible (the member's own rules).
-absl::Status WriteDurably(Member& m, const void* buf, size_t len, uint64_t raw);
-
-// Slot generations captured when a plan is decided (see Slot::gen).
-using SlotGens = absl::InlinedVector<uint64_t, 16>;
 
 }  // namespace uraid
 

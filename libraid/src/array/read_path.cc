@@ -88,7 +88,7 @@ absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
   std::vector<MemberIo> ios;
   std::vector<size_t> io_piece;
   std::vector<bool> slow(pieces.size(), false);
-  const SlotGens gens = CaptureGens();
+  const SlotGens gens = slots_.CaptureGens();
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
     if (degraded[i]) continue;
@@ -101,7 +101,7 @@ absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
       slow[i] = true;
     }
   }
-  Submit(sh, ios, &gens);
+  io_.Submit(sh, ios, &gens);
   std::vector<absl::Status> errors(pieces.size());
   std::vector<const Member*> failed(pieces.size(), nullptr);
   for (size_t j = 0; j < ios.size(); ++j) {
@@ -167,7 +167,7 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
                                                const absl::Status& why,
                                                const Member* failed) {
   Slot& s = *slots_[slot];
-  const SlotGens gens = CaptureGens();
+  const SlotGens gens = slots_.CaptureGens();
   std::shared_ptr<Member> m = s.member.load();
   const std::string name = failed ? failed->Name() : "?";
   const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
@@ -205,7 +205,7 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
   // when the drive remaps it. Only a member that keeps failing is dropped.
   std::vector<MemberIo> w{
       MemberIo{MemberIo::kWrite, slot, dst, len, member_offset, {}}};
-  Submit(sh, w, &gens);
+  io_.Submit(sh, w, &gens);
   if (w[0].stale) return absl::OkStatus();
   if (!w[0].status.ok()) {
     return FailSlot(slot,
@@ -251,11 +251,11 @@ absl::Status ArrayImpl::ReadPieceDegraded(const Shape& sh, uint64_t stripe,
                                           size_t len, uint8_t* dst) {
   const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   for (int attempt = 0;; ++attempt) {
-    const SlotGens gens = CaptureGens();
+    const SlotGens gens = slots_.CaptureGens();
     if (!SlotUsableAt(slot, stripe)) break;
     std::vector<MemberIo> ios{
         MemberIo{MemberIo::kRead, slot, dst, len, member_offset, {}}};
-    Submit(sh, ios, &gens);
+    io_.Submit(sh, ios, &gens);
     if (ios[0].status.ok()) return absl::OkStatus();
     if (ios[0].stale && attempt < 8) continue;  // members changed: again
     return CorrectReadErrorLocked(sh, stripe, slot, chunk_offset, len, dst,
@@ -271,7 +271,7 @@ absl::Status ArrayImpl::ReconstructLocked(const Shape& sh, uint64_t stripe,
   const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   // Generations first, health second: a member that changes hands after
   // the check is caught by the generation (its reads come back stale).
-  const SlotGens gens = CaptureGens();
+  const SlotGens gens = slots_.CaptureGens();
   for (int i = 0; i < sh.geo.raid_disks(); ++i) {
     if (i != slot && !SlotUsableAt(i, stripe)) {
       return absl::UnavailableError(absl::StrFormat(
@@ -285,7 +285,7 @@ absl::Status ArrayImpl::ReconstructLocked(const Shape& sh, uint64_t stripe,
   ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
   std::vector<MemberIo> ios = PlannedMemberIos(sh, MemberIo::kRead, stripe,
                                                plan.reads, scratch.data(), dst);
-  Submit(sh, ios, &gens);
+  io_.Submit(sh, ios, &gens);
   bool slot_failed;
   absl::Status st = AbsorbFailures(ios, &slot_failed);
   if (!st.ok() && std::any_of(ios.begin(), ios.end(),
@@ -311,7 +311,7 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
   // the stripe lock, so data and parity come from the same write. Anything
   // but a clean run (a slot changing hands, a read error) falls back to the
   // piece-at-a-time path, which corrects or reports it.
-  const SlotGens gens = CaptureGens();  // before the health (as above)
+  const SlotGens gens = slots_.CaptureGens();  // before the health (as above)
   const int missing = MissingSlotAt(sh, stripe);
   bool others_usable = true;
   for (int i = missing + 1; i < sh.geo.raid_disks(); ++i) {
@@ -322,8 +322,8 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
     ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
     std::vector<MemberIo> ios = PlannedMemberIos(
         sh, MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
-    const uint64_t started = writes_started_.load();
-    const bool quiet = writes_finished_.load() == started;
+    const uint64_t started = io_.writes_started();
+    const bool quiet = io_.writes_finished() == started;
     // Rows an earlier request of a sequential reader already fetched (the
     // survivor cache) are not read again.
     if (!survivors_.empty()) {
@@ -333,7 +333,7 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
                               static_cast<uint8_t*>(io.buf));
       });
     }
-    Submit(sh, ios, &gens);
+    io_.Submit(sh, ios, &gens);
     if (std::all_of(ios.begin(), ios.end(),
                     [](const MemberIo& io) { return io.status.ok(); })) {
       // Rows another request of the stripe needs, when no write was in
@@ -343,7 +343,7 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
       // chunk's rebuild will want. Not when the cache gave some of them
       // (an entry is replaced whole, and it holds them already).
       const bool all_read = ios.size() == plan.reads.size();
-      if (quiet && writes_started_.load() == started &&
+      if (quiet && io_.writes_started() == started &&
           (plan.rebuild || all_read)) {
         std::vector<SurvivorCache::Rows> rows;
         for (const PlannedIo& io : plan.reads) {

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
@@ -60,6 +62,9 @@ struct Slot {
   DeviceId repl_id;  // the replacement's, likewise
 };
 
+// Slot generations captured when a plan is decided (see Slot::gen).
+using SlotGens = absl::InlinedVector<uint64_t, 16>;
+
 // The array's slots. Fixed capacity so that a reshape can append slots
 // while the data path indexes them without a lock: an element is
 // constructed before size() (release) makes it visible, and never moves.
@@ -73,6 +78,17 @@ class SlotTable {
   const std::unique_ptr<Slot>& operator[](size_t i) const { return slots_[i]; }
   const std::unique_ptr<Slot>* begin() const { return slots_.data(); }
   const std::unique_ptr<Slot>* end() const { return slots_.data() + size(); }
+  // Every slot's generation, waiting out a change in progress. Take it
+  // before looking at slot states to decide a plan.
+  SlotGens CaptureGens() const {
+    SlotGens gens(size());
+    for (size_t i = 0; i < gens.size(); ++i) {
+      uint64_t g;
+      while ((g = slots_[i]->gen.load()) & 1) std::this_thread::yield();
+      gens[i] = g;
+    }
+    return gens;
+  }
   void Append(std::unique_ptr<Slot> slot) {
     const size_t n = n_.load();
     slots_[n] = std::move(slot);
@@ -83,6 +99,15 @@ class SlotTable {
   std::array<std::unique_ptr<Slot>, kMaxDisks> slots_;
   std::atomic<size_t> n_{0};
 };
+
+// Runs `change` (of who holds `slot`) between the two generation bumps of
+// the slot (see Slot::gen).
+template <typename F>
+void ChangeSlot(Slot& slot, F change) {
+  slot.gen.fetch_add(1);
+  change();
+  slot.gen.fetch_add(1);
+}
 
 // A member that belongs to the array without a slot.
 struct Spare {

@@ -184,7 +184,7 @@ absl::Status ArrayImpl::WriteStripeLocked(const Shape& sh, uint64_t stripe,
     st = CheckUsable(true);
     if (!st.ok()) break;
     bool slot_failed = false;
-    const SlotGens gens = CaptureGens();
+    const SlotGens gens = slots_.CaptureGens();
     const int missing = MissingSlotAt(sh, stripe);
     whole = whole && missing < 0;
     st = PlanAndWriteStripe(sh, stripe, a, b, src, missing, gens,
@@ -218,7 +218,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   if (!plan.reads.empty()) {
     std::vector<MemberIo> reads = PlannedMemberIos(
         sh, MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
-    Submit(sh, reads, &gens);
+    io_.Submit(sh, reads, &gens);
     RETURN_IF_ERROR(CorrectPreReads(sh, stripe, reads));
     RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
   }
@@ -253,7 +253,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
     (*touched)[io.slot] = true;
     if (ppl_hold.held()) ppl_hold.Wrote(io.slot);
   }
-  Submit(sh, writes, &gens);
+  io_.Submit(sh, writes, &gens);
   return AbsorbFailures(writes, slot_failed);
 }
 
@@ -315,7 +315,7 @@ absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which,
     }
     if (ios.empty()) return absl::OkStatus();
     // Flushes address no data: any shape's offsets will do.
-    Submit(CurrentShape(), ios);
+    io_.Submit(CurrentShape(), ios);
     for (size_t k = 0; k < ios.size(); ++k) {
       if (!ios[k].status.ok()) continue;
       std::atomic<uint64_t>& upto = slots_[ios[k].slot]->flushed_upto;
@@ -415,7 +415,7 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
       ios.push_back(MemberIo{MemberIo::kDiscard, i, nullptr, C, s * C, {}});
       if (ppl_hold.held()) ppl_hold.Wrote(i);
     }
-    Submit(sh, ios);
+    io_.Submit(sh, ios);
     bool slot_failed;
     st = AbsorbFailures(ios, &slot_failed);
     if (!st.ok() && slot_failed && CheckUsable(true).ok()) {

@@ -125,7 +125,7 @@ absl::Status ArrayImpl::RebuildStripeLocked(const Shape& sh, int slot,
         MemberIo{MemberIo::kWrite, slot, buf, len, stripe * C + w, {}}};
     io[0].to_replacement = to_repl;
     io[0].keep_sparse = true;  // the caller holds the stripe lock
-    Submit(sh, io);
+    io_.Submit(sh, io);
     if (!io[0].status.ok()) {
       bool slot_failed;
       (void)AbsorbFailures(io, &slot_failed);

@@ -42,8 +42,8 @@ absl::Status ArrayImpl::ScanStripe(const Shape& sh, uint64_t stripe,
       ios.push_back(MemberIo{
           MemberIo::kRead, i, bufs.data() + win * i, win, stripe * C + w, {}});
     }
-    const SlotGens gens = CaptureGens();
-    Submit(sh, ios, &gens);
+    const SlotGens gens = slots_.CaptureGens();
+    io_.Submit(sh, ios, &gens);
     // A read error met by the scrub is corrected like any other (md does
     // the same); only an uncorrectable one stops it.
     RETURN_IF_ERROR(CorrectPreReads(sh, stripe, ios));
@@ -62,7 +62,7 @@ absl::Status ArrayImpl::ScanStripe(const Shape& sh, uint64_t stripe,
     Xor(p, data, win);
     std::vector<MemberIo> w_io{
         MemberIo{MemberIo::kWrite, pd, p, win, stripe * C + w, {}}};
-    Submit(sh, w_io);
+    io_.Submit(sh, w_io);
     RETURN_IF_ERROR(AbsorbFailures(w_io, &slot_failed));
   }
   return absl::OkStatus();

@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/member_io.h"
 #include "base/status_macros.h"
 #include "member/bitmap_file.h"
 
@@ -58,48 +57,36 @@ absl::Status ArrayBitmap::Persist(uint64_t offset,
     }
     return st;
   }
-  struct Target {
-    BitmapHost::Carrier carrier;
-    absl::Status status;
-  };
-  std::vector<Target> targets;
-  for (BitmapHost::Carrier& c : host_->BitmapCarriers()) {
-    targets.push_back(Target{std::move(c), absl::OkStatus()});
-  }
+  const std::vector<BitmapHost::Carrier> carriers = host_->BitmapCarriers();
   const uint64_t raw = area_offset_ + offset;
-  std::vector<std::function<void()>> tasks;
-  for (Target& t : targets) {
-    tasks.emplace_back([&t, raw, bytes] {
-      t.status =
-          WriteDurably(*t.carrier.member, bytes.data(), bytes.size(), raw);
-    });
-  }
   // One round trip on every member at once: this is on the first write to
   // a region, so it is latency the client sees.
-  host_->RunTogether(tasks);
+  const std::vector<absl::Status> statuses =
+      host_->WriteDurablyOn(carriers, bytes.data(), bytes.size(), raw);
   int written = 0;
   absl::Status first;
-  for (Target& t : targets) {
-    if (t.status.ok()) {
+  for (size_t i = 0; i < carriers.size(); ++i) {
+    const BitmapHost::Carrier& c = carriers[i];
+    const absl::Status& st = statuses[i];
+    if (st.ok()) {
       ++written;
       continue;
     }
     host_->Report(
         LogLevel::kError,
-        MetadataWriteFailed(t.carrier.member->Name(), t.carrier.slot, t.status,
-                            "bitmap"),
+        MetadataWriteFailed(c.member->Name(), c.slot, st, "bitmap"),
         absl::StrFormat("member %s failed writing the bitmap at %d: %s",
-                        t.carrier.member->Name(), raw, t.status.message()));
-    if (first.ok()) first = t.status;
+                        c.member->Name(), raw, st.message()));
+    if (first.ok()) first = st;
     // Failing the slot writes superblocks, which write the bitmap header:
     // not from inside the bitmap. The failure is handed over right after
     // the bitmap call returns (HandOverFailures), before data is written
     // under the bits.
     MutexLock lock(&failures_mu_);
-    failures_.emplace_back(t.carrier, std::string(t.status.message()));
+    failures_.emplace_back(c, std::string(st.message()));
     has_failures_.store(true);
   }
-  if (written == 0 && !targets.empty()) {
+  if (written == 0 && !carriers.empty()) {
     return absl::UnavailableError(absl::StrFormat(
         "bitmap write failed on every member: %s", first.message()));
   }

@@ -51,9 +51,12 @@ class BitmapHost {
   };
   // Each slot's member while it takes writes, and each replace target.
   virtual std::vector<Carrier> BitmapCarriers() const = 0;
-  // Runs independent member calls (one per member) at once, or in turn
-  // when members answer faster than a handoff (ArrayImpl::RunTogether).
-  virtual void RunTogether(std::span<const std::function<void()>> tasks) = 0;
+  // Writes and flushes `len` bytes at raw member offset `raw` on every
+  // carrier at once (each call retried once, as data I/O is), through the
+  // array's member-I/O executor; the status of each, in order.
+  virtual std::vector<absl::Status> WriteDurablyOn(
+      std::span<const Carrier> carriers, const void* buf, size_t len,
+      uint64_t raw) = 0;
   // Makes every slot member's data durable (before bits are cleared).
   virtual absl::Status FlushAllSlots() = 0;
   // `c` failed a bitmap write: fail its slot (or end the replace).

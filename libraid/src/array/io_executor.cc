@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The member-I/O executor of ArrayImpl: one member call retried once
+// The member-I/O executor (io_executor.h): one member call retried once
 // (DoIo), the fan-out of a plan's I/O (Submit, RunTogether), slot
-// generations and the replace target's mirror (RunIo), and what a failed
-// I/O means for its slot (AbsorbFailures).
+// generations and the replace target's mirror (RunIo).
+#include "array/io_executor.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -11,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
 #include "base/status_macros.h"
 #include "parity/parity.h"
 
@@ -56,12 +56,19 @@ absl::Status WriteDurably(Member& m, const void* buf, size_t len,
   return DoIo(m, io, raw);
 }
 
-bool ArrayImpl::InTurn(size_t n) const {
+IoExecutor::IoExecutor(const SlotTable& slots, AtomicCounters& counters,
+                       int threads, ReplacementFailed replacement_failed)
+    : slots_(slots),
+      counters_(counters),
+      replacement_failed_(std::move(replacement_failed)),
+      pool_(threads) {}
+
+bool IoExecutor::InTurn(size_t n) const {
   return n <= 1 || io_latency_ns_.load(std::memory_order_relaxed) <
                        kParallelIoThresholdNs;
 }
 
-void ArrayImpl::RunTogether(std::span<const std::function<void()>> tasks) {
+void IoExecutor::RunTogether(std::span<const std::function<void()>> tasks) {
   if (InTurn(tasks.size())) {
     for (const auto& task : tasks) task();
     return;
@@ -69,7 +76,7 @@ void ArrayImpl::RunTogether(std::span<const std::function<void()>> tasks) {
   pool_.RunAll(tasks);
 }
 
-void ArrayImpl::RunIo(MemberIo& io) {
+void IoExecutor::RunIo(MemberIo& io) {
   Slot& slot = *slots_[io.slot];
   const auto stale = [&] {
     if (!io.check_gen || slot.gen.load() == io.gen) return false;
@@ -134,7 +141,7 @@ void ArrayImpl::RunIo(MemberIo& io) {
                              slot.repl_front.load(std::memory_order_acquire))) {
       absl::Status rs = DoIo(*r, io, raw);
       if (!rs.ok() && slot.replacement.compare_exchange_strong(r, nullptr)) {
-        ReportReplacementFailed(r->Name(), io.slot, rs);
+        replacement_failed_(r->Name(), io.slot, rs);
       }
     }
   }
@@ -156,18 +163,8 @@ void ArrayImpl::RunIo(MemberIo& io) {
   io_latency_ns_.store(old + (ns - old) / 8, std::memory_order_relaxed);
 }
 
-SlotGens ArrayImpl::CaptureGens() const {
-  SlotGens gens(slots_.size());
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    uint64_t g;
-    while ((g = slots_[i]->gen.load()) & 1) std::this_thread::yield();
-    gens[i] = g;
-  }
-  return gens;
-}
-
-void ArrayImpl::Submit(const Shape& sh, std::vector<MemberIo>& ios,
-                       const SlotGens* gens) {
+void IoExecutor::Submit(const Shape& sh, std::vector<MemberIo>& ios,
+                        const SlotGens* gens) {
   for (MemberIo& io : ios) {
     io.base = sh.data_offset;
     io.chunk_bytes = sh.geo.chunk_bytes();
@@ -194,51 +191,10 @@ void ArrayImpl::Submit(const Shape& sh, std::vector<MemberIo>& ios,
   pool_.RunAll(tasks);
 }
 
-absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
-                                       bool* slot_failed) {
-  *slot_failed = false;
-  absl::Status first;
-  for (MemberIo& io : ios) {
-    if (io.status.ok()) continue;
-    if (io.stale) {
-      // Not the member's fault: the caller replans with the new members.
-      *slot_failed = true;
-      if (first.ok()) first = io.status;
-      continue;
-    }
-    if (io.to_replacement) {
-      // The copy target failed: the replace ends, the slot is unharmed.
-      std::shared_ptr<Member> r = slots_[io.slot]->replacement.load();
-      if (r != nullptr &&
-          slots_[io.slot]->replacement.compare_exchange_strong(r, nullptr)) {
-        ReportReplacementFailed(r->Name(), io.slot, io.status);
-      }
-      if (first.ok()) first = io.status;
-      continue;
-    }
-    if (first.ok()) {
-      std::shared_ptr<Member> m = slots_[io.slot]->member.load();
-      first = absl::Status(
-          io.status.code(),
-          absl::StrFormat("member %s (slot %d) at member offset %d: %s",
-                          m ? m->Name() : "?", io.slot, io.base + io.offset,
-                          io.status.message()));
-    }
-    if (SlotPresent(io.slot)) {
-      RecordBackgroundError(
-          FailSlot(io.slot, std::string(io.status.message()), io.used),
-          absl::StrFormat("the failure of slot %d", io.slot));
-    }
-    // Failed by us or, racing us, by another request that hit the same
-    // dying member: either way the caller should redo its plan around it.
-    *slot_failed = true;
-  }
-  return first;
-}
-
-std::vector<MemberIo> ArrayImpl::PlannedMemberIos(
-    const Shape& sh, MemberIo::Kind kind, uint64_t stripe,
-    const std::vector<PlannedIo>& planned, uint8_t* scratch, uint8_t* client) {
+std::vector<MemberIo> PlannedMemberIos(const Shape& sh, MemberIo::Kind kind,
+                                       uint64_t stripe,
+                                       const std::vector<PlannedIo>& planned,
+                                       uint8_t* scratch, uint8_t* client) {
   const uint64_t base = stripe * sh.geo.chunk_bytes();
   std::vector<MemberIo> ios;
   ios.reserve(planned.size());

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+// Internal: the array's one member-I/O executor. Every member call the
+// array makes goes through it: a plan's data I/O (Submit), the fan-out of
+// independent calls such as bitmap pages (RunTogether), and the durable
+// write of a superblock or bitmap page (WriteDurably). Each call is retried
+// once; a second failure is the member's, and what that means for its slot
+// is the caller's to decide (ArrayImpl::AbsorbFailures), not the executor's.
+
+#ifndef URAID_SRC_ARRAY_IO_EXECUTOR_H_
+#define URAID_SRC_ARRAY_IO_EXECUTOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "array/atomic_counters.h"
+#include "array/member_io.h"
+#include "array/shape.h"
+#include "array/slot_table.h"
+#include "base/task_pool.h"
+#include "plan/stripe_plan.h"
+#include "uraid/member.h"
+
+namespace uraid {
+
+// Writes `len` bytes at raw member offset `raw` and flushes them, each step
+// retried once as data I/O is: the durable write of a superblock or bitmap
+// page. Thread-compatible (the member's own rules).
+absl::Status WriteDurably(Member& m, const void* buf, size_t len, uint64_t raw);
+
+// A plan's member I/Os of `kind`, addressed to `stripe` of shape `sh`, with
+// buffers resolved in `scratch` and `client`.
+std::vector<MemberIo> PlannedMemberIos(const Shape& sh, MemberIo::Kind kind,
+                                       uint64_t stripe,
+                                       const std::vector<PlannedIo>& planned,
+                                       uint8_t* scratch, uint8_t* client);
+
+// Thread-safe: any number of threads submit at once. Holds references to
+// the array's slots and counters, which outlive it (declared before it in
+// ArrayImpl).
+class IoExecutor {
+ public:
+  // A replace target failed a write or flush mirrored to it; it has been
+  // dropped from its slot already. Called on the I/O's thread.
+  using ReplacementFailed = std::function<void(
+      const std::string& name, int slot, const absl::Status& why)>;
+
+  // `threads`: the pool that runs a plan's I/O in parallel (one fewer than
+  // the members it usually spans: the submitting thread runs one).
+  IoExecutor(const SlotTable& slots, AtomicCounters& counters, int threads,
+             ReplacementFailed replacement_failed);
+
+  // Runs a plan made in shape `sh` (its data offset and chunk size address
+  // the I/O): every I/O in flight together. Counts member I/O. Individual
+  // failures are in each MemberIo's status. With `gens` (captured when the
+  // plan was decided), an I/O whose slot changed members is refused
+  // (MemberIo::stale). Must not be called from a pool task.
+  void Submit(const Shape& sh, std::vector<MemberIo>& ios,
+              const SlotGens* gens = nullptr);
+  // Runs independent member calls (one per member) at once on the pool, or
+  // in turn on this thread when members answer faster than a handoff (the
+  // rule Submit follows). Must not be called from a pool task.
+  void RunTogether(std::span<const std::function<void()>> tasks);
+
+  // Member data writes (and discards) started and finished, for the
+  // survivor cache's freshness rule (see survivor_cache.h).
+  uint64_t writes_started() const { return writes_started_.load(); }
+  uint64_t writes_finished() const { return writes_finished_.load(); }
+
+ private:
+  // Member I/O faster than this (moving average) is cheaper to run on the
+  // calling thread than to hand to the pool.
+  static constexpr int64_t kParallelIoThresholdNs = 30'000;
+
+  // True when `n` member calls are cheaper run in turn on this thread.
+  bool InTurn(size_t n) const;
+  void RunIo(MemberIo& io);
+
+  const SlotTable& slots_;
+  AtomicCounters& counters_;
+  const ReplacementFailed replacement_failed_;
+  TaskPool pool_;
+  // Moving average of member data-I/O latency, in ns (see Submit).
+  std::atomic<int64_t> io_latency_ns_{0};
+  std::atomic<uint64_t> writes_started_{0};
+  std::atomic<uint64_t> writes_finished_{0};
+};
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_ARRAY_IO_EXECUTOR_H_

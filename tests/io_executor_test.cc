@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT
+// The member-I/O executor on its own (array/io_executor.h): retry-once,
+// generations, the replace target's mirror, counting, and the durable
+// write of metadata, over FaultyMembers that count every call.
+#include "array/io_executor.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "uraid/member.h"
+
+namespace uraid {
+namespace {
+
+constexpr uint64_t kChunk = 64 * 1024;
+constexpr uint64_t kMemberBytes = 16 * kChunk;
+constexpr uint64_t kDataOffset = 4096;
+constexpr int kDisks = 3;
+
+class IoExecutorTest : public ::testing::Test {
+ protected:
+  IoExecutorTest()
+      : shape_{*Geometry::Make(5, Layout::kLeftSymmetric, kChunk, kDisks,
+                               kMemberBytes),
+               kDataOffset, 0, 0},
+        slots_(MakeSlots()),
+        io_(slots_, counters_, kDisks - 1,
+            [this](const std::string& name, int slot, const absl::Status&) {
+              replacement_failures_.push_back(name + "@" +
+                                              std::to_string(slot));
+            }) {}
+
+  std::vector<std::unique_ptr<Slot>> MakeSlots() {
+    std::vector<std::unique_ptr<Slot>> slots;
+    for (int i = 0; i < kDisks; ++i) {
+      auto m = std::make_shared<FaultyMember>(
+          NewMemoryMember("m" + std::to_string(i), kDataOffset + kMemberBytes));
+      members_.push_back(m);
+      auto s = std::make_unique<Slot>();
+      s->member.store(m);
+      s->state.store(SlotState::kActive);
+      slots.push_back(std::move(s));
+    }
+    return slots;
+  }
+
+  // A replace target for `slot`, holding stripes below `front`.
+  std::shared_ptr<FaultyMember> AddReplacement(int slot, uint64_t front) {
+    auto r = std::make_shared<FaultyMember>(NewMemoryMember(
+        "r" + std::to_string(slot), kDataOffset + kMemberBytes));
+    slots_[slot]->replacement.store(r);
+    slots_[slot]->repl_front.store(front);
+    return r;
+  }
+
+  static MemberIo Io(MemberIo::Kind kind, int slot, void* buf, size_t len,
+                     uint64_t offset) {
+    return MemberIo{kind, slot, buf, len, offset, {}};
+  }
+
+  Shape shape_;
+  AtomicCounters counters_;
+  std::vector<std::shared_ptr<FaultyMember>> members_;
+  SlotTable slots_;
+  std::vector<std::string> replacement_failures_;
+  IoExecutor io_;
+};
+
+TEST_F(IoExecutorTest, ATransientErrorIsRetriedOnce) {
+  members_[1]->SetPlan(
+      FaultPlan{.rules = {FaultRule{.op = FaultOp::kWrite, .times = 1}}});
+  std::vector<uint8_t> buf(4096, 0xAB);
+  std::vector<MemberIo> ios{Io(MemberIo::kWrite, 1, buf.data(), buf.size(), 0)};
+  io_.Submit(shape_, ios);
+  EXPECT_TRUE(ios[0].status.ok()) << ios[0].status;
+  EXPECT_EQ(members_[1]->counters().writes, 2u);
+  std::vector<uint8_t> back(buf.size());
+  ASSERT_TRUE(members_[1]->Read(back.data(), back.size(), kDataOffset).ok());
+  EXPECT_EQ(back, buf);
+}
+
+TEST_F(IoExecutorTest, ASecondFailureIsTheMembersAndNotRetriedAgain) {
+  members_[2]->SetPlan(
+      FaultPlan{.rules = {FaultRule{.op = FaultOp::kRead, .times = 2}}});
+  std::vector<uint8_t> buf(4096);
+  std::vector<MemberIo> ios{Io(MemberIo::kRead, 2, buf.data(), buf.size(), 0)};
+  io_.Submit(shape_, ios);
+  EXPECT_FALSE(ios[0].status.ok());
+  EXPECT_EQ(members_[2]->counters().reads, 2u);
+  EXPECT_EQ(ios[0].used, members_[2].get());
+}
+
+TEST_F(IoExecutorTest, OutOfRangeIsNotRetried) {
+  std::vector<uint8_t> buf(4096);
+  std::vector<MemberIo> ios{
+      Io(MemberIo::kRead, 0, buf.data(), buf.size(), kMemberBytes)};
+  io_.Submit(shape_, ios);
+  EXPECT_TRUE(absl::IsOutOfRange(ios[0].status)) << ios[0].status;
+  EXPECT_EQ(members_[0]->counters().reads, 1u);
+}
+
+TEST_F(IoExecutorTest, AnIoPlannedBeforeItsSlotChangedIsRefusedUnrun) {
+  const SlotGens gens = slots_.CaptureGens();
+  ChangeSlot(*slots_[1], [] {});
+  std::vector<uint8_t> buf(4096);
+  std::vector<MemberIo> ios{Io(MemberIo::kRead, 0, buf.data(), buf.size(), 0),
+                            Io(MemberIo::kRead, 1, buf.data(), buf.size(), 0)};
+  io_.Submit(shape_, ios, &gens);
+  EXPECT_TRUE(ios[0].status.ok());
+  EXPECT_FALSE(ios[0].stale);
+  EXPECT_TRUE(ios[1].stale);
+  EXPECT_TRUE(absl::IsAborted(ios[1].status)) << ios[1].status;
+  EXPECT_EQ(members_[1]->counters().reads, 0u);
+}
+
+TEST_F(IoExecutorTest, WritesBelowTheReplaceFrontAreMirroredToTheTarget) {
+  auto r = AddReplacement(0, /*front=*/2);
+  std::vector<uint8_t> below(4096, 1), above(4096, 2), read(4096);
+  std::vector<MemberIo> ios{
+      Io(MemberIo::kWrite, 0, below.data(), below.size(), 1 * kChunk),
+      Io(MemberIo::kWrite, 0, above.data(), above.size(), 3 * kChunk),
+      Io(MemberIo::kRead, 0, read.data(), read.size(), 1 * kChunk)};
+  io_.Submit(shape_, ios);
+  for (const MemberIo& io : ios) EXPECT_TRUE(io.status.ok()) << io.status;
+  // The write below the front and nothing else; never a read.
+  EXPECT_EQ(r->counters().writes, 1u);
+  EXPECT_EQ(r->counters().reads, 0u);
+  std::vector<uint8_t> back(4096);
+  ASSERT_TRUE(r->Read(back.data(), back.size(), kDataOffset + kChunk).ok());
+  EXPECT_EQ(back, below);
+  std::vector<MemberIo> flush{Io(MemberIo::kFlush, 0, nullptr, 0, 0)};
+  io_.Submit(shape_, flush);
+  EXPECT_EQ(r->counters().flushes, 1u);  // flushes reach it wherever it is
+}
+
+TEST_F(IoExecutorTest, AFailingReplaceTargetIsDroppedNotTheSlot) {
+  auto r = AddReplacement(2, /*front=*/4);
+  r->SetFailed(true);
+  std::vector<uint8_t> buf(4096, 7);
+  std::vector<MemberIo> ios{Io(MemberIo::kWrite, 2, buf.data(), buf.size(), 0)};
+  io_.Submit(shape_, ios);
+  EXPECT_TRUE(ios[0].status.ok()) << ios[0].status;
+  EXPECT_EQ(slots_[2]->replacement.load(), nullptr);
+  EXPECT_EQ(replacement_failures_, std::vector<std::string>{"r2@2"});
+  EXPECT_EQ(slots_[2]->writes_done.load(), 1u);
+}
+
+TEST_F(IoExecutorTest, CountsMemberIoAndDataWrites) {
+  std::vector<uint8_t> buf(8192, 3);
+  std::vector<MemberIo> ios{Io(MemberIo::kWrite, 0, buf.data(), buf.size(), 0),
+                            Io(MemberIo::kWrite, 1, buf.data(), buf.size(), 0),
+                            Io(MemberIo::kRead, 2, buf.data(), 4096, 0),
+                            Io(MemberIo::kFlush, 0, nullptr, 0, 0)};
+  ios[1].fua = true;
+  io_.Submit(shape_, ios);
+  EXPECT_EQ(counters_.member_writes.load(), 2u);
+  EXPECT_EQ(counters_.member_write_bytes.load(), 2 * buf.size());
+  EXPECT_EQ(counters_.member_fua_writes.load(), 1u);
+  EXPECT_EQ(counters_.member_reads.load(), 1u);
+  EXPECT_EQ(counters_.member_read_bytes.load(), 4096u);
+  EXPECT_EQ(counters_.member_flushes.load(), 1u);
+  EXPECT_EQ(io_.writes_started(), 2u);
+  EXPECT_EQ(io_.writes_finished(), 2u);
+}
+
+TEST_F(IoExecutorTest, WriteDurablyWritesThenFlushesEachRetriedOnce) {
+  FaultyMember& m = *members_[0];
+  m.SetPlan(FaultPlan{.fail_flushes = 1});
+  std::vector<uint8_t> sb(4096, 0x5A);
+  EXPECT_TRUE(WriteDurably(m, sb.data(), sb.size(), 0).ok());
+  EXPECT_EQ(m.counters().writes, 1u);
+  EXPECT_EQ(m.counters().flushes, 2u);
+  m.SetPlan(FaultPlan{.fail_flushes = 2});
+  EXPECT_FALSE(WriteDurably(m, sb.data(), sb.size(), 0).ok());
+}
+
+TEST_F(IoExecutorTest, RunTogetherRunsEveryTask) {
+  std::atomic<int> ran{0};
+  std::vector<std::function<void()>> tasks(5, [&] { ran.fetch_add(1); });
+  io_.RunTogether(tasks);
+  EXPECT_EQ(ran.load(), 5);
+}
+
+}  // namespace
+}  // namespace uraid

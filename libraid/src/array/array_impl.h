@@ -128,6 +128,29 @@ class ArrayImpl : private JobHost, private BitmapHost {
   // stripe the rebuild continues from.
   uint64_t HandOverToReplacement(Slot& s, const std::shared_ptr<Member>& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // What the one fail-a-slot decision did (DecideSlotFailureLocked).
+  struct SlotFailure {
+    enum Outcome {
+      kNotHolder,     // `only_if` no longer holds the slot: nothing done
+      kHandedOver,    // the slot's replacement took over, rebuilding
+      kTargetFailed,  // a rebuild target failed: the slot is faulty
+      kFailed,        // an active member failed: the slot is faulty
+      kGone,          // already faulty or missing: nothing done
+    };
+    Outcome outcome = kGone;
+    std::shared_ptr<Member> old;          // who held the slot
+    std::shared_ptr<Member> replacement;  // kHandedOver: who holds it now
+    uint64_t from = 0;  // kHandedOver: the stripe its rebuild goes on from
+  };
+  // The one fail-a-slot decision, for FailSlot and a failed superblock
+  // write alike: hands the slot to its replacement or marks it faulty (and
+  // the array failed when that leaves too few), unless `only_if` is set
+  // and no longer holds it. Records nothing on the members.
+  SlotFailure DecideSlotFailureLocked(Slot& slot, const Member* only_if)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // The events and log lines of a decided failure of `slot`.
+  void ReportSlotFailure(int slot, const SlotFailure& f,
+                         const std::string& why) const;
   // Reports an active member that has just been marked faulty: Fail, then
   // ArrayFailed when failed_ is set, else DegradedArray.
   void ReportMemberFailed(const std::string& name, int slot,

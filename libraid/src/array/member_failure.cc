@@ -76,86 +76,106 @@ void ArrayImpl::ReportReplacementFailed(const std::string& name, int slot,
              slot, why.message()));
 }
 
+ArrayImpl::SlotFailure ArrayImpl::DecideSlotFailureLocked(
+    Slot& sl, const Member* only_if) {
+  SlotFailure f;
+  f.old = sl.member.load();
+  f.replacement = sl.replacement.load();
+  SlotState st = sl.state.load();
+  if (only_if != nullptr && f.old.get() != only_if) {
+    f.outcome = SlotFailure::kNotHolder;
+  } else if (f.replacement != nullptr && st == SlotState::kActive) {
+    // A member being replaced fails: its replacement takes over.
+    f.outcome = SlotFailure::kHandedOver;
+    f.from = HandOverToReplacement(sl, f.replacement);
+  } else {
+    // A rebuild may finish (kRebuilding -> kActive) while we look: the
+    // exchange retries with what it found.
+    while ((st == SlotState::kActive || st == SlotState::kRebuilding) &&
+           !sl.state.compare_exchange_weak(st, SlotState::kFaulty)) {
+    }
+    if (st == SlotState::kActive) {
+      f.outcome = SlotFailure::kFailed;
+      if (GoneSlots() > 1) failed_.store(true);
+    }
+    if (st == SlotState::kRebuilding) f.outcome = SlotFailure::kTargetFailed;
+  }
+  return f;
+}
+
+void ArrayImpl::ReportSlotFailure(int slot, const SlotFailure& f,
+                                  const std::string& why) const {
+  const std::string name = f.old ? f.old->Name() : "";
+  switch (f.outcome) {
+    case SlotFailure::kNotHolder:
+    case SlotFailure::kGone:
+      return;
+    case SlotFailure::kHandedOver: {
+      Event e = MakeEvent("Fail", name, slot);
+      e.details.emplace_back("error", why);
+      e.details.emplace_back("replacement", f.replacement->Name());
+      Report(LogLevel::kWarning, std::move(e),
+             absl::StrFormat(
+                 "member %s (slot %d) failed during replace: %s; "
+                 "replacement %s continues as a rebuild from stripe %d",
+                 name, slot, why, f.replacement->Name(), f.from));
+      return;
+    }
+    case SlotFailure::kTargetFailed: {
+      // The rebuild target failed: the slot is as degraded as before.
+      Event e = MakeEvent("FailSpare", name, slot);
+      e.details.emplace_back("error", why);
+      Report(LogLevel::kError, std::move(e),
+             absl::StrFormat("rebuild target %s (slot %d) failed: %s", name,
+                             slot, why));
+      return;
+    }
+    case SlotFailure::kFailed:
+      ReportMemberFailed(name, slot, why);
+      return;
+  }
+}
+
 absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
                                  const Member* only_if) {
   if (slot < 0 || slot >= SlotCount()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("slot %d out of range 0..%d", slot, SlotCount() - 1));
   }
-  Slot& sl = *slots_[slot];
   // The check of who holds the slot and the change it decides are one step
   // under sb_mu_ (every hand-over of a slot happens under it): two requests
   // that hit the same dying member must not both act on it, or the second
   // would fail the replacement the first handed the slot to.
-  enum class Outcome { kNotHolder, kHandedOver, kTargetFailed, kFailed, kGone };
-  Outcome outcome = Outcome::kGone;
-  std::shared_ptr<Member> old, r;
-  uint64_t f = 0;
+  SlotFailure f;
   {
     MutexLock lock(&sb_mu_);
-    old = sl.member.load();
-    r = sl.replacement.load();
-    SlotState st = sl.state.load();
-    if (only_if != nullptr && old.get() != only_if) {
-      outcome = Outcome::kNotHolder;
-    } else if (r != nullptr && st == SlotState::kActive) {
-      // A member being replaced fails: its replacement takes over.
-      outcome = Outcome::kHandedOver;
-      f = HandOverToReplacement(sl, r);
-    } else {
-      // A rebuild may finish (kRebuilding -> kActive) while we look: the
-      // exchange retries with what it found.
-      while ((st == SlotState::kActive || st == SlotState::kRebuilding) &&
-             !sl.state.compare_exchange_weak(st, SlotState::kFaulty)) {
-      }
-      if (st == SlotState::kActive) outcome = Outcome::kFailed;
-      if (st == SlotState::kRebuilding) outcome = Outcome::kTargetFailed;
-    }
+    f = DecideSlotFailureLocked(*slots_[slot], only_if);
   }
-  switch (outcome) {
-    case Outcome::kNotHolder:
+  switch (f.outcome) {
+    case SlotFailure::kNotHolder:
       Log(LogLevel::kDebug,
           absl::StrFormat("slot %d: ignoring a late error from %s, which no "
-                          "longer holds the "
-                          "slot: %s",
+                          "longer holds the slot: %s",
                           slot, only_if->Name(), why));
       return absl::OkStatus();
-    case Outcome::kGone:
+    case SlotFailure::kGone:
       return absl::OkStatus();  // already gone
-    case Outcome::kHandedOver: {
-      Event e = MakeEvent("Fail", old ? old->Name() : "", slot);
-      e.details.emplace_back("error", why);
-      e.details.emplace_back("replacement", r->Name());
-      Report(LogLevel::kWarning, std::move(e),
-             absl::StrFormat(
-                 "member %s (slot %d) failed during replace: %s; "
-                 "replacement %s continues as a rebuild from stripe %d",
-                 old ? old->Name() : "", slot, why, r->Name(), f));
-    }
+    case SlotFailure::kHandedOver:
+      ReportSlotFailure(slot, f, why);
       return read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
-    case Outcome::kTargetFailed: {
-      // The rebuild target failed: the slot is as degraded as before.
-      {
-        Event e = MakeEvent("FailSpare", old ? old->Name() : "", slot);
-        e.details.emplace_back("error", why);
-        Report(LogLevel::kError, std::move(e),
-               absl::StrFormat("rebuild target %s (slot %d) failed: %s",
-                               old ? old->Name() : "", slot, why));
-      }
+    case SlotFailure::kTargetFailed: {
+      ReportSlotFailure(slot, f, why);
       absl::Status st =
           read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
       MaybeStartRecovery();
       return st;
     }
-    case Outcome::kFailed:
+    case SlotFailure::kFailed:
       break;
   }
   UpdateBitmapDegraded();
-  std::string name = old ? old->Name() : "";
-  const int gone = GoneSlots();
-  if (gone > 1) failed_.store(true);
-  ReportMemberFailed(name, slot, why);
-  if (gone > 1) return absl::OkStatus();  // nothing safe to record any more
+  ReportSlotFailure(slot, f, why);
+  if (failed_.load()) return absl::OkStatus();  // nothing safe to record
   if (resync_stripe_.load() < CurrentShape().geo.stripe_count()) {
     Log(LogLevel::kWarning,
         "a member failed before resync finished; stripes not yet "
@@ -305,42 +325,15 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
       }
       // Hand-overs happen under sb_mu_, which is held: the member still
       // holds its slot unless the slot changed hands before this write.
-      if (s.member.load() != t.member) break;
+      const SlotFailure f = DecideSlotFailureLocked(s, t.member.get());
+      if (f.outcome == SlotFailure::kNotHolder) break;
       *member_failed = true;
-      if (std::shared_ptr<Member> r = s.replacement.load();
-          r != nullptr && s.state.load() == SlotState::kActive) {
-        // As in FailSlot: the replacement goes on as a rebuild.
-        (void)HandOverToReplacement(s, r);
-        Event e = MakeEvent("Fail", t.member->Name(), t.slot);
-        e.details.emplace_back("error", std::string(st.message()));
-        e.details.emplace_back("replacement", r->Name());
-        Report(
-            LogLevel::kWarning, std::move(e),
-            absl::StrFormat("replacement %s continues as a rebuild of slot %d",
-                            r->Name(), t.slot));
-        break;
-      }
-      SlotState was = s.state.load();
-      while ((was == SlotState::kActive || was == SlotState::kRebuilding) &&
-             !s.state.compare_exchange_weak(was, SlotState::kFaulty)) {
-      }
-      const std::string why =
-          absl::StrCat("superblock write failed: ", st.message());
-      if (was == SlotState::kRebuilding) {
-        Event e = MakeEvent("FailSpare", t.member->Name(), t.slot);
-        e.details.emplace_back("error", why);
-        Report(LogLevel::kError, std::move(e),
-               absl::StrFormat("rebuild target %s (slot %d) failed: %s",
-                               t.member->Name(), t.slot, why));
-      }
-      if (was == SlotState::kActive) {
-        if (GoneSlots() > 1) failed_.store(true);
-        ReportMemberFailed(t.member->Name(), t.slot, why);
-        if (failed_.load()) {
-          return absl::UnavailableError(absl::StrFormat(
-              "array has failed: superblock write to %s failed: %s",
-              t.member->Name(), st.message()));
-        }
+      ReportSlotFailure(
+          t.slot, f, absl::StrCat("superblock write failed: ", st.message()));
+      if (f.outcome == SlotFailure::kFailed && failed_.load()) {
+        return absl::UnavailableError(absl::StrFormat(
+            "array has failed: superblock write to %s failed: %s",
+            t.member->Name(), st.message()));
       }
       break;
     }

@@ -58,9 +58,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                      const CacheOptions& cache, Logger logger,
                      std::shared_ptr<Clock> clock)
     : read_only_(read_only),
-      logger_(std::move(logger)),
-      event_uuid_(FormatUuid(sb.set_uuid)),
-      event_name_(sb.set_name),
+      reporter_(std::move(logger), FormatUuid(sb.set_uuid), sb.set_name),
       slots_(std::move(slots)),
       io_(slots_, counters_, geometry.raid_disks() - 1,
           [this](const std::string& name, int slot, const absl::Status& why) {

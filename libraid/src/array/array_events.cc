@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The array's side of uraid/events.h: stamping and delivering events, and
-// the current state as events for a new subscriber.
+// The array's side of uraid/events.h: its listeners, the spares it was
+// told to expect, and the current state as events for a new subscriber
+// (stamping and delivering them is control/array_reporter.h's).
 
-#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,40 +14,6 @@
 #include "uraid/events.h"
 
 namespace uraid {
-
-void ArrayImpl::Log(LogLevel level, const std::string& line) const {
-  if (logger_) logger_(level, line);
-}
-
-Event ArrayImpl::MakeEvent(const char* name, std::string member,
-                           std::optional<int> slot) {
-  Event e;
-  e.name = name;
-  e.member = std::move(member);
-  e.slot = slot;
-  return e;
-}
-
-void ArrayImpl::Stamp(Event& e) const {
-  e.time = std::chrono::duration<double>(
-               std::chrono::system_clock::now().time_since_epoch())
-               .count();
-  e.array = event_uuid_;
-  e.array_name = event_name_;
-}
-
-Event ArrayImpl::SparesMissing(int have, int expected) {
-  Event e = MakeEvent("SparesMissing");
-  e.details.emplace_back("spares", int64_t{have});
-  e.details.emplace_back("expected", int64_t{expected});
-  return e;
-}
-
-void ArrayImpl::Report(LogLevel level, Event e, const std::string& line) const {
-  Stamp(e);
-  if (logger_) logger_(LogRecord{level, line, &e});
-  events_.Publish(e);
-}
 
 void ArrayImpl::CheckSpares() const {
   const int expected = expected_spares_.load();
@@ -66,7 +32,7 @@ std::vector<Event> ArrayImpl::StateEvents() const {
   const ArrayInfo info = Info();
   std::vector<Event> out;
   const auto stamp = [&](Event e) {
-    Stamp(e);
+    reporter_.Stamp(e);
     out.push_back(std::move(e));
   };
   std::vector<uint64_t> gone;

@@ -50,7 +50,7 @@
 #include "base/sync.h"
 #include "base/task_pool.h"
 #include "base/write_epochs.h"
-#include "control/event_hub.h"
+#include "control/array_reporter.h"
 #include "jobs/job_runner.h"
 #include "jobs/reshape_gate.h"
 #include "jobs/reshape_state.h"
@@ -227,20 +227,15 @@ class ArrayImpl : private JobHost, private BitmapHost {
   }
   bool read_only() const { return read_only_; }
   ArrayInfo Info() const;
-  // One log line at `level` (no event).
-  void Log(LogLevel level, const std::string& line) const override;
-  // Event `e` (time, array uuid and name filled in here) goes to every
-  // listener, and `line` to the logger at `level` with the event attached.
-  // Safe under any of the array's locks except job_mu_ (listeners take
-  // their own leaf locks).
-  void Report(LogLevel level, Event e, const std::string& line) const override;
-  // An event named `name`, about `member` in `slot` when given.
-  static Event MakeEvent(const char* name, std::string member = "",
-                         std::optional<int> slot = std::nullopt);
-  static Event SparesMissing(int have, int expected);
-  // Sets the event's time (now), array uuid and name.
-  void Stamp(Event& e) const;
-  EventHub& events() { return events_; }
+  // Log lines and events (control/array_reporter.h); JobHost and
+  // BitmapHost report through these.
+  void Log(LogLevel level, const std::string& line) const override {
+    reporter_.Log(level, line);
+  }
+  void Report(LogLevel level, Event e, const std::string& line) const override {
+    reporter_.Report(level, std::move(e), line);
+  }
+  EventHub& events() { return reporter_.hub(); }
   // The current state as events, as a new subscriber first sees it:
   // NewArray, then DegradedArray or ArrayFailed, SparesMissing, and the
   // running job's start event.
@@ -554,12 +549,7 @@ class ArrayImpl : private JobHost, private BitmapHost {
   std::vector<std::unique_ptr<Shape>> shapes_;
   std::atomic<const Shape*> shape_;
   const bool read_only_;
-  const Logger logger_;
-  // For events: fixed for the array's life (the uuid and set name never
-  // change), so reporting needs no lock.
-  const std::string event_uuid_;
-  const std::string event_name_;
-  EventHub events_;
+  ArrayReporter reporter_;
   std::atomic<int> expected_spares_{0};
   SlotTable slots_;
   std::atomic<bool> failed_{false};

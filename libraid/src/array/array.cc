@@ -80,7 +80,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
   clean_ = sb_.clean();
   resync_front_claimed_ = !clean_ && sb_.resync_offset != 0;
   last_write_ = std::chrono::steady_clock::now();
-  if (GoneSlots() > 1) failed_.store(true);
+  if (slots_.Gone() > 1) failed_.store(true);
 }
 
 ArrayImpl::~ArrayImpl() { Shutdown(); }
@@ -92,30 +92,6 @@ const Shape* ArrayImpl::AddShapeLocked(const Geometry& geo,
   shapes_.push_back(
       std::make_unique<Shape>(Shape{geo, data_offset, lock_tag, id}));
   return shapes_.back().get();
-}
-
-int ArrayImpl::MissingSlotAt(const Shape& sh, uint64_t stripe) const {
-  for (int i = 0; i < sh.geo.raid_disks(); ++i) {
-    if (!SlotUsableAt(i, stripe)) return i;
-  }
-  return -1;
-}
-
-absl::Status ArrayImpl::CheckRange(const Shape& sh, const char* op, size_t len,
-                                   uint64_t offset) const {
-  const uint64_t size = sh.geo.array_bytes();
-  if (offset > size || len > size - offset) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "%s of %d bytes at %d is past the end of the array (%d bytes)", op, len,
-        offset, size));
-  }
-  return absl::OkStatus();
-}
-
-int ArrayImpl::GoneSlots() const {
-  int gone = 0;
-  for (const auto& s : slots_) gone += s->state.load() != SlotState::kActive;
-  return gone;
 }
 
 absl::Status ArrayImpl::CheckUsable(bool write) const {

@@ -73,14 +73,15 @@ absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
     const uint64_t n = std::min(end - pos, C - loc.chunk_offset);
     bool zero = false;
     if (!cache_.MayContain(loc.stripe)) {
-      if (SlotUsableAt(loc.disk, loc.stripe)) {
+      if (slots_.UsableAt(loc.disk, loc.stripe)) {
         zero = hole(loc.disk, loc.member_offset, n);
       } else {
         // Rebuilt from the others: zeros only if all of them are holes.
         zero = true;
         for (int i = 0; i < sh.geo.raid_disks() && zero; ++i) {
           if (i == loc.disk) continue;
-          zero = SlotUsableAt(i, loc.stripe) && hole(i, loc.member_offset, n);
+          zero =
+              slots_.UsableAt(i, loc.stripe) && hole(i, loc.member_offset, n);
         }
       }
     }

@@ -256,10 +256,6 @@ class ArrayImpl : private JobHost, private BitmapHost {
                           bool fua);
   absl::Status ZeroShaped(const Shape& sh, size_t len, uint64_t offset,
                           bool fua);
-  // Stripe-lock key of `stripe` of shape `sh`.
-  static uint64_t LockKey(const Shape& sh, uint64_t stripe) {
-    return stripe | sh.lock_tag;
-  }
 
   // --- reshape (reshape.cc) ---
   enum class ReqKind { kRead, kWrite, kTrim, kZero };
@@ -344,30 +340,6 @@ class ArrayImpl : private JobHost, private BitmapHost {
   // the operation around it.
   absl::Status AbsorbFailures(std::vector<MemberIo>& ios, bool* slot_failed);
 
-  // The slot of shape `sh` that cannot be used for `stripe` (missing,
-  // faulty, or rebuilding and not yet rebuilt there), or -1.
-  int MissingSlotAt(const Shape& sh, uint64_t stripe) const;
-  int GoneSlots() const;  // slots not active (missing, faulty, rebuilding)
-  // OutOfRange naming `op` when [offset, offset+len) leaves the array in
-  // shape `sh`.
-  absl::Status CheckRange(const Shape& sh, const char* op, size_t len,
-                          uint64_t offset) const;
-  bool SlotUsable(int slot) const {
-    return slots_[slot]->state.load(std::memory_order_acquire) ==
-           SlotState::kActive;
-  }
-  // Holds current data for `stripe`: active, or rebuilt that far.
-  bool SlotUsableAt(int slot, uint64_t stripe) const {
-    const SlotState st = slots_[slot]->state.load(std::memory_order_acquire);
-    return st == SlotState::kActive ||
-           (st == SlotState::kRebuilding &&
-            stripe < slots_[slot]->front.load(std::memory_order_acquire));
-  }
-  // Has a member that takes writes (active or rebuilding).
-  bool SlotPresent(int slot) const {
-    const SlotState st = slots_[slot]->state.load(std::memory_order_acquire);
-    return st == SlotState::kActive || st == SlotState::kRebuilding;
-  }
   // A read of a healthy piece failed: rebuild it from parity and rewrite it
   // to its member (md's read-error correction); fails the member when the
   // rewrite fails or it has had too many. REQUIRES: the stripe lock.

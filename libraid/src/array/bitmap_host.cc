@@ -10,7 +10,7 @@ namespace uraid {
 std::vector<BitmapHost::Carrier> ArrayImpl::BitmapCarriers() const {
   std::vector<Carrier> carriers;
   for (int i = 0; i < SlotCount(); ++i) {
-    if (SlotPresent(i)) {
+    if (slots_.Present(i)) {
       if (auto m = slots_[i]->member.load()) carriers.push_back({m, i, false});
     }
     if (auto r = slots_[i]->replacement.load()) {
@@ -58,7 +58,9 @@ void ArrayImpl::BitmapCarrierFailed(const Carrier& c, const std::string& why) {
       absl::StrFormat("the failure of slot %d", c.slot));
 }
 
-void ArrayImpl::UpdateBitmapDegraded() { bitmap_.SetDegraded(GoneSlots() > 0); }
+void ArrayImpl::UpdateBitmapDegraded() {
+  bitmap_.SetDegraded(slots_.Gone() > 0);
+}
 
 std::vector<std::string> ArrayImpl::MemberNames() const {
   std::vector<std::string> names;

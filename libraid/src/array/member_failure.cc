@@ -96,7 +96,7 @@ ArrayImpl::SlotFailure ArrayImpl::DecideSlotFailureLocked(
     }
     if (st == SlotState::kActive) {
       f.outcome = SlotFailure::kFailed;
-      if (GoneSlots() > 1) failed_.store(true);
+      if (slots_.Gone() > 1) failed_.store(true);
     }
     if (st == SlotState::kRebuilding) f.outcome = SlotFailure::kTargetFailed;
   }
@@ -372,7 +372,7 @@ absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
                           m ? m->Name() : "?", io.slot, io.base + io.offset,
                           io.status.message()));
     }
-    if (SlotPresent(io.slot)) {
+    if (slots_.Present(io.slot)) {
       RecordBackgroundError(
           FailSlot(io.slot, std::string(io.status.message()), io.used),
           absl::StrFormat("the failure of slot %d", io.slot));

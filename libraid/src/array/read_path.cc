@@ -75,7 +75,7 @@ absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
   std::vector<uint64_t> lost;
   for (const Piece& p : pieces) {
     if (!lost.empty() && lost.back() == p.loc.stripe) continue;
-    const int m = MissingSlotAt(sh, p.loc.stripe);
+    const int m = slots_.MissingAt(sh.geo.raid_disks(), p.loc.stripe);
     if (m >= 0 && m != geo.ParityDisk(p.loc.stripe)) {
       lost.push_back(p.loc.stripe);
     }
@@ -92,7 +92,7 @@ absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
     if (degraded[i]) continue;
-    if (SlotUsableAt(p.loc.disk, p.loc.stripe) &&
+    if (slots_.UsableAt(p.loc.disk, p.loc.stripe) &&
         !cache_.MayContain(p.loc.stripe)) {
       ios.push_back(MemberIo{
           MemberIo::kRead, p.loc.disk, p.dst, p.len, p.loc.member_offset, {}});
@@ -135,7 +135,7 @@ absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
     if (!slow[i]) continue;
     const Piece& p = pieces[i];
     StripeLock lock(&locks_, LockKey(sh, p.loc.stripe));
-    if (!errors[i].ok() && SlotUsableAt(p.loc.disk, p.loc.stripe)) {
+    if (!errors[i].ok() && slots_.UsableAt(p.loc.disk, p.loc.stripe)) {
       RETURN_IF_ERROR(CorrectReadErrorLocked(sh, p.loc.stripe, p.loc.disk,
                                              p.loc.chunk_offset, p.len, p.dst,
                                              errors[i], failed[i]));
@@ -252,7 +252,7 @@ absl::Status ArrayImpl::ReadPieceDegraded(const Shape& sh, uint64_t stripe,
   const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   for (int attempt = 0;; ++attempt) {
     const SlotGens gens = slots_.CaptureGens();
-    if (!SlotUsableAt(slot, stripe)) break;
+    if (!slots_.UsableAt(slot, stripe)) break;
     std::vector<MemberIo> ios{
         MemberIo{MemberIo::kRead, slot, dst, len, member_offset, {}}};
     io_.Submit(sh, ios, &gens);
@@ -273,7 +273,7 @@ absl::Status ArrayImpl::ReconstructLocked(const Shape& sh, uint64_t stripe,
   // the check is caught by the generation (its reads come back stale).
   const SlotGens gens = slots_.CaptureGens();
   for (int i = 0; i < sh.geo.raid_disks(); ++i) {
-    if (i != slot && !SlotUsableAt(i, stripe)) {
+    if (i != slot && !slots_.UsableAt(i, stripe)) {
       return absl::UnavailableError(absl::StrFormat(
           "cannot reconstruct slot %d at member offset %d: member in slot %d "
           "is also gone",
@@ -312,10 +312,10 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
   // but a clean run (a slot changing hands, a read error) falls back to the
   // piece-at-a-time path, which corrects or reports it.
   const SlotGens gens = slots_.CaptureGens();  // before the health (as above)
-  const int missing = MissingSlotAt(sh, stripe);
+  const int missing = slots_.MissingAt(sh.geo.raid_disks(), stripe);
   bool others_usable = true;
   for (int i = missing + 1; i < sh.geo.raid_disks(); ++i) {
-    others_usable = others_usable && SlotUsableAt(i, stripe);
+    others_usable = others_usable && slots_.UsableAt(i, stripe);
   }
   if (missing >= 0 && others_usable && CheckUsable(false).ok()) {
     const ReadPlan plan = PlanDegradedRead(sh.geo, stripe, pieces, missing);

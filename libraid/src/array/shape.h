@@ -21,8 +21,10 @@
 #ifndef URAID_SRC_SHAPE_H_
 #define URAID_SRC_SHAPE_H_
 
+#include <cstddef>
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "uraid/geometry.h"
 
 namespace uraid {
@@ -39,6 +41,16 @@ struct Shape {
   // (lock tags repeat: the current shape's is always 0).
   uint64_t id = 0;
 };
+
+// Stripe-lock key of `stripe` of shape `sh`.
+inline uint64_t LockKey(const Shape& sh, uint64_t stripe) {
+  return stripe | sh.lock_tag;
+}
+
+// OutOfRange naming `op` when [offset, offset+len) leaves the array in
+// shape `sh` (shape.cc).
+absl::Status CheckRange(const Shape& sh, const char* op, size_t len,
+                        uint64_t offset);
 
 }  // namespace uraid
 

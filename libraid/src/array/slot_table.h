@@ -78,6 +78,39 @@ class SlotTable {
   const std::unique_ptr<Slot>& operator[](size_t i) const { return slots_[i]; }
   const std::unique_ptr<Slot>* begin() const { return slots_.data(); }
   const std::unique_ptr<Slot>* end() const { return slots_.data() + size(); }
+  // Lock-free reads of slot health, for the data path.
+  // Active: holds current data for every stripe.
+  bool Usable(int slot) const {
+    return slots_[slot]->state.load(std::memory_order_acquire) ==
+           SlotState::kActive;
+  }
+  // Holds current data for `stripe`: active, or rebuilt that far.
+  bool UsableAt(int slot, uint64_t stripe) const {
+    const SlotState st = slots_[slot]->state.load(std::memory_order_acquire);
+    return st == SlotState::kActive ||
+           (st == SlotState::kRebuilding &&
+            stripe < slots_[slot]->front.load(std::memory_order_acquire));
+  }
+  // Has a member that takes writes (active or rebuilding).
+  bool Present(int slot) const {
+    const SlotState st = slots_[slot]->state.load(std::memory_order_acquire);
+    return st == SlotState::kActive || st == SlotState::kRebuilding;
+  }
+  // The first of slots [0, disks) that cannot serve `stripe`, or -1.
+  int MissingAt(int disks, uint64_t stripe) const {
+    for (int i = 0; i < disks; ++i) {
+      if (!UsableAt(i, stripe)) return i;
+    }
+    return -1;
+  }
+  // Slots not active (missing, faulty, rebuilding).
+  int Gone() const {
+    int gone = 0;
+    for (size_t i = 0; i < size(); ++i) {
+      gone += slots_[i]->state.load() != SlotState::kActive;
+    }
+    return gone;
+  }
   // Every slot's generation, waiting out a change in progress. Take it
   // before looking at slot states to decide a plan.
   SlotGens CaptureGens() const {

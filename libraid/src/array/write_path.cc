@@ -185,7 +185,7 @@ absl::Status ArrayImpl::WriteStripeLocked(const Shape& sh, uint64_t stripe,
     if (!st.ok()) break;
     bool slot_failed = false;
     const SlotGens gens = slots_.CaptureGens();
-    const int missing = MissingSlotAt(sh, stripe);
+    const int missing = slots_.MissingAt(sh.geo.raid_disks(), stripe);
     whole = whole && missing < 0;
     st = PlanAndWriteStripe(sh, stripe, a, b, src, missing, gens,
                             /*force_rcw=*/attempt > 0, &slot_failed, touched);
@@ -280,7 +280,7 @@ absl::Status ArrayImpl::CorrectPreReads(const Shape& sh, uint64_t stripe,
   const uint64_t base = stripe * sh.geo.chunk_bytes();
   for (MemberIo& io : reads) {
     if (io.status.ok() || io.stale || io.to_replacement ||
-        !SlotUsableAt(io.slot, stripe)) {
+        !slots_.UsableAt(io.slot, stripe)) {
       continue;
     }
     absl::Status st = CorrectReadErrorLocked(
@@ -301,7 +301,7 @@ absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which,
     std::vector<MemberIo> ios;
     std::vector<uint64_t> marks;
     for (int i = 0; i < static_cast<int>(which.size()); ++i) {
-      if (!which[i] || !SlotPresent(i)) continue;
+      if (!which[i] || !slots_.Present(i)) continue;
       // Every write done before this load is covered by a flush issued
       // after it; a slot whose count a finished flush already covered has
       // nothing to make durable (a write still in flight is not the
@@ -398,7 +398,9 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
       // A full-stripe plan logs no partial parity: no buffers are read.
       absl::StatusOr<PplLog::Hold> hold = LogToPpl(
           ppl, s, 0, sd,
-          PlanWrite(geo, s, 0, sd, StripeHealth{MissingSlotAt(sh, s), false}),
+          PlanWrite(
+              geo, s, 0, sd,
+              StripeHealth{slots_.MissingAt(sh.geo.raid_disks(), s), false}),
           /*scratch=*/nullptr, /*client=*/nullptr);
       if (!hold.ok()) {
         st = hold.status();
@@ -410,7 +412,7 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
     // consistent and a missing member's chunk reconstructs as zeros too.
     std::vector<MemberIo> ios;
     for (int i = 0; i < geo.raid_disks(); ++i) {
-      if (!SlotUsableAt(i, s)) continue;
+      if (!slots_.UsableAt(i, s)) continue;
       touched[i] = true;
       ios.push_back(MemberIo{MemberIo::kDiscard, i, nullptr, C, s * C, {}});
       if (ppl_hold.held()) ppl_hold.Wrote(i);

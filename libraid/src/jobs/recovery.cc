@@ -50,7 +50,7 @@ uint64_t ArrayImpl::SkipRecoveryWindow(const Shape& sh, int slot, uint64_t from,
         if (i == slot) return false;
         continue;
       }
-      if (i != slot && !SlotUsable(i)) continue;
+      if (i != slot && !slots_.Usable(i)) continue;
       absl::StatusOr<uint64_t> d = m->NextDataOffset(base + from * C);
       if (!d.ok() || *d < base + (from + count) * C) return false;
     }
@@ -320,7 +320,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
     // Whole again: the bits kept for writes made while degraded have done
     // their job (every stripe was rebuilt after them).
     UpdateBitmapDegraded();
-    if (bitmap_.intent() != nullptr && GoneSlots() == 0) {
+    if (bitmap_.intent() != nullptr && slots_.Gone() == 0) {
       bitmap_.intent()->ForEachDirtyChunk(
           [this](uint64_t k) { bitmap_.intent()->ClearChunk(k); });
     }

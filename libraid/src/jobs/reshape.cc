@@ -271,7 +271,7 @@ absl::Status ArrayImpl::ReshapeCheckpoint(uint64_t hi) {
 
 absl::Status ArrayImpl::ResyncMovedPart() {
   ReshapeState& r = *reshape_.load();
-  if (GoneSlots() > 0) {
+  if (slots_.Gone() > 0) {
     // Parity cannot be recomputed without every member (the bits stay set
     // for a later resync); a dirty degraded array was started by force.
     r.resync_moved = false;

@@ -34,7 +34,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     }
     return jobs_.Request(JobRequest{JobKind::kReshape, -1});
   }
-  if (GoneSlots() > 0) {
+  if (slots_.Gone() > 0) {
     return absl::FailedPreconditionError(
         "array is degraded: rebuild it before reshaping");
   }

@@ -32,7 +32,7 @@ absl::Status ArrayImpl::ScanStripe(const Shape& sh, uint64_t stripe,
   ScratchOrOwned bufs(ScratchUser::kScan, win * n);
   StripeLock lock(&locks_, LockKey(sh, stripe));
   RETURN_IF_ERROR(CheckUsable(false));
-  if (MissingSlotAt(sh, stripe) >= 0) {
+  if (slots_.MissingAt(sh.geo.raid_disks(), stripe) >= 0) {
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked");
   }
@@ -93,7 +93,7 @@ uint64_t ArrayImpl::SkipHoles(const Shape& sh, uint64_t stripe) {
   const uint64_t base = sh.data_offset;
   uint64_t next = sh.geo.member_bytes();
   for (int i = 0; i < sh.geo.raid_disks(); ++i) {
-    if (!SlotUsable(i)) return stripe;
+    if (!slots_.Usable(i)) return stripe;
     absl::StatusOr<uint64_t> d =
         slots_[i]->member.load()->NextDataOffset(base + stripe * C);
     if (!d.ok() || *d < base) return stripe;
@@ -146,7 +146,7 @@ absl::Status ArrayImpl::RunScrub(bool repair) {
 
 absl::Status ArrayImpl::StartScrub(bool repair) {
   RETURN_IF_ERROR(CheckUsable(repair));
-  if (GoneSlots() > 0) {
+  if (slots_.Gone() > 0) {
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked until it is rebuilt");
   }

@@ -67,7 +67,7 @@ absl::Status ArrayImpl::FailMember(const std::string& name) {
   }
   const SlotState st = slots_[slot]->state.load();
   if (st == SlotState::kFaulty) return absl::OkStatus();
-  if (st == SlotState::kActive && GoneSlots() > 0) {
+  if (st == SlotState::kActive && slots_.Gone() > 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "refusing to fail %s (slot %d): the array is already degraded and "
         "would fail (md refuses this too)",

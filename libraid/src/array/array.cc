@@ -65,6 +65,8 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
             ReportReplacementFailed(name, slot, why);
           }),
       cache_(geometry.stripe_data_bytes(), read_only ? 0 : cache.bytes),
+      reader_(StripeReader::Parts{*this, slots_, io_, locks_, cache_,
+                                  survivors_, counters_, reporter_, read_only}),
       cache_max_age_(cache.max_age_ms),
       bypass_flush_ns_(int64_t{cache.bypass_flush_interval_ms} * 1'000'000),
       sb_(std::move(sb)),
@@ -84,6 +86,29 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
 }
 
 ArrayImpl::~ArrayImpl() { Shutdown(); }
+
+absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
+  return Route(ReqKind::kRead, buf, len, offset, false,
+               [&] { return reader_.Read(CurrentShape(), buf, len, offset); });
+}
+
+absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
+                              bool fua) {
+  // The router only reads from `buf` for writes.
+  return Route(ReqKind::kWrite, const_cast<void*>(buf), len, offset, fua, [&] {
+    return WriteShaped(CurrentShape(), buf, len, offset, fua);
+  });
+}
+
+absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
+  return Route(ReqKind::kTrim, nullptr, len, offset, fua,
+               [&] { return TrimShaped(CurrentShape(), len, offset, fua); });
+}
+
+absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
+  return Route(ReqKind::kZero, nullptr, len, offset, fua,
+               [&] { return ZeroShaped(CurrentShape(), len, offset, fua); });
+}
 
 const Shape* ArrayImpl::AddShapeLocked(const Geometry& geo,
                                        uint64_t data_offset,

@@ -2,7 +2,7 @@
 // Internal: the state behind uraid::Array, shared by the files that define
 // its methods: in array/, create.cc and assemble.cc (how an array comes to
 // exist), array.cc (the data path, metadata updates and background
-// threads), read_path.cc, write_path.cc, member_failure.cc,
+// threads), write_path.cc, member_failure.cc,
 // array_events.cc, array_extents.cc and bitmap_host.cc; in meta/,
 // slot_admin.cc and ppl_switch.cc; in jobs/, the array as the job runner's
 // host (jobs.cc), recovery.cc, scrub.cc, resync.cc and reshape*.cc. The job
@@ -45,6 +45,7 @@
 #include "array/member_io.h"
 #include "array/shape.h"
 #include "array/slot_table.h"
+#include "array/stripe_reader.h"
 #include "base/aligned_buffer.h"
 #include "base/locked_shared_ptr.h"
 #include "base/sync.h"
@@ -66,7 +67,7 @@
 
 namespace uraid {
 
-class ArrayImpl : private JobHost, private BitmapHost {
+class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
  public:
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
             std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
@@ -118,7 +119,7 @@ class ArrayImpl : private JobHost, private BitmapHost {
   // the slot: a late error from a member already replaced (a request that
   // was in flight when a spare took over) must not fail its successor.
   absl::Status FailSlot(int slot, const std::string& why,
-                        const Member* only_if = nullptr)
+                        const Member* only_if = nullptr) override
       ABSL_LOCKS_EXCLUDED(sb_mu_);
   // The slot's member (active, being replaced) has failed: replacement `r`,
   // which holds every stripe below repl_front, becomes the slot's member,
@@ -248,8 +249,6 @@ class ArrayImpl : private JobHost, private BitmapHost {
  private:
   // The shaped data path: one request in shape `sh` (which holds all of
   // [offset, offset + len); the range is checked against sh's size).
-  absl::Status ReadShaped(const Shape& sh, void* buf, size_t len,
-                          uint64_t offset);
   absl::Status WriteShaped(const Shape& sh, const void* buf, size_t len,
                            uint64_t offset, bool fua);
   absl::Status TrimShaped(const Shape& sh, size_t len, uint64_t offset,
@@ -335,54 +334,15 @@ class ArrayImpl : private JobHost, private BitmapHost {
   void SetReshapeFieldsLocked(uint64_t front_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
 
-  // The first failed I/O of a plan, marked on its slot (the slot is failed),
-  // or OK. Sets *slot_failed when a member was failed, so the caller retries
-  // the operation around it.
-  absl::Status AbsorbFailures(std::vector<MemberIo>& ios, bool* slot_failed);
+  absl::Status AbsorbFailures(std::vector<MemberIo>& ios,
+                              bool* slot_failed) override;
 
-  // A read of a healthy piece failed: rebuild it from parity and rewrite it
-  // to its member (md's read-error correction); fails the member when the
-  // rewrite fails or it has had too many. REQUIRES: the stripe lock.
-  // `failed` is the member whose read failed (MemberIo::used).
-  absl::Status CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
-                                      int slot, uint64_t chunk_offset,
-                                      size_t len, uint8_t* dst,
-                                      const absl::Status& why,
-                                      const Member* failed);
-  // Rebuilds `slot`'s bytes from every other slot. REQUIRES: stripe lock.
-  absl::Status ReconstructLocked(const Shape& sh, uint64_t stripe, int slot,
-                                 uint64_t chunk_offset, size_t len,
-                                 uint8_t* dst);
-  // Reads `pieces` of a stripe a member of which cannot serve it, each
-  // surviving byte once (PlanDegradedRead), into `client` at each piece's
-  // client offset, overlaid with newer cached bytes. REQUIRES: the stripe
-  // lock.
-  absl::Status ReadStripeDegradedLocked(const Shape& sh, uint64_t stripe,
-                                        std::span<const ReadPiece> pieces,
-                                        uint8_t* client);
-  static Location PieceLocation(const Shape& sh, uint64_t stripe,
-                                const ReadPiece& piece);
-  // Lays newer cached bytes of the piece (of shape `sh`) over `dst`. The
-  // cache holds only the current shape's stripes and is empty during a
-  // reshape. REQUIRES: stripe lock.
-  void OverlayCacheLocked(const Shape& sh, const Location& loc, size_t len,
-                          uint8_t* dst);
-  // md's max_corr_read_errors: more corrected read errors fail the member.
-  static constexpr uint32_t kMaxCorrectedReadErrors = 20;
-  absl::Status CheckUsable(bool write) const;
-  // Keeps `st` (if an error) as the background error, named by `what`;
-  // the first one stays. See bg_error_.
-  void RecordBackgroundError(const absl::Status& st, absl::string_view what);
+  // EngineHost (see engine_host.h); the first background error stays (see
+  // bg_error_).
+  absl::Status CheckUsable(bool write) const override;
+  void RecordBackgroundError(const absl::Status& st,
+                             absl::string_view what) override;
 
-  // Reads one piece with its stripe lock held: from its member, or rebuilt
-  // from parity, then overlaid with newer cached bytes.
-  absl::Status ReadPieceLocked(const Shape& sh, const Location& loc, size_t len,
-                               uint8_t* dst);
-  // Reads `slot`'s bytes, or rebuilds them from the others. REQUIRES: the
-  // stripe lock.
-  absl::Status ReadPieceDegraded(const Shape& sh, uint64_t stripe, int slot,
-                                 uint64_t chunk_offset, size_t len,
-                                 uint8_t* dst);
   // One stripe's share of a write: bytes [a, b) of the stripe's data space
   // (0 .. chunk * data disks), new contents at `src`. Gathers it in the
   // cache or writes it through. Takes the stripe lock.
@@ -547,6 +507,8 @@ class ArrayImpl : private JobHost, private BitmapHost {
   TaskPool job_pool_{static_cast<int>(kJobDepth) - 1};
   StripeCache cache_;
   SurvivorCache survivors_;
+  // The read half of the stripe engine (after everything it refers to).
+  StripeReader reader_;
   const std::chrono::milliseconds cache_max_age_;
   const int64_t bypass_flush_ns_;
 

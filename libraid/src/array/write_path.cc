@@ -283,7 +283,7 @@ absl::Status ArrayImpl::CorrectPreReads(const Shape& sh, uint64_t stripe,
         !slots_.UsableAt(io.slot, stripe)) {
       continue;
     }
-    absl::Status st = CorrectReadErrorLocked(
+    absl::Status st = reader_.CorrectReadErrorLocked(
         sh, stripe, io.slot, io.offset - base, io.len,
         static_cast<uint8_t*>(io.buf), io.status, io.used);
     if (st.ok()) {

@@ -111,8 +111,9 @@ absl::Status ArrayImpl::RebuildStripeLocked(const Shape& sh, int slot,
     }
     // Replace copies from the old member (parity steps in if it fails);
     // recovery rebuilds from the others.
-    RETURN_IF_ERROR(replace ? ReadPieceDegraded(sh, stripe, slot, w, len, buf)
-                            : ReconstructLocked(sh, stripe, slot, w, len, buf));
+    RETURN_IF_ERROR(
+        replace ? reader_.ReadPieceDegraded(sh, stripe, slot, w, len, buf)
+                : reader_.ReconstructLocked(sh, stripe, slot, w, len, buf));
     // The old member may have failed while being read: its replacement is
     // then the slot's member, rebuilding.
     const bool to_repl =

@@ -90,7 +90,7 @@ absl::Status ArrayImpl::Dispatch(ReqKind kind, const Shape* shaped, void* buf,
                                  size_t len, uint64_t offset, bool fua) {
   switch (kind) {
     case ReqKind::kRead:
-      return shaped ? ReadShaped(*shaped, buf, len, offset)
+      return shaped ? reader_.Read(*shaped, buf, len, offset)
                     : Read(buf, len, offset);
     case ReqKind::kWrite:
       return shaped ? WriteShaped(*shaped, buf, len, offset, fua)
@@ -238,7 +238,7 @@ absl::Status ArrayImpl::ReshapeCopy(
           u.shape == r.to
               ? WriteShaped(*u.shape, wbuf + (u.lo - wlo), u.hi - u.lo, u.lo,
                             /*fua=*/false)
-              : ReadShaped(*u.shape, rbuf + (u.lo - rlo), u.hi - u.lo, u.lo);
+              : reader_.Read(*u.shape, rbuf + (u.lo - rlo), u.hi - u.lo, u.lo);
       if (st.ok()) continue;
       failed.store(true);
       MutexLock lock(&mu);

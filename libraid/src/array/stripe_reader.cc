@@ -1,46 +1,33 @@
 // SPDX-License-Identifier: MIT
-// The read path: healthy pieces straight into the caller's buffer, degraded
-// stripes planned once (PlanDegradedRead), read errors corrected from parity
-// and rewritten (md's rule), newer cached bytes laid over. Also the four
-// request entry points, which route by shape.
+// The read half of the stripe engine (stripe_reader.h).
+#include "array/stripe_reader.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
 #include "base/aligned_buffer.h"
 #include "base/status_macros.h"
 #include "parity/parity.h"
 
 namespace uraid {
 
-absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
-  return Route(ReqKind::kRead, buf, len, offset, false,
-               [&] { return ReadShaped(CurrentShape(), buf, len, offset); });
-}
+StripeReader::StripeReader(const Parts& parts)
+    : host_(parts.host),
+      slots_(parts.slots),
+      io_(parts.io),
+      locks_(parts.locks),
+      cache_(parts.cache),
+      survivors_(parts.survivors),
+      counters_(parts.counters),
+      reporter_(parts.reporter),
+      read_only_(parts.read_only) {}
 
-absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
-                              bool fua) {
-  // The router only reads from `buf` for writes.
-  return Route(ReqKind::kWrite, const_cast<void*>(buf), len, offset, fua, [&] {
-    return WriteShaped(CurrentShape(), buf, len, offset, fua);
-  });
-}
-
-absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
-  return Route(ReqKind::kTrim, nullptr, len, offset, fua,
-               [&] { return TrimShaped(CurrentShape(), len, offset, fua); });
-}
-
-absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
-  return Route(ReqKind::kZero, nullptr, len, offset, fua,
-               [&] { return ZeroShaped(CurrentShape(), len, offset, fua); });
-}
-
-absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
-                                   uint64_t offset) {
+absl::Status StripeReader::Read(const Shape& sh, void* buf, size_t len,
+                                uint64_t offset) {
   RETURN_IF_ERROR(CheckRange(sh, "read", len, offset));
   auto* out = static_cast<uint8_t*>(buf);
   const Geometry& geo = sh.geo;
@@ -147,8 +134,8 @@ absl::Status ArrayImpl::ReadShaped(const Shape& sh, void* buf, size_t len,
   return absl::OkStatus();
 }
 
-void ArrayImpl::OverlayCacheLocked(const Shape& sh, const Location& loc,
-                                   size_t len, uint8_t* dst) {
+void StripeReader::OverlayCacheLocked(const Shape& sh, const Location& loc,
+                                      size_t len, uint8_t* dst) {
   if (StripeCache::Entry* e = cache_.Find(loc.stripe)) {
     const uint64_t start =
         static_cast<uint64_t>(loc.data_index) * sh.geo.chunk_bytes() +
@@ -161,11 +148,9 @@ void ArrayImpl::OverlayCacheLocked(const Shape& sh, const Location& loc,
   }
 }
 
-absl::Status ArrayImpl::CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
-                                               int slot, uint64_t chunk_offset,
-                                               size_t len, uint8_t* dst,
-                                               const absl::Status& why,
-                                               const Member* failed) {
+absl::Status StripeReader::CorrectReadErrorLocked(
+    const Shape& sh, uint64_t stripe, int slot, uint64_t chunk_offset,
+    size_t len, uint8_t* dst, const absl::Status& why, const Member* failed) {
   Slot& s = *slots_[slot];
   const SlotGens gens = slots_.CaptureGens();
   std::shared_ptr<Member> m = s.member.load();
@@ -178,8 +163,9 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
           ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst);
       !rs.ok()) {
     if (same) {
-      RecordBackgroundError(FailSlot(slot, std::string(why.message()), failed),
-                            absl::StrFormat("the failure of slot %d", slot));
+      host_.RecordBackgroundError(
+          host_.FailSlot(slot, std::string(why.message()), failed),
+          absl::StrFormat("the failure of slot %d", slot));
     }
     return absl::UnavailableError(absl::StrFormat(
         "member %s (slot %d) failed reading at member offset %d (%s) and "
@@ -191,10 +177,11 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
   // A member that no longer covers the offset (a file truncated under the
   // array, an export that shrank) has lost its data: no rewrite can help.
   if (why.code() == absl::StatusCode::kOutOfRange) {
-    return FailSlot(slot, std::string(why.message()), failed);
+    return host_.FailSlot(slot, std::string(why.message()), failed);
   }
   if (read_only_) {
-    Log(LogLevel::kWarning,
+    reporter_.Log(
+        LogLevel::kWarning,
         absl::StrFormat(
             "read error on %s (slot %d) at member offset %d: %s; served from "
             "parity (read-only: not rewritten)",
@@ -208,10 +195,11 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
   io_.Submit(sh, w, &gens);
   if (w[0].stale) return absl::OkStatus();
   if (!w[0].status.ok()) {
-    return FailSlot(slot,
-                    absl::StrFormat("read error (%s) and rewrite failed (%s)",
-                                    why.message(), w[0].status.message()),
-                    failed);
+    return host_.FailSlot(
+        slot,
+        absl::StrFormat("read error (%s) and rewrite failed (%s)",
+                        why.message(), w[0].status.message()),
+        failed);
   }
   const uint32_t n = s.read_errors.fetch_add(1) + 1;
   counters_.read_errors_corrected.fetch_add(1, std::memory_order_relaxed);
@@ -221,24 +209,25 @@ absl::Status ArrayImpl::CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
         "offset", static_cast<int64_t>(sh.data_offset + member_offset));
     e.details.emplace_back("error", std::string(why.message()));
     e.details.emplace_back("corrected", int64_t{n});
-    Report(LogLevel::kWarning, std::move(e),
-           absl::StrFormat(
-               "read error on %s (slot %d) at member offset %d: %s; rebuilt "
-               "from parity and rewritten (%d corrected on this member)",
-               name, slot, sh.data_offset + member_offset, why.message(), n));
+    reporter_.Report(
+        LogLevel::kWarning, std::move(e),
+        absl::StrFormat(
+            "read error on %s (slot %d) at member offset %d: %s; rebuilt "
+            "from parity and rewritten (%d corrected on this member)",
+            name, slot, sh.data_offset + member_offset, why.message(), n));
   }
   if (n > kMaxCorrectedReadErrors) {
-    return FailSlot(slot,
-                    absl::StrFormat("%d read errors corrected, more than "
-                                    "md's limit of %d",
-                                    n, kMaxCorrectedReadErrors),
-                    failed);
+    return host_.FailSlot(slot,
+                          absl::StrFormat("%d read errors corrected, more than "
+                                          "md's limit of %d",
+                                          n, kMaxCorrectedReadErrors),
+                          failed);
   }
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::ReadPieceLocked(const Shape& sh, const Location& loc,
-                                        size_t len, uint8_t* dst) {
+absl::Status StripeReader::ReadPieceLocked(const Shape& sh, const Location& loc,
+                                           size_t len, uint8_t* dst) {
   RETURN_IF_ERROR(
       ReadPieceDegraded(sh, loc.stripe, loc.disk, loc.chunk_offset, len, dst));
   // Lay newer cached bytes over what the members hold.
@@ -246,9 +235,9 @@ absl::Status ArrayImpl::ReadPieceLocked(const Shape& sh, const Location& loc,
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::ReadPieceDegraded(const Shape& sh, uint64_t stripe,
-                                          int slot, uint64_t chunk_offset,
-                                          size_t len, uint8_t* dst) {
+absl::Status StripeReader::ReadPieceDegraded(const Shape& sh, uint64_t stripe,
+                                             int slot, uint64_t chunk_offset,
+                                             size_t len, uint8_t* dst) {
   const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   for (int attempt = 0;; ++attempt) {
     const SlotGens gens = slots_.CaptureGens();
@@ -264,10 +253,10 @@ absl::Status ArrayImpl::ReadPieceDegraded(const Shape& sh, uint64_t stripe,
   return ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst);
 }
 
-absl::Status ArrayImpl::ReconstructLocked(const Shape& sh, uint64_t stripe,
-                                          int slot, uint64_t chunk_offset,
-                                          size_t len, uint8_t* dst) {
-  RETURN_IF_ERROR(CheckUsable(false));
+absl::Status StripeReader::ReconstructLocked(const Shape& sh, uint64_t stripe,
+                                             int slot, uint64_t chunk_offset,
+                                             size_t len, uint8_t* dst) {
+  RETURN_IF_ERROR(host_.CheckUsable(false));
   const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   // Generations first, health second: a member that changes hands after
   // the check is caught by the generation (its reads come back stale).
@@ -287,7 +276,7 @@ absl::Status ArrayImpl::ReconstructLocked(const Shape& sh, uint64_t stripe,
                                                plan.reads, scratch.data(), dst);
   io_.Submit(sh, ios, &gens);
   bool slot_failed;
-  absl::Status st = AbsorbFailures(ios, &slot_failed);
+  absl::Status st = host_.AbsorbFailures(ios, &slot_failed);
   if (!st.ok() && std::any_of(ios.begin(), ios.end(),
                               [](const MemberIo& io) { return io.stale; })) {
     // A member was swapped under us (replace hand-over): read again.
@@ -303,7 +292,7 @@ absl::Status ArrayImpl::ReconstructLocked(const Shape& sh, uint64_t stripe,
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::ReadStripeDegradedLocked(
+absl::Status StripeReader::ReadStripeDegradedLocked(
     const Shape& sh, uint64_t stripe, std::span<const ReadPiece> pieces,
     uint8_t* client) {
   // Every surviving chunk the stripe's pieces and the rebuild need is read
@@ -317,7 +306,7 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
   for (int i = missing + 1; i < sh.geo.raid_disks(); ++i) {
     others_usable = others_usable && slots_.UsableAt(i, stripe);
   }
-  if (missing >= 0 && others_usable && CheckUsable(false).ok()) {
+  if (missing >= 0 && others_usable && host_.CheckUsable(false).ok()) {
     const ReadPlan plan = PlanDegradedRead(sh.geo, stripe, pieces, missing);
     ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
     std::vector<MemberIo> ios = PlannedMemberIos(
@@ -381,8 +370,8 @@ absl::Status ArrayImpl::ReadStripeDegradedLocked(
   return absl::OkStatus();
 }
 
-Location ArrayImpl::PieceLocation(const Shape& sh, uint64_t stripe,
-                                  const ReadPiece& p) {
+Location StripeReader::PieceLocation(const Shape& sh, uint64_t stripe,
+                                     const ReadPiece& p) {
   Location loc;
   loc.stripe = stripe;
   loc.data_index = p.data_index;

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+// Internal: what the stripe engine's parts (stripe_reader.h) need of their
+// array: whether it may serve at all, and what a failed member I/O means
+// for the slot it hit. The array (ArrayImpl) implements it; the engine
+// knows nothing else of it.
+
+#ifndef URAID_SRC_ARRAY_ENGINE_HOST_H_
+#define URAID_SRC_ARRAY_ENGINE_HOST_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "array/member_io.h"
+#include "uraid/member.h"
+
+namespace uraid {
+
+// Every method is thread-safe and may be called with stripe locks held.
+class EngineHost {
+ public:
+  // OK when the array may serve a read (`write` false) or a write: not
+  // failed, and for writes neither read-only nor holding a background
+  // error.
+  virtual absl::Status CheckUsable(bool write) const = 0;
+  // Marks `slot` faulty (or hands it to its replacement); with `only_if`,
+  // only while that member still holds it. Writes the superblocks.
+  virtual absl::Status FailSlot(int slot, const std::string& why,
+                                const Member* only_if) = 0;
+  // The first failed I/O of a plan, its slot failed (see FailSlot), or OK.
+  // Sets *slot_failed when a member was failed or a slot changed hands, so
+  // the caller redoes its plan around it.
+  virtual absl::Status AbsorbFailures(std::vector<MemberIo>& ios,
+                                      bool* slot_failed) = 0;
+  // Keeps `st` (if an error) as the array's sticky background error, named
+  // by `what`: a failure that could not be recorded on the members.
+  virtual void RecordBackgroundError(const absl::Status& st,
+                                     absl::string_view what) = 0;
+
+ protected:
+  ~EngineHost() = default;
+};
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_ARRAY_ENGINE_HOST_H_

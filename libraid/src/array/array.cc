@@ -68,12 +68,15 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       reader_(StripeReader::Parts{*this, slots_, io_, locks_, cache_,
                                   survivors_, counters_, reporter_, read_only}),
       cache_max_age_(cache.max_age_ms),
-      bypass_flush_ns_(int64_t{cache.bypass_flush_interval_ms} * 1'000'000),
       sb_(std::move(sb)),
       spares_(std::move(spares)),
       jobs_(this, std::move(clock)),
       bitmap_(this, read_only),
-      resync_stripe_(geometry.stripe_count()) {
+      resync_stripe_(geometry.stripe_count()),
+      writer_(StripeWriter::Parts{
+          *this, slots_, io_, locks_, cache_, counters_, reader_, bitmap_, ppl_,
+          ppl_epochs_, shape_, reshaping_, resync_stripe_,
+          int64_t{cache.bypass_flush_interval_ms} * 1'000'000}) {
   {
     MutexLock lock(&sb_mu_);
     shape_.store(AddShapeLocked(geometry, data_offset_bytes, /*lock_tag=*/0));
@@ -87,6 +90,34 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
 
 ArrayImpl::~ArrayImpl() { Shutdown(); }
 
+absl::Status ArrayImpl::BeginWrite() {
+  MutexLock lock(&state_mu_);
+  RETURN_IF_ERROR(CheckUsable(true));
+  ++writes_in_flight_;
+  wrote_since_open_.store(true);
+  if (clean_ || resync_front_claimed_) {
+    // md's rule: the superblocks say "active" (dirty) before any member
+    // write, so a crash from here on is detected at the next assembly.
+    // A dirty array whose superblocks hold a resync checkpoint is written
+    // too: this write could tear a stripe below it, so the resync must
+    // start from 0 after a crash (wrote_since_open_ makes it so).
+    absl::Status st = WriteSuperblocks(/*clean=*/false);
+    if (!st.ok()) {
+      --writes_in_flight_;
+      return st;
+    }
+    clean_ = false;
+    resync_front_claimed_ = false;
+  }
+  return absl::OkStatus();
+}
+
+void ArrayImpl::EndWrite() {
+  MutexLock lock(&state_mu_);
+  --writes_in_flight_;
+  last_write_ = std::chrono::steady_clock::now();
+}
+
 absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
   return Route(ReqKind::kRead, buf, len, offset, false,
                [&] { return reader_.Read(CurrentShape(), buf, len, offset); });
@@ -96,18 +127,18 @@ absl::Status ArrayImpl::Write(const void* buf, size_t len, uint64_t offset,
                               bool fua) {
   // The router only reads from `buf` for writes.
   return Route(ReqKind::kWrite, const_cast<void*>(buf), len, offset, fua, [&] {
-    return WriteShaped(CurrentShape(), buf, len, offset, fua);
+    return writer_.Write(CurrentShape(), buf, len, offset, fua);
   });
 }
 
 absl::Status ArrayImpl::Trim(size_t len, uint64_t offset, bool fua) {
   return Route(ReqKind::kTrim, nullptr, len, offset, fua,
-               [&] { return TrimShaped(CurrentShape(), len, offset, fua); });
+               [&] { return writer_.Trim(CurrentShape(), len, offset, fua); });
 }
 
 absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
   return Route(ReqKind::kZero, nullptr, len, offset, fua,
-               [&] { return ZeroShaped(CurrentShape(), len, offset, fua); });
+               [&] { return writer_.Zero(CurrentShape(), len, offset, fua); });
 }
 
 const Shape* ArrayImpl::AddShapeLocked(const Geometry& geo,
@@ -159,8 +190,8 @@ absl::Status ArrayImpl::MarkCleanLocked() {
     return absl::OkStatus();
   }
   // Data first, then the claim that it is consistent.
-  RETURN_IF_ERROR(WritebackAll());
-  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
+  RETURN_IF_ERROR(writer_.WritebackAll());
+  RETURN_IF_ERROR(writer_.FlushSlots(std::vector<bool>(SlotCount(), true)));
   RETURN_IF_ERROR(WriteSuperblocks(/*clean=*/true));
   clean_ = true;
   resync_front_claimed_ = false;
@@ -195,7 +226,7 @@ void ArrayImpl::WritebackLoop() {
     // (so writers rarely have to evict inline).
     auto deadline = StripeCache::Clock::now() - cache_max_age_;
     for (uint64_t stripe : cache_.Oldest(SIZE_MAX, deadline)) {
-      absl::Status st = WritebackStripe(stripe);
+      absl::Status st = writer_.WritebackStripe(stripe);
       if (!st.ok()) {
         Log(LogLevel::kError,
             absl::StrFormat("cache writeback of stripe %d failed: %s", stripe,
@@ -205,7 +236,7 @@ void ArrayImpl::WritebackLoop() {
     }
     while (cache_.bytes() * 4 > cache_.capacity() * 3 && cache_.size() > 0) {
       std::vector<uint64_t> v = cache_.Oldest(1, std::nullopt);
-      if (v.empty() || !WritebackStripe(v[0]).ok()) break;
+      if (v.empty() || !writer_.WritebackStripe(v[0]).ok()) break;
     }
     bitmap_.Tick();
   }
@@ -246,7 +277,7 @@ void ArrayImpl::Shutdown() {
   if (safemode_thread_.joinable()) safemode_thread_.join();
   if (writeback_thread_.joinable()) writeback_thread_.join();
   jobs_.Shutdown();
-  absl::Status wb = WritebackAll();
+  absl::Status wb = writer_.WritebackAll();
   if (!wb.ok()) {
     Log(LogLevel::kError,
         absl::StrFormat("writing back cached data at shutdown failed: %s",

@@ -2,12 +2,12 @@
 // Internal: the state behind uraid::Array, shared by the files that define
 // its methods: in array/, create.cc and assemble.cc (how an array comes to
 // exist), array.cc (the data path, metadata updates and background
-// threads), write_path.cc, member_failure.cc,
-// array_events.cc, array_extents.cc and bitmap_host.cc; in meta/,
-// slot_admin.cc and ppl_switch.cc; in jobs/, the array as the job runner's
-// host (jobs.cc), recovery.cc, scrub.cc, resync.cc and reshape*.cc. The job
-// runner (jobs/job_runner.h) knows the array only as its JobHost, and the
-// write-intent bitmap's glue (meta/array_bitmap.h) only as its BitmapHost.
+// threads), stripe_reader.cc and stripe_writer.cc (the stripe engine),
+// member_failure.cc, array_events.cc, array_extents.cc and bitmap_host.cc; in
+// meta/, slot_admin.cc and ppl_switch.cc; in jobs/, the array as the job
+// runner's host (jobs.cc), recovery.cc, scrub.cc, resync.cc and reshape*.cc.
+// The job runner (jobs/job_runner.h) knows the array only as its JobHost, and
+// the write-intent bitmap's glue (meta/array_bitmap.h) only as its BitmapHost.
 // Slots are in slot_table.h, member I/O in member_io.h and every member
 // call goes through the executor (io_executor.h), shapes (which every
 // stripe routine is handed) in shape.h, statistics in atomic_counters.h.
@@ -46,6 +46,7 @@
 #include "array/shape.h"
 #include "array/slot_table.h"
 #include "array/stripe_reader.h"
+#include "array/stripe_writer.h"
 #include "base/aligned_buffer.h"
 #include "base/locked_shared_ptr.h"
 #include "base/sync.h"
@@ -82,7 +83,7 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // shapes side by side, each passed explicitly).
   absl::Status Read(void* buf, size_t len, uint64_t offset);
   absl::Status Write(const void* buf, size_t len, uint64_t offset, bool fua);
-  absl::Status Flush();
+  absl::Status Flush() { return writer_.Flush(); }
   absl::Status Trim(size_t len, uint64_t offset, bool fua);
   absl::Status Zero(size_t len, uint64_t offset, bool fua);
   absl::StatusOr<std::vector<Extent>> Extents(uint64_t offset, uint64_t len);
@@ -249,13 +250,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
  private:
   // The shaped data path: one request in shape `sh` (which holds all of
   // [offset, offset + len); the range is checked against sh's size).
-  absl::Status WriteShaped(const Shape& sh, const void* buf, size_t len,
-                           uint64_t offset, bool fua);
-  absl::Status TrimShaped(const Shape& sh, size_t len, uint64_t offset,
-                          bool fua);
-  absl::Status ZeroShaped(const Shape& sh, size_t len, uint64_t offset,
-                          bool fua);
-
   // --- reshape (reshape.cc) ---
   enum class ReqKind { kRead, kWrite, kTrim, kZero };
   // Runs a client request on the plain path unless a reshape runs. The
@@ -343,53 +337,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   void RecordBackgroundError(const absl::Status& st,
                              absl::string_view what) override;
 
-  // One stripe's share of a write: bytes [a, b) of the stripe's data space
-  // (0 .. chunk * data disks), new contents at `src`. Gathers it in the
-  // cache or writes it through. Takes the stripe lock.
-  absl::Status WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
-                          uint64_t b, const uint8_t* src, bool fua,
-                          std::vector<bool>* touched);
-  // Writes [a, b) of a stripe to the members, retrying around members that
-  // fail. REQUIRES: the stripe lock.
-  absl::Status WriteStripeLocked(const Shape& sh, uint64_t stripe, uint64_t a,
-                                 uint64_t b, const uint8_t* src,
-                                 std::vector<bool>* touched);
-  // Writes a cache entry's dirty ranges (stripes of `sh`, the current
-  // shape) and drops it. REQUIRES: its lock.
-  absl::Status WritebackLocked(const Shape& sh, StripeCache::Entry* e,
-                               std::vector<bool>* touched);
-  // Writes back the current shape's `stripe`; takes the lock.
-  absl::Status WritebackStripe(uint64_t stripe);
-  absl::Status WritebackAll();
-  void WritebackLoop();
-  // `missing` is the slot to write around, or -1. Fills `ios` outcome.
-  // `force_rcw`: never read-modify-write (a retry after a partly applied
-  // attempt: RMW would fold the new bytes into parity twice).
-  absl::Status PlanAndWriteStripe(const Shape& sh, uint64_t stripe, uint64_t a,
-                                  uint64_t b, const uint8_t* src, int missing,
-                                  const SlotGens& gens, bool force_rcw,
-                                  bool* slot_failed,
-                                  std::vector<bool>* touched);
-  // Logs stripe bytes [a, b) of `plan` to `ppl` (null: no PPL) on the
-  // plan's parity member (ppl_log.h's LogStripe; batch flushes through
-  // FlushSlots), or returns an empty hold when there is nothing to log (no
-  // PPL, parity gone). The caller holds a ppl_epochs_ pass for as long as
-  // the hold. REQUIRES: the stripe lock.
-  absl::StatusOr<PplLog::Hold> LogToPpl(const std::shared_ptr<PplLog>& ppl,
-                                        uint64_t stripe, uint64_t a, uint64_t b,
-                                        const WritePlan& plan,
-                                        const uint8_t* scratch,
-                                        const uint8_t* client);
-  // Flushes the members of the slots marked in `which` (each slot's
-  // replacement too), failing those that cannot. `only_dirty`: skips a
-  // slot with no data write done since a finished flush of it (the PPL
-  // log's batches; a client flush reaches every member).
-  absl::Status FlushSlots(const std::vector<bool>& which,
-                          bool only_dirty = false);
-  // Corrects read errors among a write plan's pre-reads (see array.cc).
-  // REQUIRES: the stripe lock.
-  absl::Status CorrectPreReads(const Shape& sh, uint64_t stripe,
-                               std::vector<MemberIo>& reads);
   // --- BitmapHost (meta/array_bitmap.cc) ---
   std::vector<Carrier> BitmapCarriers() const override;
   std::vector<absl::Status> WriteDurablyOn(std::span<const Carrier> carriers,
@@ -405,10 +352,12 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // every member (`stripe` itself when unknown).
   uint64_t SkipHoles(const Shape& sh, uint64_t stripe);
 
-  absl::Status BeginWrite();
-  void EndWrite();
+  absl::Status BeginWrite() override;
+  void EndWrite() override;
   absl::Status MarkCleanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
   void SafemodeLoop();
+  // Writes back stripes the cache has held longer than cache_max_age_.
+  void WritebackLoop();
   void ResyncLoop();
 
   // --- jobs (jobs.cc: the array as the runner's JobHost) ---
@@ -510,7 +459,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // The read half of the stripe engine (after everything it refers to).
   StripeReader reader_;
   const std::chrono::milliseconds cache_max_age_;
-  const int64_t bypass_flush_ns_;
 
   mutable Mutex sb_mu_;
   Superblock sb_ ABSL_GUARDED_BY(sb_mu_);
@@ -533,10 +481,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // Serialises policy switches, and Grow against them (a reshape must not
   // start while a switch to ppl is half done). Taken before sb_mu_.
   Mutex policy_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
-  // Flush cadence: the cache stops gathering while flushes come more often
-  // than bypass_flush_ns_ on average (see WritePiece).
-  std::atomic<int64_t> last_flush_ns_{0};
-  std::atomic<int64_t> flush_interval_ns_{int64_t{1} << 40};
 
   mutable Mutex state_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
   bool clean_ ABSL_GUARDED_BY(state_mu_) = true;
@@ -569,6 +513,10 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // Client requests on the plain (no reshape) path; a reshape starts
   // copying only once those that began before it have finished.
   std::atomic<int64_t> plain_inflight_{0};
+
+  // The write half of the stripe engine: last, after everything it refers
+  // to (the bitmap, the PPL log, the shapes and the resync front).
+  StripeWriter writer_;
 };
 
 }  // namespace uraid

@@ -36,7 +36,7 @@ std::vector<absl::Status> ArrayImpl::WriteDurablyOn(
 }
 
 absl::Status ArrayImpl::FlushAllSlots() {
-  return FlushSlots(std::vector<bool>(SlotCount(), true));
+  return writer_.FlushSlots(std::vector<bool>(SlotCount(), true));
 }
 
 void ArrayImpl::BitmapCarrierFailed(const Carrier& c, const std::string& why) {

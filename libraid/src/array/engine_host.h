@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Internal: what the stripe engine's parts (stripe_reader.h) need of their
+// Internal: what the stripe engine's parts (stripe_reader.h,
+// stripe_writer.h) need of their
 // array: whether it may serve at all, and what a failed member I/O means
 // for the slot it hit. The array (ArrayImpl) implements it; the engine
 // knows nothing else of it.
@@ -33,6 +34,12 @@ class EngineHost {
   // the caller redoes its plan around it.
   virtual absl::Status AbsorbFailures(std::vector<MemberIo>& ios,
                                       bool* slot_failed) = 0;
+  // Brackets a client write (or trim): the first one marks the array
+  // active (dirty) in the superblocks before any member is written (md's
+  // rule). BeginWrite fails when the array may not be written; EndWrite
+  // follows every BeginWrite that succeeded.
+  virtual absl::Status BeginWrite() = 0;
+  virtual void EndWrite() = 0;
   // Keeps `st` (if an error) as the array's sticky background error, named
   // by `what`: a failure that could not be recorded on the members.
   virtual void RecordBackgroundError(const absl::Status& st,

@@ -235,7 +235,7 @@ absl::Status ArrayImpl::CheckpointRecovery(int slot) {
   const uint64_t front = s.front.load();
   std::vector<bool> which(SlotCount(), false);
   which[slot] = true;
-  RETURN_IF_ERROR(FlushSlots(which));
+  RETURN_IF_ERROR(writer_.FlushSlots(which));
   if (s.state.load() != SlotState::kRebuilding) return absl::OkStatus();
   s.durable_front.store(front);
   return WriteSuperblocks(std::nullopt);
@@ -311,7 +311,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   std::vector<bool> which(SlotCount(), false);
   which[slot] = true;
   if (s.state.load() == SlotState::kRebuilding) {
-    RETURN_IF_ERROR(FlushSlots(which));
+    RETURN_IF_ERROR(writer_.FlushSlots(which));
     SlotState expected = SlotState::kRebuilding;
     if (!s.state.compare_exchange_strong(expected, SlotState::kActive)) {
       return absl::AbortedError("the recovery target failed at the end");
@@ -329,7 +329,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   }
   // Replace: make the copy durable (FlushSlots also flushes the
   // replacement), then swap it into the slot.
-  RETURN_IF_ERROR(FlushSlots(which));
+  RETURN_IF_ERROR(writer_.FlushSlots(which));
   std::shared_ptr<Member> r, old;
   {
     // Under sb_mu_, like every hand-over: the old member failing now

@@ -93,13 +93,13 @@ absl::Status ArrayImpl::Dispatch(ReqKind kind, const Shape* shaped, void* buf,
       return shaped ? reader_.Read(*shaped, buf, len, offset)
                     : Read(buf, len, offset);
     case ReqKind::kWrite:
-      return shaped ? WriteShaped(*shaped, buf, len, offset, fua)
+      return shaped ? writer_.Write(*shaped, buf, len, offset, fua)
                     : Write(buf, len, offset, fua);
     case ReqKind::kTrim:
-      return shaped ? TrimShaped(*shaped, len, offset, fua)
+      return shaped ? writer_.Trim(*shaped, len, offset, fua)
                     : Trim(len, offset, fua);
     case ReqKind::kZero:
-      return shaped ? ZeroShaped(*shaped, len, offset, fua)
+      return shaped ? writer_.Zero(*shaped, len, offset, fua)
                     : Zero(len, offset, fua);
   }
   return absl::InternalError("unknown request kind");
@@ -236,8 +236,8 @@ absl::Status ArrayImpl::ReshapeCopy(
       const Unit& u = units[i];
       absl::Status st =
           u.shape == r.to
-              ? WriteShaped(*u.shape, wbuf + (u.lo - wlo), u.hi - u.lo, u.lo,
-                            /*fua=*/false)
+              ? writer_.Write(*u.shape, wbuf + (u.lo - wlo), u.hi - u.lo, u.lo,
+                              /*fua=*/false)
               : reader_.Read(*u.shape, rbuf + (u.lo - rlo), u.hi - u.lo, u.lo);
       if (st.ok()) continue;
       failed.store(true);
@@ -259,7 +259,7 @@ absl::Status ArrayImpl::ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf) {
 
 absl::Status ArrayImpl::ReshapeCheckpoint(uint64_t hi) {
   // The copy durable before the superblocks say the front moved.
-  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
+  RETURN_IF_ERROR(writer_.FlushSlots(std::vector<bool>(SlotCount(), true)));
   {
     MutexLock lock(&sb_mu_);
     SetReshapeFieldsLocked(hi);

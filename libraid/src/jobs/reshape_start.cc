@@ -152,7 +152,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
   // Requests that took the plain path before reshaping_ was set finish in
   // the old shape, perhaps through the cache; then the cache goes out.
   while (plain_inflight_.load() > 0) std::this_thread::yield();
-  absl::Status st = WritebackAll();
+  absl::Status st = writer_.WritebackAll();
   if (st.ok()) st = WriteSuperblocks(std::nullopt);
   r.gate.Open();
   if (!st.ok()) {

@@ -37,7 +37,7 @@ absl::Status ArrayImpl::CheckpointResync() {
   // The parity repaired below the front is durable before a superblock
   // says it is in sync. The front cannot move meanwhile: only the resync
   // (the caller) moves it.
-  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
+  RETURN_IF_ERROR(writer_.FlushSlots(std::vector<bool>(SlotCount(), true)));
   // state_mu_ across the superblock write: a client write (BeginWrite)
   // either came first, and the offset written is 0, or waits and then
   // rewrites it to 0 before its first member write.

@@ -46,7 +46,7 @@ absl::Status ArrayImpl::ScanStripe(const Shape& sh, uint64_t stripe,
     io_.Submit(sh, ios, &gens);
     // A read error met by the scrub is corrected like any other (md does
     // the same); only an uncorrectable one stops it.
-    RETURN_IF_ERROR(CorrectPreReads(sh, stripe, ios));
+    RETURN_IF_ERROR(writer_.CorrectPreReads(sh, stripe, ios));
     bool slot_failed;
     RETURN_IF_ERROR(AbsorbFailures(ios, &slot_failed));
     std::vector<const void*> all;

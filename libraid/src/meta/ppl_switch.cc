@@ -201,7 +201,7 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
   }
   // Gathered writes go out before the log is attached: the log takes
   // whole sectors only, and a gathered piece may be smaller.
-  RETURN_IF_ERROR(WritebackAll());
+  RETURN_IF_ERROR(writer_.WritebackAll());
 
   ppl_.store(log);
   ppl_epochs_.Drain();  // every stripe write that read "no log" is done
@@ -214,7 +214,8 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
                                    step, st.message()));
   };
   // ... and durable, so none of them can be torn by a crash.
-  if (absl::Status st = FlushSlots(std::vector<bool>(SlotCount(), true));
+  if (absl::Status st =
+          writer_.FlushSlots(std::vector<bool>(SlotCount(), true));
       !st.ok()) {
     return detach(st, "flushing the members");
   }

@@ -1,54 +1,40 @@
 // SPDX-License-Identifier: MIT
-// The write path: the clean/active transition before the first write,
-// gathering in the stripe cache, one stripe written by its plan under the
-// stripe lock (PlanWrite), read-error correction of the plan's reads,
-// flush, trim and write-zeroes.
+// The write half of the stripe engine (stripe_writer.h).
+#include "array/stripe_writer.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
 #include "base/status_macros.h"
 #include "meta/ppl_log.h"
 #include "parity/parity.h"
 
 namespace uraid {
 
-absl::Status ArrayImpl::BeginWrite() {
-  MutexLock lock(&state_mu_);
-  RETURN_IF_ERROR(CheckUsable(true));
-  ++writes_in_flight_;
-  wrote_since_open_.store(true);
-  if (clean_ || resync_front_claimed_) {
-    // md's rule: the superblocks say "active" (dirty) before any member
-    // write, so a crash from here on is detected at the next assembly.
-    // A dirty array whose superblocks hold a resync checkpoint is written
-    // too: this write could tear a stripe below it, so the resync must
-    // start from 0 after a crash (wrote_since_open_ makes it so).
-    absl::Status st = WriteSuperblocks(/*clean=*/false);
-    if (!st.ok()) {
-      --writes_in_flight_;
-      return st;
-    }
-    clean_ = false;
-    resync_front_claimed_ = false;
-  }
-  return absl::OkStatus();
-}
+StripeWriter::StripeWriter(const Parts& parts)
+    : host_(parts.host),
+      slots_(parts.slots),
+      io_(parts.io),
+      locks_(parts.locks),
+      cache_(parts.cache),
+      counters_(parts.counters),
+      reader_(parts.reader),
+      bitmap_(parts.bitmap),
+      ppl_(parts.ppl),
+      ppl_epochs_(parts.ppl_epochs),
+      current_(parts.current),
+      reshaping_(parts.reshaping),
+      resync_stripe_(parts.resync_stripe),
+      bypass_flush_ns_(parts.bypass_flush_ns) {}
 
-void ArrayImpl::EndWrite() {
-  MutexLock lock(&state_mu_);
-  --writes_in_flight_;
-  last_write_ = std::chrono::steady_clock::now();
-}
-
-absl::Status ArrayImpl::WriteShaped(const Shape& sh, const void* buf,
-                                    size_t len, uint64_t offset, bool fua) {
+absl::Status StripeWriter::Write(const Shape& sh, const void* buf, size_t len,
+                                 uint64_t offset, bool fua) {
   RETURN_IF_ERROR(CheckRange(sh, "write", len, offset));
-  if (len == 0) return CheckUsable(true);
-  RETURN_IF_ERROR(BeginWrite());
+  if (len == 0) return host_.CheckUsable(true);
+  RETURN_IF_ERROR(host_.BeginWrite());
   const auto* src = static_cast<const uint8_t*>(buf);
   const uint64_t sd = sh.geo.stripe_data_bytes();
   std::vector<bool> touched(sh.geo.raid_disks(), false);
@@ -62,13 +48,14 @@ absl::Status ArrayImpl::WriteShaped(const Shape& sh, const void* buf,
     done += b - a;
   }
   if (st.ok() && fua) st = FlushSlots(touched);
-  EndWrite();
+  host_.EndWrite();
   return st;
 }
 
-absl::Status ArrayImpl::WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
-                                   uint64_t b, const uint8_t* src, bool fua,
-                                   std::vector<bool>* touched) {
+absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
+                                      uint64_t a, uint64_t b,
+                                      const uint8_t* src, bool fua,
+                                      std::vector<bool>* touched) {
   const uint64_t sd = sh.geo.stripe_data_bytes();
   const bool full = a == 0 && b == sd;
   // Gather only what looks like a stream: a piece that starts or ends a
@@ -128,8 +115,9 @@ absl::Status ArrayImpl::WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
   return WriteStripeLocked(sh, stripe, a, b, src, touched);
 }
 
-absl::Status ArrayImpl::WritebackLocked(const Shape& sh, StripeCache::Entry* e,
-                                        std::vector<bool>* touched) {
+absl::Status StripeWriter::WritebackLocked(const Shape& sh,
+                                           StripeCache::Entry* e,
+                                           std::vector<bool>* touched) {
   const uint64_t stripe = e->stripe;
   for (const auto& [a, b] : e->dirty.ranges()) {
     RETURN_IF_ERROR(
@@ -140,7 +128,7 @@ absl::Status ArrayImpl::WritebackLocked(const Shape& sh, StripeCache::Entry* e,
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::WritebackStripe(uint64_t stripe) {
+absl::Status StripeWriter::WritebackStripe(uint64_t stripe) {
   // The cache holds the current shape's stripes (see WritePiece).
   const Shape& sh = CurrentShape();
   StripeLock lock(&locks_, LockKey(sh, stripe));
@@ -150,7 +138,7 @@ absl::Status ArrayImpl::WritebackStripe(uint64_t stripe) {
   return WritebackLocked(sh, e, &touched);
 }
 
-absl::Status ArrayImpl::WritebackAll() {
+absl::Status StripeWriter::WritebackAll() {
   absl::Status first;
   for (uint64_t stripe : cache_.Oldest(SIZE_MAX, std::nullopt)) {
     absl::Status st = WritebackStripe(stripe);
@@ -159,10 +147,10 @@ absl::Status ArrayImpl::WritebackAll() {
   return first;
 }
 
-absl::Status ArrayImpl::WriteStripeLocked(const Shape& sh, uint64_t stripe,
-                                          uint64_t a, uint64_t b,
-                                          const uint8_t* src,
-                                          std::vector<bool>* touched) {
+absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
+                                             uint64_t a, uint64_t b,
+                                             const uint8_t* src,
+                                             std::vector<bool>* touched) {
   // A write over the end of one chunk and the start of the next touches
   // disjoint rows when it is shorter than a chunk: two small updates (as
   // md's per-row choice would make) instead of one over the whole chunk.
@@ -181,7 +169,7 @@ absl::Status ArrayImpl::WriteStripeLocked(const Shape& sh, uint64_t stripe,
   absl::Status st = absl::InternalError("write retries exhausted");
   bool whole = true;  // every member got its share (else keep the bit)
   for (int attempt = 0; attempt <= sh.geo.raid_disks(); ++attempt) {
-    st = CheckUsable(true);
+    st = host_.CheckUsable(true);
     if (!st.ok()) break;
     bool slot_failed = false;
     const SlotGens gens = slots_.CaptureGens();
@@ -201,12 +189,12 @@ absl::Status ArrayImpl::WriteStripeLocked(const Shape& sh, uint64_t stripe,
   return st;
 }
 
-absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
-                                           uint64_t a, uint64_t b,
-                                           const uint8_t* src, int missing,
-                                           const SlotGens& gens, bool force_rcw,
-                                           bool* slot_failed,
-                                           std::vector<bool>* touched) {
+absl::Status StripeWriter::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
+                                              uint64_t a, uint64_t b,
+                                              const uint8_t* src, int missing,
+                                              const SlotGens& gens,
+                                              bool force_rcw, bool* slot_failed,
+                                              std::vector<bool>* touched) {
   // Parity of a stripe the resync has not reached is not trusted yet, and a
   // retry's may already hold part of this write: never carry it forward.
   const StripeHealth health{
@@ -220,7 +208,7 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
         sh, MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
     io_.Submit(sh, reads, &gens);
     RETURN_IF_ERROR(CorrectPreReads(sh, stripe, reads));
-    RETURN_IF_ERROR(AbsorbFailures(reads, slot_failed));
+    RETURN_IF_ERROR(host_.AbsorbFailures(reads, slot_failed));
   }
   ComputeWrite(plan, scratch.data(), src);
   // PPL hook (meta/ppl_log.h): the partial parity is durable on the parity
@@ -254,10 +242,10 @@ absl::Status ArrayImpl::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
     if (ppl_hold.held()) ppl_hold.Wrote(io.slot);
   }
   io_.Submit(sh, writes, &gens);
-  return AbsorbFailures(writes, slot_failed);
+  return host_.AbsorbFailures(writes, slot_failed);
 }
 
-absl::StatusOr<PplLog::Hold> ArrayImpl::LogToPpl(
+absl::StatusOr<PplLog::Hold> StripeWriter::LogToPpl(
     const std::shared_ptr<PplLog>& ppl, uint64_t stripe, uint64_t a, uint64_t b,
     const WritePlan& plan, const uint8_t* scratch, const uint8_t* client) {
   if (ppl == nullptr || plan.mode == WriteMode::kParityGone) {
@@ -271,8 +259,8 @@ absl::StatusOr<PplLog::Hold> ArrayImpl::LogToPpl(
                         });
 }
 
-absl::Status ArrayImpl::CorrectPreReads(const Shape& sh, uint64_t stripe,
-                                        std::vector<MemberIo>& reads) {
+absl::Status StripeWriter::CorrectPreReads(const Shape& sh, uint64_t stripe,
+                                           std::vector<MemberIo>& reads) {
   // A write's reads of old data or parity met a read error on a working
   // member: rebuild those bytes from the rest of the stripe and rewrite
   // them, as for a client read, and go on with the plan. Only what cannot
@@ -288,15 +276,15 @@ absl::Status ArrayImpl::CorrectPreReads(const Shape& sh, uint64_t stripe,
         static_cast<uint8_t*>(io.buf), io.status, io.used);
     if (st.ok()) {
       io.status = absl::OkStatus();
-    } else if (!CheckUsable(false).ok()) {
+    } else if (!host_.CheckUsable(false).ok()) {
       return st;
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which,
-                                   bool only_dirty) {
+absl::Status StripeWriter::FlushSlots(const std::vector<bool>& which,
+                                      bool only_dirty) {
   for (int attempt = 0; attempt <= static_cast<int>(which.size()); ++attempt) {
     std::vector<MemberIo> ios;
     std::vector<uint64_t> marks;
@@ -324,19 +312,19 @@ absl::Status ArrayImpl::FlushSlots(const std::vector<bool>& which,
       }
     }
     bool slot_failed;
-    absl::Status st = AbsorbFailures(ios, &slot_failed);
+    absl::Status st = host_.AbsorbFailures(ios, &slot_failed);
     if (st.ok()) return st;
     // A member that cannot flush is failed; the data it held is still
     // recoverable from the others, which did flush. Fine unless the array
     // failed as a whole.
-    RETURN_IF_ERROR(CheckUsable(false));
+    RETURN_IF_ERROR(host_.CheckUsable(false));
     if (!slot_failed) return st;
   }
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::Flush() {
-  RETURN_IF_ERROR(CheckUsable(false));
+absl::Status StripeWriter::Flush() {
+  RETURN_IF_ERROR(host_.CheckUsable(false));
   // Moving average of the time between flushes (1/8 weight per sample;
   // racy updates lose a sample now and then, which is harmless).
   // Real time (flush cadence is the client's, not the jobs' clock).
@@ -349,17 +337,17 @@ absl::Status ArrayImpl::Flush() {
   // Everything acknowledged before this call is in the cache or on the
   // members: write the cache back, then make the members durable.
   RETURN_IF_ERROR(WritebackAll());
-  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(SlotCount(), true)));
+  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(slots_.size(), true)));
   // Bits whose persist failed earlier go out now: after a flush the
   // on-disk bitmap covers every write (FlushSlots made the data durable).
   if (bitmap_.intent() != nullptr) RETURN_IF_ERROR(bitmap_.intent()->Sync());
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
-                                   bool fua) {
+absl::Status StripeWriter::Trim(const Shape& sh, size_t len, uint64_t offset,
+                                bool fua) {
   RETURN_IF_ERROR(CheckRange(sh, "trim", len, offset));
-  RETURN_IF_ERROR(CheckUsable(true));
+  RETURN_IF_ERROR(host_.CheckUsable(true));
   for (const auto& s : slots_) {
     std::shared_ptr<Member> m = s->member.load();
     std::shared_ptr<Member> r = s->replacement.load();
@@ -373,7 +361,7 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
   uint64_t first = (offset + sd - 1) / sd;
   uint64_t end = (offset + len) / sd;
   if (first >= end) return absl::OkStatus();
-  RETURN_IF_ERROR(BeginWrite());
+  RETURN_IF_ERROR(host_.BeginWrite());
   std::vector<bool> touched(geo.raid_disks(), false);
   absl::Status st;
   for (uint64_t s = first; s < end && st.ok(); ++s) {
@@ -419,8 +407,8 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
     }
     io_.Submit(sh, ios);
     bool slot_failed;
-    st = AbsorbFailures(ios, &slot_failed);
-    if (!st.ok() && slot_failed && CheckUsable(true).ok()) {
+    st = host_.AbsorbFailures(ios, &slot_failed);
+    if (!st.ok() && slot_failed && host_.CheckUsable(true).ok()) {
       st = absl::OkStatus();  // the failed member's chunk is implied by P=0
     }
     if (bitmap_.intent() != nullptr) {
@@ -428,14 +416,14 @@ absl::Status ArrayImpl::TrimShaped(const Shape& sh, size_t len, uint64_t offset,
     }
   }
   if (st.ok() && fua) st = FlushSlots(touched);
-  EndWrite();
+  host_.EndWrite();
   return st;
 }
 
-absl::Status ArrayImpl::ZeroShaped(const Shape& sh, size_t len, uint64_t offset,
-                                   bool fua) {
+absl::Status StripeWriter::Zero(const Shape& sh, size_t len, uint64_t offset,
+                                bool fua) {
   RETURN_IF_ERROR(CheckRange(sh, "zero", len, offset));
-  if (len == 0) return CheckUsable(true);
+  if (len == 0) return host_.CheckUsable(true);
   const uint64_t sd = sh.geo.stripe_data_bytes();
   // Zeros go through the ordinary write path, one stripe's worth at a time,
   // so parity and degraded handling are exactly those of writes.
@@ -444,7 +432,7 @@ absl::Status ArrayImpl::ZeroShaped(const Shape& sh, size_t len, uint64_t offset,
     uint64_t pos = offset + done;
     uint64_t n = std::min<uint64_t>(len - done, sd - pos % sd);
     n = std::min<uint64_t>(n, zeros.size());
-    RETURN_IF_ERROR(WriteShaped(sh, zeros.data(), n, pos, false));
+    RETURN_IF_ERROR(Write(sh, zeros.data(), n, pos, false));
     done += n;
   }
   return fua ? Flush() : absl::OkStatus();

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+// Internal: the write half of the stripe engine. A client write is cut into
+// stripes; each piece is gathered in the stripe cache or written through by
+// its plan (PlanWrite: full-stripe, read-modify-write or reconstruct-write,
+// degraded) under the stripe's lock, after its write-intent bit is durable
+// and, with PPL, after its partial parity is logged. Read errors among a
+// plan's pre-reads are corrected (StripeReader); a member that fails
+// mid-plan is failed and the stripe redone around it. Also flushes (with the
+// flush cadence that turns gathering off), trim and write-zeroes. Every
+// routine works in the shape it is handed, except the cache's, which holds
+// the current shape's stripes only.
+
+#ifndef URAID_SRC_ARRAY_STRIPE_WRITER_H_
+#define URAID_SRC_ARRAY_STRIPE_WRITER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "array/atomic_counters.h"
+#include "array/engine_host.h"
+#include "array/io_executor.h"
+#include "array/shape.h"
+#include "array/slot_table.h"
+#include "array/stripe_reader.h"
+#include "base/locked_shared_ptr.h"
+#include "base/write_epochs.h"
+#include "meta/array_bitmap.h"
+#include "meta/ppl_log.h"
+#include "plan/stripe_plan.h"
+#include "stripe/stripe_cache.h"
+#include "stripe/stripe_locks.h"
+
+namespace uraid {
+
+// Thread-safe: any number of writes, flushes and writebacks at once. Holds
+// references to the array's parts, which outlive it (declared before it in
+// ArrayImpl).
+class StripeWriter {
+ public:
+  struct Parts {
+    EngineHost& host;
+    const SlotTable& slots;
+    IoExecutor& io;
+    StripeLocks& locks;
+    StripeCache& cache;
+    AtomicCounters& counters;
+    StripeReader& reader;  // corrects read errors among pre-reads
+    ArrayBitmap& bitmap;
+    // Null unless the policy is ppl; read once per stripe inside a
+    // ppl_epochs pass (see ArrayImpl::ppl_).
+    const LockedSharedPtr<PplLog>& ppl;
+    WriteEpochs& ppl_epochs;
+    // The current shape (the cache's), and whether a reshape runs (the
+    // cache is bypassed then).
+    const std::atomic<const Shape*>& current;
+    const std::atomic<bool>& reshaping;
+    // First stripe whose parity is not yet trusted (unfinished resync).
+    const std::atomic<uint64_t>& resync_stripe;
+    // The cache stops gathering while client flushes come more often than
+    // this on average (ns).
+    int64_t bypass_flush_ns;
+  };
+  explicit StripeWriter(const Parts& parts);
+
+  // Client requests in shape `sh` (checked against its size). `fua`: the
+  // bytes are durable on the members when it returns.
+  absl::Status Write(const Shape& sh, const void* buf, size_t len,
+                     uint64_t offset, bool fua);
+  absl::Status Trim(const Shape& sh, size_t len, uint64_t offset, bool fua);
+  absl::Status Zero(const Shape& sh, size_t len, uint64_t offset, bool fua);
+  // A client flush: the cache written back, every member flushed, the
+  // bitmap's delayed bits persisted.
+  absl::Status Flush();
+
+  // Writes back the current shape's `stripe` (takes its lock), or every
+  // cached stripe.
+  absl::Status WritebackStripe(uint64_t stripe);
+  absl::Status WritebackAll();
+  // Flushes the members of the slots marked in `which` (each slot's
+  // replacement too), failing those that cannot. `only_dirty`: skips a
+  // slot with no data write done since a finished flush of it (the PPL
+  // log's batches; a client flush reaches every member).
+  absl::Status FlushSlots(const std::vector<bool>& which,
+                          bool only_dirty = false);
+  // Corrects read errors among a plan's pre-reads on members that still
+  // serve the stripe: rebuilt from parity and rewritten, the I/O marked OK.
+  // REQUIRES: the stripe lock.
+  absl::Status CorrectPreReads(const Shape& sh, uint64_t stripe,
+                               std::vector<MemberIo>& reads);
+
+ private:
+  // One stripe's share of a write: bytes [a, b) of the stripe's data space
+  // (0 .. chunk * data disks), new contents at `src`. Gathers it in the
+  // cache or writes it through. Takes the stripe lock.
+  absl::Status WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
+                          uint64_t b, const uint8_t* src, bool fua,
+                          std::vector<bool>* touched);
+  // Writes [a, b) of a stripe to the members, retrying around members that
+  // fail. REQUIRES: the stripe lock.
+  absl::Status WriteStripeLocked(const Shape& sh, uint64_t stripe, uint64_t a,
+                                 uint64_t b, const uint8_t* src,
+                                 std::vector<bool>* touched);
+  // Writes a cache entry's dirty ranges (stripes of `sh`, the current
+  // shape) and drops it. REQUIRES: its lock.
+  absl::Status WritebackLocked(const Shape& sh, StripeCache::Entry* e,
+                               std::vector<bool>* touched);
+  // `missing` is the slot to write around, or -1. `force_rcw`: never
+  // read-modify-write (a retry after a partly applied attempt: RMW would
+  // fold the new bytes into parity twice).
+  absl::Status PlanAndWriteStripe(const Shape& sh, uint64_t stripe, uint64_t a,
+                                  uint64_t b, const uint8_t* src, int missing,
+                                  const SlotGens& gens, bool force_rcw,
+                                  bool* slot_failed,
+                                  std::vector<bool>* touched);
+  // Logs stripe bytes [a, b) of `plan` to `ppl` (null: no PPL) on the
+  // plan's parity member (ppl_log.h's LogStripe; batch flushes through
+  // FlushSlots), or returns an empty hold when there is nothing to log (no
+  // PPL, parity gone). The caller holds a ppl_epochs_ pass for as long as
+  // the hold. REQUIRES: the stripe lock.
+  absl::StatusOr<PplLog::Hold> LogToPpl(const std::shared_ptr<PplLog>& ppl,
+                                        uint64_t stripe, uint64_t a, uint64_t b,
+                                        const WritePlan& plan,
+                                        const uint8_t* scratch,
+                                        const uint8_t* client);
+  const Shape& CurrentShape() const {
+    return *current_.load(std::memory_order_acquire);
+  }
+
+  EngineHost& host_;
+  const SlotTable& slots_;
+  IoExecutor& io_;
+  StripeLocks& locks_;
+  StripeCache& cache_;
+  AtomicCounters& counters_;
+  StripeReader& reader_;
+  ArrayBitmap& bitmap_;
+  const LockedSharedPtr<PplLog>& ppl_;
+  WriteEpochs& ppl_epochs_;
+  const std::atomic<const Shape*>& current_;
+  const std::atomic<bool>& reshaping_;
+  const std::atomic<uint64_t>& resync_stripe_;
+  const int64_t bypass_flush_ns_;
+  // Flush cadence (see WritePiece): the last client flush and the moving
+  // average of the time between them, in ns.
+  std::atomic<int64_t> last_flush_ns_{0};
+  std::atomic<int64_t> flush_interval_ns_{int64_t{1} << 40};
+};
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_ARRAY_STRIPE_WRITER_H_

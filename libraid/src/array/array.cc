@@ -76,7 +76,9 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       writer_(StripeWriter::Parts{
           *this, slots_, io_, locks_, cache_, counters_, reader_, bitmap_, ppl_,
           ppl_epochs_, shape_, reshaping_, resync_stripe_,
-          int64_t{cache.bypass_flush_interval_ms} * 1'000'000}) {
+          int64_t{cache.bypass_flush_interval_ms} * 1'000'000}),
+      scanner_(StripeScanner::Parts{*this, slots_, io_, locks_, writer_,
+                                    job_pool_}) {
   {
     MutexLock lock(&sb_mu_);
     shape_.store(AddShapeLocked(geometry, data_offset_bytes, /*lock_tag=*/0));

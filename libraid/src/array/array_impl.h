@@ -56,6 +56,7 @@
 #include "jobs/job_runner.h"
 #include "jobs/reshape_gate.h"
 #include "jobs/reshape_state.h"
+#include "jobs/stripe_scanner.h"
 #include "meta/array_bitmap.h"
 #include "meta/ppl_log.h"
 #include "plan/stripe_plan.h"
@@ -344,14 +345,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
                                            uint64_t raw) override;
   absl::Status FlushAllSlots() override;
   void BitmapCarrierFailed(const Carrier& c, const std::string& why) override;
-  // jobs/scrub.cc: checks (and with `repair` fixes) the parity of stripe
-  // `stripe` of shape `sh`, under its lock.
-  absl::Status ScanStripe(const Shape& sh, uint64_t stripe, bool repair,
-                          bool* mismatch);
-  // The first stripe of `sh` at or after `stripe` that is not a hole on
-  // every member (`stripe` itself when unknown).
-  uint64_t SkipHoles(const Shape& sh, uint64_t stripe);
-
   absl::Status BeginWrite() override;
   void EndWrite() override;
   absl::Status MarkCleanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
@@ -391,19 +384,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   absl::Status RebuildStripeLocked(const Shape& sh, int slot, uint64_t stripe,
                                    uint8_t* buf, size_t buf_len,
                                    bool* target_gone);
-  // Runs fn(0) .. fn(n - 1) at once on job_pool_ (fn(0) on the calling
-  // thread), for a job's window of stripes. Nothing is carried into the
-  // pool threads: `fn` names the shape it works in itself.
-  void RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn);
-  // Scans stripes [from, from + count) at once (ScanStripe, each under its
-  // own lock; a scan moves no front, so they are not held together).
-  // Returns how many from `from` were scanned in an unbroken run; fewer
-  // than `count` sets `*error` to the status of the first that was not.
-  // Appends the scanned stripes whose parity did not match to
-  // `*mismatched`, in order.
-  uint64_t ScanWindow(const Shape& sh, uint64_t from, uint64_t count,
-                      bool repair, std::vector<uint64_t>* mismatched,
-                      absl::Status* error);
   absl::Status CheckpointRecovery(int slot);
   // Marks stripes [from, from + count) rebuilt on `slot` when the target
   // needs nothing there: they are holes on every member and on the target,
@@ -517,6 +497,8 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // The write half of the stripe engine: last, after everything it refers
   // to (the bitmap, the PPL log, the shapes and the resync front).
   StripeWriter writer_;
+  // The jobs' parity scan (after the writer it corrects read errors with).
+  StripeScanner scanner_;
 };
 
 }  // namespace uraid

@@ -42,6 +42,14 @@ void TaskPool::WorkerLoop() {
   }
 }
 
+void TaskPool::RunEach(uint64_t n, const std::function<void(uint64_t)>& fn) {
+  if (n == 1) return fn(0);
+  std::vector<std::function<void()>> tasks;
+  tasks.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) tasks.emplace_back([&fn, i] { fn(i); });
+  RunAll(tasks);
+}
+
 void TaskPool::RunAll(std::span<const std::function<void()>> tasks) {
   if (tasks.empty()) return;
   if (tasks.size() == 1 || max_threads_ == 0) {

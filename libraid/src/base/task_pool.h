@@ -16,6 +16,7 @@
 #ifndef URAID_SRC_TASK_POOL_H_
 #define URAID_SRC_TASK_POOL_H_
 
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <span>
@@ -36,6 +37,9 @@ class TaskPool {
   // Runs every task and returns once all have finished. Tasks must not
   // throw and must not call RunAll on the same pool.
   void RunAll(std::span<const std::function<void()>> tasks);
+  // Runs fn(0) .. fn(n - 1) as one batch (fn(0) on the calling thread):
+  // a job's window of stripes. Same rules as RunAll.
+  void RunEach(uint64_t n, const std::function<void(uint64_t)>& fn);
 
  private:
   struct Batch {

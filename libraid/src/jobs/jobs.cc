@@ -205,14 +205,6 @@ void ArrayImpl::JobMilestone(const JobInfo& job, int milestone) {
                       job.slot, job.target, milestone));
 }
 
-void ArrayImpl::RunWindow(uint64_t n, const std::function<void(uint64_t)>& fn) {
-  if (n == 1) return fn(0);
-  std::vector<std::function<void()>> tasks;
-  tasks.reserve(n);
-  for (uint64_t i = 0; i < n; ++i) tasks.emplace_back([&fn, i] { fn(i); });
-  job_pool_.RunAll(tasks);
-}
-
 absl::Status ArrayImpl::StopJob() {
   jobs_.Stop();
   return absl::OkStatus();

@@ -195,7 +195,7 @@ uint64_t ArrayImpl::RebuildStripes(const Shape& sh, int slot, uint64_t from,
     }
   };
   const uint64_t workers = std::min<uint64_t>(count, kJobDepth);
-  RunWindow(workers, [&](uint64_t worker) {
+  job_pool_.RunEach(workers, [&](uint64_t worker) {
     uint8_t* buf = bufs + worker * buf_len;
     uint64_t i = worker == 0 ? 0 : count;  // worker 0 starts with stripe 0
     for (;;) {

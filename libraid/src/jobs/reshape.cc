@@ -225,29 +225,32 @@ absl::Status ArrayImpl::ReshapeCopy(
   size_t error_at = SIZE_MAX;  // the first unit that failed, under mu
   absl::Status error, beside_status;
   const uint64_t workers = std::min<uint64_t>(kJobDepth, units.size());
-  // Worker 0 runs on the calling thread (RunWindow): `beside` goes first.
-  RunWindow(std::max<uint64_t>(workers, beside ? 1 : 0), [&](uint64_t w) {
-    if (w == 0 && beside) {
-      beside_status = beside();
-      if (!beside_status.ok()) failed.store(true);
-    }
-    for (size_t i = next_unit.fetch_add(1); i < units.size() && !failed.load();
-         i = next_unit.fetch_add(1)) {
-      const Unit& u = units[i];
-      absl::Status st =
-          u.shape == r.to
-              ? writer_.Write(*u.shape, wbuf + (u.lo - wlo), u.hi - u.lo, u.lo,
-                              /*fua=*/false)
-              : reader_.Read(*u.shape, rbuf + (u.lo - rlo), u.hi - u.lo, u.lo);
-      if (st.ok()) continue;
-      failed.store(true);
-      MutexLock lock(&mu);
-      if (i < error_at) {
-        error_at = i;
-        error = st;
-      }
-    }
-  });
+  // Worker 0 runs on the calling thread (TaskPool::RunEach): `beside` goes
+  // first.
+  job_pool_.RunEach(
+      std::max<uint64_t>(workers, beside ? 1 : 0), [&](uint64_t w) {
+        if (w == 0 && beside) {
+          beside_status = beside();
+          if (!beside_status.ok()) failed.store(true);
+        }
+        for (size_t i = next_unit.fetch_add(1);
+             i < units.size() && !failed.load(); i = next_unit.fetch_add(1)) {
+          const Unit& u = units[i];
+          absl::Status st = u.shape == r.to
+                                ? writer_.Write(*u.shape, wbuf + (u.lo - wlo),
+                                                u.hi - u.lo, u.lo,
+                                                /*fua=*/false)
+                                : reader_.Read(*u.shape, rbuf + (u.lo - rlo),
+                                               u.hi - u.lo, u.lo);
+          if (st.ok()) continue;
+          failed.store(true);
+          MutexLock lock(&mu);
+          if (i < error_at) {
+            error_at = i;
+            error = st;
+          }
+        }
+      });
   RETURN_IF_ERROR(beside_status);
   return error;
 }
@@ -284,7 +287,8 @@ absl::Status ArrayImpl::ResyncMovedPart() {
   const auto scan = [&](uint64_t first, uint64_t last) -> absl::Status {
     for (uint64_t s = first; s < std::min(last, moved); ++s) {
       bool mismatch;
-      RETURN_IF_ERROR(ScanStripe(*r.to, s, /*repair=*/true, &mismatch));
+      RETURN_IF_ERROR(
+          scanner_.ScanStripe(*r.to, s, /*repair=*/true, &mismatch));
       counters_.resynced_stripes.fetch_add(1, std::memory_order_relaxed);
       if (mismatch) {
         counters_.resync_repairs.fetch_add(1, std::memory_order_relaxed);

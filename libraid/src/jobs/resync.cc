@@ -128,7 +128,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   // Stripes that are holes on every member are zeros with zero parity:
   // consistent without reading them (a new array on sparse files).
   pass.skip = [&](uint64_t s) {
-    uint64_t skip_to = SkipHoles(sh, s);
+    uint64_t skip_to = scanner_.SkipHoles(sh, s);
     if (skip_to == s && (!B || stripe_dirty(s))) return s;
     skip_to = std::max(skip_to, s + 1);
     done_through(skip_to);
@@ -140,7 +140,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   pass.cap = [&](uint64_t s, uint64_t max) {
     uint64_t count = 1;
     while (count < max && (!B || stripe_dirty(s + count)) &&
-           SkipHoles(sh, s + count) == s + count) {
+           scanner_.SkipHoles(sh, s + count) == s + count) {
       ++count;
     }
     return count;
@@ -148,7 +148,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   pass.work = [&](uint64_t s, uint64_t count, absl::Status* error) {
     std::vector<uint64_t> mismatched;
     const uint64_t done =
-        ScanWindow(sh, s, count, /*repair=*/true, &mismatched, error);
+        scanner_.ScanWindow(sh, s, count, /*repair=*/true, &mismatched, error);
     counters_.resynced_stripes.fetch_add(done, std::memory_order_relaxed);
     counters_.resync_bytes.fetch_add(done * C, std::memory_order_relaxed);
     counters_.resync_repairs.fetch_add(mismatched.size(),

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+// The jobs' parity scan (stripe_scanner.h).
+#include "jobs/stripe_scanner.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "base/aligned_buffer.h"
+#include "base/status_macros.h"
+#include "parity/parity.h"
+
+namespace uraid {
+namespace {
+
+// Resync and parity check work on row windows of at most this many bytes
+// per member, so memory stays bounded for any chunk size.
+constexpr uint64_t kScanWindow = 1 << 20;
+
+}  // namespace
+
+StripeScanner::StripeScanner(const Parts& parts)
+    : host_(parts.host),
+      slots_(parts.slots),
+      io_(parts.io),
+      locks_(parts.locks),
+      writer_(parts.writer),
+      pool_(parts.pool) {}
+
+absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
+                                       bool repair, bool* mismatch) {
+  *mismatch = false;
+  const int n = sh.geo.raid_disks();
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t win = std::min(C, kScanWindow);
+  const int pd = sh.geo.ParityDisk(stripe);
+  ScratchOrOwned bufs(ScratchUser::kScan, win * n);
+  StripeLock lock(&locks_, LockKey(sh, stripe));
+  RETURN_IF_ERROR(host_.CheckUsable(false));
+  if (slots_.MissingAt(sh.geo.raid_disks(), stripe) >= 0) {
+    return absl::FailedPreconditionError(
+        "array is degraded: parity cannot be checked");
+  }
+  for (uint64_t w = 0; w < C; w += win) {
+    std::vector<MemberIo> ios;
+    for (int i = 0; i < n; ++i) {
+      ios.push_back(MemberIo{
+          MemberIo::kRead, i, bufs.data() + win * i, win, stripe * C + w, {}});
+    }
+    const SlotGens gens = slots_.CaptureGens();
+    io_.Submit(sh, ios, &gens);
+    // A read error met by the scrub is corrected like any other (md does
+    // the same); only an uncorrectable one stops it.
+    RETURN_IF_ERROR(writer_.CorrectPreReads(sh, stripe, ios));
+    bool slot_failed;
+    RETURN_IF_ERROR(host_.AbsorbFailures(ios, &slot_failed));
+    std::vector<const void*> all;
+    for (int i = 0; i < n; ++i) all.push_back(bufs.data() + win * i);
+    if (XorIsZero(all, win)) continue;
+    *mismatch = true;
+    if (!repair) return absl::OkStatus();
+    std::vector<const void*> data;
+    for (int i = 0; i < n; ++i) {
+      if (i != pd) data.push_back(bufs.data() + win * i);
+    }
+    uint8_t* p = bufs.data() + win * pd;
+    Xor(p, data, win);
+    std::vector<MemberIo> w_io{
+        MemberIo{MemberIo::kWrite, pd, p, win, stripe * C + w, {}}};
+    io_.Submit(sh, w_io);
+    RETURN_IF_ERROR(host_.AbsorbFailures(w_io, &slot_failed));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t StripeScanner::SkipHoles(const Shape& sh, uint64_t stripe) {
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t base = sh.data_offset;
+  uint64_t next = sh.geo.member_bytes();
+  for (int i = 0; i < sh.geo.raid_disks(); ++i) {
+    if (!slots_.Usable(i)) return stripe;
+    absl::StatusOr<uint64_t> d =
+        slots_[i]->member.load()->NextDataOffset(base + stripe * C);
+    if (!d.ok() || *d < base) return stripe;
+    next = std::min(next, *d - base);
+  }
+  return std::max(stripe, std::min(next / C, sh.geo.stripe_count()));
+}
+
+uint64_t StripeScanner::ScanWindow(const Shape& sh, uint64_t from,
+                                   uint64_t count, bool repair,
+                                   std::vector<uint64_t>* mismatched,
+                                   absl::Status* error) {
+  *error = absl::OkStatus();
+  std::vector<absl::Status> status(count);
+  std::unique_ptr<bool[]> mismatch(new bool[count]());
+  pool_.RunEach(count, [&](uint64_t i) {
+    status[i] = ScanStripe(sh, from + i, repair, &mismatch[i]);
+  });
+  uint64_t done = 0;
+  for (; done < count && status[done].ok(); ++done) {
+    if (mismatch[done]) mismatched->push_back(from + done);
+  }
+  if (done < count) *error = status[done];
+  return done;
+}
+
+}  // namespace uraid

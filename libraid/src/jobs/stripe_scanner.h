@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+// Internal: the jobs' parity scan. One stripe at a time (ScanStripe, under
+// its lock: every member read, parity checked and with `repair` rewritten),
+// a window of stripes at once on the job pool (ScanWindow, for check,
+// repair and resync), and SkipHoles, which lets a scan pass stripes that are
+// holes on every member. Works in the shape it is handed.
+
+#ifndef URAID_SRC_JOBS_STRIPE_SCANNER_H_
+#define URAID_SRC_JOBS_STRIPE_SCANNER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "array/engine_host.h"
+#include "array/io_executor.h"
+#include "array/shape.h"
+#include "array/slot_table.h"
+#include "array/stripe_writer.h"
+#include "base/task_pool.h"
+#include "stripe/stripe_locks.h"
+
+namespace uraid {
+
+// Thread-safe. Holds references to the array's parts, which outlive it.
+class StripeScanner {
+ public:
+  struct Parts {
+    EngineHost& host;
+    const SlotTable& slots;
+    IoExecutor& io;
+    StripeLocks& locks;
+    StripeWriter& writer;  // corrects read errors the scan meets
+    TaskPool& pool;        // the jobs' window pool
+  };
+  explicit StripeScanner(const Parts& parts);
+
+  // Checks (and with `repair` fixes) the parity of `stripe` of shape `sh`,
+  // under its lock. A read error is corrected like any other; a degraded
+  // stripe cannot be checked (FailedPrecondition).
+  absl::Status ScanStripe(const Shape& sh, uint64_t stripe, bool repair,
+                          bool* mismatch);
+  // Scans stripes [from, from + count) at once (ScanStripe, each under its
+  // own lock; a scan moves no front, so they are not held together).
+  // Returns how many from `from` were scanned in an unbroken run; fewer
+  // than `count` sets `*error` to the status of the first that was not.
+  // Appends the scanned stripes whose parity did not match to
+  // `*mismatched`, in order.
+  uint64_t ScanWindow(const Shape& sh, uint64_t from, uint64_t count,
+                      bool repair, std::vector<uint64_t>* mismatched,
+                      absl::Status* error);
+  // The first stripe of `sh` at or after `stripe` that is not a hole on
+  // every member (`stripe` itself when unknown).
+  uint64_t SkipHoles(const Shape& sh, uint64_t stripe);
+
+ private:
+  EngineHost& host_;
+  const SlotTable& slots_;
+  IoExecutor& io_;
+  StripeLocks& locks_;
+  StripeWriter& writer_;
+  TaskPool& pool_;
+};
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_JOBS_STRIPE_SCANNER_H_

@@ -77,8 +77,11 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
           *this, slots_, io_, locks_, cache_, counters_, reader_, bitmap_, ppl_,
           ppl_epochs_, shape_, reshaping_, resync_stripe_,
           int64_t{cache.bypass_flush_interval_ms} * 1'000'000}),
-      scanner_(StripeScanner::Parts{*this, slots_, io_, locks_, writer_,
-                                    job_pool_}) {
+      scanner_(
+          StripeScanner::Parts{*this, slots_, io_, locks_, writer_, job_pool_}),
+      rebuilder_(StripeRebuilder::Parts{*this, slots_, io_, locks_, reader_,
+                                        counters_, job_pool_, bitmap_,
+                                        sb_mu_}) {
   {
     MutexLock lock(&sb_mu_);
     shape_.store(AddShapeLocked(geometry, data_offset_bytes, /*lock_tag=*/0));

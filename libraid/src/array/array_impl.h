@@ -56,6 +56,7 @@
 #include "jobs/job_runner.h"
 #include "jobs/reshape_gate.h"
 #include "jobs/reshape_state.h"
+#include "jobs/stripe_rebuilder.h"
 #include "jobs/stripe_scanner.h"
 #include "meta/array_bitmap.h"
 #include "meta/ppl_log.h"
@@ -368,29 +369,7 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   void ReportJobEnd(const JobInfo& done, bool ok, double secs);
   absl::Status RunRecovery(int slot, bool replace);
   absl::Status RunScrub(bool repair);
-  // Rebuilds (or, for a replace, copies) up to `count` stripes from `from`
-  // of `slot`, kJobDepth at once (a sliding window), `buf_len` bytes of
-  // `bufs` per worker (kJobDepth of them). Holds each stripe's lock until
-  // the front has moved past it, so no client write can slip between a
-  // stripe's copy and the front; the window ends early at a stripe a
-  // client holds. Returns how many stripes from `from` are done (the front
-  // moved that far); fewer than asked sets `*error` or `*target_gone`
-  // unless the window ended at a client's stripe.
-  uint64_t RebuildStripes(const Shape& sh, int slot, uint64_t from,
-                          uint64_t count, uint8_t* bufs, size_t buf_len,
-                          absl::Status* error, bool* target_gone);
-  // One stripe of RebuildStripes, its lock held by the caller; does not
-  // move the front.
-  absl::Status RebuildStripeLocked(const Shape& sh, int slot, uint64_t stripe,
-                                   uint8_t* buf, size_t buf_len,
-                                   bool* target_gone);
   absl::Status CheckpointRecovery(int slot);
-  // Marks stripes [from, from + count) rebuilt on `slot` when the target
-  // needs nothing there: they are holes on every member and on the target,
-  // or (a re-added member) their bitmap regions are clear. Returns how many
-  // were skipped (0 when the window must be rebuilt). Takes their locks.
-  uint64_t SkipRecoveryWindow(const Shape& sh, int slot, uint64_t from,
-                              uint64_t count);
   // Puts `m` (device `id`) into the gone slot `s`, rebuilding from stripe
   // 0; `partial`: only where the bitmap has bits set (a re-added member).
   void StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
@@ -499,6 +478,8 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   StripeWriter writer_;
   // The jobs' parity scan (after the writer it corrects read errors with).
   StripeScanner scanner_;
+  // Recovery's stripe work.
+  StripeRebuilder rebuilder_;
 };
 
 }  // namespace uraid

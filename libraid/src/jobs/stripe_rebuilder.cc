@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: MIT
+// Recovery's stripe work (stripe_rebuilder.h).
+#include "jobs/stripe_rebuilder.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "base/status_macros.h"
+#include "jobs/job_runner.h"
+
+namespace uraid {
+
+StripeRebuilder::StripeRebuilder(const Parts& parts)
+    : host_(parts.host),
+      slots_(parts.slots),
+      io_(parts.io),
+      locks_(parts.locks),
+      reader_(parts.reader),
+      counters_(parts.counters),
+      pool_(parts.pool),
+      bitmap_(parts.bitmap),
+      slot_change_mu_(parts.slot_change_mu) {}
+
+uint64_t StripeRebuilder::SkipWindow(const Shape& sh, int slot, uint64_t from,
+                                     uint64_t count) {
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t base = sh.data_offset;
+  Slot& s = *slots_[slot];
+  const std::shared_ptr<Member> target = s.member.load();
+  const bool partial = s.partial.load() && bitmap_.intent() != nullptr;
+  count = std::min(count, sh.geo.stripe_count() - from);
+  uint64_t B = 0;
+  if (partial) {
+    // Whole bitmap regions at a time: a window that reaches into a region
+    // with its bit set would be rebuilt stripe by stripe up to it.
+    B = bitmap_.intent()->chunk_bytes();
+    const uint64_t region_end = (from * C / B + 1) * B;
+    count = std::min(count, std::max<uint64_t>(1, (region_end - from * C) / C));
+  }
+  if (count == 0 || target == nullptr) return 0;
+  const auto holes = [&]() {
+    for (int i = 0; i < sh.geo.raid_disks(); ++i) {
+      std::shared_ptr<Member> m = slots_[i]->member.load();
+      if (m == nullptr) {
+        if (i == slot) return false;
+        continue;
+      }
+      if (i != slot && !slots_.Usable(i)) continue;
+      absl::StatusOr<uint64_t> d = m->NextDataOffset(base + from * C);
+      if (!d.ok() || *d < base + (from + count) * C) return false;
+    }
+    return true;
+  };
+  // A write sets its region's bit (under its stripe lock) before it skips
+  // the rebuilding member, so a clear region has had no write the member
+  // missed.
+  const auto clear = [&]() {
+    if (!partial) return false;
+    const uint64_t last = ((from + count) * C - 1) / B;
+    for (uint64_t k = from * C / B; k <= last; ++k) {
+      if (k >= bitmap_.intent()->chunks() || bitmap_.intent()->IsChunkDirty(k))
+        return false;
+    }
+    return true;
+  };
+  // Ask first without locks: most windows of a full rebuild hold data.
+  if (!clear() && !holes()) return 0;
+  // Then again with every stripe of the window locked (ascending order, as
+  // the lock rule allows): no write can slip in between the answer and the
+  // front moving past it.
+  for (uint64_t st = from; st < from + count; ++st) {
+    locks_.Lock(LockKey(sh, st));
+  }
+  const bool was_clear = clear();
+  bool ok = was_clear || holes();
+  if (ok) {
+    // The member could have failed and another taken the slot since the
+    // look above; hand-overs happen under slot_change_mu_.
+    MutexLock lock(&slot_change_mu_);
+    ok = s.state.load() == SlotState::kRebuilding &&
+         s.member.load() == target && s.front.load() == from &&
+         (!was_clear || s.partial.load());
+    if (ok) s.front.store(from + count);
+  }
+  for (uint64_t st = from; st < from + count; ++st) {
+    locks_.Unlock(LockKey(sh, st));
+  }
+  return ok ? count : 0;
+}
+
+absl::Status StripeRebuilder::RebuildStripeLocked(const Shape& sh, int slot,
+                                                  uint64_t stripe, uint8_t* buf,
+                                                  size_t buf_len,
+                                                  bool* target_gone) {
+  *target_gone = false;
+  const uint64_t C = sh.geo.chunk_bytes();
+  Slot& s = *slots_[slot];
+  RETURN_IF_ERROR(host_.CheckUsable(false));
+  for (uint64_t w = 0; w < C; w += buf_len) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(buf_len, C - w));
+    const SlotState state = s.state.load();
+    const bool replace =
+        state == SlotState::kActive && s.replacement.load() != nullptr;
+    if (state != SlotState::kRebuilding && !replace) {
+      *target_gone = true;
+      return absl::OkStatus();
+    }
+    // Replace copies from the old member (parity steps in if it fails);
+    // recovery rebuilds from the others.
+    RETURN_IF_ERROR(
+        replace ? reader_.ReadPieceDegraded(sh, stripe, slot, w, len, buf)
+                : reader_.ReconstructLocked(sh, stripe, slot, w, len, buf));
+    // The old member may have failed while being read: its replacement is
+    // then the slot's member, rebuilding.
+    const bool to_repl =
+        s.state.load() == SlotState::kActive && s.replacement.load() != nullptr;
+    if (!to_repl && s.state.load() != SlotState::kRebuilding) {
+      *target_gone = true;
+      return absl::OkStatus();
+    }
+    std::vector<MemberIo> io{
+        MemberIo{MemberIo::kWrite, slot, buf, len, stripe * C + w, {}}};
+    io[0].to_replacement = to_repl;
+    io[0].keep_sparse = true;  // the caller holds the stripe lock
+    io_.Submit(sh, io);
+    if (!io[0].status.ok()) {
+      bool slot_failed;
+      (void)host_.AbsorbFailures(io, &slot_failed);
+      *target_gone = true;
+      return absl::OkStatus();
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t StripeRebuilder::RebuildStripes(const Shape& sh, int slot,
+                                         uint64_t from, uint64_t count,
+                                         uint8_t* bufs, size_t buf_len,
+                                         absl::Status* error,
+                                         bool* target_gone) {
+  *error = absl::OkStatus();
+  *target_gone = false;
+  count = std::min(count, sh.geo.stripe_count() - from);
+  if (count == 0) return 0;
+  Slot& s = *slots_[slot];
+  // A sliding window: kJobDepth workers claim the window's stripes in
+  // order, each taking the next as soon as its last is done, so one
+  // stripe's write overlaps the next stripes' reads and the members only
+  // drain at the window's end. Stripe locks are taken as stripes are
+  // claimed, in ascending order: the first waited for (nothing is held
+  // then), the rest only while free, so a client holding a stripe further
+  // on ends the window there instead of holding up the stripes before it.
+  // A stripe's lock is held until the front has moved past it, so no
+  // client write can slip between its copy and the front; the front moves
+  // (and those locks go) as soon as an unbroken run from `from` is done.
+  struct Window {
+    Mutex mu;
+    uint64_t next ABSL_GUARDED_BY(mu) = 1;        // next to claim; 0 is claimed
+    uint64_t end ABSL_GUARDED_BY(mu);             // claims stop here
+    uint64_t prefix ABSL_GUARDED_BY(mu) = 0;      // done from `from`, unlocked
+    std::vector<char> state ABSL_GUARDED_BY(mu);  // 0 busy, 1 done, 2 not
+    std::vector<absl::Status> status ABSL_GUARDED_BY(mu);
+    std::vector<char> gone ABSL_GUARDED_BY(mu);
+  } w;
+  {
+    MutexLock lock(&w.mu);
+    w.end = count;
+    w.state.assign(count, 0);
+    w.status.assign(count, absl::OkStatus());
+    w.gone.assign(count, 0);
+  }
+  locks_.Lock(LockKey(sh, from));
+  auto finish = [&](uint64_t i, absl::Status st, bool gone) {
+    MutexLock lock(&w.mu);
+    const bool ok = st.ok() && !gone;
+    w.state[i] = ok ? 1 : 2;
+    w.status[i] = std::move(st);
+    w.gone[i] = gone;
+    if (!ok) w.end = std::min(w.end, i + 1);  // nothing new past a failure
+    const uint64_t was = w.prefix;
+    while (w.prefix < count && w.state[w.prefix] == 1) ++w.prefix;
+    if (w.prefix == was) return;
+    if (s.state.load() == SlotState::kRebuilding) {
+      s.front.store(from + w.prefix, std::memory_order_release);
+    } else {
+      s.repl_front.store(from + w.prefix, std::memory_order_release);
+    }
+    counters_.recovered_stripes.fetch_add(w.prefix - was,
+                                          std::memory_order_relaxed);
+    for (uint64_t k = was; k < w.prefix; ++k) {
+      locks_.Unlock(LockKey(sh, from + k));
+    }
+  };
+  const uint64_t workers = std::min<uint64_t>(count, kJobDepth);
+  pool_.RunEach(workers, [&](uint64_t worker) {
+    uint8_t* buf = bufs + worker * buf_len;
+    uint64_t i = worker == 0 ? 0 : count;  // worker 0 starts with stripe 0
+    for (;;) {
+      if (i == count) {
+        MutexLock lock(&w.mu);
+        if (w.next >= w.end) return;
+        if (!locks_.TryLock(LockKey(sh, from + w.next))) {
+          w.end = w.next;
+          return;
+        }
+        i = w.next++;
+      }
+      bool gone = false;
+      absl::Status st =
+          RebuildStripeLocked(sh, slot, from + i, buf, buf_len, &gone);
+      finish(i, std::move(st), gone);
+      i = count;
+    }
+  });
+  MutexLock lock(&w.mu);
+  // Stripes claimed past a failed one were copied too, but the front may
+  // claim only an unbroken run; they are done again on the next attempt.
+  for (uint64_t k = w.prefix; k < w.next; ++k) {
+    locks_.Unlock(LockKey(sh, from + k));
+  }
+  if (w.prefix < count && w.prefix < w.next) {
+    *error = w.status[w.prefix];
+    *target_gone = w.gone[w.prefix];
+  }
+  return w.prefix;
+}
+
+}  // namespace uraid

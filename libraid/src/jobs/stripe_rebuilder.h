@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+// Internal: recovery's stripe work. A window of stripes rebuilt onto a
+// slot's target (or, for a replace, copied onto the replacement), kJobDepth
+// at once in a sliding window that moves the slot's front as an unbroken
+// run from its start completes; and windows the target needs nothing in
+// (holes on every member, or clear bitmap regions of a re-added member)
+// passed without I/O. Works in the shape it is handed.
+
+#ifndef URAID_SRC_JOBS_STRIPE_REBUILDER_H_
+#define URAID_SRC_JOBS_STRIPE_REBUILDER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "array/atomic_counters.h"
+#include "array/engine_host.h"
+#include "array/io_executor.h"
+#include "array/shape.h"
+#include "array/slot_table.h"
+#include "array/stripe_reader.h"
+#include "base/sync.h"
+#include "base/task_pool.h"
+#include "meta/array_bitmap.h"
+#include "stripe/stripe_locks.h"
+
+namespace uraid {
+
+// Thread-safe. Holds references to the array's parts, which outlive it.
+class StripeRebuilder {
+ public:
+  struct Parts {
+    EngineHost& host;
+    const SlotTable& slots;
+    IoExecutor& io;
+    StripeLocks& locks;
+    StripeReader& reader;  // rebuilds (or reads, for a copy) each stripe
+    AtomicCounters& counters;
+    TaskPool& pool;  // the jobs' window pool
+    ArrayBitmap& bitmap;
+    // The array's mutex under which a slot changes hands (ArrayImpl's
+    // sb_mu_): a front moved past skipped stripes is checked against it.
+    Mutex& slot_change_mu;
+  };
+  explicit StripeRebuilder(const Parts& parts);
+
+  // Rebuilds (or, for a replace, copies) up to `count` stripes from `from`
+  // of `slot`, kJobDepth at once (a sliding window), `buf_len` bytes of
+  // `bufs` per worker (kJobDepth of them). Holds each stripe's lock until
+  // the front has moved past it, so no client write can slip between a
+  // stripe's copy and the front; the window ends early at a stripe a
+  // client holds. Returns how many stripes from `from` are done (the front
+  // moved that far); fewer than asked sets `*error` or `*target_gone`
+  // unless the window ended at a client's stripe.
+  uint64_t RebuildStripes(const Shape& sh, int slot, uint64_t from,
+                          uint64_t count, uint8_t* bufs, size_t buf_len,
+                          absl::Status* error, bool* target_gone);
+  // Marks stripes [from, from + count) rebuilt on `slot` when the target
+  // needs nothing there: they are holes on every member and on the target,
+  // or (a re-added member) their bitmap regions are clear. Returns how many
+  // were skipped (0 when the window must be rebuilt). Takes their locks,
+  // and `slot_change_mu` to move the front.
+  uint64_t SkipWindow(const Shape& sh, int slot, uint64_t from, uint64_t count);
+
+ private:
+  // One stripe of RebuildStripes, its lock held by the caller; does not
+  // move the front.
+  absl::Status RebuildStripeLocked(const Shape& sh, int slot, uint64_t stripe,
+                                   uint8_t* buf, size_t buf_len,
+                                   bool* target_gone);
+
+  EngineHost& host_;
+  const SlotTable& slots_;
+  IoExecutor& io_;
+  StripeLocks& locks_;
+  StripeReader& reader_;
+  AtomicCounters& counters_;
+  TaskPool& pool_;
+  ArrayBitmap& bitmap_;
+  Mutex& slot_change_mu_;
+};
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_JOBS_STRIPE_REBUILDER_H_

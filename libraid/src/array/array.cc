@@ -80,8 +80,8 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       scanner_(
           StripeScanner::Parts{*this, slots_, io_, locks_, writer_, job_pool_}),
       rebuilder_(StripeRebuilder::Parts{*this, slots_, io_, locks_, reader_,
-                                        counters_, job_pool_, bitmap_,
-                                        sb_mu_}) {
+                                        counters_, job_pool_, bitmap_, sb_mu_}),
+      copier_(slots_, reader_, writer_, job_pool_) {
   {
     MutexLock lock(&sb_mu_);
     shape_.store(AddShapeLocked(geometry, data_offset_bytes, /*lock_tag=*/0));

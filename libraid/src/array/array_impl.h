@@ -54,6 +54,7 @@
 #include "base/write_epochs.h"
 #include "control/array_reporter.h"
 #include "jobs/job_runner.h"
+#include "jobs/reshape_copier.h"
 #include "jobs/reshape_gate.h"
 #include "jobs/reshape_state.h"
 #include "jobs/stripe_rebuilder.h"
@@ -296,32 +297,12 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // finishes the reshape when the front is at the end.
   absl::Status ReshapeStep(uint8_t* buf, uint64_t max_window);
   uint64_t ReshapeMaxWindow() const;
-  // Copies [lo, hi) of the array from the old shape to the new one (not
-  // yet flushed). REQUIRES: the gate closed over [lo, hi).
-  absl::Status ReshapeWindow(uint64_t lo, uint64_t hi, uint8_t* buf);
   // The end of the window that starts at `lo` (ReshapeWindowEnd: its new
   // rows land below the old row holding `lo`), or an error when none fits.
   absl::StatusOr<uint64_t> ReshapeWindowAt(uint64_t lo, uint64_t max_window);
-  // One copy step, every stripe's I/O from kJobDepth workers at once:
-  // writes [wlo, whi) from `wbuf` in the new shape (whole new stripes;
-  // stripes of zeros over holes are left holes) while it reads [rlo, rhi)
-  // in the old shape into `rbuf` (zeros past the old array's end), and
-  // runs `beside` (if any) on the calling thread meanwhile. Either range
-  // may be empty; the writes are not flushed. REQUIRES: the gate closed
-  // over both; [wlo, whi) within the window that the reshape_position
-  // recorded in the superblocks allows, [rlo, rhi) at or past whi.
-  absl::Status ReshapeCopy(uint64_t wlo, uint64_t whi, const uint8_t* wbuf,
-                           uint64_t rlo, uint64_t rhi, uint8_t* rbuf,
-                           const std::function<absl::Status()>& beside);
   // Flushes every member, records `hi` as reshape_position in every
   // superblock, then publishes it as the front.
   absl::Status ReshapeCheckpoint(uint64_t hi);
-  // How far (array bytes, a new-stripe boundary, at most `hi`) every
-  // member is a hole over the new shape's rows from the one holding `lo`
-  // (so zeros need not be written there: a sparse array stays sparse
-  // through a reshape); at most lo's row start when that row holds data.
-  // One probe per member answers for every stripe up to the first data.
-  uint64_t NewRowsHoleEnd(uint64_t lo, uint64_t hi);
   // After a crash during a reshape: resyncs the moved part's stripes the
   // bitmap (or, without one, the whole moved part) says may be torn.
   absl::Status ResyncMovedPart();
@@ -480,6 +461,8 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   StripeScanner scanner_;
   // Recovery's stripe work.
   StripeRebuilder rebuilder_;
+  // A reshape's copy.
+  ReshapeCopier copier_;
 };
 
 }  // namespace uraid

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// ArrayImpl's core: construction, usability and the sticky background
-// error, the clean/active state machine's timers and threads, Info, and the
-// Array shell. The data path is in read_path.cc and write_path.cc, member
-// I/O in member_io.cc, member failure and superblocks in
-// member_failure.cc.
+// ArrayImpl's core: construction (the parts wired together), the request
+// entry points, usability and the sticky background error, the clean/active
+// state machine with its timers and threads, Info, and the Array shell. The
+// stripe engine is StripeReader and StripeWriter, member I/O the
+// IoExecutor; member failure and superblocks are in member_failure.cc.
 
 #include <algorithm>
 #include <chrono>

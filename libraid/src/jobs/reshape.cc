@@ -14,10 +14,10 @@
 // Client requests during a reshape go through RouteDuringReshape: below the
 // front they use the new shape, at or past it the old one, and requests
 // touching the window being copied wait for it (ReshapeGate). The stripe
-// code (array/read_path.cc, write_path.cc) runs unchanged in either shape:
-// each piece is handed the Shape that holds it (shape.h), so the old and
-// new shapes' stripe routines run side by side. Starting a reshape is in
-// reshape_start.cc.
+// engine (StripeReader, StripeWriter) runs unchanged in either shape: each
+// piece is handed the Shape that holds it (shape.h), so the old and new
+// shapes' stripe routines run side by side. The copy itself is
+// ReshapeCopier's; starting a reshape is in reshape_start.cc.
 // The stripe cache is written back and bypassed for the duration: it is
 // keyed by one shape's stripes.
 

@@ -396,6 +396,8 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   TaskPool job_pool_{static_cast<int>(kJobDepth) - 1};
   StripeCache cache_;
   SurvivorCache survivors_;
+  // What every part of the stripe engine works on (engine_part.h).
+  const EngineContext engine_;
   // The read half of the stripe engine (after everything it refers to).
   StripeReader reader_;
   const std::chrono::milliseconds cache_max_age_;

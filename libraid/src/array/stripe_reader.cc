@@ -15,16 +15,14 @@
 
 namespace uraid {
 
-StripeReader::StripeReader(const Parts& parts)
-    : host_(parts.host),
-      slots_(parts.slots),
-      io_(parts.io),
-      locks_(parts.locks),
-      cache_(parts.cache),
-      survivors_(parts.survivors),
-      counters_(parts.counters),
-      reporter_(parts.reporter),
-      read_only_(parts.read_only) {}
+StripeReader::StripeReader(const EngineContext& ctx, StripeCache& cache,
+                           SurvivorCache& survivors,
+                           const ArrayReporter& reporter, bool read_only)
+    : EnginePart(ctx),
+      cache_(cache),
+      survivors_(survivors),
+      reporter_(reporter),
+      read_only_(read_only) {}
 
 absl::Status StripeReader::Read(const Shape& sh, void* buf, size_t len,
                                 uint64_t offset) {

@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "array/atomic_counters.h"
-#include "array/engine_host.h"
+#include "array/engine_part.h"
 #include "array/io_executor.h"
 #include "array/shape.h"
 #include "array/slot_table.h"
@@ -29,22 +29,12 @@ namespace uraid {
 
 // Thread-safe: any number of reads at once. Holds references to the
 // array's parts, which outlive it (declared before it in ArrayImpl).
-class StripeReader {
+class StripeReader : private EnginePart {
  public:
-  // The array's parts the reader uses; `read_only`: read errors are served
-  // from parity but not rewritten.
-  struct Parts {
-    EngineHost& host;
-    const SlotTable& slots;
-    IoExecutor& io;
-    StripeLocks& locks;
-    StripeCache& cache;
-    SurvivorCache& survivors;
-    AtomicCounters& counters;
-    const ArrayReporter& reporter;
-    bool read_only;
-  };
-  explicit StripeReader(const Parts& parts);
+  // `read_only`: read errors are served from parity but not rewritten.
+  StripeReader(const EngineContext& ctx, StripeCache& cache,
+               SurvivorCache& survivors, const ArrayReporter& reporter,
+               bool read_only);
 
   // A client read of [offset, offset + len) in shape `sh` (checked against
   // its size).
@@ -92,13 +82,8 @@ class StripeReader {
   void OverlayCacheLocked(const Shape& sh, const Location& loc, size_t len,
                           uint8_t* dst);
 
-  EngineHost& host_;
-  const SlotTable& slots_;
-  IoExecutor& io_;
-  StripeLocks& locks_;
   StripeCache& cache_;
   SurvivorCache& survivors_;
-  AtomicCounters& counters_;
   const ArrayReporter& reporter_;
   const bool read_only_;
 };

@@ -14,21 +14,24 @@
 
 namespace uraid {
 
-StripeWriter::StripeWriter(const Parts& parts)
-    : host_(parts.host),
-      slots_(parts.slots),
-      io_(parts.io),
-      locks_(parts.locks),
-      cache_(parts.cache),
-      counters_(parts.counters),
-      reader_(parts.reader),
-      bitmap_(parts.bitmap),
-      ppl_(parts.ppl),
-      ppl_epochs_(parts.ppl_epochs),
-      current_(parts.current),
-      reshaping_(parts.reshaping),
-      resync_stripe_(parts.resync_stripe),
-      bypass_flush_ns_(parts.bypass_flush_ns) {}
+StripeWriter::StripeWriter(const EngineContext& ctx, StripeCache& cache,
+                           StripeReader& reader, ArrayBitmap& bitmap,
+                           const LockedSharedPtr<PplLog>& ppl,
+                           WriteEpochs& ppl_epochs,
+                           const std::atomic<const Shape*>& current,
+                           const std::atomic<bool>& reshaping,
+                           const std::atomic<uint64_t>& resync_stripe,
+                           int64_t bypass_flush_ns)
+    : EnginePart(ctx),
+      cache_(cache),
+      reader_(reader),
+      bitmap_(bitmap),
+      ppl_(ppl),
+      ppl_epochs_(ppl_epochs),
+      current_(current),
+      reshaping_(reshaping),
+      resync_stripe_(resync_stripe),
+      bypass_flush_ns_(bypass_flush_ns) {}
 
 absl::Status StripeWriter::Write(const Shape& sh, const void* buf, size_t len,
                                  uint64_t offset, bool fua) {

@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "array/atomic_counters.h"
-#include "array/engine_host.h"
+#include "array/engine_part.h"
 #include "array/io_executor.h"
 #include "array/shape.h"
 #include "array/slot_table.h"
@@ -40,32 +40,23 @@ namespace uraid {
 // Thread-safe: any number of writes, flushes and writebacks at once. Holds
 // references to the array's parts, which outlive it (declared before it in
 // ArrayImpl).
-class StripeWriter {
+class StripeWriter : private EnginePart {
  public:
-  struct Parts {
-    EngineHost& host;
-    const SlotTable& slots;
-    IoExecutor& io;
-    StripeLocks& locks;
-    StripeCache& cache;
-    AtomicCounters& counters;
-    StripeReader& reader;  // corrects read errors among pre-reads
-    ArrayBitmap& bitmap;
-    // Null unless the policy is ppl; read once per stripe inside a
-    // ppl_epochs pass (see ArrayImpl::ppl_).
-    const LockedSharedPtr<PplLog>& ppl;
-    WriteEpochs& ppl_epochs;
-    // The current shape (the cache's), and whether a reshape runs (the
-    // cache is bypassed then).
-    const std::atomic<const Shape*>& current;
-    const std::atomic<bool>& reshaping;
-    // First stripe whose parity is not yet trusted (unfinished resync).
-    const std::atomic<uint64_t>& resync_stripe;
-    // The cache stops gathering while client flushes come more often than
-    // this on average (ns).
-    int64_t bypass_flush_ns;
-  };
-  explicit StripeWriter(const Parts& parts);
+  // Beyond the engine's common parts: the stripe cache; the reader, which
+  // corrects read errors among pre-reads; the bitmap; the PPL log (null
+  // unless the policy is ppl; read once per stripe inside a `ppl_epochs`
+  // pass, see ArrayImpl::ppl_); the current shape (the cache's) and whether
+  // a reshape runs (the cache is bypassed then); the first stripe whose
+  // parity is not yet trusted (an unfinished resync); and the average
+  // time between client flushes (ns) below which the cache stops
+  // gathering.
+  StripeWriter(const EngineContext& ctx, StripeCache& cache,
+               StripeReader& reader, ArrayBitmap& bitmap,
+               const LockedSharedPtr<PplLog>& ppl, WriteEpochs& ppl_epochs,
+               const std::atomic<const Shape*>& current,
+               const std::atomic<bool>& reshaping,
+               const std::atomic<uint64_t>& resync_stripe,
+               int64_t bypass_flush_ns);
 
   // Client requests in shape `sh` (checked against its size). `fua`: the
   // bytes are durable on the members when it returns.
@@ -131,12 +122,7 @@ class StripeWriter {
     return *current_.load(std::memory_order_acquire);
   }
 
-  EngineHost& host_;
-  const SlotTable& slots_;
-  IoExecutor& io_;
-  StripeLocks& locks_;
   StripeCache& cache_;
-  AtomicCounters& counters_;
   StripeReader& reader_;
   ArrayBitmap& bitmap_;
   const LockedSharedPtr<PplLog>& ppl_;

@@ -11,16 +11,14 @@
 
 namespace uraid {
 
-StripeRebuilder::StripeRebuilder(const Parts& parts)
-    : host_(parts.host),
-      slots_(parts.slots),
-      io_(parts.io),
-      locks_(parts.locks),
-      reader_(parts.reader),
-      counters_(parts.counters),
-      pool_(parts.pool),
-      bitmap_(parts.bitmap),
-      slot_change_mu_(parts.slot_change_mu) {}
+StripeRebuilder::StripeRebuilder(const EngineContext& ctx, StripeReader& reader,
+                                 TaskPool& pool, ArrayBitmap& bitmap,
+                                 Mutex& slot_change_mu)
+    : EnginePart(ctx),
+      reader_(reader),
+      pool_(pool),
+      bitmap_(bitmap),
+      slot_change_mu_(slot_change_mu) {}
 
 uint64_t StripeRebuilder::SkipWindow(const Shape& sh, int slot, uint64_t from,
                                      uint64_t count) {

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "array/atomic_counters.h"
-#include "array/engine_host.h"
+#include "array/engine_part.h"
 #include "array/io_executor.h"
 #include "array/shape.h"
 #include "array/slot_table.h"
@@ -27,22 +27,15 @@
 namespace uraid {
 
 // Thread-safe. Holds references to the array's parts, which outlive it.
-class StripeRebuilder {
+class StripeRebuilder : private EnginePart {
  public:
-  struct Parts {
-    EngineHost& host;
-    const SlotTable& slots;
-    IoExecutor& io;
-    StripeLocks& locks;
-    StripeReader& reader;  // rebuilds (or reads, for a copy) each stripe
-    AtomicCounters& counters;
-    TaskPool& pool;  // the jobs' window pool
-    ArrayBitmap& bitmap;
-    // The array's mutex under which a slot changes hands (ArrayImpl's
-    // sb_mu_): a front moved past skipped stripes is checked against it.
-    Mutex& slot_change_mu;
-  };
-  explicit StripeRebuilder(const Parts& parts);
+  // Beyond the engine's common parts: the reader, which rebuilds (or, for
+  // a copy, reads) each stripe; the jobs' window pool; the bitmap (a
+  // re-added member's clear regions); and the array's mutex under which a
+  // slot changes hands (ArrayImpl::sb_mu_), which a front moved past
+  // skipped stripes is checked under.
+  StripeRebuilder(const EngineContext& ctx, StripeReader& reader,
+                  TaskPool& pool, ArrayBitmap& bitmap, Mutex& slot_change_mu);
 
   // Rebuilds (or, for a replace, copies) up to `count` stripes from `from`
   // of `slot`, kJobDepth at once (a sliding window), `buf_len` bytes of
@@ -69,12 +62,7 @@ class StripeRebuilder {
                                    uint8_t* buf, size_t buf_len,
                                    bool* target_gone);
 
-  EngineHost& host_;
-  const SlotTable& slots_;
-  IoExecutor& io_;
-  StripeLocks& locks_;
   StripeReader& reader_;
-  AtomicCounters& counters_;
   TaskPool& pool_;
   ArrayBitmap& bitmap_;
   Mutex& slot_change_mu_;

@@ -19,13 +19,9 @@ constexpr uint64_t kScanWindow = 1 << 20;
 
 }  // namespace
 
-StripeScanner::StripeScanner(const Parts& parts)
-    : host_(parts.host),
-      slots_(parts.slots),
-      io_(parts.io),
-      locks_(parts.locks),
-      writer_(parts.writer),
-      pool_(parts.pool) {}
+StripeScanner::StripeScanner(const EngineContext& ctx, StripeWriter& writer,
+                             TaskPool& pool)
+    : EnginePart(ctx), writer_(writer), pool_(pool) {}
 
 absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
                                        bool repair, bool* mismatch) {

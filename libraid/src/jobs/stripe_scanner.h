@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "array/engine_host.h"
+#include "array/engine_part.h"
 #include "array/io_executor.h"
 #include "array/shape.h"
 #include "array/slot_table.h"
@@ -23,17 +23,11 @@
 namespace uraid {
 
 // Thread-safe. Holds references to the array's parts, which outlive it.
-class StripeScanner {
+class StripeScanner : private EnginePart {
  public:
-  struct Parts {
-    EngineHost& host;
-    const SlotTable& slots;
-    IoExecutor& io;
-    StripeLocks& locks;
-    StripeWriter& writer;  // corrects read errors the scan meets
-    TaskPool& pool;        // the jobs' window pool
-  };
-  explicit StripeScanner(const Parts& parts);
+  // `writer` corrects read errors the scan meets; `pool` is the jobs'
+  // window pool.
+  StripeScanner(const EngineContext& ctx, StripeWriter& writer, TaskPool& pool);
 
   // Checks (and with `repair` fixes) the parity of `stripe` of shape `sh`,
   // under its lock. A read error is corrected like any other; a degraded
@@ -54,10 +48,6 @@ class StripeScanner {
   uint64_t SkipHoles(const Shape& sh, uint64_t stripe);
 
  private:
-  EngineHost& host_;
-  const SlotTable& slots_;
-  IoExecutor& io_;
-  StripeLocks& locks_;
   StripeWriter& writer_;
   TaskPool& pool_;
 };

@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: MIT
-// Internal: the state behind uraid::Array, shared by the files that define
-// its methods: in array/, create.cc and assemble.cc (how an array comes to
-// exist), array.cc (the data path, metadata updates and background
-// threads), stripe_reader.cc and stripe_writer.cc (the stripe engine),
-// member_failure.cc, array_events.cc, array_extents.cc and bitmap_host.cc; in
-// meta/, slot_admin.cc and ppl_switch.cc; in jobs/, the array as the job
-// runner's host (jobs.cc), recovery.cc, scrub.cc, resync.cc and reshape*.cc.
-// The job runner (jobs/job_runner.h) knows the array only as its JobHost, and
-// the write-intent bitmap's glue (meta/array_bitmap.h) only as its BitmapHost.
-// Slots are in slot_table.h, member I/O in member_io.h and every member
-// call goes through the executor (io_executor.h), shapes (which every
-// stripe routine is handed) in shape.h, statistics in atomic_counters.h.
+// Internal: the orchestrator behind uraid::Array. It wires the parts
+// together and holds what no part owns: the superblock template and the
+// slot changes made under it, the clean/active state, spares, the shapes
+// and the reshape router, and the jobs' bodies. The parts, each a class
+// over references to what it uses: the stripe engine (StripeReader,
+// StripeWriter), the member-I/O executor (IoExecutor), the slots
+// (SlotTable), the jobs' stripe work (StripeRebuilder, StripeScanner,
+// ReshapeCopier), the job runner, the bitmap glue (ArrayBitmap), the PPL
+// log, the reporter. They reach back only through the three interfaces it
+// implements: EngineHost, JobHost, BitmapHost.
+//
+// Its methods are defined in array/ (array.cc: construction, entry points,
+// the clean/active state and background threads; create.cc, assemble.cc,
+// member_failure.cc, array_events.cc, array_extents.cc, bitmap_host.cc),
+// meta/ (slot_admin.cc, ppl_switch.cc) and jobs/ (jobs.cc: the array as
+// JobHost; recovery.cc, scrub.cc, resync.cc, reshape*.cc: the job bodies).
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync

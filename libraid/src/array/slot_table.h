@@ -48,7 +48,7 @@ struct Slot {
   // Data writes and discards done on this slot's member or replacement,
   // and how many of them a completed flush of the slot had seen done
   // before it began: FlushSlots(only_dirty) skips a slot with nothing new
-  // since (ArrayImpl::RunIo counts, FlushSlots records).
+  // since (IoExecutor::RunIo counts, StripeWriter::FlushSlots records).
   std::atomic<uint64_t> writes_done{0};
   std::atomic<uint64_t> flushed_upto{0};
   // Read errors corrected by rewriting (md's corrected read errors).

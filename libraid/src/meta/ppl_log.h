@@ -64,7 +64,7 @@ absl::StatusOr<PplArea> PplAreaOf(const Superblock& sb);
 // Errors name the member.
 absl::Status InitPplArea(Member& member, const Superblock& sb);
 
-// Flushes the members of the slots marked true (ArrayImpl::FlushSlots).
+// Flushes the members of the slots marked true (StripeWriter::FlushSlots).
 using PplFlush = absl::FunctionRef<absl::Status(const std::vector<bool>&)>;
 
 // The live log of a PPL array: per slot, the batch being logged or held

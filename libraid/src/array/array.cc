@@ -65,19 +65,18 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
             ReportReplacementFailed(name, slot, why);
           }),
       cache_(geometry.stripe_data_bytes(), read_only ? 0 : cache.bytes),
-      engine_{*this, slots_, io_, locks_, counters_},
-      reader_(engine_, cache_, survivors_, reporter_, read_only),
+      reader_(Engine(), cache_, survivors_, reporter_, read_only),
       cache_max_age_(cache.max_age_ms),
       sb_(std::move(sb)),
       spares_(std::move(spares)),
       jobs_(this, std::move(clock)),
       bitmap_(this, read_only),
       resync_stripe_(geometry.stripe_count()),
-      writer_(engine_, cache_, reader_, bitmap_, ppl_, ppl_epochs_, shape_,
+      writer_(Engine(), cache_, reader_, bitmap_, ppl_, ppl_epochs_, shape_,
               reshaping_, resync_stripe_,
               int64_t{cache.bypass_flush_interval_ms} * 1'000'000),
-      scanner_(engine_, writer_, job_pool_),
-      rebuilder_(engine_, reader_, job_pool_, bitmap_, sb_mu_),
+      scanner_(Engine(), writer_, job_pool_),
+      rebuilder_(Engine(), reader_, job_pool_, bitmap_, sb_mu_),
       copier_(slots_, reader_, writer_, job_pool_) {
   {
     MutexLock lock(&sb_mu_);

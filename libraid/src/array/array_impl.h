@@ -84,10 +84,10 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   ~ArrayImpl();
 
   // --- data path (array.cc) ---
-  // Client entry points: outside a reshape they run the shaped code below
-  // in the current shape; during one, the reshape router (reshape.cc)
-  // runs each part of the request in the shape that holds it (old and new
-  // shapes side by side, each passed explicitly).
+  // Client entry points: outside a reshape they run the stripe engine
+  // (reader_, writer_) in the current shape; during one, the reshape router
+  // (reshape.cc) runs each part of the request in the shape that holds it (old
+  // and new shapes side by side, each passed explicitly).
   absl::Status Read(void* buf, size_t len, uint64_t offset);
   absl::Status Write(const void* buf, size_t len, uint64_t offset, bool fua);
   absl::Status Flush() { return writer_.Flush(); }
@@ -137,29 +137,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // stripe the rebuild continues from.
   uint64_t HandOverToReplacement(Slot& s, const std::shared_ptr<Member>& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
-  // What the one fail-a-slot decision did (DecideSlotFailureLocked).
-  struct SlotFailure {
-    enum Outcome {
-      kNotHolder,     // `only_if` no longer holds the slot: nothing done
-      kHandedOver,    // the slot's replacement took over, rebuilding
-      kTargetFailed,  // a rebuild target failed: the slot is faulty
-      kFailed,        // an active member failed: the slot is faulty
-      kGone,          // already faulty or missing: nothing done
-    };
-    Outcome outcome = kGone;
-    std::shared_ptr<Member> old;          // who held the slot
-    std::shared_ptr<Member> replacement;  // kHandedOver: who holds it now
-    uint64_t from = 0;  // kHandedOver: the stripe its rebuild goes on from
-  };
-  // The one fail-a-slot decision, for FailSlot and a failed superblock
-  // write alike: hands the slot to its replacement or marks it faulty (and
-  // the array failed when that leaves too few), unless `only_if` is set
-  // and no longer holds it. Records nothing on the members.
-  SlotFailure DecideSlotFailureLocked(Slot& slot, const Member* only_if)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
-  // The events and log lines of a decided failure of `slot`.
-  void ReportSlotFailure(int slot, const SlotFailure& f,
-                         const std::string& why) const;
   // Reports an active member that has just been marked faulty: Fail, then
   // ArrayFailed when failed_ is set, else DegradedArray.
   void ReportMemberFailed(const std::string& name, int slot,
@@ -255,8 +232,32 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   void CheckSpares() const;
 
  private:
-  // The shaped data path: one request in shape `sh` (which holds all of
-  // [offset, offset + len); the range is checked against sh's size).
+  // What the one fail-a-slot decision did (DecideSlotFailureLocked).
+  struct SlotFailure {
+    enum Outcome {
+      kNotHolder,     // `only_if` no longer holds the slot: nothing done
+      kHandedOver,    // the slot's replacement took over, rebuilding
+      kTargetFailed,  // a rebuild target failed: the slot is faulty
+      kFailed,        // an active member failed: the slot is faulty
+      kGone,          // already faulty or missing: nothing done
+    };
+    Outcome outcome = kGone;
+    std::shared_ptr<Member> old;          // who held the slot
+    std::shared_ptr<Member> replacement;  // kHandedOver: who holds it now
+    uint64_t from = 0;  // kHandedOver: the stripe its rebuild goes on from
+  };
+  // The one fail-a-slot decision, for FailSlot and a failed superblock
+  // write alike: hands the slot to its replacement or marks it faulty (and
+  // the array failed when that leaves too few), unless `only_if` is set
+  // and no longer holds it. Records nothing on the members.
+  SlotFailure DecideSlotFailureLocked(Slot& slot, const Member* only_if)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // The events and log lines of a decided failure of `slot`.
+  void ReportSlotFailure(int slot, const SlotFailure& f,
+                         const std::string& why) const;
+  // What every part of the stripe engine works on (engine_part.h): built
+  // for each part as it is constructed, from members declared before it.
+  EngineContext Engine() { return {*this, slots_, io_, locks_, counters_}; }
   // --- reshape (reshape.cc) ---
   enum class ReqKind { kRead, kWrite, kTrim, kZero };
   // Runs a client request on the plain path unless a reshape runs. The
@@ -315,12 +316,13 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   void SetReshapeFieldsLocked(uint64_t front_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
 
+  // --- EngineHost (engine_host.h; array.cc, member_failure.cc) ---
+  // The first background error stays (see bg_error_).
+  absl::Status CheckUsable(bool write) const override;
   absl::Status AbsorbFailures(std::vector<MemberIo>& ios,
                               bool* slot_failed) override;
-
-  // EngineHost (see engine_host.h); the first background error stays (see
-  // bg_error_).
-  absl::Status CheckUsable(bool write) const override;
+  absl::Status BeginWrite() override;
+  void EndWrite() override;
   void RecordBackgroundError(const absl::Status& st,
                              absl::string_view what) override;
 
@@ -331,8 +333,7 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
                                            uint64_t raw) override;
   absl::Status FlushAllSlots() override;
   void BitmapCarrierFailed(const Carrier& c, const std::string& why) override;
-  absl::Status BeginWrite() override;
-  void EndWrite() override;
+
   absl::Status MarkCleanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
   void SafemodeLoop();
   // Writes back stripes the cache has held longer than cache_max_age_.
@@ -400,8 +401,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   TaskPool job_pool_{static_cast<int>(kJobDepth) - 1};
   StripeCache cache_;
   SurvivorCache survivors_;
-  // What every part of the stripe engine works on (engine_part.h).
-  const EngineContext engine_;
   // The read half of the stripe engine (after everything it refers to).
   StripeReader reader_;
   const std::chrono::milliseconds cache_max_age_;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Internal: what the stripe engine's parts (stripe_reader.h,
-// stripe_writer.h) need of their
-// array: whether it may serve at all, and what a failed member I/O means
-// for the slot it hit. The array (ArrayImpl) implements it; the engine
-// knows nothing else of it.
+// Internal: what the stripe engine (StripeReader, StripeWriter) and the
+// jobs' stripe work (StripeRebuilder, StripeScanner) need of their array:
+// whether it may serve at all, the clean/active bracket of a write, and
+// what a failed member I/O means for the slot it hit. The array (ArrayImpl)
+// implements it; the parts know nothing else of it.
 
 #ifndef URAID_SRC_ARRAY_ENGINE_HOST_H_
 #define URAID_SRC_ARRAY_ENGINE_HOST_H_

@@ -106,9 +106,7 @@ class SlotTable {
   // Slots not active (missing, faulty, rebuilding).
   int Gone() const {
     int gone = 0;
-    for (size_t i = 0; i < size(); ++i) {
-      gone += slots_[i]->state.load() != SlotState::kActive;
-    }
+    for (size_t i = 0; i < size(); ++i) gone += !Usable(static_cast<int>(i));
     return gone;
   }
   // Every slot's generation, waiting out a change in progress. Take it

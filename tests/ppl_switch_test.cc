@@ -46,6 +46,10 @@ CreateOptions Options(bool ppl) {
   o.bitmap = BitmapMode::kNone;  // policy resync unless ppl
   o.ppl = ppl;
   o.assume_clean = true;  // zeroed members are consistent
+  // No bad-block log (mdadm's bbl=no, and every array uraid made before
+  // it reserved one): a switch to ppl gets the room up to the data.
+  // ResyncToPplStopsAtTheBadBlockLog covers arrays with a log.
+  o.bad_block_log = false;
   return o;
 }
 
@@ -342,6 +346,45 @@ TEST_F(PplSwitchTest, RefusesWhatMdRefuses) {
     EXPECT_THAT(st.message(), HasSubstr("not enough space to add ppl"));
     EXPECT_FALSE(SuperOf(*m[0]).has_ppl());
     EXPECT_FALSE(a->Info().ppl);
+  }
+}
+
+TEST(PplSwitch, ResyncToPplStopsAtTheBadBlockLog) {
+  // mdadm's update=ppl stops the area at the bad-block log. Without a
+  // bitmap, a member under 8 GiB has its log 8 + 8 sectors past the
+  // superblock (choose_bm_space's 4 KiB): 8 sectors, no room for a log,
+  // refused as mdadm refuses it.
+  {
+    std::vector<std::shared_ptr<Member>> m = MakeMembers(4, kMemberBytes, "l");
+    CreateOptions o = Options(false);
+    o.bad_block_log = true;
+    std::unique_ptr<Array> a = MustCreate(m, o);
+    ASSERT_EQ(SuperOf(*m[0]).bblog_offset, 16);
+    absl::Status st = a->SetConsistencyPolicy(ConsistencyPolicy::kPpl);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_THAT(st.message(), HasSubstr("not enough space to add ppl"));
+    EXPECT_THAT(st.message(), HasSubstr("bad-block log"));
+    EXPECT_FALSE(SuperOf(*m[0]).has_ppl());
+    EXPECT_EQ(SuperOf(*m[0]).bblog_offset, 16);
+  }
+  // Created with ppl, the log follows md's 1 MiB area: back to resync and
+  // to ppl again gets the whole area, up to the log.
+  {
+    std::vector<std::shared_ptr<Member>> m = MakeMembers(4, kMemberBytes, "q");
+    CreateOptions o = Options(true);
+    o.bad_block_log = true;
+    std::unique_ptr<Array> a = MustCreate(m, o);
+    ASSERT_EQ(SuperOf(*m[0]).bblog_offset, 2056);
+    ASSERT_TRUE(a->SetConsistencyPolicy(ConsistencyPolicy::kResync).ok());
+    ASSERT_TRUE(a->SetConsistencyPolicy(ConsistencyPolicy::kPpl).ok());
+    for (auto& x : m) {
+      SCOPED_TRACE(x->Name());
+      const Superblock sb = SuperOf(*x);
+      EXPECT_EQ(sb.ppl_offset(), 8);
+      EXPECT_EQ(sb.ppl_size(), 2048);
+      EXPECT_EQ(sb.bblog_offset, 2056);
+      EXPECT_EQ(sb.bblog_size, 8);
+    }
   }
 }
 

@@ -710,6 +710,22 @@ TEST(DefaultDataOffset, HalvingStopsAtOnePerMille) {
   EXPECT_EQ(DefaultDataOffsetSectors(0, 0), 2048u);
 }
 
+TEST(MdadmBitmapSpace, ChooseBmSpaceBoundaries) {
+  constexpr uint64_t kKiB = 2;  // sectors
+  constexpr uint64_t kGiB = 1024 * 1024 * kKiB;
+  EXPECT_EQ(MdadmBitmapSpaceSectors(0), 0u);
+  EXPECT_EQ(MdadmBitmapSpaceSectors(64 * kKiB - 1), 0u);
+  EXPECT_EQ(MdadmBitmapSpaceSectors(64 * kKiB), 8u);
+  // "devsize - 4K > 8G": 8 GiB + 4 KiB is still 4 KiB, one sector more is
+  // 64 KiB.
+  EXPECT_EQ(MdadmBitmapSpaceSectors(8 * kGiB + 4 * kKiB), 8u);
+  EXPECT_EQ(MdadmBitmapSpaceSectors(8 * kGiB + 4 * kKiB + 1), 128u);
+  // "devsize - 64K >= 200G".
+  EXPECT_EQ(MdadmBitmapSpaceSectors(200 * kGiB + 64 * kKiB - 1), 128u);
+  EXPECT_EQ(MdadmBitmapSpaceSectors(200 * kGiB + 64 * kKiB), 256u);
+  EXPECT_EQ(MdadmBitmapSpaceSectors(~0ull), 256u);
+}
+
 TEST(DefaultDataOffset, AlignedAndMonotonic) {
   uint64_t prev = 0;
   for (uint64_t dev = 1; dev < (1ull << 40); dev = dev * 3 / 2 + 1) {

@@ -59,6 +59,7 @@ struct CreateArgs {
   bool assume_clean = false;
   bool force = false;
   bool direct = false;
+  bool no_bbl = false;  // no bad-block log (mdadm.conf's CREATE bbl=no)
   std::vector<std::string> members;
 };
 
@@ -169,6 +170,7 @@ absl::StatusOr<CreateOptions> BuildOptions(const CreateArgs& args) {
   }
   options.assume_clean = args.assume_clean;
   options.force = args.force;
+  options.bad_block_log = !args.no_bbl;
   return options;
 }
 
@@ -429,6 +431,9 @@ void AddCreateCommand(CLI::App& app, Action* action) {
                 "Overwrite members that already hold an md superblock, and "
                 "an existing --bitmap FILE");
   sub->add_flag("--direct", args->direct, "Open members with O_DIRECT");
+  sub->add_flag("--no-bbl", args->no_bbl,
+                "Reserve no bad-block log (mdadm.conf's CREATE bbl=no): a "
+                "later switch to ppl may then use the space up to the data");
   sub->add_option("MEMBER", args->members,
                   "Member files, devices or NBD URIs in slot order; "
                   "'missing' for an empty slot")

@@ -155,6 +155,13 @@ struct CreateOptions {
   // sectors; others fail with InvalidArgument, nothing written), and its
   // chunk at most 1020 KiB; it cannot be reshaped.
   bool ppl = false;
+  // md's bad-block log on every member: mdadm's 8 sectors (512 entries)
+  // after the bitmap's pages, the PPL area or, without either, the room
+  // mdadm keeps for a bitmap, when that fits before the data (else none).
+  // false: no log, as mdadm.conf's `CREATE bbl=no`. The log bounds a
+  // later switch to ppl (md's area stops at it): on members under 8 GiB
+  // without a bitmap it leaves no room for one, as with mdadm.
+  bool bad_block_log = true;
   // Overwrite members that already hold an md superblock.
   bool force = false;
   // Fixed array uuid (tests); random when unset.

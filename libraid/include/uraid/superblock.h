@@ -148,6 +148,13 @@ URAID_EXPORT absl::Status CheckFeatureCombination(const Superblock& sb);
 URAID_EXPORT uint32_t SuperblockChecksum(std::span<const uint8_t> bytes,
                                          uint32_t max_dev);
 
+// mdadm's choose_bm_space (super1.c), in sectors: the room a 1.2 member
+// keeps after its superblock's 4 KiB for an internal bitmap, from a size in
+// sectors (the device's when mdadm picks data_offset, the component's when
+// it places the bad-block log): 0 below 64 KiB, 4 KiB up to 8 GiB, 64 KiB
+// up to 200 GiB, then 128 KiB. Always a multiple of 8 sectors.
+URAID_EXPORT uint64_t MdadmBitmapSpaceSectors(uint64_t sectors);
+
 // mdadm's data_offset rule for a 1.2 member (reference §2.8), in sectors:
 // bitmap space + headroom rounded up to 1 MiB.
 URAID_EXPORT uint64_t DefaultDataOffsetSectors(uint64_t device_sectors,

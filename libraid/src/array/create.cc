@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "format/ppl_format.h"
 #include "meta/ppl_log.h"
+#include "uraid/bad_blocks.h"
 
 namespace uraid {
 
@@ -28,6 +29,32 @@ namespace {
 // The end of the superblock area of a 1.2 member, in bytes: data must start
 // past it.
 constexpr uint64_t kMinDataOffset = 8192;
+constexpr uint64_t kBadBlockLogBytes = uint64_t{kBadBlockLogSectors} * 512;
+
+// Where a new member's bad-block log goes, in sectors from the superblock
+// (bblog_offset), or 0 for no log. The rule is mdadm 4.2's
+// (super1.c, write_init_super1, metadata 1.1/1.2): the log follows the
+// area [area_offset, area_offset + area_sectors) kept after the superblock
+// (the internal bitmap's pages, md's 1 MiB PPL area, or else
+// choose_bm_space(size) sectors kept for a bitmap added later) when its
+// kBadBlockLogSectors end by the data; else mdadm puts it in the last
+// sectors before the data when those lie past the superblock's 4 KiB, over
+// whatever the area holds. uraid takes that fallback only when the area is
+// empty (`area_used` false), and keeps no log otherwise: the log must never
+// share a sector with the bitmap or the PPL. mdadm keeps none when neither
+// fits either.
+int32_t BadBlockLogOffset(uint64_t data_offset_sectors, uint64_t area_offset,
+                          uint64_t area_sectors, bool area_used) {
+  const uint64_t sb = kSb12OffsetSectors;
+  if (data_offset_sectors >=
+      sb + area_offset + area_sectors + kBadBlockLogSectors) {
+    return static_cast<int32_t>(area_offset + area_sectors);
+  }
+  if (!area_used && data_offset_sectors >= sb + 2 * kBadBlockLogSectors) {
+    return static_cast<int32_t>(data_offset_sectors - kBadBlockLogSectors - sb);
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -176,10 +203,15 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
     const uint64_t space =
         bitmap_in_file ? ~0ull : data_offset - kBitmapAreaStart;
     if (options.bitmap_chunk_bytes == 0) {
-      // mdadm sizes the bitmap within 128 KiB unless told otherwise.
+      // mdadm sizes the bitmap within 128 KiB unless told otherwise, and
+      // at create leaves the bad-block log its room after the bitmap
+      // (add_internal_bitmap1) when the space holds both.
+      const uint64_t room = !bitmap_in_file && space >= 2 * kBadBlockLogBytes
+                                ? space - kBadBlockLogBytes
+                                : space;
       ASSIGN_OR_RETURN(bitmap_chunk,
                        DefaultBitmapChunkBytes(
-                           member_bytes, std::min<uint64_t>(space, 128 << 10)));
+                           member_bytes, std::min<uint64_t>(room, 128 << 10)));
     } else {
       bitmap_chunk = options.bitmap_chunk_bytes;
       if (bitmap_chunk < kBitmapMinChunkBytes ||
@@ -227,6 +259,27 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
     sb.feature_map |= kFeatureBitmapOffset;
     sb.bitmap_offset =
         static_cast<int32_t>((kBitmapAreaStart - kSb12OffsetBytes) / 512);
+  }
+
+  // The bad-block log: mdadm's 8 sectors after whatever holds the room
+  // behind the superblock. Nothing writes the area at create (mdadm does
+  // not either): the log is read only once a superblock sets BAD_BLOCKS.
+  if (options.bad_block_log) {
+    uint64_t area_offset = (kBitmapAreaStart - kSb12OffsetBytes) / 512;
+    uint64_t area_sectors = MdadmBitmapSpaceSectors(sb.size);
+    bool area_used = false;
+    if (sb.feature_map & kFeatureBitmapOffset) {
+      area_sectors = BitmapAreaPages(BitmapChunks(sb.size, bitmap_chunk)) * 8;
+      area_used = true;
+    } else if (options.ppl) {
+      area_offset = kPplDefaultOffsetSectors;
+      area_sectors = kPplDefaultSizeSectors;
+      area_used = true;
+    }
+    sb.bblog_offset =
+        BadBlockLogOffset(sb.data_offset, area_offset, area_sectors, area_used);
+    sb.bblog_size = sb.bblog_offset != 0 ? kBadBlockLogSectors : 0;
+    sb.bblog_shift = 0;
   }
 
   std::shared_ptr<PplLog> ppl_log;

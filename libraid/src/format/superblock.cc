@@ -294,21 +294,20 @@ absl::Status CheckFeatureCombination(const Superblock& sb) {
   return absl::OkStatus();
 }
 
-uint64_t DefaultDataOffsetSectors(uint64_t device_sectors,
-                                  uint64_t chunk_sectors) {
-  // Room for an internal bitmap, as mdadm's choose_bm_space sizes it.
+uint64_t MdadmBitmapSpaceSectors(uint64_t sectors) {
   constexpr uint64_t kKiB = 2;  // sectors
   constexpr uint64_t kGiB = 1024 * 1024 * kKiB;
-  uint64_t bmspace;
-  if (device_sectors < 64 * kKiB) {
-    bmspace = 0;
-  } else if (device_sectors - 64 * kKiB >= 200 * kGiB) {
-    bmspace = 128 * kKiB;
-  } else if (device_sectors - 4 * kKiB > 8 * kGiB) {
-    bmspace = 64 * kKiB;
-  } else {
-    bmspace = 4 * kKiB;
-  }
+  if (sectors < 64 * kKiB) return 0;
+  if (sectors - 64 * kKiB >= 200 * kGiB) return 128 * kKiB;
+  if (sectors - 4 * kKiB > 8 * kGiB) return 64 * kKiB;
+  return 4 * kKiB;
+}
+
+uint64_t DefaultDataOffsetSectors(uint64_t device_sectors,
+                                  uint64_t chunk_sectors) {
+  constexpr uint64_t kKiB = 2;  // sectors
+  // Room for an internal bitmap, as mdadm's choose_bm_space sizes it.
+  const uint64_t bmspace = MdadmBitmapSpaceSectors(device_sectors);
   // Reshape headroom: ~0.1% of the device, capped at 128 MiB and kept at two
   // chunks or more (chunk 0 = no lower bound, as in mdadm).
   uint64_t headroom = 128 * 1024 * kKiB;

@@ -27,6 +27,7 @@
 #include "array_lookup.h"
 #include "commands.h"
 #include "common.h"
+#include "examine_bad_blocks.h"
 #include "nlohmann/json.hpp"
 #include "size_parse.h"
 #include "uraid/member.h"
@@ -41,17 +42,19 @@ using json = nlohmann::ordered_json;
 struct ExamineArgs {
   bool json = false;
   bool scan = false;
-  std::string config;  // --scan without MEMBER: its DEVICE lines
+  bool bad_blocks = false;  // only the bad-block logs (--examine-badblocks)
+  std::string config;       // --scan without MEMBER: its DEVICE lines
   std::vector<std::string> members;
 };
 
 // What examine needs from the raw member: the superblock block and the
 // device size (for "Unused Space"), plus the bitmap superblock when there is
-// one (its size decides where the metadata ends).
+// one (its size decides where the metadata ends) and the bad-block log.
 struct RawMember {
   std::vector<uint8_t> sb_block;
   uint64_t size_bytes = 0;
   std::vector<uint8_t> bitmap_sb;  // empty unless the superblock has one
+  BadBlockLogView bad_blocks;      // read when the superblock decodes
 };
 
 absl::Status ErrnoError(const std::string& what) {
@@ -84,7 +87,8 @@ absl::Status PreadAll(int fd, std::vector<uint8_t>& buf, uint64_t offset,
 using ReadAtFn =
     std::function<absl::Status(std::vector<uint8_t>& buf, uint64_t offset)>;
 
-// Fills raw.sb_block and, when the superblock has one, raw.bitmap_sb.
+// Fills raw.sb_block and, when the superblock has them, raw.bitmap_sb and
+// raw.bad_blocks.
 absl::Status ReadMetadata(const ReadAtFn& read_at, RawMember& raw) {
   raw.sb_block.resize(kSbBlockBytes);
   if (absl::Status s = read_at(raw.sb_block, kSb12OffsetBytes); !s.ok()) {
@@ -101,6 +105,7 @@ absl::Status ReadMetadata(const ReadAtFn& read_at, RawMember& raw) {
       raw.bitmap_sb = std::move(bitmap);
     }
   }
+  if (sb.ok()) raw.bad_blocks = ReadBadBlockLog(*sb, read_at);
   return absl::OkStatus();
 }
 
@@ -269,9 +274,12 @@ std::string VersionText(const Superblock& sb) {
   return "1.0";
 }
 
-// Prints one member in mdadm --examine's layout (super1.c, examine_super1).
-void PrintText(const std::string& path, const Superblock& sb,
-               const RawMember& raw, uint32_t expected_csum) {
+// Prints one member in mdadm --examine's layout (super1.c, examine_super1),
+// then, when BAD_BLOCKS is set, its list as --examine-badblocks prints it
+// (mdadm prints only " - bad blocks present."). Returns PrintBadBlockLog's
+// exit code.
+int PrintText(const std::string& path, const Superblock& sb,
+              const RawMember& raw, uint32_t expected_csum) {
   const int data_disks =
       sb.level == 4 || sb.level == 5 ? static_cast<int>(sb.raid_disks) - 1 : 0;
   std::printf("%s:\n", path.c_str());
@@ -398,6 +406,10 @@ void PrintText(const std::string& path, const Superblock& sb,
       "   Array State : %s ('A' == active, '.' == missing, 'R' == "
       "replacing)\n",
       ArrayState(sb).c_str());
+  if (sb.feature_map & kFeatureBadBlocks) {
+    return PrintBadBlockLog(path, raw.bad_blocks);
+  }
+  return 0;
 }
 
 json ToJson(const std::string& path, const Superblock& sb, const RawMember& raw,
@@ -459,6 +471,7 @@ json ToJson(const std::string& path, const Superblock& sb, const RawMember& raw,
     j["new_layout"] = LayoutNameOrUnknown(sb.new_layout);
     j["new_chunk_size_kib"] = sb.new_chunk / 2;
   }
+  AddBadBlockLogJson(sb, raw.bad_blocks, j);
   return j;
 }
 
@@ -527,10 +540,21 @@ int RunExamine(const ExamineArgs& args) {
     }
     const uint32_t expected_csum =
         SuperblockChecksum(raw->sb_block, sb->max_dev);
-    if (args.json) {
+    const bool unreadable_list =
+        raw->bad_blocks.area.has_value() && !raw->bad_blocks.blocks.ok();
+    if (args.bad_blocks && args.json) {
+      json j;
+      j["device"] = path;
+      AddBadBlockLogJson(*sb, raw->bad_blocks, j);
+      all.push_back(std::move(j));
+      if (unreadable_list) rc = 1;
+    } else if (args.bad_blocks) {
+      if (PrintBadBlockLog(path, raw->bad_blocks) != 0) rc = 1;
+    } else if (args.json) {
       all.push_back(ToJson(path, *sb, *raw, expected_csum));
-    } else {
-      PrintText(path, *sb, *raw, expected_csum);
+      if (unreadable_list) rc = 1;
+    } else if (PrintText(path, *sb, *raw, expected_csum) != 0) {
+      rc = 1;
     }
   }
   if (args.json) std::printf("%s\n", all.dump(2).c_str());
@@ -548,6 +572,10 @@ void AddExamineCommand(CLI::App& app, Action* action) {
       "--scan,-s", args->scan,
       "Print an ARRAY line per array found (for uraid.conf), from MEMBER... "
       "(globs too) or the config's DEVICE lines");
+  sub->add_flag("--badblocks,--examine-badblocks", args->bad_blocks,
+                "Print only each member's bad-block list, as mdadm "
+                "--examine-badblocks")
+      ->excludes(scan);
   sub->add_option("--config,-c", args->config,
                   "--scan without MEMBER: the config whose DEVICE lines to "
                   "scan (default $URAID_CONFIG, else /etc/uraid/uraid.conf)")

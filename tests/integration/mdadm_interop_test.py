@@ -11,7 +11,10 @@ The internal write-intent bitmap (on by default) as `mdadm -X` reads it
 from a member on a read-only loop device: clean after create, dirty bits
 after kill -9 of a server that was writing, clean again after the resync.
 An external bitmap file (create --bitmap FILE) as `mdadm -X FILE` reads
-it, through the same cycle, served with the plugin's bitmap=FILE."""
+it, through the same cycle, served with the plugin's bitmap=FILE.
+The bad-block log create reserves, where mdadm --examine expects it, and
+its list as mdadm --examine-badblocks and uraid examine --badblocks print
+it."""
 
 import json
 import os
@@ -54,6 +57,18 @@ def mdadm_x(dev):
         if m:
             fields[m.group(1).strip()] = m.group(2).strip()
     return fields, r.stdout
+
+
+def md_sb_csum(block, max_dev):
+    """md's sb_csum of a 1.2 superblock block (its own field read as 0)."""
+    n = 256 + 2 * max_dev
+    b = bytearray(block[:n])
+    b[216:220] = bytes(4)
+    total = sum(int.from_bytes(b[i:i + 4], "little")
+                for i in range(0, n - n % 4, 4))
+    if n % 4:
+        total += int.from_bytes(b[n - 2:n], "little")
+    return ((total & 0xFFFFFFFF) + (total >> 32)) & 0xFFFFFFFF
 
 
 def crc32c(data):
@@ -248,6 +263,115 @@ class MdadmInteropTest(unittest.TestCase):
             r = subprocess.run(["mdadm", "--examine", p],
                                capture_output=True, text=True)
             self.assertEqual(run_tool("examine", p).stdout, r.stdout)
+
+    def test_bad_block_log_where_mdadm_puts_it(self):
+        """create reserves md's bad-block log (8 sectors, 512 entries)
+        where mdadm 4.2's write_init_super1 would: after the bitmap's 4 KiB
+        pages, after the 1 MiB PPL area, or after choose_bm_space's 4 KiB
+        without either. mdadm --examine reports it, and both tools call the
+        list empty. A list then written into the area (BAD_BLOCKS set) is
+        read the same by mdadm --examine-badblocks and uraid examine
+        --badblocks, and printed after uraid examine's mdadm text."""
+        cases = [
+            ([], 32 * MIB, 16),  # bitmap, 64 MiB chunks: one page
+            # 46 MiB of data in 1 KiB chunks: 5888 bytes of bits and the
+            # header, two pages.
+            (["--bitmap-chunk", "1K"], 48 * MIB, 24),
+            (["--consistency-policy", "resync"], 32 * MIB, 16),
+            (["--consistency-policy", "ppl"], 48 * MIB, 8 + 2048),
+        ]
+        for args, size, offset in cases:
+            with self.subTest(args=args):
+                d = tempfile.mkdtemp(dir=self.tmp)
+                paths = make_members(d, 3, size)
+                run_tool("create", "--force", *args, *paths)
+                p = paths[1]
+                md = mdadm_examine(p)
+                self.assertEqual(md["Bad Block Log"],
+                                 f"512 entries available at offset "
+                                 f"{offset} sectors")
+                ours = json.loads(run_tool("examine", "--json", p).stdout)[0]
+                self.assertEqual(ours["bad_block_log"], {
+                    "offset_sectors": offset,
+                    "offset_bytes": (8 + offset) * 512,
+                    "size_sectors": 8, "entries_available": 512,
+                    "shift": 0})
+                self.assertFalse(ours["bad_blocks_present"])
+                self.assertEqual(ours["bad_blocks"], [])
+                want = f"Bad-blocks list is empty in {p}\n"
+                self.assertEqual(run_tool("examine", "--badblocks",
+                                          p).stdout, want)
+                r = subprocess.run(["mdadm", "--examine-badblocks", p],
+                                   capture_output=True, text=True)
+                self.assertEqual(r.stdout, want)
+                r = subprocess.run(["mdadm", "--examine", p],
+                                   capture_output=True, text=True)
+                self.assertEqual(run_tool("examine", p).stdout, r.stdout)
+
+                # Entries in md's format; the superblock says the list is
+                # not empty (its checksum fixed as md computes it).
+                data = ours["data_offset_sectors"]
+                entries = [(data + 100, 8), (data + 4096, 512),
+                           (data + 4608, 276)]
+                log = b"".join(((s << 10) | n).to_bytes(8, "little")
+                               for s, n in entries)
+                log += b"\xff" * (4096 - len(log))
+                with open(p, "r+b") as f:
+                    f.seek(4096)
+                    sb = bytearray(f.read(4096))
+                    feature = int.from_bytes(sb[8:12], "little") | 8
+                    sb[8:12] = feature.to_bytes(4, "little")
+                    max_dev = int.from_bytes(sb[220:224], "little")
+                    sb[216:220] = md_sb_csum(sb, max_dev).to_bytes(
+                        4, "little")
+                    f.seek(4096)
+                    f.write(sb)
+                    f.seek((8 + offset) * 512)
+                    f.write(log)
+                md_bb = subprocess.run(["mdadm", "--examine-badblocks", p],
+                                       capture_output=True, text=True)
+                self.assertEqual(md_bb.returncode, 0, md_bb.stderr)
+                self.assertEqual(md_bb.stdout, f"Bad-blocks on {p}:\n" +
+                                 "".join(f"{s:20d} for {n} sectors\n"
+                                         for s, n in entries))
+                self.assertEqual(run_tool("examine", "--examine-badblocks",
+                                          p).stdout, md_bb.stdout)
+                md_ex = subprocess.run(["mdadm", "--examine", p],
+                                       capture_output=True, text=True)
+                self.assertIn(" - bad blocks present.", md_ex.stdout)
+                self.assertEqual(run_tool("examine", p).stdout,
+                                 md_ex.stdout + md_bb.stdout)
+                ours = json.loads(run_tool("examine", "--json", p).stdout)[0]
+                self.assertTrue(ours["bad_blocks_present"])
+                self.assertEqual(ours["bad_blocks"],
+                                 [{"sector": s, "sectors": n}
+                                  for s, n in entries])
+                # A corrupt entry (length 0): an error naming the member,
+                # exit 1; the other members are still printed.
+                with open(p, "r+b") as f:
+                    f.seek((8 + offset) * 512 + 8)
+                    f.write(bytes(8))
+                r = run_tool("examine", "--badblocks", paths[0], p,
+                             check=False)
+                self.assertEqual(r.returncode, 1)
+                self.assertEqual(r.stdout,
+                                 f"Bad-blocks list is empty in {paths[0]}\n")
+                self.assertIn(f"{p}: the bad-block log at byte", r.stderr)
+                self.assertIn("entry 1", r.stderr)
+        # --no-bbl: none, and both tools say so.
+        d = tempfile.mkdtemp(dir=self.tmp)
+        paths = make_members(d, 3, 32 * MIB)
+        run_tool("create", "--force", "--no-bbl", *paths)
+        p = paths[0]
+        self.assertNotIn("Bad Block Log", mdadm_examine(p))
+        want = f"No bad-blocks list configured on {p}\n"
+        r = subprocess.run(["mdadm", "--examine-badblocks", p],
+                           capture_output=True, text=True)
+        self.assertEqual(r.stdout, want)
+        self.assertEqual(run_tool("examine", "--badblocks", p).stdout, want)
+        ours = json.loads(run_tool("examine", "--json", p).stdout)[0]
+        self.assertIsNone(ours["bad_block_log"])
+        self.assertEqual(ours["bad_blocks"], [])
 
     def test_resync_and_bitmap_policies(self):
         for policy, feature, extra in (("resync", "0x0", []),

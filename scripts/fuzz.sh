@@ -17,6 +17,9 @@
 #   geometry     Geometry::Make validation, Map/Unmap round trip, md's tables
 #   ppl          md's PPL header codec: decode never crashes, an accepted
 #                header re-encodes to its bytes; MULTIPLE_PPLS search
+#   bad_blocks   md's bad-block log codec: decode never crashes, agrees
+#                with a reference reading, and a sorted result re-encodes
+#                to the same entries
 #   io_sequence  an in-memory array under a decoded op sequence (writes,
 #                reads, trims, member failures, restarts, crashes) against a
 #                reference buffer
@@ -26,7 +29,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-10}
-read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry ppl io_sequence}"
+read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry ppl bad_blocks io_sequence}"
 
 # URAID_SANITIZE=ON: the whole tree is ASan+UBSan (UBSan fatal), and the
 # fuzz targets link the tree's own `raid`, compiled once with coverage added

@@ -95,8 +95,8 @@ EventJson MakeEvent(const std::string& name, const std::string& array,
 
 bool IsMailWorthy(const EventJson& event) {
   static const auto* const kMail = new std::set<std::string, std::less<>>{
-      "Fail",          "FailSpare",   "DegradedArray",
-      "SparesMissing", "TestMessage", "ArrayFailed"};
+      "Fail",        "FailSpare",   "DegradedArray",    "SparesMissing",
+      "TestMessage", "ArrayFailed", "BadBlocksRecorded"};
   return kMail->count(EventName(event)) > 0;
 }
 
@@ -113,7 +113,8 @@ int SyslogPriority(const EventJson& event) {
   }
   if (name == "DegradedArray" || name == "SparesMissing" ||
       name == "TestMessage" || name == "DeviceDisappeared" ||
-      name == "MetadataWriteFailed" || name == "EventsLost") {
+      name == "MetadataWriteFailed" || name == "EventsLost" ||
+      name == "BadBlocksRecorded") {
     return LOG_WARNING;
   }
   if (name == "CheckFinished" || name == "RepairFinished") {

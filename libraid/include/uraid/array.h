@@ -221,6 +221,9 @@ struct SlotInfo {
   std::string name;  // member name, empty when missing
   uint32_t dev_number = 0;
   std::array<uint8_t, 16> device_uuid{};
+  // The member's bad-block log: ranges listed and the sectors they cover.
+  uint64_t bad_blocks = 0;
+  uint64_t bad_sectors = 0;
 };
 
 // Member-I/O and request counters, monotonic since the array was opened.
@@ -312,6 +315,12 @@ struct JobInfo {
   // counts sectors; this counts stripes) and the first of them.
   uint64_t mismatches = 0;
   std::vector<uint64_t> first_mismatches;  // at most kMaxListedMismatches
+  // Recover / replace: target bytes that could not be rebuilt (a source
+  // unreadable there too, or listed bad) and were recorded in the target's
+  // bad-block log instead, and the first of their array byte offsets
+  // (member offsets of parity are not listed).
+  uint64_t unrecovered_bytes = 0;
+  std::vector<uint64_t> first_unrecovered;  // at most kMaxListedMismatches
   // For a finished job: how it ended ("completed", "interrupted", or the
   // error); empty while running.
   std::string result;

@@ -51,7 +51,9 @@ URAID_EXPORT const char* LogLevelName(LogLevel level);
 // CheckFinished / RepairFinished ("mismatches", "first_mismatches",
 // "result"), ResyncStarted / ResyncFinished, ReshapeStarted /
 // ReshapeFinished, SpareAdded, MemberRemoved, MetadataWriteFailed
-// ("error"), EventsLost ("count"; the control channel's, per subscriber).
+// ("error"), EventsLost ("count"; the control channel's, per subscriber),
+// BadBlocksRecorded (a range of a member recorded in its bad-block log:
+// "first_sector", "sectors", "error", "affects": the array bytes it held).
 struct URAID_EXPORT Event {
   using Value = std::variant<int64_t, std::string, bool, std::vector<uint64_t>>;
 

@@ -332,6 +332,8 @@ ArrayInfo ArrayImpl::Info() const {
       if (si.state == SlotState::kRebuilding) {
         si.recovery_bytes = s.front.load() * C;
       }
+      si.bad_blocks = s.bad.size();
+      si.bad_sectors = s.bad.sectors();
       gone += si.state != SlotState::kActive;
       info.slots.push_back(si);
       if (std::shared_ptr<Member> r = s.replacement.load(); r != nullptr) {
@@ -341,6 +343,8 @@ ArrayInfo ArrayImpl::Info() const {
         ri.name = r->Name();
         ri.dev_number = s.repl_id.dev_number;
         ri.device_uuid = s.repl_id.device_uuid;
+        ri.bad_blocks = s.repl_bad.size();
+        ri.bad_sectors = s.repl_bad.sectors();
         info.spares.push_back(ri);
       }
     }

@@ -323,6 +323,21 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
                               bool* slot_failed) override;
   absl::Status BeginWrite() override;
   void EndWrite() override;
+  // Bad-block lists (bad_block_records.cc).
+  absl::Status RecordBadBlocks(int slot, bool replacement,
+                               const Member* only_if, uint64_t at, uint64_t len,
+                               const std::string& why) override
+      ABSL_LOCKS_EXCLUDED(sb_mu_);
+  absl::Status ClearBadBlocks(int slot, const Member* only_if, uint64_t at,
+                              uint64_t len) override
+      ABSL_LOCKS_EXCLUDED(sb_mu_);
+  // Writes `list` to member `m`'s log area, durably. Fails when the array
+  // has no log or the list does not fit.
+  absl::Status WriteBadBlockLogLocked(Member& m, const BadBlockList& list)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // What member bytes [at, at + len) of `slot` hold in the current shape,
+  // for log lines: array byte ranges, or the parity of some.
+  std::string DescribeMemberRange(int slot, uint64_t at, uint64_t len) const;
   void RecordBackgroundError(const absl::Status& st,
                              absl::string_view what) override;
 

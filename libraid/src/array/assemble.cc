@@ -12,8 +12,41 @@
 #include "base/status_macros.h"
 #include "format/reshape_math.h"
 #include "meta/ppl_log.h"
+#include "uraid/bad_blocks.h"
 
 namespace uraid {
+namespace {
+
+// The member's bad-block log, as its superblock places it.
+absl::StatusOr<std::vector<BadBlock>> ReadBadBlocks(Member& m,
+                                                    const Superblock& sb) {
+  const std::optional<BadBlockLogArea> area = BadBlockLogAreaOf(sb);
+  if (!area.has_value()) {
+    return absl::DataLossError(absl::StrFormat(
+        "member %s: superblock says BAD_BLOCKS but reserves no bad-block log "
+        "(bblog_offset %d, bblog_size %d)",
+        m.Name(), sb.bblog_offset, sb.bblog_size));
+  }
+  std::vector<uint8_t> bytes(area->size_bytes);
+  if (absl::Status st = m.Read(bytes.data(), bytes.size(), area->offset_bytes);
+      !st.ok()) {
+    return absl::Status(
+        st.code(), absl::StrFormat("member %s: reading its bad-block log at "
+                                   "byte %d: %s",
+                                   m.Name(), area->offset_bytes, st.message()));
+  }
+  absl::StatusOr<std::vector<BadBlock>> bad =
+      DecodeBadBlockLog(bytes, area->shift);
+  if (!bad.ok()) {
+    return absl::DataLossError(
+        absl::StrFormat("member %s: corrupt bad-block log at byte %d: %s",
+                        m.Name(), area->offset_bytes, bad.status().message()));
+  }
+  return bad;
+}
+
+}  // namespace
+
 namespace {
 
 // Geometry fields every member must agree on.
@@ -314,6 +347,13 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
         (bitmap_source == nullptr || sbs[i].events > bitmap_source_events)) {
       bitmap_source = member;
       bitmap_source_events = sbs[i].events;
+    }
+    // md's bad-block log: ranges of this member never to be read.
+    if (sbs[i].feature_map & kFeatureBadBlocks) {
+      ASSIGN_OR_RETURN(std::vector<BadBlock> bad,
+                       ReadBadBlocks(*member, sbs[i]));
+      slot.bad.Reset(std::move(bad));
+      slot.bad.flag_durable.store(true);
     }
     slot.member.store(member);
     if (sbs[i].feature_map & kFeatureRecoveryOffset) {

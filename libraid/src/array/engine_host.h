@@ -34,6 +34,23 @@ class EngineHost {
   // the caller redoes its plan around it.
   virtual absl::Status AbsorbFailures(std::vector<MemberIo>& ios,
                                       bool* slot_failed) = 0;
+  // Records member bytes [at, at + len) (absolute on the member) of `slot`'s
+  // member, or with `replacement` of its replace target, as bad (md's
+  // bad-block log), durably: the log, then the superblocks' BAD_BLOCKS
+  // bit, before it returns, so nothing relying on the entry is
+  // acknowledged first. `only_if`: only while that member still holds the
+  // slot (else Aborted, nothing done). When the entry cannot be kept (no
+  // log, log full, the log write failed) the member is failed instead,
+  // md's rule, and the error says so; on a read-only array nothing is
+  // recorded or failed (FailedPrecondition). `why` names the error.
+  virtual absl::Status RecordBadBlocks(int slot, bool replacement,
+                                       const Member* only_if, uint64_t at,
+                                       uint64_t len,
+                                       const std::string& why) = 0;
+  // A write covering member bytes [at, at + len) of `slot`'s member reached
+  // it durably: their entries go, and the log is rewritten.
+  virtual absl::Status ClearBadBlocks(int slot, const Member* only_if,
+                                      uint64_t at, uint64_t len) = 0;
   // Brackets a client write (or trim): the first one marks the array
   // active (dirty) in the superblocks before any member is written (md's
   // rule). BeginWrite fails when the array may not be written; EndWrite

@@ -33,6 +33,7 @@ uint64_t ArrayImpl::HandOverToReplacement(Slot& s,
     s.partial.store(false);
     s.member.store(r);
     s.replacement.store(nullptr);
+    TakeReplacementBadBlocks(s);
     s.state.store(SlotState::kRebuilding);
   });
   return from;
@@ -238,6 +239,9 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
       int slot = -1;  // -1: a spare
       bool replacement = false;
       std::optional<uint64_t> recovery_sectors;
+      // The member's bad-block list (null for a spare, which has none in
+      // use): its BAD_BLOCKS bit.
+      BadBlockList* bad = nullptr;
     };
     // Highest slots first: at a reshape's start the new members get their
     // superblocks before the old ones, so a crash in between leaves either
@@ -251,7 +255,7 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
       if (m != nullptr) {
         if (st == SlotState::kActive || st == SlotState::kRebuilding) {
           set_role(s.id.dev_number, static_cast<uint16_t>(i));
-          Target t{m, s.id, i, false, std::nullopt};
+          Target t{m, s.id, i, false, std::nullopt, &slots_[i]->bad};
           if (st == SlotState::kRebuilding) {
             t.recovery_sectors = s.durable_front.load() * C / 512;
           }
@@ -263,7 +267,8 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
       if (std::shared_ptr<Member> r = s.replacement.load(); r != nullptr) {
         // Not resumable across restarts (see ReplaceMember): a spare on disk.
         set_role(s.repl_id.dev_number, kRoleSpare);
-        targets.push_back(Target{r, s.repl_id, i, true, std::nullopt});
+        targets.push_back(
+            Target{r, s.repl_id, i, true, std::nullopt, &slots_[i]->repl_bad});
       }
     }
     for (const Spare& sp : spares_) {
@@ -300,10 +305,18 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
         mine.feature_map |= kFeatureRecoveryOffset;
         mine.recovery_offset = *t.recovery_sectors;
       }
+      // md's BAD_BLOCKS: the member's log holds entries (the log itself
+      // was written before: RecordBadBlocks).
+      const bool bad = t.bad != nullptr && !t.bad->empty();
+      mine.feature_map &= ~kFeatureBadBlocks;
+      if (bad) mine.feature_map |= kFeatureBadBlocks;
       const std::vector<uint8_t> bytes = EncodeSuperblock(mine);
       const absl::Status st =
           WriteDurably(*t.member, bytes.data(), bytes.size(), kSb12OffsetBytes);
-      if (st.ok()) continue;
+      if (st.ok()) {
+        if (t.bad != nullptr) t.bad->flag_durable.store(bad);
+        continue;
+      }
       {
         Event e = MakeEvent("MetadataWriteFailed", t.member->Name(), t.slot);
         e.details.emplace_back("error", std::string(st.message()));

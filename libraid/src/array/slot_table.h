@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "meta/bad_block_list.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
@@ -58,6 +59,12 @@ struct Slot {
   // target taking over a failed slot, a spare stepping in, removal), so
   // that plans made before it can tell (MemberIo::check_gen).
   std::atomic<uint64_t> gen{0};
+  // The bad-block lists (md's log) of `member` and of `replacement`: ranges
+  // of theirs that hold no trustworthy data, never read. They belong to the
+  // member, so they change with it (under sb_mu_, inside the generation
+  // change).
+  BadBlockList bad;
+  BadBlockList repl_bad;
   DeviceId id;       // guarded by ArrayImpl::sb_mu_ once the array exists
   DeviceId repl_id;  // the replacement's, likewise
 };
@@ -103,6 +110,21 @@ class SlotTable {
     }
     return -1;
   }
+  // Whether any slot's member has a recorded bad block: one atomic load a
+  // slot, so a request checks once and the healthy path looks no further.
+  bool AnyBad() const {
+    for (size_t i = 0; i < size(); ++i) {
+      if (!slots_[i]->bad.empty()) return true;
+    }
+    return false;
+  }
+  // Whether `slot`'s member has a bad block in member bytes [at, at + len)
+  // (absolute on the member: a shape's data offset plus the stripe's).
+  bool BadAt(int slot, uint64_t at, uint64_t len) const {
+    const BadBlockList& b = slots_[slot]->bad;
+    if (b.empty() || len == 0) return false;
+    return b.Overlaps(at / 512, (at + len + 511) / 512 - at / 512);
+  }
   // Slots not active (missing, faulty, rebuilding).
   int Gone() const {
     int gone = 0;
@@ -138,6 +160,16 @@ void ChangeSlot(Slot& slot, F change) {
   slot.gen.fetch_add(1);
   change();
   slot.gen.fetch_add(1);
+}
+
+// The slot's replace target becomes its member (a finished replace, or the
+// old member failing during one): the target's bad-block list goes with it.
+// REQUIRES: inside the slot's generation change, under sb_mu_.
+inline void TakeReplacementBadBlocks(Slot& s) {
+  s.bad.Reset(s.repl_bad.Snapshot());
+  s.bad.flag_durable.store(s.repl_bad.flag_durable.load());
+  s.repl_bad.Reset({});
+  s.repl_bad.flag_durable.store(false);
 }
 
 // A member that belongs to the array without a slot.

@@ -74,11 +74,17 @@ absl::Status StripeReader::Read(const Shape& sh, void* buf, size_t len,
   std::vector<size_t> io_piece;
   std::vector<bool> slow(pieces.size(), false);
   const SlotGens gens = slots_.CaptureGens();
+  // md's rule: no bypass read of a range with a recorded bad block. One
+  // look per request while every list is empty.
+  const bool any_bad = slots_.AnyBad();
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
     if (degraded[i]) continue;
     if (slots_.UsableAt(p.loc.disk, p.loc.stripe) &&
-        !cache_.MayContain(p.loc.stripe)) {
+        !cache_.MayContain(p.loc.stripe) &&
+        !(any_bad &&
+          slots_.BadAt(p.loc.disk, sh.data_offset + p.loc.member_offset,
+                       p.len))) {
       ios.push_back(MemberIo{
           MemberIo::kRead, p.loc.disk, p.dst, p.len, p.loc.member_offset, {}});
       io_piece.push_back(i);
@@ -146,20 +152,124 @@ void StripeReader::OverlayCacheLocked(const Shape& sh, const Location& loc,
   }
 }
 
+absl::StatusOr<std::vector<StripeReader::Block>>
+StripeReader::RereadBlocksLocked(const Shape& sh, uint64_t stripe, int slot,
+                                 uint64_t chunk_offset, size_t len,
+                                 uint8_t* dst, const Member* failed) {
+  const uint64_t base = stripe * sh.geo.chunk_bytes();
+  const SlotGens gens = slots_.CaptureGens();
+  std::vector<MemberIo> ios;
+  // 4 KiB blocks of the member (md's STRIPE_SIZE), clipped to the range.
+  for (uint64_t x = chunk_offset, end = chunk_offset + len; x < end;) {
+    const uint64_t next =
+        std::min<uint64_t>(end, (sh.data_offset + base + x) / kBlock * kBlock +
+                                    kBlock - sh.data_offset - base);
+    ios.push_back(MemberIo{MemberIo::kRead,
+                           slot,
+                           dst + (x - chunk_offset),
+                           static_cast<size_t>(next - x),
+                           base + x,
+                           {}});
+    x = next;
+  }
+  io_.Submit(sh, ios, &gens);
+  std::vector<Block> bad;
+  for (const MemberIo& io : ios) {
+    if (io.stale) {
+      return absl::UnavailableError(absl::StrFormat(
+          "slot %d changed members while its read error was handled", slot));
+    }
+    if (!io.status.ok()) bad.push_back(Block{io.offset - base, io.len});
+  }
+  if (bad.size() < ios.size() || bad.empty()) return bad;
+  // Nothing of the range reads: a bad region, or a member that answers
+  // nothing at all. Its superblock tells which.
+  std::shared_ptr<Member> m = slots_[slot]->member.load();
+  if (m == nullptr || (failed != nullptr && m.get() != failed)) {
+    return absl::UnavailableError(absl::StrFormat(
+        "slot %d changed members while its read error was handled", slot));
+  }
+  AlignedBuffer probe(kSbBlockBytes);
+  if (absl::Status ps = m->Read(probe.data(), probe.size(), kSb12OffsetBytes);
+      !ps.ok()) {
+    const std::string why = absl::StrFormat(
+        "member stopped answering: member offset %d unreadable, and so is its "
+        "superblock (%s)",
+        sh.data_offset + base + chunk_offset, ps.message());
+    host_.RecordBackgroundError(
+        host_.FailSlot(slot, why, m.get()),
+        absl::StrFormat("the failure of slot %d", slot));
+    return absl::UnavailableError(absl::StrFormat(
+        "member %s (slot %d) failed: %s", m->Name(), slot, why));
+  }
+  return bad;
+}
+
+absl::Status StripeReader::RecordBlocksLocked(const Shape& sh, uint64_t stripe,
+                                              int slot,
+                                              const std::vector<Block>& blocks,
+                                              const absl::Status& why,
+                                              const Member* failed) {
+  const uint64_t base = sh.data_offset + stripe * sh.geo.chunk_bytes();
+  for (const Block& b : blocks) {
+    RETURN_IF_ERROR(host_.RecordBadBlocks(slot, false, failed, base + b.offset,
+                                          b.len, std::string(why.message())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StripeReader::RecordUnreadableLocked(
+    const Shape& sh, uint64_t stripe, int slot, uint64_t chunk_offset,
+    size_t len, uint8_t* dst, const absl::Status& why, const Member* failed) {
+  ASSIGN_OR_RETURN(
+      std::vector<Block> bad,
+      RereadBlocksLocked(sh, stripe, slot, chunk_offset, len, dst, failed));
+  if (bad.empty()) return absl::OkStatus();
+  const absl::Status rec =
+      RecordBlocksLocked(sh, stripe, slot, bad, why, failed);
+  if (!rec.ok() && rec.code() != absl::StatusCode::kFailedPrecondition) {
+    return rec;  // the member was failed instead
+  }
+  return LostError(sh, stripe, slot, bad, why);
+}
+
+absl::Status StripeReader::LostError(const Shape& sh, uint64_t stripe, int slot,
+                                     const std::vector<Block>& bad,
+                                     const absl::Status& why) const {
+  const uint64_t base = sh.data_offset + stripe * sh.geo.chunk_bytes();
+  std::string where;
+  for (const Block& b : bad) {
+    absl::StrAppendFormat(&where, "%s%d+%d", where.empty() ? "" : ", ",
+                          base + b.offset, b.len);
+  }
+  return absl::DataLossError(absl::StrFormat(
+      "slot %d: member bytes %s unreadable (%s) and not rebuildable from "
+      "parity (degraded, or another error in the row); kept in its bad-block "
+      "log, the rest of the array is served",
+      slot, where, why.message()));
+}
+
 absl::Status StripeReader::CorrectReadErrorLocked(
     const Shape& sh, uint64_t stripe, int slot, uint64_t chunk_offset,
     size_t len, uint8_t* dst, const absl::Status& why, const Member* failed) {
   Slot& s = *slots_[slot];
-  const SlotGens gens = slots_.CaptureGens();
   std::shared_ptr<Member> m = s.member.load();
   const std::string name = failed ? failed->Name() : "?";
   const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   // The slot changed hands since the read (a spare took over): the error
   // belongs to a member that is gone; the bytes come from parity.
   const bool same = failed == nullptr || m.get() == failed;
-  if (absl::Status rs =
-          ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst);
+  if (absl::Status rs = ReconstructLocked(sh, stripe, slot, chunk_offset, len,
+                                          dst, /*record_sources=*/false);
       !rs.ok()) {
+    // A member that no longer covers the offset (a file truncated under
+    // the array, an export that shrank) has lost its data; so has one of a
+    // failed array. Otherwise only the blocks that still fail are lost.
+    if (same && why.code() != absl::StatusCode::kOutOfRange &&
+        host_.CheckUsable(false).ok()) {
+      return NarrowReadErrorLocked(sh, stripe, slot, chunk_offset, len, dst,
+                                   why, failed);
+    }
     if (same) {
       host_.RecordBackgroundError(
           host_.FailSlot(slot, std::string(why.message()), failed),
@@ -172,11 +282,20 @@ absl::Status StripeReader::CorrectReadErrorLocked(
         rs.message()));
   }
   if (!same) return absl::OkStatus();
-  // A member that no longer covers the offset (a file truncated under the
-  // array, an export that shrank) has lost its data: no rewrite can help.
   if (why.code() == absl::StatusCode::kOutOfRange) {
     return host_.FailSlot(slot, std::string(why.message()), failed);
   }
+  return RewriteLocked(sh, stripe, slot, chunk_offset, len, dst, why, failed);
+}
+
+absl::Status StripeReader::RewriteLocked(const Shape& sh, uint64_t stripe,
+                                         int slot, uint64_t chunk_offset,
+                                         size_t len, const uint8_t* data,
+                                         const absl::Status& why,
+                                         const Member* failed) {
+  Slot& s = *slots_[slot];
+  const std::string name = failed ? failed->Name() : "?";
+  const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   if (read_only_) {
     reporter_.Log(
         LogLevel::kWarning,
@@ -188,16 +307,25 @@ absl::Status StripeReader::CorrectReadErrorLocked(
   }
   // md rewrites the sector from parity: a medium error usually goes away
   // when the drive remaps it. Only a member that keeps failing is dropped.
-  std::vector<MemberIo> w{
-      MemberIo{MemberIo::kWrite, slot, dst, len, member_offset, {}}};
+  const SlotGens gens = slots_.CaptureGens();
+  std::vector<MemberIo> w{MemberIo{MemberIo::kWrite,
+                                   slot,
+                                   const_cast<uint8_t*>(data),
+                                   len,
+                                   member_offset,
+                                   {}}};
   io_.Submit(sh, w, &gens);
   if (w[0].stale) return absl::OkStatus();
   if (!w[0].status.ok()) {
-    return host_.FailSlot(
-        slot,
+    // md's rule for a failed rewrite: the range goes into the member's
+    // bad-block list (the bytes were served from parity, which keeps them);
+    // only a member that cannot record it is failed.
+    // Either way the bytes served, from parity, are right.
+    (void)host_.RecordBadBlocks(
+        slot, false, failed, sh.data_offset + member_offset, len,
         absl::StrFormat("read error (%s) and rewrite failed (%s)",
-                        why.message(), w[0].status.message()),
-        failed);
+                        why.message(), w[0].status.message()));
+    return absl::OkStatus();
   }
   const uint32_t n = s.read_errors.fetch_add(1) + 1;
   counters_.read_errors_corrected.fetch_add(1, std::memory_order_relaxed);
@@ -224,6 +352,69 @@ absl::Status StripeReader::CorrectReadErrorLocked(
   return absl::OkStatus();
 }
 
+absl::Status StripeReader::NarrowReadErrorLocked(
+    const Shape& sh, uint64_t stripe, int slot, uint64_t chunk_offset,
+    size_t len, uint8_t* dst, const absl::Status& why, const Member* failed) {
+  // md works in 4 KiB rows: each block of the piece that still fails is
+  // rebuilt alone if its row allows (and rewritten), else recorded bad.
+  ASSIGN_OR_RETURN(
+      std::vector<Block> still,
+      RereadBlocksLocked(sh, stripe, slot, chunk_offset, len, dst, failed));
+  std::vector<Block> lost;
+  for (const Block& b : still) {
+    uint8_t* at = dst + (b.offset - chunk_offset);
+    if (ReconstructLocked(sh, stripe, slot, b.offset, b.len, at).ok()) {
+      RETURN_IF_ERROR(
+          RewriteLocked(sh, stripe, slot, b.offset, b.len, at, why, failed));
+      continue;
+    }
+    RETURN_IF_ERROR(host_.CheckUsable(false));
+    lost.push_back(b);
+  }
+  if (lost.empty()) return absl::OkStatus();
+  const absl::Status rec =
+      RecordBlocksLocked(sh, stripe, slot, lost, why, failed);
+  if (!rec.ok() && rec.code() != absl::StatusCode::kFailedPrecondition) {
+    return rec;  // the member was failed instead
+  }
+  return LostError(sh, stripe, slot, lost, why);
+}
+
+absl::Status StripeReader::ReadAroundBadLocked(const Shape& sh, uint64_t stripe,
+                                               int slot, uint64_t chunk_offset,
+                                               size_t len, uint8_t* dst) {
+  const uint64_t base = sh.data_offset + stripe * sh.geo.chunk_bytes();
+  const uint64_t end = chunk_offset + len;
+  uint64_t x = chunk_offset;
+  for (const BadBlock& b : slots_[slot]->bad.Find(
+           (base + x) / 512, (base + end + 511) / 512 - (base + x) / 512)) {
+    const uint64_t bx = std::max(b.sector * 512, base + x) - base;
+    const uint64_t by =
+        std::min((b.sector + b.sectors) * 512, base + end) - base;
+    if (bx > x) {
+      RETURN_IF_ERROR(ReadPieceDegraded(sh, stripe, slot, x, bx - x,
+                                        dst + (x - chunk_offset)));
+    }
+    // The listed range: never read from the member (md's rule).
+    RETURN_IF_ERROR(ReconstructLocked(sh, stripe, slot, bx, by - bx,
+                                      dst + (bx - chunk_offset)));
+    x = by;
+  }
+  if (x < end) {
+    RETURN_IF_ERROR(ReadPieceDegraded(sh, stripe, slot, x, end - x,
+                                      dst + (x - chunk_offset)));
+  }
+  return absl::OkStatus();
+}
+
+bool StripeReader::StripeHasBadBlocks(const Shape& sh, uint64_t stripe) const {
+  const uint64_t C = sh.geo.chunk_bytes();
+  for (int i = 0; i < sh.geo.raid_disks(); ++i) {
+    if (slots_.BadAt(i, sh.data_offset + stripe * C, C)) return true;
+  }
+  return false;
+}
+
 absl::Status StripeReader::ReadPieceLocked(const Shape& sh, const Location& loc,
                                            size_t len, uint8_t* dst) {
   RETURN_IF_ERROR(
@@ -240,6 +431,9 @@ absl::Status StripeReader::ReadPieceDegraded(const Shape& sh, uint64_t stripe,
   for (int attempt = 0;; ++attempt) {
     const SlotGens gens = slots_.CaptureGens();
     if (!slots_.UsableAt(slot, stripe)) break;
+    if (slots_.BadAt(slot, sh.data_offset + member_offset, len)) {
+      return ReadAroundBadLocked(sh, stripe, slot, chunk_offset, len, dst);
+    }
     std::vector<MemberIo> ios{
         MemberIo{MemberIo::kRead, slot, dst, len, member_offset, {}}};
     io_.Submit(sh, ios, &gens);
@@ -253,7 +447,8 @@ absl::Status StripeReader::ReadPieceDegraded(const Shape& sh, uint64_t stripe,
 
 absl::Status StripeReader::ReconstructLocked(const Shape& sh, uint64_t stripe,
                                              int slot, uint64_t chunk_offset,
-                                             size_t len, uint8_t* dst) {
+                                             size_t len, uint8_t* dst,
+                                             bool record_sources) {
   RETURN_IF_ERROR(host_.CheckUsable(false));
   const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   // Generations first, health second: a member that changes hands after
@@ -267,19 +462,59 @@ absl::Status StripeReader::ReconstructLocked(const Shape& sh, uint64_t stripe,
           slot, sh.data_offset + member_offset, i));
     }
   }
+  for (int i = 0; i < sh.geo.raid_disks(); ++i) {
+    if (i != slot && slots_.BadAt(i, sh.data_offset + member_offset, len)) {
+      return absl::DataLossError(absl::StrFormat(
+          "cannot reconstruct slot %d at member offset %d (%d bytes): slot "
+          "%d has a recorded bad block in those rows",
+          slot, sh.data_offset + member_offset, len, i));
+    }
+  }
   const ReadPlan plan =
       PlanReconstruct(sh.geo, stripe, slot, chunk_offset, len);
   ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
   std::vector<MemberIo> ios = PlannedMemberIos(sh, MemberIo::kRead, stripe,
                                                plan.reads, scratch.data(), dst);
   io_.Submit(sh, ios, &gens);
+  if (std::any_of(ios.begin(), ios.end(),
+                  [](const MemberIo& io) { return io.stale; })) {
+    // A member was swapped under us (replace hand-over): read again.
+    return ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst,
+                             record_sources);
+  }
+  // A source that fails to read cannot be corrected here: the row's other
+  // copy is the one being rebuilt. Its blocks that still fail are recorded
+  // bad (record_sources), or left to the caller, which narrows first; a
+  // member that answers nothing, or lost the range, is failed as before.
+  absl::Status lost;
+  for (MemberIo& io : ios) {
+    if (io.status.ok() || io.kind != MemberIo::kRead ||
+        io.status.code() == absl::StatusCode::kOutOfRange ||
+        !slots_.UsableAt(io.slot, stripe)) {
+      continue;
+    }
+    if (!record_sources) {
+      return absl::DataLossError(absl::StrFormat(
+          "cannot reconstruct slot %d at member offset %d: slot %d failed "
+          "reading too: %s",
+          slot, sh.data_offset + member_offset, io.slot, io.status.message()));
+    }
+    absl::Status rs = RecordUnreadableLocked(
+        sh, stripe, io.slot, io.offset - stripe * sh.geo.chunk_bytes(), io.len,
+        static_cast<uint8_t*>(io.buf), io.status, io.used);
+    if (rs.ok()) {
+      io.status = absl::OkStatus();  // read the second time
+    } else if (lost.ok()) {
+      lost = rs;
+    }
+  }
+  if (!lost.ok()) {
+    return absl::DataLossError(
+        absl::StrFormat("cannot reconstruct slot %d at member offset %d: %s",
+                        slot, sh.data_offset + member_offset, lost.message()));
+  }
   bool slot_failed;
   absl::Status st = host_.AbsorbFailures(ios, &slot_failed);
-  if (!st.ok() && std::any_of(ios.begin(), ios.end(),
-                              [](const MemberIo& io) { return io.stale; })) {
-    // A member was swapped under us (replace hand-over): read again.
-    return ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst);
-  }
   if (!st.ok()) {
     return absl::UnavailableError(
         absl::StrFormat("cannot reconstruct slot %d at member offset %d: %s",
@@ -304,7 +539,8 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
   for (int i = missing + 1; i < sh.geo.raid_disks(); ++i) {
     others_usable = others_usable && slots_.UsableAt(i, stripe);
   }
-  if (missing >= 0 && others_usable && host_.CheckUsable(false).ok()) {
+  if (missing >= 0 && others_usable && host_.CheckUsable(false).ok() &&
+      !StripeHasBadBlocks(sh, stripe)) {
     const ReadPlan plan = PlanDegradedRead(sh.geo, stripe, pieces, missing);
     ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
     std::vector<MemberIo> ios = PlannedMemberIos(

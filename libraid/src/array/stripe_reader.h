@@ -12,8 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "array/atomic_counters.h"
 #include "array/engine_part.h"
 #include "array/io_executor.h"
@@ -46,15 +48,41 @@ class StripeReader : private EnginePart {
   absl::Status ReadPieceDegraded(const Shape& sh, uint64_t stripe, int slot,
                                  uint64_t chunk_offset, size_t len,
                                  uint8_t* dst);
-  // Rebuilds `slot`'s bytes from every other slot.
+  // Rebuilds `slot`'s bytes from every other slot. A row another slot's
+  // bad-block list covers cannot be rebuilt (DataLoss). With
+  // `record_sources`, a source that fails to read is narrowed to the 4 KiB
+  // blocks that still fail, which are recorded in its bad-block list (they
+  // cannot be corrected: the row's other copy is the one being rebuilt);
+  // without, the caller narrows (CorrectReadErrorLocked's first try).
   absl::Status ReconstructLocked(const Shape& sh, uint64_t stripe, int slot,
                                  uint64_t chunk_offset, size_t len,
-                                 uint8_t* dst);
+                                 uint8_t* dst, bool record_sources = true);
+  // Whether any slot of the stripe has a bad block in its rows.
+  bool StripeHasBadBlocks(const Shape& sh, uint64_t stripe) const;
   // A read of a healthy piece failed: rebuild it from parity and rewrite it
-  // to its member (md's read-error correction); fails the member when the
-  // rewrite fails or it has had too many. `failed` is the member whose read
+  // to its member (md's read-error correction). Where the rebuild is not
+  // possible (degraded, or another error in the row) the piece is narrowed
+  // to the 4 KiB blocks that still fail; those are recorded in the member's
+  // bad-block list and the read fails with DataLoss (EIO for those blocks
+  // only: the array stays up). A rewrite that fails records the range
+  // too. The member is failed where md fails it: no room to record, too
+  // many corrected errors, a member that no longer answers at all, or one
+  // that lost the range (OutOfRange). `failed` is the member whose read
   // failed (MemberIo::used).
   absl::Status CorrectReadErrorLocked(const Shape& sh, uint64_t stripe,
+                                      int slot, uint64_t chunk_offset,
+                                      size_t len, uint8_t* dst,
+                                      const absl::Status& why,
+                                      const Member* failed);
+
+  // REQUIRES the stripe lock, as the above.
+  // The 4 KiB blocks of `slot`'s [chunk_offset, + len) whose read failed
+  // (`why`) are read again one by one (the good ones land in `dst`); those
+  // that still fail are recorded bad on the member, which is failed instead
+  // when it cannot record them or answers nothing (its superblock is read
+  // as a probe). OK when every block read the second time, else DataLoss
+  // naming the blocks lost (or the member's failure).
+  absl::Status RecordUnreadableLocked(const Shape& sh, uint64_t stripe,
                                       int slot, uint64_t chunk_offset,
                                       size_t len, uint8_t* dst,
                                       const absl::Status& why,
@@ -64,6 +92,45 @@ class StripeReader : private EnginePart {
   // md's max_corr_read_errors: more corrected read errors fail the member.
   static constexpr uint32_t kMaxCorrectedReadErrors = 20;
 
+  // A range of a slot's chunk: offset in the chunk, length.
+  struct Block {
+    uint64_t offset = 0;
+    size_t len = 0;
+  };
+  static constexpr uint64_t kBlock = 4096;  // md's STRIPE_SIZE
+  // Reads `slot`'s [chunk_offset, + len) again in 4 KiB member blocks into
+  // `dst`; returns those that still fail. When none reads, probes the
+  // member's superblock: a member that answers nothing is failed (error).
+  absl::StatusOr<std::vector<Block>> RereadBlocksLocked(
+      const Shape& sh, uint64_t stripe, int slot, uint64_t chunk_offset,
+      size_t len, uint8_t* dst, const Member* failed);
+  // Records `blocks` of `slot` bad (RecordBadBlocks), the first failure's
+  // error returned.
+  absl::Status RecordBlocksLocked(const Shape& sh, uint64_t stripe, int slot,
+                                  const std::vector<Block>& blocks,
+                                  const absl::Status& why,
+                                  const Member* failed);
+  // The DataLoss a client gets for `bad` blocks of `slot`.
+  absl::Status LostError(const Shape& sh, uint64_t stripe, int slot,
+                         const std::vector<Block>& bad,
+                         const absl::Status& why) const;
+  // CorrectReadErrorLocked's second try, when the piece as a whole cannot
+  // be rebuilt: block by block.
+  absl::Status NarrowReadErrorLocked(const Shape& sh, uint64_t stripe, int slot,
+                                     uint64_t chunk_offset, size_t len,
+                                     uint8_t* dst, const absl::Status& why,
+                                     const Member* failed);
+  // Rewrites `data` (rebuilt from parity) over `slot`'s range, md's read
+  // error correction; a failed rewrite records the range bad.
+  absl::Status RewriteLocked(const Shape& sh, uint64_t stripe, int slot,
+                             uint64_t chunk_offset, size_t len,
+                             const uint8_t* data, const absl::Status& why,
+                             const Member* failed);
+  // A piece of `slot` that its bad-block list covers in part: the listed
+  // ranges rebuilt from the others, the rest read from the member.
+  absl::Status ReadAroundBadLocked(const Shape& sh, uint64_t stripe, int slot,
+                                   uint64_t chunk_offset, size_t len,
+                                   uint8_t* dst);
   // Reads one piece: from its member, or rebuilt from parity, then
   // overlaid with newer cached bytes.
   absl::Status ReadPieceLocked(const Shape& sh, const Location& loc, size_t len,

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "meta/ppl_log.h"
 #include "parity/parity.h"
@@ -178,8 +179,17 @@ absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
     const SlotGens gens = slots_.CaptureGens();
     const int missing = slots_.MissingAt(sh.geo.raid_disks(), stripe);
     whole = whole && missing < 0;
-    st = PlanAndWriteStripe(sh, stripe, a, b, src, missing, gens,
-                            /*force_rcw=*/attempt > 0, &slot_failed, touched);
+    if (slots_.AnyBad() && reader_.StripeHasBadBlocks(sh, stripe)) {
+      // Rows with bad blocks are written around them (and a write that
+      // covers one makes it good); the bits stay, as for a degraded stripe.
+      whole = false;
+      st = WriteAroundBadLocked(sh, stripe, a, b, src, gens,
+                                /*force_rcw=*/attempt > 0, &slot_failed,
+                                touched);
+    } else {
+      st = PlanAndWriteStripe(sh, stripe, a, b, src, missing, gens,
+                              /*force_rcw=*/attempt > 0, &slot_failed, touched);
+    }
     if (st.ok() || !slot_failed) break;
     whole = false;
     // A member failed mid-plan: it is now marked faulty. Redo the stripe
@@ -210,7 +220,7 @@ absl::Status StripeWriter::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
     std::vector<MemberIo> reads = PlannedMemberIos(
         sh, MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
     io_.Submit(sh, reads, &gens);
-    RETURN_IF_ERROR(CorrectPreReads(sh, stripe, reads));
+    RETURN_IF_ERROR(CorrectPreReads(sh, stripe, reads, slot_failed));
     RETURN_IF_ERROR(host_.AbsorbFailures(reads, slot_failed));
   }
   ComputeWrite(plan, scratch.data(), src);
@@ -248,6 +258,147 @@ absl::Status StripeWriter::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
   return host_.AbsorbFailures(writes, slot_failed);
 }
 
+absl::Status StripeWriter::WriteAroundBadLocked(
+    const Shape& sh, uint64_t stripe, uint64_t a, uint64_t b,
+    const uint8_t* src, const SlotGens& gens, bool force_rcw, bool* slot_failed,
+    std::vector<bool>* touched) {
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t base = sh.data_offset + stripe * C;
+  const int disks = sh.geo.raid_disks();
+  for (uint64_t pos = a; pos < b;) {
+    const int di = static_cast<int>(pos / C);
+    const uint64_t x = pos % C;
+    uint64_t y = std::min<uint64_t>(b - di * C, C);
+    // The piece ends where any slot's bad range starts or ends, so every
+    // row of it has the same slots lost.
+    for (int i = 0; i < disks; ++i) {
+      for (const BadBlock& bb : slots_[i]->bad.Find(
+               (base + x) / 512, (base + y + 511) / 512 - (base + x) / 512)) {
+        for (const uint64_t edge :
+             {bb.sector * 512, (bb.sector + bb.sectors) * 512}) {
+          if (edge > base + x && edge < base + y) y = edge - base;
+        }
+      }
+    }
+    const size_t len = static_cast<size_t>(y - x);
+    const uint8_t* data = src + (di * C + x - a);
+    std::vector<int> lost;
+    for (int i = 0; i < disks; ++i) {
+      if (!slots_.UsableAt(i, stripe) || slots_.BadAt(i, base + x, len)) {
+        lost.push_back(i);
+      }
+    }
+    const int d = sh.geo.DataDisk(stripe, di);
+    absl::Status st;
+    if (lost.size() <= 1) {
+      const int missing = lost.empty() ? -1 : lost[0];
+      st = PlanAndWriteStripe(sh, stripe, di * C + x, di * C + y, data, missing,
+                              gens, force_rcw, slot_failed, touched);
+      if (st.ok() && missing == d && slots_.UsableAt(d, stripe)) {
+        MakeGoodLocked(sh, stripe, d, x, len, data, gens);
+      }
+    } else {
+      st = WriteLossyRowsLocked(sh, stripe, d, x, len, data, lost, gens,
+                                slot_failed, touched);
+    }
+    RETURN_IF_ERROR(st);
+    pos = di * C + y;
+  }
+  return absl::OkStatus();
+}
+
+void StripeWriter::MakeGoodLocked(const Shape& sh, uint64_t stripe, int slot,
+                                  uint64_t x, size_t len, const uint8_t* data,
+                                  const SlotGens& gens) {
+  // Durable before the entry goes: a crash in between must not leave the
+  // member's old bytes readable.
+  std::vector<MemberIo> w{MemberIo{MemberIo::kWrite,
+                                   slot,
+                                   const_cast<uint8_t*>(data),
+                                   len,
+                                   stripe * sh.geo.chunk_bytes() + x,
+                                   {}}};
+  w[0].fua = true;
+  io_.Submit(sh, w, &gens);
+  if (!w[0].status.ok()) return;  // still bad: reads keep rebuilding it
+  (void)host_.ClearBadBlocks(slot, w[0].used, sh.data_offset + w[0].offset,
+                             len);
+}
+
+absl::Status StripeWriter::WriteLossyRowsLocked(
+    const Shape& sh, uint64_t stripe, int d, uint64_t x, size_t len,
+    const uint8_t* data, const std::vector<int>& lost, const SlotGens& gens,
+    bool* slot_failed, std::vector<bool>* touched) {
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t off = stripe * C + x;
+  const int p = sh.geo.ParityDisk(stripe);
+  const auto is_lost = [&](int s) {
+    return std::find(lost.begin(), lost.end(), s) != lost.end();
+  };
+  counters_.degraded_writes.fetch_add(1, std::memory_order_relaxed);
+  if (!is_lost(d)) {
+    std::vector<MemberIo> writes{MemberIo{
+        MemberIo::kWrite, d, const_cast<uint8_t*>(data), len, off, {}}};
+    AlignedBuffer scratch(2 * len);
+    if (!is_lost(p)) {
+      // Read-modify-write touches only `d` and parity: P ^= Dold ^ Dnew
+      // keeps parity the XOR of the row whatever the lost slots held.
+      std::vector<MemberIo> reads{
+          MemberIo{MemberIo::kRead, d, scratch.data(), len, off, {}},
+          MemberIo{MemberIo::kRead, p, scratch.data() + len, len, off, {}}};
+      io_.Submit(sh, reads, &gens);
+      for (MemberIo& io : reads) {
+        if (io.status.ok() || io.stale) continue;
+        // Neither can be corrected (the row has lost two already).
+        RETURN_IF_ERROR(reader_.RecordUnreadableLocked(
+            sh, stripe, io.slot, x, len, static_cast<uint8_t*>(io.buf),
+            io.status, io.used));
+        io.status = absl::OkStatus();
+      }
+      RETURN_IF_ERROR(host_.AbsorbFailures(reads, slot_failed));
+      const void* srcs[3] = {scratch.data() + len, scratch.data(), data};
+      Xor(scratch.data() + len, srcs, len);
+      writes.push_back(
+          MemberIo{MemberIo::kWrite, p, scratch.data() + len, len, off, {}});
+    }
+    for (const MemberIo& io : writes) (*touched)[io.slot] = true;
+    io_.Submit(sh, writes, &gens);
+    return host_.AbsorbFailures(writes, slot_failed);
+  }
+  if (!slots_.UsableAt(d, stripe)) {
+    return absl::DataLossError(absl::StrFormat(
+        "cannot write stripe %d's slot %d at member offset %d: its member is "
+        "missing and the row has lost another block (slots %s), so parity "
+        "cannot hold it",
+        stripe, d, sh.data_offset + off, absl::StrJoin(lost, ",")));
+  }
+  if (!is_lost(p)) {
+    // Parity matched the old bytes of `d` (lost) and no longer matches
+    // the row once `d` is written: recorded bad first, so nothing rebuilds
+    // from it.
+    RETURN_IF_ERROR(host_.RecordBadBlocks(
+        p, false, nullptr, sh.data_offset + off, len,
+        absl::StrFormat("parity no longer matches: slot %d rewritten while "
+                        "its row had lost slots %s",
+                        d, absl::StrJoin(lost, ","))));
+  }
+  std::vector<MemberIo> w{
+      MemberIo{MemberIo::kWrite, d, const_cast<uint8_t*>(data), len, off, {}}};
+  w[0].fua = true;
+  io_.Submit(sh, w, &gens);
+  if (!w[0].status.ok()) {
+    if (w[0].stale) {
+      *slot_failed = true;
+      return w[0].status;
+    }
+    return absl::DataLossError(absl::StrFormat(
+        "cannot write slot %d at member offset %d (listed bad, its row lost "
+        "elsewhere too): %s",
+        d, sh.data_offset + off, w[0].status.message()));
+  }
+  return host_.ClearBadBlocks(d, w[0].used, sh.data_offset + off, len);
+}
+
 absl::StatusOr<PplLog::Hold> StripeWriter::LogToPpl(
     const std::shared_ptr<PplLog>& ppl, uint64_t stripe, uint64_t a, uint64_t b,
     const WritePlan& plan, const uint8_t* scratch, const uint8_t* client) {
@@ -263,7 +414,8 @@ absl::StatusOr<PplLog::Hold> StripeWriter::LogToPpl(
 }
 
 absl::Status StripeWriter::CorrectPreReads(const Shape& sh, uint64_t stripe,
-                                           std::vector<MemberIo>& reads) {
+                                           std::vector<MemberIo>& reads,
+                                           bool* replan) {
   // A write's reads of old data or parity met a read error on a working
   // member: rebuild those bytes from the rest of the stripe and rewrite
   // them, as for a client read, and go on with the plan. Only what cannot
@@ -280,6 +432,11 @@ absl::Status StripeWriter::CorrectPreReads(const Shape& sh, uint64_t stripe,
     if (st.ok()) {
       io.status = absl::OkStatus();
     } else if (!host_.CheckUsable(false).ok()) {
+      return st;
+    } else if (st.code() == absl::StatusCode::kDataLoss) {
+      // Blocks of the row are lost and now listed bad: the stripe is
+      // planned again around them.
+      *replan = true;
       return st;
     }
   }

@@ -81,8 +81,10 @@ class StripeWriter : private EnginePart {
   // Corrects read errors among a plan's pre-reads on members that still
   // serve the stripe: rebuilt from parity and rewritten, the I/O marked OK.
   // REQUIRES: the stripe lock.
+  // Sets *replan (and returns the error) when a pre-read's blocks could not
+  // be corrected and were recorded bad: the caller plans the stripe again.
   absl::Status CorrectPreReads(const Shape& sh, uint64_t stripe,
-                               std::vector<MemberIo>& reads);
+                               std::vector<MemberIo>& reads, bool* replan);
 
  private:
   // One stripe's share of a write: bytes [a, b) of the stripe's data space
@@ -108,6 +110,33 @@ class StripeWriter : private EnginePart {
                                   const SlotGens& gens, bool force_rcw,
                                   bool* slot_failed,
                                   std::vector<bool>* touched);
+  // WriteStripeLocked for a stripe some slot has bad blocks in: each data
+  // chunk's share cut where a bad range starts or ends, each piece written
+  // around the slots that cannot take it there (the missing member and
+  // those with bad blocks in its rows). One such slot: planned as a
+  // degraded write (PlanWrite with it missing); a bad data chunk the piece
+  // covers is then written and its entry cleared (MakeGoodLocked). More:
+  // WriteLossyRowsLocked. REQUIRES: the stripe lock.
+  absl::Status WriteAroundBadLocked(const Shape& sh, uint64_t stripe,
+                                    uint64_t a, uint64_t b, const uint8_t* src,
+                                    const SlotGens& gens, bool force_rcw,
+                                    bool* slot_failed,
+                                    std::vector<bool>* touched);
+  // A piece [x, x + len) of data slot `d`'s chunk whose rows have lost two
+  // or more slots (`lost`): parity cannot make every block good again.
+  // The piece goes to `d` (RMW of parity when `d` and parity are readable;
+  // else parity is recorded bad there first, since it no longer matches),
+  // and a bad entry of `d` it covers is cleared once the write is durable.
+  // DataLoss when `d` has no member to take it.
+  absl::Status WriteLossyRowsLocked(const Shape& sh, uint64_t stripe, int d,
+                                    uint64_t x, size_t len, const uint8_t* data,
+                                    const std::vector<int>& lost,
+                                    const SlotGens& gens, bool* slot_failed,
+                                    std::vector<bool>* touched);
+  // Writes `data` over `slot`'s [x, x + len) with FUA and, once durable,
+  // clears the bad entries it covered. A failure leaves them.
+  void MakeGoodLocked(const Shape& sh, uint64_t stripe, int slot, uint64_t x,
+                      size_t len, const uint8_t* data, const SlotGens& gens);
   // Logs stripe bytes [a, b) of `plan` to `ppl` (null: no PPL) on the
   // plan's parity member (ppl_log.h's LogStripe; batch flushes through
   // FlushSlots), or returns an empty hold when there is nothing to log (no

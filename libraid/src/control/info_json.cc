@@ -119,6 +119,8 @@ void SlotFields(Io& io, S& s) {
   io.Str("name", &s.name);
   io.U32("dev_number", &s.dev_number);
   io.Uuid("device_uuid", &s.device_uuid);
+  io.U64("bad_blocks", &s.bad_blocks);
+  io.U64("bad_sectors", &s.bad_sectors);
 }
 
 template <typename Io, typename J>
@@ -131,6 +133,8 @@ void JobFields(Io& io, J& job) {
   io.Str("target", &job.target);
   io.U64("mismatches", &job.mismatches);
   io.Stripes("first_mismatches", &job.first_mismatches);
+  io.U64("unrecovered_bytes", &job.unrecovered_bytes);
+  io.Stripes("first_unrecovered", &job.first_unrecovered);
   io.Str("result", &job.result);
 }
 

@@ -260,6 +260,16 @@ void JobRunner::AddMismatches(const std::vector<uint64_t>& stripes) {
   }
 }
 
+void JobRunner::AddUnrecovered(uint64_t bytes,
+                               const std::vector<uint64_t>& where) {
+  MutexLock lock(&mu_);
+  job_.unrecovered_bytes += bytes;
+  for (uint64_t w : where) {
+    if (job_.first_unrecovered.size() >= kMaxListedMismatches) break;
+    job_.first_unrecovered.push_back(w);
+  }
+}
+
 bool JobRunner::Throttle(ThrottleState& t, uint64_t done_bytes,
                          bool honour_cancel, bool* would_wait) {
   if (would_wait != nullptr) *would_wait = false;

@@ -153,6 +153,9 @@ class JobRunner {
   void SetTotals(uint64_t total_bytes, uint64_t done_bytes);
   // Adds a scrub's mismatched stripes (the first few are listed).
   void AddMismatches(const std::vector<uint64_t>& stripes);
+  // Adds a rebuild's bytes that could not be rebuilt, at array byte
+  // offsets `where` (the first few are listed).
+  void AddUnrecovered(uint64_t bytes, const std::vector<uint64_t>& where);
   // Sleeps as md's speed limits require after `done_bytes` (per member) of
   // job work; false when the job should stop. With `would_wait`, does not
   // sleep: returns false with *would_wait set when it would have (the

@@ -84,6 +84,10 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
     bool target_gone;
     const uint64_t done = rebuilder_.RebuildStripes(
         sh, slot, at, count, bufs.data(), piece, error, &target_gone);
+    std::vector<uint64_t> where;
+    if (const uint64_t lost = rebuilder_.TakeUnrecovered(&where); lost > 0) {
+      jobs_.AddUnrecovered(lost, where);
+    }
     if (error->ok() && target_gone) {
       *error = absl::AbortedError(
           absl::StrFormat("the %s target for slot %d failed or was removed",
@@ -146,6 +150,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
         s.id = s.repl_id;
         s.member.store(r);
         s.replacement.store(nullptr);
+        TakeReplacementBadBlocks(s);
       });
     }
   }

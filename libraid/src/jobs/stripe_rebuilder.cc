@@ -3,9 +3,12 @@
 #include "jobs/stripe_rebuilder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "jobs/job_runner.h"
 
@@ -106,9 +109,14 @@ absl::Status StripeRebuilder::RebuildStripeLocked(const Shape& sh, int slot,
     }
     // Replace copies from the old member (parity steps in if it fails);
     // recovery rebuilds from the others.
-    RETURN_IF_ERROR(
+    absl::Status rs =
         replace ? reader_.ReadPieceDegraded(sh, stripe, slot, w, len, buf)
-                : reader_.ReconstructLocked(sh, stripe, slot, w, len, buf));
+                : reader_.ReconstructLocked(sh, stripe, slot, w, len, buf);
+    if (rs.code() == absl::StatusCode::kDataLoss &&
+        host_.CheckUsable(false).ok()) {
+      rs = RebuildAroundLossLocked(sh, slot, stripe, w, len, buf, replace);
+    }
+    RETURN_IF_ERROR(rs);
     // The old member may have failed while being read: its replacement is
     // then the slot's member, rebuilding.
     const bool to_repl =
@@ -130,6 +138,59 @@ absl::Status StripeRebuilder::RebuildStripeLocked(const Shape& sh, int slot,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status StripeRebuilder::RebuildAroundLossLocked(const Shape& sh, int slot,
+                                                      uint64_t stripe,
+                                                      uint64_t w, size_t len,
+                                                      uint8_t* buf,
+                                                      bool replace) {
+  constexpr uint64_t kBlock = 4096;  // md's STRIPE_SIZE
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t base = sh.data_offset + stripe * C;
+  Slot& s = *slots_[slot];
+  for (uint64_t x = w, end = w + len; x < end;) {
+    const uint64_t next =
+        std::min<uint64_t>(end, (base + x) / kBlock * kBlock + kBlock - base);
+    const size_t n = static_cast<size_t>(next - x);
+    uint8_t* at = buf + (x - w);
+    absl::Status st =
+        replace ? reader_.ReadPieceDegraded(sh, stripe, slot, x, n, at)
+                : reader_.ReconstructLocked(sh, stripe, slot, x, n, at);
+    if (st.code() == absl::StatusCode::kDataLoss) {
+      // The row is lost for this slot: the target keeps an entry for it,
+      // so nothing ever reads what is written there.
+      std::memset(at, 0, n);
+      const bool to_repl = s.state.load() == SlotState::kActive &&
+                           s.replacement.load() != nullptr;
+      std::shared_ptr<Member> target =
+          to_repl ? s.replacement.load() : s.member.load();
+      RETURN_IF_ERROR(host_.RecordBadBlocks(
+          slot, to_repl, target.get(), base + x, n,
+          absl::StrFormat("%s could not rebuild it: %s",
+                          replace ? "replace" : "recovery", st.message())));
+      MutexLock lock(&lost_mu_);
+      lost_bytes_ += n;
+      if (sh.geo.ParityDisk(stripe) != slot && lost_at_.size() < 16) {
+        if (std::optional<uint64_t> a = sh.geo.Unmap(slot, stripe * C + x)) {
+          lost_at_.push_back(*a);
+        }
+      }
+    } else if (!st.ok()) {
+      return st;
+    }
+    x = next;
+  }
+  return absl::OkStatus();
+}
+
+uint64_t StripeRebuilder::TakeUnrecovered(std::vector<uint64_t>* where) {
+  MutexLock lock(&lost_mu_);
+  const uint64_t n = lost_bytes_;
+  *where = std::move(lost_at_);
+  lost_at_.clear();
+  lost_bytes_ = 0;
+  return n;
 }
 
 uint64_t StripeRebuilder::RebuildStripes(const Shape& sh, int slot,

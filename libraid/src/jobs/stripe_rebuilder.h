@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "array/atomic_counters.h"
@@ -54,8 +55,19 @@ class StripeRebuilder : private EnginePart {
   // were skipped (0 when the window must be rebuilt). Takes their locks,
   // and `slot_change_mu` to move the front.
   uint64_t SkipWindow(const Shape& sh, int slot, uint64_t from, uint64_t count);
+  // Target bytes not rebuilt since the last call (recorded bad on the
+  // target instead) and the array byte offsets of the first of them.
+  uint64_t TakeUnrecovered(std::vector<uint64_t>* where)
+      ABSL_LOCKS_EXCLUDED(lost_mu_);
 
  private:
+  // Rows of [w, w + len) that cannot be rebuilt (a source unreadable or
+  // listed bad there too): 4 KiB block by block, those that still cannot
+  // are recorded bad on the target (and zeroed in `buf`) so the rebuild
+  // goes on, md's rule; the rest are rebuilt into `buf`.
+  absl::Status RebuildAroundLossLocked(const Shape& sh, int slot,
+                                       uint64_t stripe, uint64_t w, size_t len,
+                                       uint8_t* buf, bool replace);
   // One stripe of RebuildStripes, its lock held by the caller; does not
   // move the front.
   absl::Status RebuildStripeLocked(const Shape& sh, int slot, uint64_t stripe,
@@ -66,6 +78,10 @@ class StripeRebuilder : private EnginePart {
   TaskPool& pool_;
   ArrayBitmap& bitmap_;
   Mutex& slot_change_mu_;
+  // What TakeUnrecovered hands out.
+  Mutex lost_mu_;
+  uint64_t lost_bytes_ ABSL_GUARDED_BY(lost_mu_) = 0;
+  std::vector<uint64_t> lost_at_ ABSL_GUARDED_BY(lost_mu_);
 };
 
 }  // namespace uraid

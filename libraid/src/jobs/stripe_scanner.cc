@@ -37,7 +37,16 @@ absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked");
   }
+  const bool any_bad = slots_.AnyBad();
   for (uint64_t w = 0; w < C; w += win) {
+    // Rows with a recorded bad block hold no trustworthy copy on that
+    // member: neither checked nor rewritten from it (a repair or resync
+    // would carry its stale bytes into parity).
+    bool bad = false;
+    for (int i = 0; any_bad && i < n && !bad; ++i) {
+      bad = slots_.BadAt(i, sh.data_offset + stripe * C + w, win);
+    }
+    if (bad) continue;
     std::vector<MemberIo> ios;
     for (int i = 0; i < n; ++i) {
       ios.push_back(MemberIo{
@@ -47,7 +56,10 @@ absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
     io_.Submit(sh, ios, &gens);
     // A read error met by the scrub is corrected like any other (md does
     // the same); only an uncorrectable one stops it.
-    RETURN_IF_ERROR(writer_.CorrectPreReads(sh, stripe, ios));
+    bool now_bad = false;
+    absl::Status cs = writer_.CorrectPreReads(sh, stripe, ios, &now_bad);
+    if (now_bad) continue;  // blocks lost and listed: skipped, as above
+    RETURN_IF_ERROR(cs);
     bool slot_failed;
     RETURN_IF_ERROR(host_.AbsorbFailures(ios, &slot_failed));
     std::vector<const void*> all;

@@ -122,6 +122,7 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
     // In-flight I/O keeps its own reference; the member closes after it.
     ChangeSlot(s, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       s.member.store(nullptr);
+      s.bad.Reset({});
       s.partial.store(false);
       s.state.store(SlotState::kMissing);
     });
@@ -215,6 +216,11 @@ std::string ArrayImpl::ReAddRefusal(const Superblock& old) {
       old.data_offset != sb_.data_offset || old.size != sb_.size) {
     return "the array's shape has changed since it left";
   }
+  if (old.feature_map & kFeatureBadBlocks) {
+    // Its rows outside the bitmap's bits would be trusted, including ones
+    // its log says it cannot hold: rebuild it all (every row is written).
+    return "its bad-block log lists entries";
+  }
   if (bs.stale()) return "the bitmap is stale";
   if (old.events < bs.events_cleared || old.events > sb_.events) {
     return absl::StrFormat(
@@ -306,6 +312,11 @@ void ArrayImpl::StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
     s.durable_front.store(0);
     s.read_errors.store(0);
     s.partial.store(partial);
+    // A new member's list starts empty: it gets entries only for rows the
+    // rebuild cannot make (never the old member's). A re-added member with
+    // entries of its own is not rebuilt partially (ReAddRefusal).
+    s.bad.Reset({});
+    s.bad.flag_durable.store(false);
     s.member.store(m);
     s.state.store(SlotState::kRebuilding);
   });
@@ -404,6 +415,8 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
     }
     s.repl_id = id;
     s.repl_front.store(0);
+    s.repl_bad.Reset({});
+    s.repl_bad.flag_durable.store(false);
     s.replacement.store(r);
   }
   RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));

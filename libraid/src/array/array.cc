@@ -15,6 +15,7 @@
 #include "array/array_impl.h"
 #include "base/status_macros.h"
 #include "parity/parity.h"
+#include "uraid/bad_blocks.h"
 
 namespace uraid {
 namespace {
@@ -52,6 +53,18 @@ Counters AtomicCounters::Snapshot() const {
   return c;
 }
 
+namespace {
+
+// The end of the bad-block log on a member when it lies past the
+// superblock (a 1.2 member's), else 0.
+uint64_t BadBlockLogEnd(const Superblock& sb) {
+  const std::optional<BadBlockLogArea> log = BadBlockLogAreaOf(sb);
+  if (!log.has_value() || log->offset_bytes < kSb12OffsetBytes) return 0;
+  return log->offset_bytes + log->size_bytes;
+}
+
+}  // namespace
+
 ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                      Superblock sb, std::vector<std::unique_ptr<Slot>> slots,
                      std::vector<Spare> spares, bool read_only,
@@ -67,6 +80,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       cache_(geometry.stripe_data_bytes(), read_only ? 0 : cache.bytes),
       reader_(Engine(), cache_, survivors_, reporter_, read_only),
       cache_max_age_(cache.max_age_ms),
+      bblog_end_(BadBlockLogEnd(sb)),
       sb_(std::move(sb)),
       spares_(std::move(spares)),
       jobs_(this, std::move(clock)),

@@ -420,6 +420,9 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   StripeReader reader_;
   const std::chrono::milliseconds cache_max_age_;
 
+  // The end of the bad-block log area on each member (bytes; 0 without a
+  // log): metadata a reshape's new data offset must stay clear of.
+  const uint64_t bblog_end_;
   mutable Mutex sb_mu_;
   Superblock sb_ ABSL_GUARDED_BY(sb_mu_);
   std::vector<Spare> spares_ ABSL_GUARDED_BY(sb_mu_);

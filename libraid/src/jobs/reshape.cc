@@ -51,6 +51,7 @@ constexpr uint64_t kNewShapeLockTag = uint64_t{1} << 63;
 uint64_t ArrayImpl::MetadataEnd() const {
   uint64_t end = kSb12OffsetBytes + kSbBlockBytes;
   end = std::max(end, bitmap_.AreaEnd());
+  end = std::max(end, bblog_end_);
   return end;
 }
 

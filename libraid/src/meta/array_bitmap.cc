@@ -9,8 +9,25 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "member/bitmap_file.h"
+#include "uraid/bad_blocks.h"
 
 namespace uraid {
+namespace {
+
+// Where an internal bitmap at `area_offset` must end on a member: the data,
+// or the bad-block log when it lies between (mdadm puts it right after the
+// bitmap).
+uint64_t AreaLimit(const Superblock& sb, uint64_t area_offset,
+                   uint64_t data_offset) {
+  if (const std::optional<BadBlockLogArea> log = BadBlockLogAreaOf(sb);
+      log.has_value() && log->offset_bytes > area_offset &&
+      log->offset_bytes < data_offset) {
+    return log->offset_bytes;
+  }
+  return data_offset;
+}
+
+}  // namespace
 namespace {
 
 // md's daemon wakes every few seconds; bits go after daemon_sleep idle,
@@ -230,6 +247,12 @@ absl::Status ArrayBitmap::Load(Member& member, const Superblock& sb,
         "%s: the bitmap (%d bytes at %d) overlaps the data at %d",
         member.Name(), area, area_offset_, data_offset));
   }
+  if (const uint64_t limit = AreaLimit(sb, area_offset_, data_offset);
+      area_offset_ + area > limit) {
+    return absl::DataLossError(absl::StrFormat(
+        "%s: the bitmap (%d bytes at %d) overlaps the bad-block log at %d",
+        member.Name(), area, area_offset_, limit));
+  }
   std::vector<uint8_t> bits(area - kBitmapSuperBytes);
   RETURN_IF_ERROR(
       member.Read(bits.data(), bits.size(), area_offset_ + kBitmapSuperBytes));
@@ -302,9 +325,11 @@ absl::Status ArrayBitmap::Init(const Superblock& sb, uint64_t data_offset,
                               : 0;
   bs.chunksize = static_cast<uint32_t>(chunk_bytes);
   // A file reserves nothing on the members (mdadm leaves it 0 there too).
+  // On the members the room ends at the bad-block log when it follows the
+  // bitmap (the kernel may grow the bitmap up to sectors_reserved).
+  const uint64_t room_end = AreaLimit(sb, area_offset_, data_offset);
   bs.sectors_reserved =
-      file.empty() ? static_cast<uint32_t>((data_offset - area_offset_) / 512)
-                   : 0;
+      file.empty() ? static_cast<uint32_t>((room_end - area_offset_) / 512) : 0;
   std::vector<uint8_t> area = NewBitmapArea(bs);
   const uint64_t chunks = BitmapChunks(bs);
   // mdadm writes whole pages of ones; a clean start wants the bits zero.
@@ -317,7 +342,7 @@ absl::Status ArrayBitmap::Init(const Superblock& sb, uint64_t data_offset,
     ASSIGN_OR_RETURN(file_,
                      CreateBitmapFile(file, area, force, host_->MemberNames()));
   } else {
-    area.resize(std::min<uint64_t>(area.size(), data_offset - area_offset_));
+    area.resize(std::min<uint64_t>(area.size(), room_end - area_offset_));
     for (const BitmapHost::Carrier& c : host_->BitmapCarriers()) {
       absl::Status st = c.member->Write(area.data(), area.size(), area_offset_);
       if (!st.ok()) {

@@ -204,8 +204,13 @@ void PrintText(const ArrayInfo& info, bool live) {
   }
   std::printf("\n    Slot   State     Device\n");
   for (const SlotInfo& s : info.slots) {
-    std::printf("    %4d   %-8s  %s\n", s.slot, SlotStateText(s, g).c_str(),
-                s.name.empty() ? "-" : s.name.c_str());
+    std::printf("    %4d   %-8s  %s%s\n", s.slot, SlotStateText(s, g).c_str(),
+                s.name.empty() ? "-" : s.name.c_str(),
+                s.bad_blocks == 0
+                    ? ""
+                    : absl::StrFormat("  (bad blocks: %d, %d sectors)",
+                                      s.bad_blocks, s.bad_sectors)
+                          .c_str());
   }
   for (const SlotInfo& s : info.spares) {
     std::printf("       -   %-8s  %s\n", SlotStateName(s.state),

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "event_stream.h"
 
 namespace uraid::tool {
@@ -74,6 +75,16 @@ std::string JobOutcome(const JobInfo& last) {
   }
   if (!last.target.empty()) {
     absl::StrAppendFormat(&out, " (%s, slot %d)", last.target, last.slot);
+  }
+  if (last.unrecovered_bytes > 0) {
+    // Rows no survivor could give: recorded bad on the target.
+    absl::StrAppendFormat(&out,
+                          "; %d bytes could not be rebuilt (array "
+                          "offsets %s), listed in the target's bad-block log",
+                          last.unrecovered_bytes,
+                          last.first_unrecovered.empty()
+                              ? "parity only"
+                              : absl::StrJoin(last.first_unrecovered, ", "));
   }
   return out;
 }

@@ -418,14 +418,21 @@ class Server:
 
 def uraid_read_all(tmp, devs, image, what, size=None, extra=()):
     srv = Server(tmp, devs, extra)
+    h = None
     try:
         h = srv.connect()
         got_size = h.get_size()
         check(got_size == (size or image.size),
               f"{what}: uraid serves {got_size} bytes, want {size or image.size}")
         image.verify(lambda o, n: h.pread(n, o), what, size)
-        h.shutdown()
     finally:
+        # Disconnect on failure too: nbdkit waits for its clients after
+        # SIGTERM, and stop() would time out instead of the case failing.
+        if h is not None:
+            try:
+                h.shutdown()
+            except Exception:
+                pass
         srv.stop()
     return srv
 
@@ -793,8 +800,13 @@ def case_kill9_ppl(c):
     md must find the same log and superblocks as on an array created so."""
     p, devs, md = c.params, c.devs, c.md
     switch = p.get("switch", False)
+    # Switched: created without a bad-block log (--no-bbl, mdadm.conf's
+    # CREATE bbl=no), as md needs for the switch: mdadm's log, 16 sectors
+    # past the superblock on these members, leaves the PPL no room, and
+    # both mdadm --grow and uraid grow refuse the switch then.
     uraid(*create_args(p), "--consistency-policy",
-          "resync" if switch else "ppl", *devs)
+          "resync" if switch else "ppl", *(["--no-bbl"] if switch else []),
+          *devs)
     d = uraid_detail(devs)
     size = d["array_bytes"]
     image = Image(size)
@@ -1176,11 +1188,405 @@ def case_nbd0(c):
     md_stop(md)
 
 
+# --- md's bad-block log, both ways ---------------------------------------
+
+def md_examine_badblocks(devs):
+    """`mdadm --examine-badblocks DEV...` in one run: (its stdout, {dev:
+    [(sector, sectors)...], [] for an empty list, None for no log})."""
+    r = sh("mdadm", "--examine-badblocks", *devs)
+    return r.stdout, parse_badblocks(r.stdout, "mdadm --examine-badblocks")
+
+
+def parse_badblocks(text, what):
+    """mdadm --examine-badblocks' wording (super1.c,
+    examine_badblocks_super1), which uraid examine --badblocks copies."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"Bad-blocks on (\S+):$", line)
+        if m:
+            cur = out.setdefault(m.group(1), [])
+            continue
+        m = re.match(r"Bad-blocks list is empty in (\S+)$", line)
+        if m:
+            out[m.group(1)], cur = [], None
+            continue
+        m = re.match(r"No bad-blocks list configured on (\S+)$", line)
+        if m:
+            out[m.group(1)], cur = None, None
+            continue
+        m = re.match(r"\s*(\d+) for (\d+) sectors$", line)
+        check(m is not None and cur is not None,
+              f"{what}: unexpected line {line!r} in:\n{text}")
+        cur.append((int(m.group(1)), int(m.group(2))))
+    return out
+
+
+def uraid_examine_badblocks(devs):
+    """`uraid examine --badblocks DEV...` (text) and `uraid examine --json`'s
+    bad_blocks of each member, as parse_badblocks' lists."""
+    text = uraid("examine", "--badblocks", *devs).stdout
+    js = uraid_json("examine", *devs)
+    lists = {}
+    for dev, j in zip(devs, js):
+        check(j.get("bad_blocks") is not None,
+              f"uraid examine --json {dev}: bad_blocks null "
+              f"({j.get('bad_blocks_error')})")
+        lists[dev] = [(e["sector"], e["sectors"]) for e in j["bad_blocks"]]
+    return text, lists
+
+
+def compare_badblocks(devs, what):
+    """mdadm --examine-badblocks and uraid examine --badblocks print the same
+    text for every member, and uraid examine --json lists the same ranges.
+    Returns mdadm's lists."""
+    md_text, md_lists = md_examine_badblocks(devs)
+    ours_text, ours_json = uraid_examine_badblocks(devs)
+    check(ours_text == md_text,
+          f"{what}: uraid examine --badblocks printed\n{ours_text}\nmdadm "
+          f"--examine-badblocks printed\n{md_text}")
+    for dev in devs:
+        check(ours_json[dev] == (md_lists.get(dev) or []),
+              f"{what}: {dev}: uraid examine --json bad_blocks "
+              f"{ours_json[dev]}, mdadm {md_lists.get(dev)}")
+    return md_lists
+
+
+def md_rdev_badblocks(md, dev):
+    """md's in-memory list of a member (dev-X/bad_blocks: "sector length"
+    lines) as [(sector, sectors)]."""
+    name = os.path.basename(dev)
+    with open(f"/sys/block/{md}/md/dev-{name}/bad_blocks") as f:
+        return [tuple(int(x) for x in line.split())
+                for line in f.read().splitlines() if line.strip()]
+
+
+def block_map(p, blocks):
+    """`uraid map` of array blocks (one run): {blk: {disk, parity_disk,
+    member_offset, stripe}}."""
+    m = uraid_json("map", "--disks", str(p["disks"]), "--layout",
+                   p.get("layout", "left-symmetric"), "--chunk", p["chunk"],
+                   *[str(b * BLK) for b in blocks])
+    m = m if isinstance(m, list) else [m]
+    return {b: e for b, e in zip(blocks, m)}
+
+
+def stripe_blocks(p, stripe):
+    """The array blocks of one stripe."""
+    per = chunk_bytes(p["chunk"]) * (p["disks"] - 1) // BLK
+    return list(range(stripe * per, (stripe + 1) * per))
+
+
+def scribble(dev, offset, length):
+    """Garbage over member bytes (the page cache bypassed), so that serving
+    them, rather than rebuilding them, is caught."""
+    fd = os.open(dev, os.O_RDWR)
+    try:
+        os.pwrite(fd, bytes([0xe7, 0x5a]) * (length // 2), offset)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def verify_with_holes(read_at, image, holes, what):
+    """Reads the whole array 1 MiB at a time; a read that fails with EIO is
+    read again block by block. Each block in `holes` must fail with EIO,
+    every other block must hold what `image` says. Returns how many blocks
+    failed."""
+    import errno
+    size, bad, failed = image.size, [], 0
+    for off in range(0, size, MIB):
+        n = min(MIB, size - off)
+        first = off // BLK
+        try:
+            got = read_at(off, n)
+        except OSError as e:
+            check(e.errno == errno.EIO, f"{what}: read at {off}: {e}")
+            got = None
+        for i in range(n // BLK):
+            b = first + i
+            if got is None:
+                try:
+                    g = read_at(b * BLK, BLK)
+                except OSError as e:
+                    check(e.errno == errno.EIO,
+                          f"{what}: read of block {b}: {e}")
+                    failed += 1
+                    if b not in holes:
+                        bad.append(f"block {b}: EIO, want "
+                                   f"{sorted(image.allowed(b))}")
+                    continue
+            else:
+                g = got[i * BLK:(i + 1) * BLK]
+            if b in holes:
+                bad.append(f"block {b}: served ({describe(g)}), want EIO")
+            elif not any(g == block_bytes(t, b) for t in image.allowed(b)):
+                bad.append(f"block {b}: want {sorted(image.allowed(b))}, got "
+                           f"{describe(g)}")
+            if len(bad) >= 5:
+                break
+        if len(bad) >= 5:
+            break
+    check(not bad, f"{what}: " + "; ".join(bad))
+    return failed
+
+
+def case_bad_blocks_md_to_uraid(c):
+    """md writes the log, uraid honours it. md (mdadm --create) holds a
+    pattern; two ranges are added to md's lists through sysfs
+    (dev-X/bad_blocks, absolute member sectors, acknowledged): a whole
+    4 KiB block of a data chunk on one member, and 2 sectors in the middle
+    of a 4 KiB block on another. md writes its lists into the members' logs
+    with the next superblock update; then the listed sectors are overwritten
+    with garbage on the members. mdadm --examine-badblocks and uraid examine
+    --badblocks print the same lists; uraid serves the array and every
+    block reads back as written (the listed ranges rebuilt from parity,
+    never the garbage). uraid then writes over the whole block: its entry
+    leaves the log (the other stays) and md, assembling again, lists what
+    the log holds and reads the new data."""
+    p, devs, md = c.params, c.devs, c.md
+    sh("mdadm", "--create", f"/dev/{md}", "--run", "--metadata=1.2",
+       "--level=5", f"--raid-devices={len(devs)}", f"--chunk={p['chunk']}",
+       f"--layout={p['layout']}", "--bitmap=none", "--assume-clean",
+       "--name=k", *devs)
+    ex = md_examine(devs[0])
+    log(f"md's member: Bad Block Log {ex.get('Bad Block Log')}, data offset "
+        f"{ex.get('Data Offset')}")
+    size = md_size(md)
+    image = Image(size)
+    dev = Direct(f"/dev/{md}", write=True)
+    write_pattern(dev.write, image, 1, spread_blocks(size // BLK, c.seed))
+    dev.close()
+    # Two blocks of the written head, in different stripes and members.
+    where = block_map(p, [37, 150])
+    b_whole, b_part = 37, 150
+    mw, mp = where[b_whole], where[b_part]
+    check(mw["disk"] != mp["disk"], f"blocks {b_whole} and {b_part} on the "
+          f"same member: {where}")
+    dw, dp = devs[mw["disk"]], devs[mp["disk"]]
+    with open(f"/sys/block/{md}/md/dev-{os.path.basename(dw)}/offset") as f:
+        data_offset = int(f.read())   # sectors
+    s_whole = data_offset + mw["member_offset"] // 512
+    s_part = data_offset + mp["member_offset"] // 512 + 3
+    entries = {dw: [(s_whole, 8)], dp: [(s_part, 2)]}
+    for d, ((s, n),) in entries.items():
+        with open(f"/sys/block/{md}/md/dev-{os.path.basename(d)}/"
+                  f"bad_blocks", "w") as f:
+            f.write(f"{s} {n}\n")
+        got = md_rdev_badblocks(md, d)
+        check(got == [(s, n)], f"md's dev-{os.path.basename(d)}/bad_blocks "
+              f"is {got} after writing '{s} {n}'")
+    log(f"md lists {entries} (data offset {data_offset} sectors; blocks "
+        f"{b_whole} and {b_part} at member bytes {mw['member_offset']} and "
+        f"{mp['member_offset']} of slots {mw['disk']} and {mp['disk']})")
+    # md writes the lists with its next superblock update: a write
+    # elsewhere turns the array active (and md_stop marks it clean again).
+    last = size // BLK - 1
+    check(where[b_whole]["stripe"] != block_map(p, [last])[last]["stripe"],
+          "the last block shares a stripe with the listed ones")
+    dev = Direct(f"/dev/{md}", write=True)
+    write_pattern(dev.write, image, 2, [last])
+    dev.close()
+    md_stop(md)
+    lists = compare_badblocks(devs, "after md")
+    for d in devs:
+        want = entries.get(d, [])
+        check((lists.get(d) or []) == want,
+              f"md's log on {d}: {lists.get(d)}, want {want} (what sysfs "
+              f"was given, in absolute member sectors)")
+    ex = md_examine_all([dw, dp])
+    for d in (dw, dp):
+        check(ex[d].get("Bad Block Log", "").endswith("bad blocks present."),
+              f"mdadm --examine {d}: Bad Block Log {ex[d].get('Bad Block Log')}")
+    scribble(dw, s_whole * 512, 8 * 512)
+    scribble(dp, s_part * 512, 2 * 512)
+    # uraid must rebuild both ranges from parity.
+    uraid_read_all(c.tmp, devs, image, "uraid reading md's array with md's "
+                   "bad-block lists over garbage")
+    # uraid writes the whole block: the range is good again, its entry goes.
+    srv = Server(c.tmp, devs)
+    h = srv.connect()
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 3, [b_whole])
+    h.flush()
+    h.shutdown()
+    srv.stop()
+    lists = compare_badblocks(devs, "after uraid rewrote the listed block")
+    check(not lists.get(dw) and lists.get(dp) == entries[dp],
+          f"after uraid's write over block {b_whole}: {dw} lists "
+          f"{lists.get(dw)} (want nothing), {dp} lists {lists.get(dp)} "
+          f"(want {entries[dp]})")
+    md_assemble(md, devs)
+    for d in devs:
+        got = md_rdev_badblocks(md, d)
+        want = entries[dp] if d == dp else []
+        check(got == want, f"md's dev-{os.path.basename(d)}/bad_blocks "
+              f"{got} after uraid, want {want}")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md after uraid's write over the listed block")
+    dev.close()
+    # Not asserted: whether md, having rebuilt a listed range for a read,
+    # rewrote it and dropped the entry (uraid clears entries on writes).
+    log(f"md's list of {dp} after md read the array: "
+        f"{md_rdev_badblocks(md, dp)}")
+    md_stop(md)
+
+
+def case_bad_blocks_uraid_to_md(c):
+    """uraid writes the log, md honours it. uraid creates and writes a
+    pattern, then serves the array degraded (slot `missing` left out, run)
+    with one survivor behind a device-mapper table whose 8 sectors under an
+    array block answer EIO (dm's error target). The read of that block fails
+    with EIO (nothing to rebuild it from), and uraid records the block in
+    that member's bad-block log. The table is then removed: the member
+    reads fine again, only the log remembers. mdadm --examine-badblocks
+    lists uraid's entry (uraid examine --badblocks prints the same), mdadm
+    --assemble --run takes the survivors, md loads the entry
+    (dev-X/bad_blocks), and md refuses exactly what uraid could not serve:
+    EIO for the block and for the block of the missing slot in its row
+    (its rebuild needs the listed range), every other block the pattern."""
+    p, devs, md = c.params, c.devs, c.md
+    uraid(*create_args(p), *devs)
+    d = uraid_detail(devs)
+    size, data_offset = d["array_bytes"], d["data_offset_bytes"]
+    image = Image(size)
+    srv = Server(c.tmp, devs)
+    h = srv.connect()
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
+                  spread_blocks(size // BLK, c.seed))
+    h.flush()
+    h.shutdown()
+    srv.stop()
+    blk = 37
+    loc = block_map(p, [blk])[blk]
+    slot = loc["disk"]
+    # The missing slot: another data member of the stripe, so that its
+    # block in the row needs the listed range too.
+    missing = next(i for i in range(len(devs))
+                   if i not in (slot, loc["parity_disk"]))
+    survivors = [x for i, x in enumerate(devs) if i != missing]
+    bad_dev = devs[slot]
+    sector = (data_offset + loc["member_offset"]) // 512
+    sh("modprobe", "dm_mod")
+    total = int(sh("blockdev", "--getsz", bad_dev).stdout)
+    name = f"uraidbb{c.md[2:]}"
+    table = (f"0 {sector} linear {bad_dev} 0\n"
+             f"{sector} 8 error\n"
+             f"{sector + 8} {total - sector - 8} linear {bad_dev} "
+             f"{sector + 8}\n")
+    env = dict(os.environ, DM_DISABLE_UDEV="1")
+    r = subprocess.run(["dmsetup", "create", name, "--noudevsync"],
+                       input=table, capture_output=True, text=True, env=env,
+                       timeout=60)
+    check(r.returncode == 0, f"dmsetup create: {r.stdout} {r.stderr}")
+    mapped = f"/dev/mapper/{name}"
+    try:
+        if not os.path.exists(mapped):
+            subprocess.run(["dmsetup", "mknodes", name], env=env,
+                           capture_output=True, timeout=60)
+        check(os.path.exists(mapped), f"{mapped} did not appear")
+        members = [mapped if x == bad_dev else x for x in survivors]
+        srv = Server(c.tmp, members, ["run=true"])
+        h = srv.connect()
+        import nbd
+        try:
+            h.pread(BLK, blk * BLK)
+            raise CaseFailed(f"uraid served block {blk} over dm's error "
+                             f"target with slot {missing} missing")
+        except nbd.Error as e:
+            check(e.errno in ("EIO", 5), f"read of block {blk}: {e}")
+        h.shutdown()
+        srv.stop()
+        out = srv.output()
+        check("bad-block log" in out,
+              f"uraid's log does not mention the bad-block log: {out[-1500:]}")
+        log("uraid: " + next(l for l in out.splitlines()
+                             if "bad-block log" in l)[-300:])
+    finally:
+        subprocess.run(["dmsetup", "remove", name], env=env,
+                       capture_output=True, timeout=60)
+    lists = compare_badblocks(survivors, "after uraid recorded the block")
+    want = [(sector, 8)]
+    check(lists.get(bad_dev) == want,
+          f"{bad_dev}'s log: {lists.get(bad_dev)}, want {want} (the 4 KiB "
+          f"block at member byte {data_offset + loc['member_offset']})")
+    for x in survivors:
+        if x != bad_dev:
+            check(not lists.get(x), f"{x} lists {lists.get(x)}")
+    ex = md_examine(bad_dev)
+    log(f"mdadm --examine {bad_dev}: Feature Map {ex.get('Feature Map')}, "
+        f"Bad Block Log {ex.get('Bad Block Log')}")
+    check(ex.get("Bad Block Log", "").endswith("bad blocks present."),
+          f"mdadm --examine {bad_dev}: Bad Block Log "
+          f"{ex.get('Bad Block Log')}")
+    out = md_assemble(md, survivors, "--run")
+    log(f"mdadm --assemble --run: {out or 'ok'}")
+    check(int(md_attr(md, "degraded")) == 1,
+          f"{md}: degraded {md_attr(md, 'degraded')}: {md_members(md)}")
+    got = md_rdev_badblocks(md, bad_dev)
+    check(got == want, f"md's list of {bad_dev}: {got}, want {want}")
+    # What md must refuse: the listed block, and the missing slot's
+    # blocks of the same rows.
+    m = block_map(p, stripe_blocks(p, loc["stripe"]))
+    lo, hi = sector * 512 - data_offset, (sector + 8) * 512 - data_offset
+    holes = {b for b, e in m.items()
+             if e["disk"] in (slot, missing) and
+             e["member_offset"] < hi and e["member_offset"] + BLK > lo}
+    check(blk in holes and len(holes) == 2, f"holes {sorted(holes)}")
+    dev = Direct(f"/dev/{md}")
+    n = verify_with_holes(dev.read, image, holes,
+                          f"md reading uraid's degraded array")
+    dev.close()
+    log(f"md: EIO for blocks {sorted(holes)} ({n} failed), the rest as "
+        f"written")
+    check(md_rdev_badblocks(md, bad_dev) == want,
+          f"md's list changed while reading: {md_rdev_badblocks(md, bad_dev)}")
+    md_stop(md)
+
+
+def case_bad_blocks_create_log(c):
+    """uraid create reserves the bad-block log where mdadm --create (the
+    real one, here) puts it, for each of: the default internal bitmap,
+    --bitmap none, and the PPL. mdadm --examine's "Bad Block Log" line is
+    the same for both creators' members, both call the list empty, and md
+    assembles uraid's members."""
+    devs, md = c.devs, c.md
+    seen = []
+    for label, md_args, ours in (
+            ("bitmap", ["--bitmap=internal"], ["--bitmap", "internal"]),
+            ("no bitmap", ["--bitmap=none"], ["--bitmap", "none"]),
+            ("ppl", ["--consistency-policy=ppl"],
+             ["--bitmap", "none", "--consistency-policy", "ppl"])):
+        sh("mdadm", "--create", f"/dev/{md}", "--run", "--metadata=1.2",
+           "--level=5", f"--raid-devices={len(devs)}", "--chunk=64K",
+           "--assume-clean", "--name=k", *md_args, *devs)
+        md_stop(md)
+        theirs = md_examine_all(devs)
+        uraid("create", "--force", "--name", "k", "--chunk", "64K",
+              "--assume-clean", *ours, *devs)
+        mine = md_examine_all(devs)
+        for x in devs:
+            a, b = theirs[x].get("Bad Block Log"), mine[x].get("Bad Block Log")
+            check(a is not None and a == b,
+                  f"{label}: {x}: mdadm --create's Bad Block Log {a!r}, "
+                  f"uraid create's {b!r} (data offsets "
+                  f"{theirs[x].get('Data Offset')} / "
+                  f"{mine[x].get('Data Offset')})")
+        seen.append(f"{label}: {mine[devs[0]].get('Bad Block Log')}")
+        text, lists = md_examine_badblocks(devs)
+        check(all(lists.get(x) == [] for x in devs),
+              f"{label}: mdadm --examine-badblocks of uraid's members:\n{text}")
+        md_assemble(md, devs)
+        md_stop(md)
+    log("; ".join(seen))
+
+
 KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "kill9_bitmap": case_kill9_bitmap, "kill9_ppl": case_kill9_ppl,
          "ppl_md_crashed": case_ppl_md_crashed,
          "reshape_uraid_killed": case_reshape_uraid_killed,
-         "reshape_md_crashed": case_reshape_md_crashed, "nbd0": case_nbd0}
+         "reshape_md_crashed": case_reshape_md_crashed, "nbd0": case_nbd0,
+         "bad_blocks_md_to_uraid": case_bad_blocks_md_to_uraid,
+         "bad_blocks_uraid_to_md": case_bad_blocks_uraid_to_md,
+         "bad_blocks_create_log": case_bad_blocks_create_log}
 
 
 class Case:

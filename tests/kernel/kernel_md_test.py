@@ -18,7 +18,16 @@ a throw-away guest booted from Debian's own kernel (vm.py), both ways:
   reshape       3->4 killed in uraid and finished by md; 3->4 crashed in md
                 (sysrq-b) and finished by `uraid grow --continue`;
   /dev/nbd0     the README's recipe: nbdkit + plugin + nbd-client, mkfs with
-                uraid detail's hints, fsck; then md serves the same files.
+                uraid detail's hints, fsck; then md serves the same files;
+  bad blocks    md's bad-block log both ways: ranges md was given through
+                sysfs (dev-X/bad_blocks) land in its on-disk log, mdadm
+                --examine-badblocks and uraid examine --badblocks agree, and
+                uraid rebuilds them from parity over garbage on the member
+                (a write clears one, and md sees it cleared); a block uraid
+                could not read (dm's error target, degraded) is recorded in
+                the member's log, and md loads the entry and refuses exactly
+                that block and its row's missing block with EIO; (full set)
+                uraid create puts the log where mdadm --create does.
 
 The cases of one boot run one after another in the guest (guest.py); a case
 that needs a second boot (the md reshape crash) continues in the next one.
@@ -124,6 +133,15 @@ def special_cases(full):
         case("reshape/3to4/crashed-in-md/finished-by-uraid",
              "reshape_md_crashed", 4, steps=2, crash=True, chunk="64K",
              bitmap="none"),
+        # md's bad-block log both ways: md's lists (written through sysfs)
+        # honoured by uraid over garbage, and uraid's entry for a block it
+        # could not read honoured by md.
+        case("badblocks/md_to_uraid/sysfs-entries-rebuilt-from-parity",
+             "bad_blocks_md_to_uraid", 4, layout="left-symmetric",
+             chunk="64K"),
+        case("badblocks/uraid_to_md/unreadable-block-refused-by-md",
+             "bad_blocks_uraid_to_md", 4, layout="left-symmetric",
+             chunk="64K", bitmap="internal", assume_clean=True),
     ]
     if full:
         out += [
@@ -156,16 +174,19 @@ def special_cases(full):
             case("reshape/3to4/crashed-in-md/finished-by-uraid/bitmap",
                  "reshape_md_crashed", 4, steps=2, crash=True, chunk="64K",
                  bitmap="internal"),
+            case("badblocks/create/log-where-mdadm-puts-it",
+                 "bad_blocks_create_log", 4, size_mib=64),
         ]
     return out
 
 
 def default_cases():
-    # CI's subset (17 cases, about 5-6 minutes under TCG): chunks 4K..512K, 3..8
+    # CI's subset (19 cases, about 7 minutes under TCG): chunks 4K..512K, 3..8
     # disks, bitmap on and off, with and without --assume-clean, RAID4, both
     # directions (md -> uraid with md's initial recovery and without, and
-    # degraded), then one of each special case. The other layouts are in
-    # the full set (URAID_KERNEL_FULL=1).
+    # degraded), then one of each special case (the two bad-block cases
+    # cost about 30 s of guest time). The other layouts are in the full
+    # set (URAID_KERNEL_FULL=1).
     return [
         u2m("left-asymmetric", "4K", 3, "none", True),
         u2m("right-symmetric", "128K", 8, "none", False),

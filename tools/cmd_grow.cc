@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bad_block_update.h"
 #include "commands.h"
 #include "common.h"
 #include "control_client.h"
@@ -53,6 +54,7 @@ struct GrowArgs {
   bool resume = false;             // --continue
   bool run = false;                // md's --run
   std::string consistency_policy;  // empty: unchanged
+  std::string update;              // --update: bbl, no-bbl, force-no-bbl
   std::vector<std::string> members;
 };
 
@@ -103,6 +105,20 @@ Change ChangeOf(const GrowArgs& args) {
 int CheckUsage(const GrowArgs& args, const Change& change) {
   if (args.control.empty() && args.members.empty()) {
     return Usage("grow needs MEMBER... (offline) or --control SOCKET");
+  }
+  if (!args.update.empty()) {
+    if (!IsBadBlockUpdate(args.update)) {
+      return Usage(absl::StrFormat(
+          "grow --update=%s: unknown update (bbl, no-bbl or force-no-bbl)",
+          args.update));
+    }
+    if (!args.control.empty() || change.any() || !args.add.empty() ||
+        args.resume || !args.consistency_policy.empty()) {
+      return Usage(
+          "grow --update changes the members' bad-block log offline and "
+          "nothing else: MEMBER... only (not a served array)");
+    }
+    return 0;
   }
   if (!args.consistency_policy.empty()) {
     if (args.resume || change.any() || !args.add.empty()) {
@@ -410,6 +426,10 @@ void AddGrowCommand(CLI::App& app, Action* action) {
                   "without a bitmap) or resync; bitmap is refused as md "
                   "refuses it here")
       ->check(StatusValidator(ParseConsistencyPolicy, "POLICY"));
+  sub->add_option("--update", args->update,
+                  "Offline: bbl adds a bad-block log where there is room, "
+                  "no-bbl removes an empty one, force-no-bbl removes it with "
+                  "its entries (after the disk was replaced or tested)");
   CLI::Option* control = sub->add_option(
       "--control", args->control,
       "Reshape a served array through its control socket (the plugin's "
@@ -440,6 +460,9 @@ void AddGrowCommand(CLI::App& app, Action* action) {
     *action = [args] {
       const Change change = ChangeOf(*args);
       if (int rc = CheckUsage(*args, change)) return rc;
+      if (!args->update.empty()) {
+        return RunBadBlockUpdate(args->update, args->members);
+      }
       if (!args->consistency_policy.empty()) return RunPolicy(*args);
       if (!args->control.empty()) return RunRemote(*args, change);
       return RunOffline(*args, change);

@@ -126,6 +126,8 @@ class Superblock(ctypes.Structure):
                 ("super_offset", c_u64), ("recovery_offset", c_u64),
                 ("dev_number", c_u32), ("cnt_corrected_read", c_u32),
                 ("device_uuid", c_u8 * 16), ("devflags", c_u8),
+                ("bblog_shift", c_u8), ("bblog_size", ctypes.c_uint16),
+                ("bblog_offset", ctypes.c_int32),
                 ("utime", c_u64), ("events", c_u64),
                 ("resync_offset", c_u64), ("sb_csum", c_u32),
                 ("max_dev", c_u32), ("n_roles", c_u32),

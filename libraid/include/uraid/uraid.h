@@ -650,6 +650,9 @@ typedef struct uraid_superblock {
   uint32_t cnt_corrected_read;
   uint8_t device_uuid[16];
   uint8_t devflags;
+  uint8_t bblog_shift; /* the bad-block log: units of 2^shift sectors, */
+  uint16_t bblog_size; /* its size in sectors, */
+  int32_t bblog_offset; /* its offset from the superblock, sectors */
   uint64_t utime;
   uint64_t events;
   uint64_t resync_offset; /* UINT64_MAX = clean */

@@ -156,6 +156,9 @@ int uraid_superblock_decode(const void* bytes, size_t len,
     c->cnt_corrected_read = sb->cnt_corrected_read;
     std::memcpy(c->device_uuid, sb->device_uuid.data(), 16);
     c->devflags = sb->devflags;
+    c->bblog_shift = sb->bblog_shift;
+    c->bblog_size = sb->bblog_size;
+    c->bblog_offset = sb->bblog_offset;
     c->utime = sb->utime;
     c->events = sb->events;
     c->resync_offset = sb->resync_offset;
@@ -218,6 +221,9 @@ int uraid_superblock_encode(const uraid_superblock* in, void* out,
     sb.cnt_corrected_read = c->cnt_corrected_read;
     std::memcpy(sb.device_uuid.data(), c->device_uuid, 16);
     sb.devflags = c->devflags;
+    sb.bblog_shift = c->bblog_shift;
+    sb.bblog_size = c->bblog_size;
+    sb.bblog_offset = c->bblog_offset;
     sb.utime = c->utime;
     sb.events = c->events;
     sb.resync_offset = c->resync_offset;

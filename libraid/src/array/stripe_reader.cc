@@ -212,10 +212,16 @@ absl::Status StripeReader::RecordBlocksLocked(const Shape& sh, uint64_t stripe,
                                               const Member* failed) {
   const uint64_t base = sh.data_offset + stripe * sh.geo.chunk_bytes();
   for (const Block& b : blocks) {
-    RETURN_IF_ERROR(host_.RecordBadBlocks(slot, false, failed, base + b.offset,
-                                          b.len, std::string(why.message())));
+    const absl::Status rec =
+        host_.RecordBadBlocks(slot, false, failed, base + b.offset, b.len,
+                              std::string(why.message()));
+    // FailedPrecondition: read-only, nothing recorded, the blocks are lost
+    // all the same; any other error: the member was failed instead.
+    if (!rec.ok() && rec.code() != absl::StatusCode::kFailedPrecondition) {
+      return rec;
+    }
   }
-  return absl::OkStatus();
+  return LostError(sh, stripe, slot, blocks, why);
 }
 
 absl::Status StripeReader::RecordUnreadableLocked(
@@ -225,12 +231,7 @@ absl::Status StripeReader::RecordUnreadableLocked(
       std::vector<Block> bad,
       RereadBlocksLocked(sh, stripe, slot, chunk_offset, len, dst, failed));
   if (bad.empty()) return absl::OkStatus();
-  const absl::Status rec =
-      RecordBlocksLocked(sh, stripe, slot, bad, why, failed);
-  if (!rec.ok() && rec.code() != absl::StatusCode::kFailedPrecondition) {
-    return rec;  // the member was failed instead
-  }
-  return LostError(sh, stripe, slot, bad, why);
+  return RecordBlocksLocked(sh, stripe, slot, bad, why, failed);
 }
 
 absl::Status StripeReader::LostError(const Shape& sh, uint64_t stripe, int slot,
@@ -372,12 +373,7 @@ absl::Status StripeReader::NarrowReadErrorLocked(
     lost.push_back(b);
   }
   if (lost.empty()) return absl::OkStatus();
-  const absl::Status rec =
-      RecordBlocksLocked(sh, stripe, slot, lost, why, failed);
-  if (!rec.ok() && rec.code() != absl::StatusCode::kFailedPrecondition) {
-    return rec;  // the member was failed instead
-  }
-  return LostError(sh, stripe, slot, lost, why);
+  return RecordBlocksLocked(sh, stripe, slot, lost, why, failed);
 }
 
 absl::Status StripeReader::ReadAroundBadLocked(const Shape& sh, uint64_t stripe,

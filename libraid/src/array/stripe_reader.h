@@ -104,8 +104,9 @@ class StripeReader : private EnginePart {
   absl::StatusOr<std::vector<Block>> RereadBlocksLocked(
       const Shape& sh, uint64_t stripe, int slot, uint64_t chunk_offset,
       size_t len, uint8_t* dst, const Member* failed);
-  // Records `blocks` of `slot` bad (RecordBadBlocks), the first failure's
-  // error returned.
+  // Records `blocks` of `slot` bad (RecordBadBlocks) and returns the
+  // DataLoss their reader gets (LostError), or the error of the member's
+  // failure when they could not be recorded.
   absl::Status RecordBlocksLocked(const Shape& sh, uint64_t stripe, int slot,
                                   const std::vector<Block>& blocks,
                                   const absl::Status& why,

@@ -4,6 +4,8 @@
 // block, never the array; listed ranges are never read, are recorded
 // durably in md's log, survive reassembly, are made good by a write that
 // covers them, and rows a rebuild cannot rebuild are recorded on its target.
+// A write error is recorded too (the member stays and wants replacement),
+// and a write whose row cannot hold the bytes is never acknowledged.
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -265,6 +267,133 @@ TEST(BadBlocks, RebuildOverAnUnreadableSourceFinishesAndRecordsTheRow) {
   const Scan s = ScanAll(*a, r.data);
   EXPECT_EQ(s.wrong, 0);
   EXPECT_EQ(s.unreadable.size(), 2u);  // the row's two blocks
+}
+
+// The 4 KiB block of member bytes [at, at + 4096) fails every write (reads
+// still work and return the old bytes).
+void MakeUnwritable(FaultyMember& m, uint64_t at) {
+  FaultPlan plan;
+  FaultRule rule;
+  rule.op = FaultOp::kWrite;
+  rule.offset = at;
+  rule.len = kBlock;
+  plan.rules.push_back(rule);
+  plan.error_code = absl::StatusCode::kDataLoss;
+  m.SetPlan(plan);
+}
+
+// The array block held by slot 2's kBadAt.
+uint64_t BlockAtBadSector(const Array& a) {
+  const std::optional<uint64_t> block = a.geometry().Unmap(2, kBadAt - kOffset);
+  EXPECT_TRUE(block.has_value());
+  return block.value_or(0);
+}
+
+TEST(BadBlocks, WriteErrorIsRecordedAndTheMemberStaysAndWantsReplacement) {
+  Rig r;
+  {
+    auto a = MakeFilled(&r);
+    ASSERT_NE(a, nullptr);
+    MakeUnwritable(*r.faulty[2], kBadAt);
+    // A small write (read-modify-write: data on slot 2 fails, parity
+    // lands) and a full-stripe write over the same row.
+    const uint64_t block = BlockAtBadSector(*a);
+    auto fresh = Pattern(kBlock, 78);
+    ASSERT_TRUE(a->Write(fresh.data(), kBlock, block).ok());
+    std::memcpy(r.data.data() + block, fresh.data(), kBlock);
+    const uint64_t sd = a->geometry().stripe_data_bytes();
+    const uint64_t stripe = block / sd * sd;
+    auto full = Pattern(sd, 79);
+    ASSERT_TRUE(a->Write(full.data(), sd, stripe).ok());
+    std::memcpy(r.data.data() + stripe, full.data(), sd);
+    ASSERT_TRUE(a->Flush().ok());
+    const ArrayInfo info = a->Info();
+    EXPECT_FALSE(info.failed);
+    EXPECT_FALSE(info.degraded);
+    EXPECT_EQ(info.slots[2].state, SlotState::kActive);
+    EXPECT_TRUE(info.slots[2].want_replacement);
+    EXPECT_FALSE(info.slots[1].want_replacement);
+    EXPECT_EQ(LogOf(*r.base[2]), (std::vector<BadBlock>{{kBadSector, 8}}));
+    // The member still holds the old bytes there: only the list keeps them
+    // from being served.
+    const Scan s = ScanAll(*a, r.data);
+    EXPECT_EQ(s.wrong, 0);
+    EXPECT_TRUE(s.unreadable.empty());
+  }
+  auto b = Array::Assemble(Handles(r.members), AssembleOptions{});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->Info().slots[2].bad_blocks, 1u);
+  const Scan s = ScanAll(**b, r.data);
+  EXPECT_EQ(s.wrong, 0);
+  EXPECT_TRUE(s.unreadable.empty());
+}
+
+TEST(BadBlocks, WriteErrorInARowThatLostAnotherBlockIsNotAcknowledged) {
+  Rig r;
+  auto a = MakeFilled(&r);
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(a->FailSlot(1).ok());
+  MakeUnwritable(*r.faulty[2], kBadAt);
+  const uint64_t block = BlockAtBadSector(*a);
+  auto fresh = Pattern(kBlock, 80);
+  const absl::Status st = a->Write(fresh.data(), kBlock, block);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  const ArrayInfo info = a->Info();
+  EXPECT_FALSE(info.failed);
+  EXPECT_EQ(info.slots[2].state, SlotState::kActive);
+  // Neither the old bytes nor the new are served for the block: EIO, and
+  // for slot 1's block of that row too; nothing else.
+  const Scan s = ScanAll(*a, r.data);
+  EXPECT_EQ(s.wrong, 0);
+  EXPECT_THAT(s.unreadable, testing::Contains(block / kBlock));
+  EXPECT_EQ(s.unreadable.size(), 2u);
+}
+
+TEST(BadBlocks, AMemberThatWantsReplacementIsCopiedOntoASpare) {
+  Rig r;
+  auto a = MakeFilled(&r);
+  ASSERT_NE(a, nullptr);
+  Shared spare = NewMemoryMember("spare", kOffset + kMemberBytes);
+  auto handles = Handles({spare});
+  ASSERT_TRUE(a->AddMember(std::move(handles[0])).ok());
+  ASSERT_EQ(a->Info().spares.size(), 1u);
+  MakeUnwritable(*r.faulty[2], kBadAt);
+  const uint64_t block = BlockAtBadSector(*a);
+  auto fresh = Pattern(kBlock, 81);
+  ASSERT_TRUE(a->Write(fresh.data(), kBlock, block).ok());
+  std::memcpy(r.data.data() + block, fresh.data(), kBlock);
+  ASSERT_TRUE(a->WaitForJob().ok());
+  const ArrayInfo info = a->Info();
+  EXPECT_EQ(info.last_job.kind, JobKind::kReplace);
+  EXPECT_EQ(info.last_job.result, "completed");
+  EXPECT_EQ(info.slots[2].name, spare->Name());
+  EXPECT_EQ(info.slots[2].bad_blocks, 0u);  // rebuilt from parity
+  EXPECT_FALSE(info.slots[2].want_replacement);
+  EXPECT_TRUE(info.spares.empty());
+  EXPECT_FALSE(info.degraded);
+  const Scan s = ScanAll(*a, r.data);
+  EXPECT_EQ(s.wrong, 0);
+  EXPECT_TRUE(s.unreadable.empty());
+}
+
+TEST(BadBlocks, AMemberThatAnswersNothingIsFailedNotRecorded) {
+  Rig r;
+  auto a = MakeFilled(&r);
+  ASSERT_NE(a, nullptr);
+  FaultPlan dead;
+  dead.rules.push_back(FaultRule{});  // every call, read or write
+  r.faulty[2]->SetPlan(dead);
+  const uint64_t block = BlockAtBadSector(*a);
+  auto fresh = Pattern(kBlock, 82);
+  ASSERT_TRUE(a->Write(fresh.data(), kBlock, block).ok());
+  std::memcpy(r.data.data() + block, fresh.data(), kBlock);
+  const ArrayInfo info = a->Info();
+  EXPECT_TRUE(info.degraded);
+  EXPECT_EQ(info.slots[2].state, SlotState::kFaulty);
+  EXPECT_EQ(info.slots[2].bad_blocks, 0u);
+  const Scan s = ScanAll(*a, r.data);
+  EXPECT_EQ(s.wrong, 0);
+  EXPECT_TRUE(s.unreadable.empty());
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ struct DetailArgs {
   bool watch = false;
   bool wait = false;
   bool test = false;  // exit with md's health code (Health)
+  bool scan = false;  // every served array: `uraid status`
   std::string control;
   std::string bitmap;  // external bitmap file, empty: none
   std::vector<std::string> members;
@@ -204,13 +205,14 @@ void PrintText(const ArrayInfo& info, bool live) {
   }
   std::printf("\n    Slot   State     Device\n");
   for (const SlotInfo& s : info.slots) {
-    std::printf("    %4d   %-8s  %s%s\n", s.slot, SlotStateText(s, g).c_str(),
+    std::printf("    %4d   %-8s  %s%s%s\n", s.slot, SlotStateText(s, g).c_str(),
                 s.name.empty() ? "-" : s.name.c_str(),
                 s.bad_blocks == 0
                     ? ""
                     : absl::StrFormat("  (bad blocks: %d, %d sectors)",
                                       s.bad_blocks, s.bad_sectors)
-                          .c_str());
+                          .c_str(),
+                s.want_replacement ? "  (want replacement)" : "");
   }
   for (const SlotInfo& s : info.spares) {
     std::printf("       -   %-8s  %s\n", SlotStateName(s.state),
@@ -344,6 +346,7 @@ int RunRemoteDetail(const DetailArgs& args) {
 }
 
 int RunDetail(const DetailArgs& args) {
+  if (args.scan) return RunStatusScan(args.json, "");
   if (!args.control.empty()) return RunRemoteDetail(args);
   if (args.members.empty()) {
     std::fprintf(stderr, "uraid: detail needs MEMBER... or --control SOCKET\n");
@@ -393,6 +396,10 @@ void AddDetailCommand(CLI::App& app, Action* action) {
       "plugin's control=SOCKET): live state, jobs, speed limits");
   sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
       ->excludes(control);
+  sub->add_flag("--scan", args->scan,
+                "Every array served on this machine (as `uraid status`)")
+      ->excludes(control)
+      ->excludes("MEMBER");
   sub->add_option("--bitmap", args->bitmap,
                   "The array's external bitmap file (uraid create --bitmap "
                   "FILE), to show its state")

@@ -95,8 +95,8 @@ EventJson MakeEvent(const std::string& name, const std::string& array,
 
 bool IsMailWorthy(const EventJson& event) {
   static const auto* const kMail = new std::set<std::string, std::less<>>{
-      "Fail",        "FailSpare",   "DegradedArray",    "SparesMissing",
-      "TestMessage", "ArrayFailed", "BadBlocksRecorded"};
+      "Fail",        "FailSpare",   "DegradedArray",     "SparesMissing",
+      "TestMessage", "ArrayFailed", "BadBlocksRecorded", "WantReplacement"};
   return kMail->count(EventName(event)) > 0;
 }
 
@@ -114,7 +114,7 @@ int SyslogPriority(const EventJson& event) {
   if (name == "DegradedArray" || name == "SparesMissing" ||
       name == "TestMessage" || name == "DeviceDisappeared" ||
       name == "MetadataWriteFailed" || name == "EventsLost" ||
-      name == "BadBlocksRecorded") {
+      name == "BadBlocksRecorded" || name == "WantReplacement") {
     return LOG_WARNING;
   }
   if (name == "CheckFinished" || name == "RepairFinished") {

@@ -224,6 +224,10 @@ struct SlotInfo {
   // The member's bad-block log: ranges listed and the sectors they cover.
   uint64_t bad_blocks = 0;
   uint64_t bad_sectors = 0;
+  // A write error was recorded in the log instead of failing the member
+  // (md's want_replacement): it should be replaced (a spare in the pool
+  // starts the copy by itself).
+  bool want_replacement = false;
 };
 
 // Member-I/O and request counters, monotonic since the array was opened.

@@ -53,7 +53,9 @@ URAID_EXPORT const char* LogLevelName(LogLevel level);
 // ReshapeFinished, SpareAdded, MemberRemoved, MetadataWriteFailed
 // ("error"), EventsLost ("count"; the control channel's, per subscriber),
 // BadBlocksRecorded (a range of a member recorded in its bad-block log:
-// "first_sector", "sectors", "error", "affects": the array bytes it held).
+// "first_sector", "sectors", "error", "affects": the array bytes it held),
+// WantReplacement (a member's write error was recorded instead of failing
+// it, md's want_replacement; once per member: "error").
 struct URAID_EXPORT Event {
   using Value = std::variant<int64_t, std::string, bool, std::vector<uint64_t>>;
 

@@ -348,6 +348,7 @@ ArrayInfo ArrayImpl::Info() const {
       }
       si.bad_blocks = s.bad.size();
       si.bad_sectors = s.bad.sectors();
+      si.want_replacement = s.want_replacement.load();
       gone += si.state != SlotState::kActive;
       info.slots.push_back(si);
       if (std::shared_ptr<Member> r = s.replacement.load(); r != nullptr) {

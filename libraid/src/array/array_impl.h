@@ -331,6 +331,9 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   absl::Status ClearBadBlocks(int slot, const Member* only_if, uint64_t at,
                               uint64_t len) override
       ABSL_LOCKS_EXCLUDED(sb_mu_);
+  void WantReplacement(int slot, const Member* only_if,
+                       const std::string& why) override
+      ABSL_LOCKS_EXCLUDED(sb_mu_);
   // Writes `list` to member `m`'s log area, durably. Fails when the array
   // has no log or the list does not fit.
   absl::Status WriteBadBlockLogLocked(Member& m, const BadBlockList& list)
@@ -376,8 +379,18 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   void StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
                           const DeviceId& id, bool partial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+  // The first spare, its copy of the bitmap refreshed (a spare that cannot
+  // take it is dropped, and the error returned). REQUIRES: sb_mu_ not held.
+  absl::StatusOr<std::shared_ptr<Member>> ReadySpare();
   // Promotes the first spare into the gone slot; REQUIRES: sb_mu_ not held.
   absl::Status PromoteSpare(int slot);
+  // Makes the first spare the replace target of active `slot` (a member
+  // that wants replacement) and writes the superblocks; the caller runs
+  // the replace job. REQUIRES: sb_mu_ not held.
+  absl::Status SpareAsReplacement(int slot);
+  // The first active slot that wants replacement and has no replace
+  // target yet, or -1.
+  int SlotWantingReplacement() const;
   std::shared_ptr<Member> FindByName(const std::string& name, int* slot,
                                      int* spare) const;
   // Checks a member about to join (size, not ours already, not another

@@ -129,6 +129,30 @@ absl::Status ArrayImpl::RecordBadBlocks(int slot, bool replacement,
   return absl::OkStatus();
 }
 
+void ArrayImpl::WantReplacement(int slot, const Member* only_if,
+                                const std::string& why) {
+  Slot& s = *slots_[slot];
+  std::shared_ptr<Member> m = s.member.load();
+  if (m == nullptr || (only_if != nullptr && m.get() != only_if)) return;
+  if (s.want_replacement.exchange(true)) return;
+  bool spare;
+  {
+    MutexLock lock(&sb_mu_);
+    spare = !spares_.empty();
+  }
+  Event e = MakeEvent("WantReplacement", m->Name(), slot);
+  e.details.emplace_back("error", why);
+  Report(LogLevel::kWarning, std::move(e),
+         absl::StrFormat(
+             "member %s (slot %d) had a write error (%s), recorded in its "
+             "bad-block log instead of failing it; it should be replaced "
+             "(md's want_replacement): %s",
+             m->Name(), slot, why,
+             spare ? "a spare starts copying it"
+                   : "add a spare, or run uraid replace"));
+  MaybeStartRecovery();
+}
+
 absl::Status ArrayImpl::ClearBadBlocks(int slot, const Member* only_if,
                                        uint64_t at, uint64_t len) {
   Slot& s = *slots_[slot];

@@ -47,6 +47,11 @@ class EngineHost {
                                        const Member* only_if, uint64_t at,
                                        uint64_t len,
                                        const std::string& why) = 0;
+  // `slot`'s member (`only_if`, when given) had a write error that was
+  // recorded instead of failing it: md's WantReplacement. Reported once per
+  // member; a spare in the pool starts replacing it.
+  virtual void WantReplacement(int slot, const Member* only_if,
+                               const std::string& why) = 0;
   // A write covering member bytes [at, at + len) of `slot`'s member reached
   // it durably: their entries go, and the log is rewritten.
   virtual absl::Status ClearBadBlocks(int slot, const Member* only_if,

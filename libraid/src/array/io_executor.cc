@@ -12,8 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/aligned_buffer.h"
 #include "base/status_macros.h"
 #include "parity/parity.h"
+#include "uraid/superblock.h"
 
 namespace uraid {
 
@@ -54,6 +56,11 @@ absl::Status WriteDurably(Member& m, const void* buf, size_t len,
   if (!st.ok()) return st;
   io.kind = MemberIo::kFlush;
   return DoIo(m, io, raw);
+}
+
+absl::Status ProbeMember(Member& m) {
+  AlignedBuffer probe(kSbBlockBytes);
+  return m.Read(probe.data(), probe.size(), kSb12OffsetBytes);
 }
 
 IoExecutor::IoExecutor(const SlotTable& slots, AtomicCounters& counters,

@@ -32,6 +32,15 @@ namespace uraid {
 // page. Thread-compatible (the member's own rules).
 absl::Status WriteDurably(Member& m, const void* buf, size_t len, uint64_t raw);
 
+// md works in 4 KiB member blocks (its STRIPE_SIZE): the unit in which a
+// failed I/O is retried block by block and bad ranges are recorded.
+inline constexpr uint64_t kMdBlockBytes = 4096;
+
+// Reads the member's v1.2 superblock block: fails only when the member
+// answers nothing at all (a dead disk, a lost connection), which tells
+// such a member from one with a bad region after a range kept failing.
+absl::Status ProbeMember(Member& m);
+
 // A plan's member I/Os of `kind`, addressed to `stripe` of shape `sh`, with
 // buffers resolved in `scratch` and `client`.
 std::vector<MemberIo> PlannedMemberIos(const Shape& sh, MemberIo::Kind kind,

@@ -65,6 +65,11 @@ struct Slot {
   // change).
   BadBlockList bad;
   BadBlockList repl_bad;
+  // `member` had a write error that was recorded in its log instead of
+  // failing it (md's WantReplacement): a spare, when there is one, replaces
+  // it by copying. In memory only, as md keeps it; it goes with the member
+  // (cleared wherever `bad` is reset for a new one).
+  std::atomic<bool> want_replacement{false};
   DeviceId id;       // guarded by ArrayImpl::sb_mu_ once the array exists
   DeviceId repl_id;  // the replacement's, likewise
 };
@@ -170,6 +175,7 @@ inline void TakeReplacementBadBlocks(Slot& s) {
   s.bad.flag_durable.store(s.repl_bad.flag_durable.load());
   s.repl_bad.Reset({});
   s.repl_bad.flag_durable.store(false);
+  s.want_replacement.store(false);
 }
 
 // A member that belongs to the array without a slot.

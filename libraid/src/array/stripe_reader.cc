@@ -189,9 +189,7 @@ StripeReader::RereadBlocksLocked(const Shape& sh, uint64_t stripe, int slot,
     return absl::UnavailableError(absl::StrFormat(
         "slot %d changed members while its read error was handled", slot));
   }
-  AlignedBuffer probe(kSbBlockBytes);
-  if (absl::Status ps = m->Read(probe.data(), probe.size(), kSb12OffsetBytes);
-      !ps.ok()) {
+  if (absl::Status ps = ProbeMember(*m); !ps.ok()) {
     const std::string why = absl::StrFormat(
         "member stopped answering: member offset %d unreadable, and so is its "
         "superblock (%s)",
@@ -322,10 +320,15 @@ absl::Status StripeReader::RewriteLocked(const Shape& sh, uint64_t stripe,
     // bad-block list (the bytes were served from parity, which keeps them);
     // only a member that cannot record it is failed.
     // Either way the bytes served, from parity, are right.
-    (void)host_.RecordBadBlocks(
-        slot, false, failed, sh.data_offset + member_offset, len,
+    const std::string what =
         absl::StrFormat("read error (%s) and rewrite failed (%s)",
-                        why.message(), w[0].status.message()));
+                        why.message(), w[0].status.message());
+    if (host_
+            .RecordBadBlocks(slot, false, failed,
+                             sh.data_offset + member_offset, len, what)
+            .ok()) {
+      host_.WantReplacement(slot, failed, what);
+    }
     return absl::OkStatus();
   }
   const uint32_t n = s.read_errors.fetch_add(1) + 1;

@@ -97,7 +97,7 @@ class StripeReader : private EnginePart {
     uint64_t offset = 0;
     size_t len = 0;
   };
-  static constexpr uint64_t kBlock = 4096;  // md's STRIPE_SIZE
+  static constexpr uint64_t kBlock = kMdBlockBytes;
   // Reads `slot`'s [chunk_offset, + len) again in 4 KiB member blocks into
   // `dst`; returns those that still fail. When none reads, probes the
   // member's superblock: a member that answers nothing is failed (error).

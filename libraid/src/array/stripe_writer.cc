@@ -255,7 +255,89 @@ absl::Status StripeWriter::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
     if (ppl_hold.held()) ppl_hold.Wrote(io.slot);
   }
   io_.Submit(sh, writes, &gens);
-  return host_.AbsorbFailures(writes, slot_failed);
+  return FinishWritesLocked(sh, stripe, writes, slot_failed);
+}
+
+absl::Status StripeWriter::FinishWritesLocked(const Shape& sh, uint64_t stripe,
+                                              std::vector<MemberIo>& writes,
+                                              bool* slot_failed) {
+  bool recorded = false;
+  for (MemberIo& io : writes) {
+    // A member that shrank under the array (OutOfRange) has lost its data
+    // past the end: failed, as before.
+    if (io.status.ok() || io.stale || io.to_replacement ||
+        io.kind != MemberIo::kWrite || absl::IsOutOfRange(io.status) ||
+        !slots_.UsableAt(io.slot, stripe)) {
+      continue;
+    }
+    absl::StatusOr<std::vector<std::pair<uint64_t, size_t>>> still =
+        RewriteBlocksLocked(sh, io);
+    if (!still.ok()) continue;  // answers nothing: AbsorbFailures fails it
+    const std::string why = absl::StrCat("write error: ", io.status.message());
+    bool kept = true;
+    for (const auto& [at, len] : *still) {
+      // Not OK: the member was failed instead (no log, log full) or left
+      // the slot; AbsorbFailures below sees the slot gone and replans.
+      if (!host_.RecordBadBlocks(io.slot, false, io.used, at, len, why).ok()) {
+        kept = false;
+        break;
+      }
+    }
+    if (!kept) continue;
+    io.status = absl::OkStatus();
+    recorded = true;
+    host_.WantReplacement(io.slot, io.used, why);
+  }
+  RETURN_IF_ERROR(host_.AbsorbFailures(writes, slot_failed));
+  if (!recorded) return absl::OkStatus();
+  *slot_failed = true;
+  return absl::AbortedError(absl::StrFormat(
+      "stripe %d: write errors recorded as bad blocks; written again around "
+      "them",
+      stripe));
+}
+
+absl::StatusOr<std::vector<std::pair<uint64_t, size_t>>>
+StripeWriter::RewriteBlocksLocked(const Shape& sh, const MemberIo& io) {
+  const SlotGens gens = slots_.CaptureGens();
+  std::vector<MemberIo> ios;
+  // Blocks of the member (md's STRIPE_SIZE), clipped to the write.
+  const uint64_t raw = sh.data_offset + io.offset;
+  for (uint64_t x = raw, end = raw + io.len; x < end;) {
+    const uint64_t next = std::min<uint64_t>(
+        end, x / kMdBlockBytes * kMdBlockBytes + kMdBlockBytes);
+    MemberIo w{MemberIo::kWrite,
+               io.slot,
+               static_cast<uint8_t*>(io.buf) + (x - raw),
+               static_cast<size_t>(next - x),
+               x - sh.data_offset,
+               {}};
+    w.fua = io.fua;
+    ios.push_back(w);
+    x = next;
+  }
+  io_.Submit(sh, ios, &gens);
+  std::vector<std::pair<uint64_t, size_t>> still;
+  for (const MemberIo& w : ios) {
+    if (w.stale || w.used != io.used) {
+      return absl::UnavailableError(absl::StrFormat(
+          "slot %d changed members while its write error was handled",
+          io.slot));
+    }
+    if (w.status.ok()) continue;
+    // Adjacent failed blocks make one range (one log entry).
+    if (!still.empty() &&
+        still.back().first + still.back().second == sh.data_offset + w.offset) {
+      still.back().second += w.len;
+    } else {
+      still.emplace_back(sh.data_offset + w.offset, w.len);
+    }
+  }
+  if (still.size() != 1 || still[0].second != io.len) return still;
+  // Nothing of the range took: a bad region, or a member that answers
+  // nothing at all. Its superblock tells which.
+  RETURN_IF_ERROR(ProbeMember(*io.used_ref));
+  return still;
 }
 
 absl::Status StripeWriter::WriteAroundBadLocked(
@@ -320,7 +402,16 @@ void StripeWriter::MakeGoodLocked(const Shape& sh, uint64_t stripe, int slot,
                                    {}}};
   w[0].fua = true;
   io_.Submit(sh, w, &gens);
-  if (!w[0].status.ok()) return;  // still bad: reads keep rebuilding it
+  if (!w[0].status.ok()) {
+    // Still bad: reads keep rebuilding it. A member that cannot take a
+    // write there should go (md's WantReplacement).
+    if (!w[0].stale) {
+      host_.WantReplacement(slot, w[0].used,
+                            absl::StrCat("rewrite of a bad block failed: ",
+                                         w[0].status.message()));
+    }
+    return;
+  }
   (void)host_.ClearBadBlocks(slot, w[0].used, sh.data_offset + w[0].offset,
                              len);
 }
@@ -363,7 +454,7 @@ absl::Status StripeWriter::WriteLossyRowsLocked(
     }
     for (const MemberIo& io : writes) (*touched)[io.slot] = true;
     io_.Submit(sh, writes, &gens);
-    return host_.AbsorbFailures(writes, slot_failed);
+    return FinishWritesLocked(sh, stripe, writes, slot_failed);
   }
   if (!slots_.UsableAt(d, stripe)) {
     return absl::DataLossError(absl::StrFormat(

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -133,6 +134,25 @@ class StripeWriter : private EnginePart {
                                     const std::vector<int>& lost,
                                     const SlotGens& gens, bool* slot_failed,
                                     std::vector<bool>* touched);
+  // After a plan's `writes` were issued: md's rule for a write error on a
+  // member that still answers is a bad block, not a failed member. The
+  // failed range is written again in 4 KiB blocks; those that still fail
+  // are recorded bad (RecordBadBlocks, which fails the member when it
+  // cannot keep them) and the member is asked to be replaced
+  // (WantReplacement). Then AbsorbFailures for what is left. When any
+  // block was recorded, sets *slot_failed and returns Aborted: the stripe
+  // is planned again around the new entries, which tells whether the
+  // client's bytes are still held (a lone bad block of the row is implied
+  // by the others) or not (two lost in a row: DataLoss, never an ack).
+  // REQUIRES: the stripe lock.
+  absl::Status FinishWritesLocked(const Shape& sh, uint64_t stripe,
+                                  std::vector<MemberIo>& writes,
+                                  bool* slot_failed);
+  // The member ranges (absolute bytes) of a failed write `io` that fail
+  // again when written in 4 KiB blocks, or an error when the member
+  // answers nothing (its superblock is read as a probe) or changed hands.
+  absl::StatusOr<std::vector<std::pair<uint64_t, size_t>>> RewriteBlocksLocked(
+      const Shape& sh, const MemberIo& io);
   // Writes `data` over `slot`'s [x, x + len) with FUA and, once durable,
   // clears the bad entries it covered. A failure leaves them.
   void MakeGoodLocked(const Shape& sh, uint64_t stripe, int slot, uint64_t x,

@@ -121,6 +121,7 @@ void SlotFields(Io& io, S& s) {
   io.Uuid("device_uuid", &s.device_uuid);
   io.U64("bad_blocks", &s.bad_blocks);
   io.U64("bad_sectors", &s.bad_sectors);
+  io.Bool("want_replacement", &s.want_replacement);
 }
 
 template <typename Io, typename J>

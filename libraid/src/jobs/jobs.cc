@@ -19,6 +19,7 @@ namespace uraid {
 void ArrayImpl::MaybeStartRecovery() {
   if (read_only_ || failed_.load()) return;
   bool needed = false;
+  bool wanted = false;  // a member wants replacement and a spare can
   {
     MutexLock lock(&sb_mu_);
     for (const auto& s : slots_) {
@@ -28,8 +29,19 @@ void ArrayImpl::MaybeStartRecovery() {
         needed = true;
       }
     }
+    wanted = !spares_.empty() && SlotWantingReplacement() >= 0;
   }
-  if (!needed) return;
+  if (!needed) {
+    // md starts the copy onto a spare by itself, after any running job.
+    if (wanted && !jobs_.Busy().has_value()) {
+      absl::Status st = jobs_.Request(JobRequest{JobKind::kReplace, -1});
+      if (!st.ok()) {
+        Log(LogLevel::kWarning,
+            absl::StrFormat("replace not started: %s", st.message()));
+      }
+    }
+    return;
+  }
   absl::Status st = jobs_.RequestRecovery();
   if (!st.ok()) {
     Log(LogLevel::kWarning,
@@ -54,6 +66,17 @@ bool ArrayImpl::PrepareJob(JobRequest* req, JobInfo* info) {
       }
     }
     if (slot < 0 || failed_.load()) return false;  // nothing to do
+  }
+  if (kind == JobKind::kReplace && slot < 0) {
+    // A member that wants replacement (WantReplacement), onto a spare.
+    slot = SlotWantingReplacement();
+    if (slot < 0 || failed_.load()) return false;
+    if (absl::Status st = SpareAsReplacement(slot); !st.ok()) {
+      Log(LogLevel::kWarning,
+          absl::StrFormat("replace of slot %d not started: %s", slot,
+                          st.message()));
+      return false;
+    }
   }
   req->slot = slot;
   const Geometry& geo = CurrentShape().geo;

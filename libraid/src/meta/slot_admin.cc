@@ -123,6 +123,7 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
     ChangeSlot(s, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       s.member.store(nullptr);
       s.bad.Reset({});
+      s.want_replacement.store(false);
       s.partial.store(false);
       s.state.store(SlotState::kMissing);
     });
@@ -317,20 +318,17 @@ void ArrayImpl::StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
     // entries of its own is not rebuilt partially (ReAddRefusal).
     s.bad.Reset({});
     s.bad.flag_durable.store(false);
+    s.want_replacement.store(false);
     s.member.store(m);
     s.state.store(SlotState::kRebuilding);
   });
 }
 
-absl::Status ArrayImpl::PromoteSpare(int slot) {
-  Slot& s = *slots_[slot];
+absl::StatusOr<std::shared_ptr<Member>> ArrayImpl::ReadySpare() {
   std::shared_ptr<Member> m;
   {
     MutexLock lock(&sb_mu_);
-    if (spares_.empty() || s.state.load() == SlotState::kActive ||
-        s.state.load() == SlotState::kRebuilding) {
-      return absl::FailedPreconditionError("no spare or slot not gone");
-    }
+    if (spares_.empty()) return absl::FailedPreconditionError("no spare");
     m = spares_.front().member;
   }
   // Its copy of the bitmap dates from when it joined. A spare that cannot
@@ -350,6 +348,16 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
                           absl::StrCat("dropping spare ", m->Name()));
     return st;
   }
+  return m;
+}
+
+absl::Status ArrayImpl::PromoteSpare(int slot) {
+  Slot& s = *slots_[slot];
+  if (s.state.load() == SlotState::kActive ||
+      s.state.load() == SlotState::kRebuilding) {
+    return absl::FailedPreconditionError("slot not gone");
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<Member> m, ReadySpare());
   {
     MutexLock lock(&sb_mu_);
     auto it = std::find_if(spares_.begin(), spares_.end(),
@@ -368,6 +376,56 @@ absl::Status ArrayImpl::PromoteSpare(int slot) {
   absl::Status st = WriteSuperblocks(std::nullopt);
   CheckSpares();
   return st;
+}
+
+int ArrayImpl::SlotWantingReplacement() const {
+  for (int i = 0; i < CurrentShape().geo.raid_disks(); ++i) {
+    const Slot& s = *slots_[i];
+    if (s.want_replacement.load() && s.state.load() == SlotState::kActive &&
+        s.replacement.load() == nullptr) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+absl::Status ArrayImpl::SpareAsReplacement(int slot) {
+  Slot& s = *slots_[slot];
+  ASSIGN_OR_RETURN(std::shared_ptr<Member> m, ReadySpare());
+  std::string old_name;
+  {
+    MutexLock lock(&sb_mu_);
+    auto it = std::find_if(spares_.begin(), spares_.end(),
+                           [&](const Spare& sp) { return sp.member == m; });
+    if (it == spares_.end()) {
+      return absl::FailedPreconditionError("the spare was removed");
+    }
+    // As in ReplaceMember: the old member may have failed (a spare then
+    // recovers the slot instead) or been replaced since the look.
+    if (s.state.load() != SlotState::kActive ||
+        s.replacement.load() != nullptr || !s.want_replacement.load()) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("slot %d no longer wants a replacement", slot));
+    }
+    old_name = s.member.load()->Name();
+    s.repl_id = it->id;
+    s.repl_front.store(0);
+    s.repl_bad.Reset({});
+    s.repl_bad.flag_durable.store(false);
+    s.replacement.store(m);
+    spares_.erase(it);
+  }
+  RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
+  if (s.replacement.load() != m) {
+    return absl::UnavailableError(absl::StrFormat(
+        "%s: writing its superblock failed; replace not started", m->Name()));
+  }
+  Log(LogLevel::kNotice,
+      absl::StrFormat("replace: slot %d (%s) wants replacement after a write "
+                      "error; copying it onto spare %s",
+                      slot, old_name, m->Name()));
+  CheckSpares();
+  return absl::OkStatus();
 }
 
 absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,

@@ -6,16 +6,19 @@
 // invalid shapes are exercised too), then up to 16 probe values.
 //
 // Properties:
-//  * Make accepts exactly the shapes its contract describes (level 4 or 5,
-//    layout 0..5 with level 4 only parity-last, chunk a power of two in
-//    [4 KiB, 16 MiB], 3..64 disks, member size a non-zero chunk multiple
-//    whose array size fits in 64 bits); a refusal is InvalidArgument with a
-//    message.
-//  * For a valid shape: Map(x) lands where md's tables put x (model below);
+//  * Make accepts exactly the shapes its contract describes (level 4, 5 or
+//    6, layout 0..5 with level 4 only parity-last and level 6 also 8..10 and
+//    16..20, chunk a power of two in [4 KiB, 16 MiB], 3..64 disks (level 6:
+//    4..64), member size a non-zero chunk multiple whose array size fits in
+//    64 bits); a refusal is InvalidArgument with a message.
+//  * For a valid shape: Map(x) lands where md's tables put x (model below,
+//    levels 4 and 5; level 6 is modelled in tests/raid6_geometry_test.cc);
 //    Unmap(Map(x)) == x; Unmap of a parity byte is nullopt; DataDisk and
 //    DataIndex are inverse, each stripe's slots are a permutation of the
-//    disks; every member byte unmaps to a logical byte that maps back to it.
+//    disks (with Q at level 6, whose Q slots are distinct and in range);
+//    every member byte unmaps to a logical byte that maps back to it.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -40,17 +43,22 @@ bool IsPow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 // What the header promises Make accepts, written out independently.
 bool ShapeValid(int level, int layout, uint64_t chunk, int disks,
                 uint64_t member_bytes) {
-  if (level != 4 && level != 5) return false;
-  if (layout < 0 || layout > 5) return false;
+  if (level != 4 && level != 5 && level != 6) return false;
+  const bool raid6_layout =
+      (layout >= 8 && layout <= 10) || (layout >= 16 && layout <= 20);
+  if ((layout < 0 || layout > 5) && !(level == 6 && raid6_layout)) {
+    return false;
+  }
   if (level == 4 && layout != 5) return false;
+  if (level == 6 && disks < 4) return false;
   if (!IsPow2(chunk) || chunk < uraid::kMinChunkBytes ||
       chunk > uraid::kMaxChunkBytes) {
     return false;
   }
   if (disks < uraid::kMinDisks || disks > uraid::kMaxDisks) return false;
   if (member_bytes == 0 || member_bytes % chunk != 0) return false;
-  return member_bytes <=
-         std::numeric_limits<uint64_t>::max() / uint64_t(disks - 1);
+  return member_bytes <= std::numeric_limits<uint64_t>::max() /
+                             uint64_t(disks - (level == 6 ? 2 : 1));
 }
 
 // md's placement (raid5.c raid5_compute_sector, md reference §1.1), the
@@ -104,15 +112,31 @@ void CheckStripe(const Geometry& g, uint64_t stripe) {
   FUZZ_CHECK(g.DataIndex(stripe, p) == -1);
   std::vector<int> seen(n, 0);
   seen[p]++;
+  const int q = g.QDisk(stripe);
+  if (g.level() == 6) {
+    FUZZ_CHECK(q >= 0 && q < n && q != p);
+    FUZZ_CHECK(g.DataIndex(stripe, q) == -1);
+    FUZZ_CHECK(g.QSlot(stripe, p) == -1 && g.QSlot(stripe, q) == -1);
+    seen[q]++;
+  } else {
+    FUZZ_CHECK(q == -1);
+  }
+  std::vector<int> slots(std::max(g.SyndromeSlots(), 1), 0);
   for (int k = 0; k < g.data_disks(); ++k) {
     const int d = g.DataDisk(stripe, k);
     FUZZ_CHECK(d >= 0 && d < n);
     FUZZ_CHECK(d != p);
     FUZZ_CHECK(g.DataIndex(stripe, d) == k);
+    seen[d]++;
+    if (g.level() == 6) {
+      const int slot = g.QSlot(stripe, d);
+      FUZZ_CHECK(slot >= 0 && slot < g.SyndromeSlots());
+      FUZZ_CHECK(++slots[slot] == 1);
+      continue;
+    }
     const Placement m = ModelPlace(static_cast<int>(g.layout()), n, stripe, k);
     FUZZ_CHECK(m.disk == d);
     FUZZ_CHECK(m.parity == p);
-    seen[d]++;
   }
   for (int c : seen) FUZZ_CHECK(c == 1);  // a permutation of the slots
 }
@@ -139,7 +163,7 @@ void CheckMemberByte(const Geometry& g, int disk, uint64_t member_offset) {
   const std::optional<uint64_t> x = g.Unmap(disk, member_offset);
   const uint64_t stripe = member_offset / g.chunk_bytes();
   if (!x.has_value()) {
-    FUZZ_CHECK(g.ParityDisk(stripe) == disk);
+    FUZZ_CHECK(g.ParityDisk(stripe) == disk || g.QDisk(stripe) == disk);
     return;
   }
   FUZZ_CHECK(*x < g.array_bytes());
@@ -178,7 +202,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const int level = in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(3, 6)
                                      : in.ConsumeIntegral<int>();
-  const int layout = in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(0, 7)
+  const int layout = in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(0, 21)
                                       : in.ConsumeIntegral<int>();
   const uint64_t chunk = PickChunk(in);
   const int disks = in.ConsumeBool() ? in.ConsumeIntegralInRange<int>(0, 70)
@@ -200,11 +224,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(static_cast<int>(g.layout()) == layout);
   FUZZ_CHECK(g.chunk_bytes() == chunk);
   FUZZ_CHECK(g.raid_disks() == disks);
-  FUZZ_CHECK(g.data_disks() == disks - 1);
+  const int data_disks = disks - (level == 6 ? 2 : 1);
+  FUZZ_CHECK(g.data_disks() == data_disks);
   FUZZ_CHECK(g.member_bytes() == member_bytes);
   FUZZ_CHECK(g.stripe_count() == member_bytes / chunk);
-  FUZZ_CHECK(g.stripe_data_bytes() == chunk * (disks - 1));
-  FUZZ_CHECK(g.array_bytes() == member_bytes * (disks - 1));
+  FUZZ_CHECK(g.stripe_data_bytes() == chunk * data_disks);
+  FUZZ_CHECK(g.array_bytes() == member_bytes * data_disks);
   const uint64_t pref = g.PreferredIoBytes();
   FUZZ_CHECK(IsPow2(pref) && pref >= chunk);
   FUZZ_CHECK(g.stripe_data_bytes() % pref == 0);

@@ -560,8 +560,12 @@ TEST(GeometryMakeTest, RejectsBadParametersWithNamedValue) {
   const uint64_t kMember = 64 * MiB;
   const Layout ls = Layout::kLeftSymmetric;
   const Case kCases[] = {
-      {6, ls, 64 * KiB, 4, kMember, "level 6 not supported (levels 4 and 5)"},
-      {0, ls, 64 * KiB, 4, kMember, "level 0 not supported (levels 4 and 5)"},
+      // Level 6 is valid since RAID6 (tests/raid6_geometry_test.cc); the
+      // next level up is not.
+      {7, ls, 64 * KiB, 4, kMember,
+       "level 7 not supported (levels 4, 5 and 6)"},
+      {0, ls, 64 * KiB, 4, kMember,
+       "level 0 not supported (levels 4, 5 and 6)"},
       {-1, ls, 64 * KiB, 4, kMember, "level -1 not supported"},
       {4, ls, 64 * KiB, 4, kMember, "level 4 requires layout parity-last"},
       {4, Layout::kParityFirst, 64 * KiB, 4, kMember,

@@ -1579,6 +1579,70 @@ def case_bad_blocks_create_log(c):
     log("; ".join(seen))
 
 
+# --- RAID6: md makes, uraid's geometry and codec judge ----------------------
+
+def zero_members(devs):
+    """Zeros whole members (O_DIRECT), so no block of an earlier array can
+    pass for one of the next."""
+    for d in devs:
+        sh("dd", "if=/dev/zero", f"of={d}", "bs=1M", "oflag=direct",
+           "status=none", ok=False)
+
+
+def case_raid6_md_layout(c):
+    """For each RAID6 layout and disk count: mdadm --create --level=6
+    without --assume-clean (md's resync computes P and Q), the data pattern
+    written through md, md stopped; then raid6_layout_check, which knows
+    only uraid's Geometry and P+Q codec, finds md's P and Q in every stripe
+    and every written block where Map puts it. The control run orders Q by
+    data index: it must fail exactly where md's slot order differs."""
+    p, md = c.params, c.md
+    tool = PLAN.get("raid6_check")
+    check(tool, "the plan has no raid6_check tool (kernel_md_test.py "
+          "--raid6-check)")
+    seen = []
+    for layout in p["layouts"]:
+        for n in p["disk_counts"]:
+            devs = c.devs[:n]
+            what = f"{layout}/{n}disks"
+            zero_members(devs)
+            sh("mdadm", "--create", f"/dev/{md}", "--run", "--metadata=1.2",
+               "--level=6", f"--raid-devices={n}", f"--chunk={p['chunk']}",
+               f"--layout={layout}", "--bitmap=none", "--name=k", *devs)
+            md_readwrite(md)
+            md_wait_idle(md, what=f"{what}: initial resync")
+            last = md_attr(md, "last_sync_action")
+            check(last == "resync", f"{what}: initial sync was {last!r}, "
+                  f"expected md's resync of P and Q")
+            size = md_size(md)
+            image = Image(size)
+            dev = Direct(f"/dev/{md}", write=True)
+            write_pattern(dev.write, image, 1,
+                          spread_blocks(size // BLK, c.seed, head=64,
+                                        count=24))
+            dev.close()
+            md_stop(md)
+            r = sh(tool, f"--expect-blocks={len(image.blocks)}", *devs,
+                   ok=False)
+            out = (r.stdout + r.stderr).strip()
+            check(r.returncode == 0, f"{what}: {out}")
+            differs = re.search(r"differs from the data index in (\d+)\)",
+                                out)
+            check(differs, f"{what}: no summary: {out}")
+            ctl = sh(tool, "--slots=data-index", *devs, ok=False)
+            cout = (ctl.stdout + ctl.stderr).strip()
+            if int(differs.group(1)) > 0:
+                check(ctl.returncode == 1 and "Q on disk" in cout,
+                      f"{what}: Q ordered by data index passed, though the "
+                      f"orders differ: {cout}")
+            else:
+                check(ctl.returncode == 0, f"{what}: {cout}")
+            seen.append(f"{what}: {len(image.blocks)} blocks, slot order "
+                        f"differs in {differs.group(1)} stripes")
+            sh("mdadm", "--zero-superblock", *devs, ok=False)
+    log("; ".join(seen))
+
+
 KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "kill9_bitmap": case_kill9_bitmap, "kill9_ppl": case_kill9_ppl,
          "ppl_md_crashed": case_ppl_md_crashed,
@@ -1586,7 +1650,8 @@ KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "reshape_md_crashed": case_reshape_md_crashed, "nbd0": case_nbd0,
          "bad_blocks_md_to_uraid": case_bad_blocks_md_to_uraid,
          "bad_blocks_uraid_to_md": case_bad_blocks_uraid_to_md,
-         "bad_blocks_create_log": case_bad_blocks_create_log}
+         "bad_blocks_create_log": case_bad_blocks_create_log,
+         "raid6_md_layout": case_raid6_md_layout}
 
 
 class Case:

@@ -19,6 +19,12 @@ a throw-away guest booted from Debian's own kernel (vm.py), both ways:
                 (sysrq-b) and finished by `uraid grow --continue`;
   /dev/nbd0     the README's recipe: nbdkit + plugin + nbd-client, mkfs with
                 uraid detail's hints, fsck; then md serves the same files;
+  raid6         md creates RAID6 arrays of its layouts (resynced by md, then
+                written through md) and raid6_layout_check, which knows only
+                uraid's Geometry and P+Q codec, finds md's P and Q in every
+                stripe and every written block where Map puts it; Q ordered
+                by data index instead of md's slot order must fail wherever
+                the two differ;
   bad blocks    md's bad-block log both ways: ranges md was given through
                 sysfs (dev-X/bad_blocks) land in its on-disk log, mdadm
                 --examine-badblocks and uraid examine --badblocks agree, and
@@ -98,6 +104,40 @@ def m2u(layout, chunk, disks, bitmap, assume_clean, size_mib=16):
     name = m2u_name(p)
     del p["disks"]
     return case(name, "md_to_uraid", disks, size_mib, **p)
+
+
+RAID6_FAMILIES = [
+    ["left-asymmetric", "right-asymmetric"],
+    ["left-symmetric", "right-symmetric"],
+    ["parity-first", "parity-last"],
+    ["ddf-zero-restart", "ddf-N-restart"],
+    ["ddf-N-continue", "left-asymmetric-6"],
+    ["right-asymmetric-6", "left-symmetric-6"],
+    ["right-symmetric-6", "parity-first-6"],
+]
+
+
+def raid6_md(layouts, disk_counts, chunk):
+    """md creates RAID6 arrays (resynced, then written through md) of each
+    layout and disk count on the case's disks, one after another; uraid's
+    Geometry and P+Q codec (raid6_layout_check) must find md's P, Q and
+    data in every stripe."""
+    name = (f"raid6/md_made/{'+'.join(layouts)}/"
+            f"{'-'.join(map(str, disk_counts))}disks/{chunk}")
+    return case(name, "raid6_md_layout", max(disk_counts), size_mib=8,
+                layouts=layouts, disk_counts=disk_counts, chunk=chunk)
+
+
+def raid6_cases(full):
+    # CI: one case, an md layout whose slot order is not the data index, a
+    # DDF one and a -6 one, on 5 disks.
+    out = [raid6_md(["left-asymmetric", "ddf-N-continue", "left-symmetric-6"],
+                    [5], "64K")]
+    if full:
+        chunks = ["4K", "16K", "64K", "128K", "512K"]
+        out += [raid6_md(f, [4, 5, 7], chunks[i % len(chunks)])
+                for i, f in enumerate(RAID6_FAMILIES)]
+    return out
 
 
 def special_cases(full):
@@ -181,7 +221,7 @@ def special_cases(full):
 
 
 def default_cases():
-    # CI's subset (19 cases, about 7 minutes under TCG): chunks 4K..512K, 3..8
+    # CI's subset (20 cases, about 7 minutes under TCG): chunks 4K..512K, 3..8
     # disks, bitmap on and off, with and without --assume-clean, RAID4, both
     # directions (md -> uraid with md's initial recovery and without, and
     # degraded), then one of each special case (the two bad-block cases
@@ -194,7 +234,7 @@ def default_cases():
         u2m("parity-last", "64K", 4, "internal", False, level=4),
         m2u("left-symmetric", "64K", 4, "internal", False),
         m2u("right-asymmetric", "512K", 3, "none", True),
-    ] + special_cases(False)
+    ] + special_cases(False) + raid6_cases(False)
 
 
 def full_cases():
@@ -221,7 +261,7 @@ def full_cases():
                 c, n = chunks[i % len(chunks)], disks[i % len(disks)]
                 i += 1
                 out.append(m2u(shape, c, n, bitmap, assume_clean))
-    out += special_cases(True)
+    out += special_cases(True) + raid6_cases(True)
     names = set(c["case"] for c in out)
     return out + [c for c in default_cases() if c["case"] not in names]
 
@@ -291,6 +331,7 @@ class Runner:
         # Case names hold slashes; in the plan and the results files they
         # are flat names ("/" -> "~").
         plan = {"tool": self.args.tool, "plugin": self.args.plugin,
+                "raid6_check": self.args.raid6_check,
                 "results": "/mnt/results", "steps": steps}
         with open(os.path.join(self.results, "plan.json"), "w") as f:
             json.dump(plan, f, indent=1)
@@ -363,9 +404,13 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tool", required=True)
     p.add_argument("--plugin", required=True)
+    p.add_argument("--raid6-check", default=None,
+                   help="raid6_layout_check (the RAID6 cases need it)")
     args = p.parse_args()
     args.tool, args.plugin = (os.path.abspath(args.tool),
                               os.path.abspath(args.plugin))
+    if args.raid6_check:
+        args.raid6_check = os.path.abspath(args.raid6_check)
     full = os.environ.get("URAID_KERNEL_FULL") == "1"
     try:
         vm.check_available()

@@ -12,6 +12,9 @@ PACKAGES=(
   nbdkit nbdkit-plugin-dev libnbd-dev libnbd-bin python3-libnbd
   # tests/python: the Python package (python/uraid) under pytest
   python3-pytest
+  # integration_admin parses `uraid metrics` with Prometheus's own text
+  # parser (prometheus_client.parser)
+  python3-prometheus-client
   # the API reference (docs/api), generated from the public headers with
   # every build
   doxygen

@@ -4,6 +4,7 @@
 
 #include "discover/config_file.h"
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -150,12 +151,33 @@ INSTANTIATE_TEST_SUITE_P(
                 "uraid.conf:2: array name 'x' is already used on line 1"},
         BadCase{"ARRAY x uuid=" UA "\n# c\nARRAY y\n  uuid=" UA "\n",
                 "uraid.conf:3: uuid " UA " is already array 'x' on line 1"},
-        BadCase{"ARRAY x uuid=" UA " level=5\n",
-                "uraid.conf:1: unknown ARRAY tag 'level=' (expected uuid=, "
-                "bitmap=, socket=, control=, cache=, readonly)"},
-        BadCase{"ARRAY x uuid=" UA " ro\n",
-                "uraid.conf:1: unknown ARRAY word 'ro' (expected uuid=, "
-                "bitmap=, socket=, control=, cache=, readonly)"},
+        BadCase{
+            "ARRAY x uuid=" UA " level=5\n",
+            "uraid.conf:1: unknown ARRAY tag 'level=' "
+            "(expected uuid=, bitmap=, socket=, control=, cache=, readonly, "
+            "control-group=, spares=, timeout=, cache-age=, log=, run, "
+            "direct, metadata=, name=)"},
+        BadCase{
+            "ARRAY x uuid=" UA " ro\n",
+            "uraid.conf:1: unknown ARRAY word 'ro' "
+            "(expected uuid=, bitmap=, socket=, control=, cache=, readonly, "
+            "control-group=, spares=, timeout=, cache-age=, log=, run, "
+            "direct, metadata=, name=)"},
+        BadCase{"ARRAY x uuid=" UA " metadata=0.90\n",
+                "uraid.conf:1: metadata=0.90: uraid reads md's v1.2 "
+                "superblocks only (metadata=1.2)"},
+        BadCase{"ARRAY x uuid=" UA " spares=65\n",
+                "uraid.conf:1: spares=: '65' is more than 64"},
+        BadCase{"ARRAY x uuid=" UA " timeout=0\n",
+                "uraid.conf:1: timeout=0: give milliseconds, 1 or more"},
+        BadCase{"ARRAY x uuid=" UA " log=file\n",
+                "uraid.conf:1: log=file: expected auto, stderr, syslog or "
+                "journal"},
+        BadCase{"ARRAY x uuid=" UA " run=yes\n",
+                "uraid.conf:1: 'run' takes no value (write it alone)"},
+        BadCase{"ARRAY /dev/md/a/b uuid=" UA "\n",
+                "uraid.conf:1: bad array name 'a/b' (letters, digits, '.', "
+                "'_', '-', '+'; not starting with '.' or '-')"},
         BadCase{"ARRAY x uuid=" UA " uuid=" UB "\n",
                 "uraid.conf:1: 'uuid' given twice"},
         BadCase{"ARRAY x uuid=" UA " socket=\n",
@@ -182,6 +204,49 @@ INSTANTIATE_TEST_SUITE_P(
                 "uraid.conf:2: '/dev/sda': a line starting with whitespace "
                 "continues the previous one, and there is none"},
         BadCase{"DEVICE \"/a b\n", "uraid.conf:1: unterminated \" quote"}));
+
+// The plugin's keys as tags, and mdadm's own ARRAY lines as mdadm
+// --detail --scan prints them.
+TEST(ParseConfig, PluginKeysAndMdadmLines) {
+  absl::StatusOr<ConfigFile> c = ParseConfig(
+      "DEVICE partitions /srv/*.img\n"
+      "ARRAY x uuid=" UA
+      " control-group=mon spares=2 timeout=5000\n"
+      "  cache-age=50 log=syslog run direct\n"
+      "ARRAY /dev/md/home metadata=1.2 UUID=" UB
+      " name=host:home\n"
+      "ARRAY /dev/md0 uuid=fedcba98:76543210:fedcba98:76543210\n",
+      "u.conf");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->devices, ElementsAre("partitions", "/srv/*.img"));
+  ASSERT_EQ(c->arrays.size(), 3u);
+  const ConfigArray& x = c->arrays[0];
+  EXPECT_EQ(x.control_group, "mon");
+  EXPECT_EQ(x.spares, 2);
+  EXPECT_EQ(x.timeout_ms, 5000u);
+  EXPECT_EQ(x.cache_age_ms, 50u);
+  EXPECT_EQ(x.log, "syslog");
+  EXPECT_TRUE(x.run);
+  EXPECT_TRUE(x.direct);
+  EXPECT_FALSE(x.readonly);
+  EXPECT_EQ(c->arrays[1].name, "home");
+  EXPECT_EQ(c->arrays[1].md_name, "host:home");
+  EXPECT_EQ(FormatUuid(c->arrays[1].uuid), UB);
+  EXPECT_FALSE(c->arrays[1].spares.has_value());
+  EXPECT_EQ(c->arrays[2].name, "md0");
+}
+
+TEST(ConfigControlSocket, InTheRunDirectory) {
+  ConfigArray a;
+  a.name = "home";
+  setenv("URAID_RUN_DIR", "/tmp/run-here", 1);
+  EXPECT_EQ(DefaultRunDir(), "/tmp/run-here");
+  EXPECT_EQ(ConfigControlSocket(a), "/tmp/run-here/home.ctl");
+  unsetenv("URAID_RUN_DIR");
+  EXPECT_EQ(ConfigControlSocket(a), "/run/uraid/home.ctl");
+  a.control = "/elsewhere.ctl";
+  EXPECT_EQ(ConfigControlSocket(a), "/elsewhere.ctl");
+}
 
 TEST(ParseConfig, CacheSuffixes) {
   for (const auto& [text, bytes] :

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The commands that change a served array through its control socket
-// (uraid/control.h): fail, remove, add, replace, repair, stop, set; and the
-// remote half of `check --control`. `repair MEMBER...` also works offline
+// (uraid/control.h): fail, remove, add, replace, repair, idle, set; and the
+// remote half of `check --control`. `stop` is two commands told apart by
+// their arguments: `stop ARRAY...` / `stop --scan` stop served arrays
+// (md's --stop, array_stop.h); `stop --control SOCKET` alone is the job
+// cancel it has always been (the README's contract), now also named
+// `idle` (md's sync_action word). `repair MEMBER...` also works offline
 // (the array assembled writable, parity rewritten where it is wrong).
 
 #include <cctype>
@@ -14,16 +18,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "array_stop.h"
 #include "commands.h"
 #include "common.h"
 #include "control_client.h"
 #include "job_progress.h"
 #include "nlohmann/json.hpp"
+#include "served_arrays.h"
 #include "size_parse.h"
 #include "uraid/array.h"
 #include "uraid/control.h"
 #include "uraid/control_protocol.h"
 #include "uraid/geometry.h"
+#include "uraid/superblock.h"
 
 namespace uraid::tool {
 namespace {
@@ -301,7 +308,7 @@ int RunSet(const SetArgs& args) {
   return 0;
 }
 
-int RunStop(const std::string& socket) {
+int RunIdle(const std::string& socket) {
   std::optional<Connection> c = Connect(socket);
   if (!c) return 1;
   ControlClient& client = *c->client;
@@ -309,6 +316,60 @@ int RunStop(const std::string& socket) {
   if (!reply.ok()) return Fail(reply.status());
   std::printf("stopped the running job, if any\n");
   return 0;
+}
+
+struct StopArgs {
+  std::string control;  // alone: the job cancel (idle)
+  std::vector<std::string> arrays;
+  bool scan = false;
+  std::string config;
+  double timeout_s = 90;
+};
+
+// Stops each array; goes on after a failure, exit 1 when one failed.
+int RunStopArrays(const StopArgs& args) {
+  std::vector<std::string> sockets;
+  int rc = 0;
+  if (args.scan) {
+    absl::StatusOr<std::vector<ServedArray>> found =
+        FindServedArrays({.config = args.config});
+    if (!found.ok()) return Fail(found.status());
+    for (const ServedArray& a : *found) {
+      if (a.presence == Presence::kServed) sockets.push_back(a.control);
+    }
+    if (sockets.empty()) std::printf("no array is served\n");
+  }
+  for (const std::string& ref : args.arrays) {
+    absl::StatusOr<std::string> socket = ControlSocketOf(ref, args.config);
+    if (!socket.ok()) {
+      rc = Fail(socket.status());
+      continue;
+    }
+    sockets.push_back(*socket);
+  }
+  for (const std::string& socket : sockets) {
+    absl::StatusOr<StoppedArray> stopped =
+        StopServedArray(socket, args.timeout_s);
+    if (!stopped.ok()) {
+      rc = Fail(stopped.status());
+      continue;
+    }
+    const ArrayInfo& before = *stopped->before;
+    const std::string name =
+        before.name.empty() ? FormatUuid(before.uuid) : before.name;
+    if (stopped->unclean.empty()) {
+      std::printf("stopped %s (nbdkit pid %d, control %s): superblocks clean\n",
+                  name.c_str(), stopped->pid, socket.c_str());
+    } else {
+      // The plugin leaves an array dirty only when it could not finish
+      // (a resync still to do, a failed array): say so, never "clean".
+      std::printf("stopped %s (nbdkit pid %d, control %s): not clean: %s\n",
+                  name.c_str(), stopped->pid, socket.c_str(),
+                  absl::StrJoin(stopped->unclean, " ").c_str());
+    }
+    std::fflush(stdout);
+  }
+  return rc;
 }
 
 }  // namespace
@@ -415,15 +476,58 @@ void AddRepairCommand(CLI::App& app, Action* action) {
   });
 }
 
-void AddStopCommand(CLI::App& app, Action* action) {
+void AddIdleCommand(CLI::App& app, Action* action) {
   auto control = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand(
-      "stop",
-      "Stop the running background job of a served array (md's idle); "
-      "a rebuild resumes at the next start. The array keeps serving");
+      "idle",
+      "Stop the running background job of a served array (md's "
+      "sync_action idle); a rebuild resumes at the next start. The array "
+      "keeps serving");
   sub->add_option("--control", *control, kControlHelp)->required();
   sub->final_callback(
-      [control, action] { *action = [control] { return RunStop(*control); }; });
+      [control, action] { *action = [control] { return RunIdle(*control); }; });
+}
+
+void AddStopCommand(CLI::App& app, Action* action) {
+  auto args = std::make_shared<StopArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "stop",
+      "Stop served arrays (md's --stop): `stop ARRAY...` or `stop --scan` "
+      "flushes, marks the superblocks clean and ends the server. `stop "
+      "--control SOCKET` alone stops only the running job (as `idle`)");
+  CLI::Option* control = sub->add_option(
+      "--control", args->control,
+      "Alone: stop the running job of this array, which keeps serving (as "
+      "`uraid idle --control`). To stop the array on a control socket, "
+      "give the socket as ARRAY");
+  CLI::Option* arrays = sub->add_option(
+      "ARRAY", args->arrays,
+      "An ARRAY name or uuid of the config, a NAME.ctl of the run "
+      "directory, or a control socket's path");
+  CLI::Option* scan =
+      sub->add_flag("--scan", args->scan, "Stop every served array");
+  sub->add_option("--config,-c", args->config,
+                  "The config file for ARRAY names (default $URAID_CONFIG, "
+                  "else /etc/uraid/uraid.conf)")
+      ->excludes(control);
+  sub->add_option("--timeout", args->timeout_s,
+                  "Seconds to wait for each server to exit")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->excludes(control);
+  control->excludes(arrays)->excludes(scan);
+  sub->final_callback([args, action] {
+    *action = [args] {
+      if (!args->control.empty()) return RunIdle(args->control);
+      if (args->arrays.empty() && !args->scan) {
+        std::fprintf(stderr,
+                     "uraid: stop needs ARRAY..., --scan, or --control "
+                     "SOCKET (the running job only)\n");
+        return 2;
+      }
+      return RunStopArrays(*args);
+    };
+  });
 }
 
 void AddSetCommand(CLI::App& app, Action* action) {

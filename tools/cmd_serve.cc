@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -41,6 +42,7 @@
 #include "plugin_path.h"
 #include "size_parse.h"
 #include "uraid/array.h"
+#include "uraid/config_file.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
 
@@ -68,12 +70,18 @@ struct ServeArgs {
   bool verbose = false;
   std::string control;  // control socket path, empty: none
   std::string bitmap;   // external bitmap file, empty: none
+  // The plugin keys of the same names; empty / unset: the ARRAY line's,
+  // else the plugin's default.
+  std::string control_group;
+  std::optional<int> spares;
+  std::optional<uint32_t> timeout_ms;
+  std::string cache;  // a size, checked by SizeValidator
+  std::optional<uint32_t> cache_age_ms;
+  std::string stats;
+  std::string log;
   // Member paths or URIs; or one ARRAY name or uuid of the config.
   std::vector<std::string> members;
 };
-
-// Where served-by-default sockets, pid files and control sockets go.
-constexpr char kRunDir[] = "/run/uraid";
 
 #define RETURN_IF_ERROR_TOOL(expr)                 \
   do {                                             \
@@ -154,6 +162,26 @@ absl::Status MakeSocketDir(const std::string& socket) {
   return absl::OkStatus();
 }
 
+// The plugin keys that are plain values (spares=, timeout=, cache-age=,
+// stats=, log=): the command line's, else the ARRAY line's.
+void AppendPluginKeys(const ServeArgs& args, const ConfigArray& entry,
+                      std::vector<std::string>& argv) {
+  if (std::optional<int> n = args.spares ? args.spares : entry.spares) {
+    argv.push_back(absl::StrCat("spares=", *n));
+  }
+  if (std::optional<uint32_t> ms =
+          args.timeout_ms ? args.timeout_ms : entry.timeout_ms) {
+    argv.push_back(absl::StrCat("timeout=", *ms));
+  }
+  if (std::optional<uint32_t> ms =
+          args.cache_age_ms ? args.cache_age_ms : entry.cache_age_ms) {
+    argv.push_back(absl::StrCat("cache-age=", *ms));
+  }
+  if (!args.stats.empty()) argv.push_back("stats=" + Absolute(args.stats));
+  const std::string& log = !args.log.empty() ? args.log : entry.log;
+  if (!log.empty()) argv.push_back("log=" + log);
+}
+
 // Checks that `target` assembles and builds its nbdkit command line:
 // options from the command line first, then the ARRAY line's, then the
 // defaults. `supervised`: nbdkit stays our child (-f --exit-with-parent).
@@ -215,10 +243,11 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
   std::string pidfile = args.pidfile.empty() ? "" : Absolute(args.pidfile);
   if (args.port == 0) {
     // The safe default: a unix socket, never TCP.
-    const std::string socket = !args.socket.empty() ? Absolute(args.socket)
-                               : !entry.socket.empty()
-                                   ? Absolute(entry.socket)
-                                   : absl::StrCat(kRunDir, "/", name, ".sock");
+    const std::string socket =
+        !args.socket.empty() ? Absolute(args.socket)
+        : !entry.socket.empty()
+            ? Absolute(entry.socket)
+            : absl::StrCat(DefaultRunDir(), "/", name, ".sock");
     RETURN_IF_ERROR_TOOL(MakeSocketDir(socket));
     RETURN_IF_ERROR_TOOL(RemoveStaleSocket(socket));
     argv.insert(argv.end(), {"-U", socket});
@@ -233,9 +262,14 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
         "TCP ", addr, " port ", args.port, " (nbd://",
         absl::StrContains(addr, ":") ? absl::StrCat("[", addr, "]") : addr, ":",
         args.port, ")");
-    if (pidfile.empty() && supervised) {
-      pidfile = absl::StrCat(kRunDir, "/", name, ".pid");
-      RETURN_IF_ERROR_TOOL(MakeSocketDir(pidfile));
+    if (pidfile.empty()) {
+      // A TCP server has no socket file to name its pid file after: it
+      // goes where `uraid stop` and the units look.
+      pidfile = absl::StrCat(DefaultRunDir(), "/", name, ".pid");
+      if (absl::Status s = MakeSocketDir(pidfile); !s.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            s.message(), " (give --pidfile PATH, or set URAID_RUN_DIR)"));
+      }
     }
     child.tcp_addr = addr;
     child.tcp_port = args.port;
@@ -260,25 +294,37 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
   argv.insert(argv.end(), args.nbdkit_extra.begin(), args.nbdkit_extra.end());
   argv.push_back(PluginPath());
   for (const std::string& m : members) argv.push_back("member=" + m);
-  if (args.direct) argv.push_back("direct=true");
+  if (args.direct || entry.direct) argv.push_back("direct=true");
   if (args.force) argv.push_back("force=true");
-  if (args.run) argv.push_back("run=true");
+  if (args.run || entry.run) argv.push_back("run=true");
   if (!bitmap.empty()) argv.push_back("bitmap=" + bitmap);
   // Open the members read-only too, so read-only storage can be served.
   if (readonly) argv.push_back("readonly=true");
-  if (entry.cache_bytes) {
+  if (!args.cache.empty()) {
+    argv.push_back(absl::StrCat("cache=", *ParseSize(args.cache)));
+  } else if (entry.cache_bytes) {
     argv.push_back(absl::StrCat("cache=", *entry.cache_bytes));
   }
+  AppendPluginKeys(args, entry, argv);
   // Arrays served from the config get a control socket by default, where
   // the uraid-check@ unit expects it.
   std::string control = !args.control.empty()    ? Absolute(args.control)
                         : !entry.control.empty() ? Absolute(entry.control)
                         : target.from_config
-                            ? absl::StrCat(kRunDir, "/", name, ".ctl")
+                            ? absl::StrCat(DefaultRunDir(), "/", name, ".ctl")
                             : "";
   if (!control.empty()) {
     RETURN_IF_ERROR_TOOL(MakeSocketDir(control));
     argv.push_back("control=" + control);
+  }
+  const std::string& group =
+      !args.control_group.empty() ? args.control_group : entry.control_group;
+  if (!group.empty()) {
+    if (control.empty()) {
+      return absl::InvalidArgumentError(
+          "--control-group needs a control socket (--control PATH)");
+    }
+    argv.push_back("control-group=" + group);
   }
 
   std::printf("serving array %s%s (%llu bytes%s) on %s%s%s%s%s\n",
@@ -445,7 +491,9 @@ void AddServeCommand(CLI::App& app, Action* action) {
   sub->add_flag("--force", args->force,
                 "Start an array that is both dirty and degraded (md's "
                 "start_dirty_degraded; parity of stripes written at the "
-                "crash may be stale)");
+                "crash may be stale), or one that lost two members at once "
+                "(mdadm --assemble --force): the member that failed last is "
+                "taken back when the superblocks show it missed no write");
   sub->add_flag("--run,-R", args->run,
                 "Start degraded although a member the superblocks list as "
                 "active was not given (md's --run; that member becomes "
@@ -465,6 +513,33 @@ void AddServeCommand(CLI::App& app, Action* action) {
       "The array's external bitmap file (uraid create --bitmap FILE; md's "
       "--assemble --bitmap=FILE). Without it such an array runs with no "
       "bitmap: a crash means a full resync");
+  sub->add_option(
+      "--control-group,-G", args->control_group,
+      "The control socket is mode 0660 with this group (a name "
+      "or gid), whose members may read it (detail, status, "
+      "monitor); plugin key control-group=. Needs a control socket: "
+      "--control, or an array of the config");
+  sub->add_option("--spares", args->spares,
+                  "Expected spares (md's spares=N): fewer raise "
+                  "SparesMissing")
+      ->check(CLI::Range(0, 64));
+  sub->add_option("--timeout", args->timeout_ms,
+                  "NBD members: fail one that does not answer within this "
+                  "many milliseconds (plugin default 30000)")
+      ->check(CLI::Range(1u, UINT32_MAX));
+  sub->add_option("--cache", args->cache,
+                  "Stripe cache bound (write gathering), e.g. 256M; 0 "
+                  "turns it off")
+      ->check(SizeValidator());
+  sub->add_option("--cache-age", args->cache_age_ms,
+                  "Longest a gathered write waits for its stripe to fill, "
+                  "in milliseconds");
+  sub->add_option("--stats", args->stats,
+                  "Write the member-I/O counters to this file as JSON at "
+                  "exit");
+  sub->add_option("--log", args->log,
+                  "Where the plugin logs: auto, stderr, syslog or journal")
+      ->check(CLI::IsMember({"auto", "stderr", "syslog", "journal"}));
   CLI::Option* ipaddr = sub->add_option(
       "--ipaddr,-i", args->ipaddr,
       "With --port: the address to listen on (default 127.0.0.1; 0.0.0.0 "

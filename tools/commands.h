@@ -30,8 +30,19 @@ void AddRemoveCommand(CLI::App& app, Action* action);
 void AddAddCommand(CLI::App& app, Action* action);
 void AddReplaceCommand(CLI::App& app, Action* action);
 void AddRepairCommand(CLI::App& app, Action* action);
+// `stop ARRAY...|--scan` stops served arrays; `stop --control S` alone
+// and `idle --control S` stop the running job.
 void AddStopCommand(CLI::App& app, Action* action);
+void AddIdleCommand(CLI::App& app, Action* action);
 void AddSetCommand(CLI::App& app, Action* action);
+
+// Every array served on this machine, mdstat-style (cmd_status.cc);
+// RunStatusScan is `detail --scan [--json]`.
+void AddStatusCommand(CLI::App& app, Action* action);
+int RunStatusScan(bool json, const std::string& config);
+
+// The served arrays in Prometheus's text format (cmd_metrics.cc).
+void AddMetricsCommand(CLI::App& app, Action* action);
 
 // Follows served arrays' event streams and raises alerts (cmd_monitor.cc).
 void AddMonitorCommand(CLI::App& app, Action* action);

@@ -65,6 +65,21 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
 
 ControlClient::~ControlClient() { close(fd_); }
 
+absl::StatusOr<int> ControlClient::ServerPid() const {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("control socket ", path_, ": SO_PEERCRED"));
+  }
+  if (cred.pid <= 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "control socket ", path_,
+        ": its server's pid is not visible here (another pid namespace?)"));
+  }
+  return static_cast<int>(cred.pid);
+}
+
 absl::StatusOr<std::string> ControlClient::ReadLine() {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);

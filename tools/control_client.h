@@ -36,6 +36,11 @@ class ControlClient {
   // The "detail" request, decoded.
   absl::StatusOr<ArrayInfo> Detail();
 
+  // The pid of the process serving the socket (SO_PEERCRED: the process
+  // that listens on it, nbdkit for the plugin). Unavailable when the
+  // kernel cannot say (a server in another pid namespace gives 0).
+  absl::StatusOr<int> ServerPid() const;
+
   // The socket's path, as given to Connect.
   const std::string& path() const { return path_; }
 

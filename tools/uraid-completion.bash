@@ -54,8 +54,17 @@ _uraid() {
       COMPREPLY=($(compgen -W "bitmap resync ppl" -- "$cur"))
       return 0
       ;;
+    --log)
+      COMPREPLY=($(compgen -W "auto stderr syslog journal" -- "$cur"))
+      return 0
+      ;;
+    --control-group | -G)
+      COMPREPLY=($(compgen -g -- "$cur"))
+      return 0
+      ;;
     --chunk | -c | --bitmap-chunk | --size | -z | --cache | --port | \
-      --raid-devices | -n | --speed-min | --speed-max | --busy-share | --disks)
+      --raid-devices | -n | --speed-min | --speed-max | --busy-share | \
+      --disks | --spares | --timeout | --cache-age | --delay | -d)
       return 0  # a number or size: nothing to offer
       ;;
   esac
@@ -69,8 +78,20 @@ _uraid() {
     COMPREPLY=($(compgen -W "${!var}" -- "$cur"))
     return 0
   fi
+  # stop and serve take ARRAY names: the config's and the served ones
+  # (the run directory's NAME.ctl), besides paths.
+  if [[ $cmd == stop || $cmd == serve ]]; then
+    local conf=${URAID_CONFIG:-/etc/uraid/uraid.conf}
+    local run=${URAID_RUN_DIR:-/run/uraid} names f
+    names=$(sed -n 's/^[Aa][Rr][Rr][A-Za-z]*[[:space:]]\{1,\}\(\/dev\/md\/\)\{0,1\}\([^[:space:]]*\).*/\2/p' \
+      "$conf" 2>/dev/null)
+    for f in "$run"/*.ctl; do
+      [[ -S $f ]] && names+=" $(basename "$f" .ctl)"
+    done
+    COMPREPLY=($(compgen -W "$names" -- "$cur"))
+  fi
   # Members, sockets, bitmap and pid files: paths.
-  COMPREPLY=($(compgen -f -- "$cur"))
+  COMPREPLY+=($(compgen -f -- "$cur"))
   compopt -o filenames 2>/dev/null
   return 0
 }

@@ -72,10 +72,13 @@ int main(int argc, char** argv) {
   uraid::tool::AddReplaceCommand(app, &action);
   uraid::tool::AddRepairCommand(app, &action);
   uraid::tool::AddStopCommand(app, &action);
+  uraid::tool::AddIdleCommand(app, &action);
   uraid::tool::AddSetCommand(app, &action);
   uraid::tool::AddGrowCommand(app, &action);
   uraid::tool::AddZeroSuperblockCommand(app, &action);
   uraid::tool::AddMonitorCommand(app, &action);
+  uraid::tool::AddStatusCommand(app, &action);
+  uraid::tool::AddMetricsCommand(app, &action);
 
   if (int rc = CheckCommandName(app, argc, argv)) return rc;
   try {

@@ -348,6 +348,7 @@ class UnitsTest(unittest.TestCase):
     def test_installed_units_verify(self):
         self.assertEqual(sorted(os.listdir(self.unitdir)), [
             "uraid-check@.service", "uraid-check@.timer",
+            "uraid-metrics.service", "uraid-metrics.timer",
             "uraid-monitor.service", "uraid@.service"])
         self.assertEqual(self.exec_start("uraid@.service")[0],
                          os.path.join(self.prefix, "bin/uraid"))
@@ -361,7 +362,9 @@ class UnitsTest(unittest.TestCase):
                           f"uraid-check@{self.name}.service"),
                          ("uraid-check@.timer",
                           f"uraid-check@{self.name}.timer"),
-                         ("uraid-monitor.service", "uraid-monitor.service")):
+                         ("uraid-monitor.service", "uraid-monitor.service"),
+                         ("uraid-metrics.service", "uraid-metrics.service"),
+                         ("uraid-metrics.timer", "uraid-metrics.timer")):
             shutil.copy(os.path.join(self.unitdir, src),
                         os.path.join(vdir, dst))
             files.append(os.path.join(vdir, dst))

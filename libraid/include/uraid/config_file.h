@@ -7,8 +7,20 @@
 //   DEVICE /dev/disk/by-id/* /srv/raid/*.img     several globs per line,
 //   DEVICE nbd://host/export                     several lines; NBD URIs
 //                                                as they are
+//   DEVICE partitions                            mdadm's word: every
+//                                                device of /proc/partitions
 //   ARRAY NAME uuid=UUID [bitmap=FILE] [socket=PATH] [control=PATH]
-//         [cache=SIZE] [readonly]
+//         [cache=SIZE] [readonly] [control-group=GROUP] [spares=N]
+//         [timeout=MS] [cache-age=MS] [log=WHERE] [run] [direct]
+//         [metadata=1.2] [name=MD_NAME]
+//
+// NAME may also be written as mdadm does, /dev/md/NAME (or /dev/mdN, taken
+// as "mdN"), so that mdadm --detail --scan lines are accepted. mdadm's
+// metadata= must be 1.2 (the only format uraid reads; 1.x counts, as
+// mdadm writes "1.2" for it); name= is md's array name (host:name), kept
+// for reference. The other tags are the plugin's keys of the same names
+// (see nbdkit-uraid-plugin(1)), passed on by `uraid serve NAME` (and so
+// the uraid@ unit); the plugin's own array= applies bitmap= and readonly.
 //   MAILADDR root@example.org
 //   PROGRAM /usr/local/sbin/raid-alert
 //
@@ -55,7 +67,17 @@ struct ConfigArray {
   std::string control;
   std::optional<uint64_t> cache_bytes;  // cache=SIZE, K/M/G/T binary
   bool readonly = false;
-  int line = 0;  // where the ARRAY line starts
+  // The plugin's keys of the same names, as written; empty/unset: not
+  // given.
+  std::string control_group;             // control-group=GROUP (name or gid)
+  std::optional<int> spares;             // spares=N, 0..64
+  std::optional<uint32_t> timeout_ms;    // timeout=MS, 1 or more
+  std::optional<uint32_t> cache_age_ms;  // cache-age=MS
+  std::string log;                       // log=auto|stderr|syslog|journal
+  bool run = false;                      // run: start degraded (md's --run)
+  bool direct = false;                   // direct: O_DIRECT
+  std::string md_name;                   // name= (mdadm's), for reference
+  int line = 0;                          // where the ARRAY line starts
 };
 
 struct ConfigFile {
@@ -69,6 +91,12 @@ struct ConfigFile {
 // Where the tool and the units look without --config: $URAID_CONFIG when
 // set and not empty (tests, staged installs), else /etc/uraid/uraid.conf.
 URAID_EXPORT std::string DefaultConfigPath();
+
+// Where served arrays' sockets, control sockets and pid files go by
+// default (`uraid serve`, the units) and where `uraid status`, `metrics`
+// and `stop` look for them: $URAID_RUN_DIR when set and not empty (tests,
+// a server run without root), else /run/uraid.
+URAID_EXPORT std::string DefaultRunDir();
 
 // Parses `text`; `path` only names the file in messages, as given
 // ("/etc/uraid/uraid.conf:7: ..."), so the user finds the file.
@@ -91,7 +119,7 @@ URAID_EXPORT const ConfigArray* FindConfigArray(const ConfigFile& config,
 
 // The control socket of a configured array: its control= or, as
 // `uraid serve` gives every array it serves from the config,
-// /run/uraid/NAME.ctl.
+// DefaultRunDir()/NAME.ctl (/run/uraid/NAME.ctl).
 URAID_EXPORT std::string ConfigControlSocket(const ConfigArray& array);
 
 }  // namespace uraid

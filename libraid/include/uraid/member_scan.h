@@ -30,6 +30,7 @@ namespace uraid {
 // is; a glob expanded (glob(3), sorted), keeping regular files and block
 // devices, each by its realpath (so /dev/disk/by-id/x and /dev/sdb are one
 // candidate). A pattern that matches nothing adds nothing, as in mdadm.
+// The word "partitions" is mdadm's: every device /proc/partitions lists.
 URAID_EXPORT std::vector<std::string> ExpandDevices(
     const std::vector<std::string>& words);
 

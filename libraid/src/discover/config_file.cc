@@ -161,6 +161,37 @@ absl::StatusOr<uint64_t> ParseConfigSize(absl::string_view text) {
   return value << shift;
 }
 
+// The ARRAY words the parser knows, for its refusals.
+constexpr char kTags[] =
+    "uuid=, bitmap=, socket=, control=, cache=, readonly, control-group=, "
+    "spares=, timeout=, cache-age=, log=, run, direct, metadata=, name=";
+
+// A plain decimal count in [0, max].
+absl::StatusOr<uint64_t> ParseCount(absl::string_view text, uint64_t max) {
+  uint64_t value = 0;
+  if (text.empty()) return absl::InvalidArgumentError("no number");
+  for (char c : text) {
+    if (!absl::ascii_isdigit(c)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "' is not a number"));
+    }
+    value = value * 10 + static_cast<uint64_t>(c - '0');
+    if (value > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "' is more than ", max));
+    }
+  }
+  return value;
+}
+
+// mdadm names an array by its device: /dev/md/NAME is NAME, /dev/mdN is
+// "mdN"; anything else is the name as written.
+std::string MdadmArrayName(const std::string& word) {
+  if (absl::StartsWith(word, "/dev/md/")) return word.substr(8);
+  if (absl::StartsWith(word, "/dev/md")) return word.substr(5);
+  return word;
+}
+
 absl::Status ParseArray(const Line& line, const std::string& path,
                         ConfigFile& config) {
   auto error = [&](absl::string_view what) {
@@ -171,7 +202,7 @@ absl::Status ParseArray(const Line& line, const std::string& path,
   }
   ConfigArray array;
   array.line = line.number;
-  array.name = line.words[1];
+  array.name = MdadmArrayName(line.words[1]);
   if (!ValidArrayName(array.name)) {
     return error(absl::StrCat(
         "bad array name '", array.name,
@@ -190,17 +221,19 @@ absl::Status ParseArray(const Line& line, const std::string& path,
       if (k == key) return error(absl::StrCat("'", key, "' given twice"));
     }
     seen.push_back(key);
-    if (key == "readonly") {
+    if (key == "readonly" || key == "run" || key == "direct") {
       if (eq != std::string::npos) {
-        return error("'readonly' takes no value (write it alone)");
+        return error(
+            absl::StrCat("'", key, "' takes no value (write it alone)"));
       }
-      array.readonly = true;
+      (key == "readonly" ? array.readonly
+       : key == "run"    ? array.run
+                         : array.direct) = true;
       continue;
     }
     if (eq == std::string::npos) {
-      return error(absl::StrCat(
-          "unknown ARRAY word '", word,
-          "' (expected uuid=, bitmap=, socket=, control=, cache=, readonly)"));
+      return error(absl::StrCat("unknown ARRAY word '", word, "' (expected ",
+                                kTags, ")"));
     }
     if (value.empty()) return error(absl::StrCat("'", key, "=' has no value"));
     if (key == "uuid") {
@@ -219,10 +252,43 @@ absl::Status ParseArray(const Line& line, const std::string& path,
       if (!size.ok())
         return error(absl::StrCat("cache=: ", size.status().message()));
       array.cache_bytes = *size;
+    } else if (key == "control-group") {
+      array.control_group = value;
+    } else if (key == "spares") {
+      absl::StatusOr<uint64_t> n = ParseCount(value, 64);
+      if (!n.ok())
+        return error(absl::StrCat("spares=: ", n.status().message()));
+      array.spares = static_cast<int>(*n);
+    } else if (key == "timeout" || key == "cache-age") {
+      absl::StatusOr<uint64_t> ms = ParseCount(value, UINT32_MAX);
+      if (!ms.ok() || (key == "timeout" && *ms == 0)) {
+        return error(absl::StrCat(key, "=", value, ": give milliseconds",
+                                  key == "timeout" ? ", 1 or more" : ""));
+      }
+      (key == "timeout" ? array.timeout_ms : array.cache_age_ms) =
+          static_cast<uint32_t>(*ms);
+    } else if (key == "log") {
+      if (value != "auto" && value != "stderr" && value != "syslog" &&
+          value != "journal") {
+        return error(absl::StrCat("log=", value,
+                                  ": expected auto, stderr, syslog or "
+                                  "journal"));
+      }
+      array.log = value;
+    } else if (key == "metadata") {
+      // mdadm's words for v1.2: "1.2", and "1" / "1.x" / "default" for
+      // whatever 1.x it finds; uraid reads 1.2 only.
+      if (value != "1.2" && value != "1" && value != "1.x" &&
+          value != "default") {
+        return error(absl::StrCat("metadata=", value,
+                                  ": uraid reads md's v1.2 superblocks "
+                                  "only (metadata=1.2)"));
+      }
+    } else if (key == "name") {
+      array.md_name = value;
     } else {
-      return error(absl::StrCat(
-          "unknown ARRAY tag '", key,
-          "=' (expected uuid=, bitmap=, socket=, control=, cache=, readonly)"));
+      return error(absl::StrCat("unknown ARRAY tag '", key, "=' (expected ",
+                                kTags, ")"));
     }
   }
   if (!have_uuid) {
@@ -251,6 +317,12 @@ std::string DefaultConfigPath() {
   const char* env = std::getenv("URAID_CONFIG");
   if (env != nullptr && *env != '\0') return env;
   return "/etc/uraid/uraid.conf";
+}
+
+std::string DefaultRunDir() {
+  const char* env = std::getenv("URAID_RUN_DIR");
+  if (env != nullptr && *env != '\0') return env;
+  return "/run/uraid";
 }
 
 bool ValidArrayName(absl::string_view name) {
@@ -344,7 +416,7 @@ const ConfigArray* FindConfigArray(const ConfigFile& config,
 
 std::string ConfigControlSocket(const ConfigArray& array) {
   return !array.control.empty() ? array.control
-                                : "/run/uraid/" + array.name + ".ctl";
+                                : DefaultRunDir() + "/" + array.name + ".ctl";
 }
 
 }  // namespace uraid

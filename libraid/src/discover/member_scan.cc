@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,27 @@ namespace {
 std::string RealPath(const std::string& path) {
   char buf[PATH_MAX];
   return realpath(path.c_str(), buf) != nullptr ? std::string(buf) : "";
+}
+
+// mdadm's `DEVICE partitions`: /dev/NAME for every line of
+// /proc/partitions ("major minor #blocks name") that is a block device
+// here. None when the file cannot be read (no /proc).
+std::vector<std::string> PartitionDevices() {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/partitions");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    unsigned long major = 0;
+    unsigned long minor = 0;
+    unsigned long long blocks = 0;
+    std::string name;
+    if (!(words >> major >> minor >> blocks >> name)) continue;  // header
+    const std::string dev = "/dev/" + name;
+    struct stat st;
+    if (stat(dev.c_str(), &st) == 0 && S_ISBLK(st.st_mode)) out.push_back(dev);
+  }
+  return out;
 }
 
 absl::StatusOr<Superblock> ReadOne(const std::string& spec,
@@ -46,6 +69,13 @@ std::vector<std::string> ExpandDevices(const std::vector<std::string>& words) {
   for (const std::string& word : words) {
     if (IsMemberUri(word)) {
       if (seen.insert(word).second) out.push_back(word);
+      continue;
+    }
+    if (word == "partitions") {
+      for (const std::string& dev : PartitionDevices()) {
+        std::string real = RealPath(dev);
+        if (!real.empty() && seen.insert(real).second) out.push_back(real);
+      }
       continue;
     }
     glob_t g{};

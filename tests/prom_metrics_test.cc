@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: MIT
+// Tests for `uraid metrics`'s text (tools/prom_metrics.h): node_exporter's
+// md series with its names, help and labels, every family once with its
+// samples together, label escaping, and what an array nobody serves and
+// one that does not answer give.
+
+#include "prom_metrics.h"
+
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace uraid::tool {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+ServedArray Served(const std::string& name) {
+  ServedArray a;
+  a.name = name;
+  a.control = "/run/uraid/" + name + ".ctl";
+  a.presence = Presence::kServed;
+  a.info = ArrayInfo{.geometry = *Geometry::Make(5, Layout::kLeftSymmetric,
+                                                 64 << 10, 3, 16 * kMiB)};
+  for (int i = 0; i < 3; ++i) {
+    SlotInfo s;
+    s.slot = i;
+    s.state = SlotState::kActive;
+    s.name = "/m" + std::to_string(i);
+    a.info->slots.push_back(s);
+  }
+  return a;
+}
+
+TEST(PrometheusText, NodeExporterSeries) {
+  ServedArray a = Served("home");
+  a.info->slots[2].state = SlotState::kRebuilding;
+  a.info->degraded = true;
+  a.info->job.kind = JobKind::kRecover;
+  a.info->job.total_bytes = 16 * kMiB;
+  a.info->job.done_bytes = 4 * kMiB;
+  const std::string text = PrometheusText({a});
+  EXPECT_THAT(text, HasSubstr("# HELP node_md_state Indicates the state of "
+                              "md-device.\n# TYPE node_md_state gauge\n"));
+  for (const char* line :
+       {"node_md_state{device=\"home\",state=\"active\"} 0\n",
+        "node_md_state{device=\"home\",state=\"inactive\"} 0\n",
+        "node_md_state{device=\"home\",state=\"recovering\"} 1\n",
+        "node_md_state{device=\"home\",state=\"resync\"} 0\n",
+        "node_md_state{device=\"home\",state=\"check\"} 0\n",
+        "# HELP node_md_disks Number of active/failed/spare disks of "
+        "device.\n",
+        "node_md_disks{device=\"home\",state=\"active\"} 2\n",
+        "node_md_disks{device=\"home\",state=\"failed\"} 0\n",
+        "node_md_disks{device=\"home\",state=\"spare\"} 0\n",
+        "# HELP node_md_disks_required Total number of disks of device.\n",
+        "node_md_disks_required{device=\"home\"} 3\n",
+        "# HELP node_md_blocks Total number of blocks on device.\n",
+        "node_md_blocks{device=\"home\"} 32768\n",
+        "# HELP node_md_blocks_synced Number of blocks synced on device.\n",
+        "node_md_blocks_synced{device=\"home\"} 8192\n",
+        "uraid_job_running{device=\"home\",job=\"recover\"} 1\n",
+        "uraid_job_progress_ratio{device=\"home\",job=\"recover\"} 0.25\n",
+        "uraid_array_health{device=\"home\"} 1\n",
+        "uraid_member_state{device=\"home\",member=\"/m2\",slot=\"2\","
+        "state=\"rebuilding\"} 1\n",
+        "# TYPE uraid_member_writes_total counter\n"}) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+}
+
+// Every family's HELP and TYPE once, and its samples right after them:
+// a second family of the same name is what promtool refuses.
+TEST(PrometheusText, FamiliesAreContiguous) {
+  const std::string text = PrometheusText({Served("a"), Served("b")});
+  std::map<std::string, int> types;
+  std::string current;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      current = line.substr(7, line.find(' ', 7) - 7);
+      EXPECT_EQ(++types[current], 1) << current;
+      continue;
+    }
+    if (line.rfind("#", 0) == 0) continue;
+    const std::string name = line.substr(0, line.find_first_of("{ "));
+    EXPECT_EQ(name, current) << line;
+  }
+  EXPECT_GT(types.size(), 20u);
+}
+
+TEST(PrometheusText, NotServedAndUnreadable) {
+  ServedArray ghost;
+  ghost.name = "ghost";
+  ghost.control = "/run/uraid/ghost.ctl";
+  ghost.configured = true;
+  ServedArray odd = ghost;
+  odd.name = "odd";
+  odd.presence = Presence::kUnreadable;
+  const std::string text = PrometheusText({ghost, odd});
+  EXPECT_THAT(text, HasSubstr("uraid_array_up{device=\"ghost\",control="
+                              "\"/run/uraid/ghost.ctl\"} 0\n"));
+  EXPECT_THAT(text,
+              HasSubstr("node_md_state{device=\"ghost\",state=\"inactive\"} "
+                        "1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("node_md_state{device=\"odd\"")));
+  EXPECT_THAT(text, Not(HasSubstr("node_md_disks{")));
+}
+
+TEST(EscapeLabelValue, BackslashQuoteNewline) {
+  EXPECT_EQ(EscapeLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+}
+
+}  // namespace
+}  // namespace uraid::tool

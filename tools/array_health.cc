@@ -74,6 +74,11 @@ absl::StatusOr<SuperblockCensus> CountGoneSlots(
   SuperblockCensus census;
   census.raid_disks = static_cast<int>(freshest->raid_disks);
   census.gone = census.raid_disks - static_cast<int>(working.size());
+  std::set<uint16_t> held;
+  for (const uint16_t role : freshest->dev_roles) {
+    if (role < freshest->raid_disks) held.insert(role);
+  }
+  census.recorded_gone = census.raid_disks - static_cast<int>(held.size());
   census.uuid = FormatUuid(uuid);
   return census;
 }

@@ -36,6 +36,10 @@ Health HealthOf(const ArrayInfo& info);
 struct SuperblockCensus {
   int raid_disks = 0;
   int gone = 0;
+  // Of those, the slots the freshest superblock itself holds no working
+  // device for: failures the array recorded (md records the one that
+  // fails the array too), not members merely left out of the command.
+  int recorded_gone = 0;
   std::string uuid;  // mdadm's format
 };
 absl::StatusOr<SuperblockCensus> CountGoneSlots(

@@ -309,19 +309,32 @@ int FailUnreadable(const DetailArgs& args, const absl::Status& status) {
 // Offline --test when the library refused to assemble. The library refuses
 // an array with more than one slot missing (it could not serve it), so a
 // failed array never reaches HealthOf offline. Its superblocks still tell
-// the story: when they show an array that lost two or more members the
-// verdict is md's "unusable" (2); any other refusal (no superblock, foreign
-// or mismatched members, dirty and degraded without --force) is "cannot be
-// read" (4), as md's --detail cannot open such an array either.
+// the story: when the freshest one records two or more slots failed or
+// missing (an array that failed while served records the failure that
+// failed it, as md does) the verdict is md's "unusable" (2); slots gone
+// only because their members were not given, and any other refusal (no
+// superblock, foreign or mismatched members, dirty and degraded without
+// --force), are "cannot be read" (4), as md's --detail cannot open such an
+// array either.
 int RefusedAssemblyCode(const DetailArgs& args, const absl::Status& status) {
   Fail(status);
   if (!args.test) return 1;
   absl::StatusOr<SuperblockCensus> census = CountGoneSlots(args.members);
+  if (census.ok() && census->recorded_gone >= 2) {
+    std::fprintf(stderr,
+                 "uraid: array %s has lost %d of its %d members (recorded "
+                 "in its superblocks): failed\n",
+                 census->uuid.c_str(), census->recorded_gone,
+                 census->raid_disks);
+    return static_cast<int>(Health::kFailed);
+  }
   if (census.ok() && census->gone >= 2) {
     std::fprintf(stderr,
-                 "uraid: array %s has lost %d of its %d members: failed\n",
-                 census->uuid.c_str(), census->gone, census->raid_disks);
-    return static_cast<int>(Health::kFailed);
+                 "uraid: array %s: %d of its %d members not given or "
+                 "unreadable (its superblocks record %d failed); give them "
+                 "all to judge it\n",
+                 census->uuid.c_str(), census->gone, census->raid_disks,
+                 census->recorded_gone);
   }
   return static_cast<int>(Health::kUnreadable);
 }

@@ -414,7 +414,10 @@ void AddGrowCommand(CLI::App& app, Action* action) {
                   "The new layout: left-asymmetric, right-asymmetric, "
                   "left-symmetric, right-symmetric, parity-first, "
                   "parity-last or 0-5")
-      ->check(StatusValidator(ParseLayout, "LAYOUT"));
+      ->check(StatusValidator(
+          static_cast<absl::StatusOr<Layout> (*)(std::string_view)>(
+              ParseLayout),
+          "LAYOUT"));
   sub->add_option("--chunk", args->chunk,
                   "The new chunk size, a power of two from 4K to 16M")
       ->check(StatusValidator(ParseChunk, "SIZE"));

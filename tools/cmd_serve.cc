@@ -4,7 +4,9 @@
 // (members given, or an array of uraid.conf found by uuid among its DEVICE
 // candidates), checks the members assemble (so a mistake is reported here,
 // in the house format, rather than by a daemon that exits) and then:
-// - by default execs nbdkit, which daemonises;
+// - by default runs nbdkit, which daemonises, and returns once the export
+//   answers ("serving array ..." is printed then, never before: nbdkit's
+//   own failure, a port in use or a bad option, is reported instead);
 // - with --foreground stays nbdkit's parent (nbdkit_supervisor.h): READY=1
 //   to systemd once it listens, SIGTERM = a clean stop (the uraid@ unit);
 // - with --scan serves every ARRAY of the config, one nbdkit per array on
@@ -16,7 +18,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -327,13 +328,13 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
     argv.push_back("control-group=" + group);
   }
 
-  std::printf("serving array %s%s (%llu bytes%s) on %s%s%s%s%s\n",
-              target.from_config ? absl::StrCat(name, " ").c_str() : "",
-              uuid.c_str(), static_cast<unsigned long long>(array_bytes),
-              MdHumanSize(array_bytes).c_str(), where.c_str(),
-              pidfile.empty() ? "" : "; pid file ", pidfile.c_str(),
-              control.empty() ? "" : "; control ", control.c_str());
-  std::fflush(stdout);
+  // Said once the export answers (nbdkit_supervisor.h), never before: a
+  // port in use or a bad nbdkit option is nbdkit's failure to report.
+  child.ready_message = absl::StrFormat(
+      "serving array %s%s (%d bytes%s) on %s%s%s%s%s",
+      target.from_config ? absl::StrCat(name, " ") : "", uuid, array_bytes,
+      MdHumanSize(array_bytes), where, pidfile.empty() ? "" : "; pid file ",
+      pidfile, control.empty() ? "" : "; control ", control);
   return child;
 }
 
@@ -370,31 +371,6 @@ absl::StatusOr<std::vector<ServeTarget>> ConfiguredTargets(
   return targets;
 }
 
-// Daemons for --scan without --foreground: each nbdkit forks into the
-// background once it listens, then its first process exits.
-int StartDaemon(const NbdkitChild& child) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (const std::string& a : child.argv) {
-      argv.push_back(const_cast<char*>(a.c_str()));
-    }
-    argv.push_back(nullptr);
-    execvp("nbdkit", argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-      WEXITSTATUS(status) != 0) {
-    return Fail(absl::StrCat(child.name, ": nbdkit did not start (",
-                             WIFEXITED(status) && WEXITSTATUS(status) == 127
-                                 ? "is the nbdkit package installed?"
-                                 : "its messages are above",
-                             ")"));
-  }
-  return 0;
-}
-
 int RunServe(const ServeArgs& args) {
   std::vector<ServeTarget> targets;
   int skipped = 0;
@@ -426,21 +402,10 @@ int RunServe(const ServeArgs& args) {
     const int rc = SuperviseNbdkit(children);
     return skipped > 0 ? 1 : rc;
   }
-  if (!args.scan) {
-    std::vector<char*> cargv;
-    for (const std::string& a : children[0].argv) {
-      cargv.push_back(const_cast<char*>(a.c_str()));
-    }
-    cargv.push_back(nullptr);
-    execvp("nbdkit", cargv.data());
-    return Fail(
-        absl::StrFormat("cannot run nbdkit: %s (is the nbdkit package "
-                        "installed? scripts/setup.sh installs it)",
-                        std::strerror(errno)));
-  }
+  // Daemons, one after the other; each is announced once it serves.
   int rc = skipped > 0 ? 1 : 0;
   for (const NbdkitChild& child : children) {
-    if (StartDaemon(child) != 0) rc = 1;
+    if (StartNbdkitDaemon(child) != 0) rc = 1;
   }
   return rc;
 }

@@ -701,15 +701,10 @@ class TruncatedMember(unittest.TestCase):
 
 
 class SecondFailureOnDisk(unittest.TestCase):
-    """Offline detail --test of an array that failed while served."""
+    """Offline detail --test of an array that failed while served: the
+    server writes the second failure into the surviving members'
+    superblocks, as md does, so offline the array reads as failed (2)."""
 
-    # The server does not write the second failure into the surviving
-    # members' superblocks (md marks that member faulty too), so offline
-    # the array looks degraded, not failed: detail --test says 4 (the
-    # first faulty member given is refused, one lost is not two) instead
-    # of 2. Reported to the library side (.monitor-notes.txt); remove this
-    # marker once the superblocks record it.
-    @unittest.expectedFailure
     def test_offline_after_array_failed(self):
         tmp = tempfile.mkdtemp(prefix="uraid-mon2-")
         self.addCleanup(shutil.rmtree, tmp, True)
@@ -741,9 +736,23 @@ class SecondFailureOnDisk(unittest.TestCase):
             wait_for(poke, 10, f"detail --test {want}")
         h.shutdown()
         srv.stop()
-        r = run_tool("detail", "--test", *[n.img for n in nbds], *files,
-                     check=False)
+        imgs = [nbds[0].img, files[0], nbds[1].img, files[1]]
+        r = run_tool("detail", "--test", *imgs, check=False)
         self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("recorded in its superblocks", r.stderr)
+        # The cable is back: a plain start refuses and names force; a forced
+        # one takes back the member that failed last (slot 2) and leaves
+        # out the one the array ran without (slot 0), md's --force.
+        out = harness.start_fails(tmp, imgs)
+        self.assertIn("force=true", out)
+        forced = Server(tmp, imgs, extra=["force=true", f"control={ctl}"])
+        self.addCleanup(forced.stop)
+        log = forced.output()
+        self.assertIn(f"forced assembly: {nbds[1].img} (slot 2", log)
+        self.assertIn("failed last", log)
+        self.assertIn(f"leaves out {nbds[0].img}", log)
+        self.assertEqual(live(), 1)  # degraded: slot 0 to rebuild
+        forced.stop()
 
 
 class MonitorWithFakeServer(unittest.TestCase):
@@ -1013,8 +1022,12 @@ class DetailTestOffline(unittest.TestCase):
             self.assertEqual(code(*m), 0)
             self.assertEqual(code(*m[:3]), 1)
             self.assertEqual(code(*m[1:]), 1)
-            self.assertEqual(code(*m[:2]), 2)
-            self.assertEqual(code(m[0]), 2)
+            # Two members not given: the superblocks record no failure, so
+            # nothing says the array failed; it cannot be judged (4). (An
+            # array that failed while served says 2:
+            # test_offline_after_array_failed.)
+            self.assertEqual(code(*m[:2]), 4)
+            self.assertEqual(code(m[0]), 4)
             # Without --test, detail of a degraded array still exits 0.
             self.assertEqual(run_tool("detail", *m[:3],
                                       check=False).returncode, 0)

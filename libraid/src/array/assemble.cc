@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "array/array_impl.h"
+#include "array/forced_assembly.h"
 #include "array/member_superblock.h"
 #include "base/status_macros.h"
 #include "format/reshape_math.h"
@@ -235,24 +236,37 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   std::vector<int> slot_of(m, -1);
   std::vector<int> member_in_slot(n, -1);
   std::vector<size_t> spare_members;
+  // Members the newest superblock does not accept (faulty, stale): refused,
+  // unless force takes one back (forced_assembly.h) or leaves them out.
+  std::vector<bool> left_out(m, false);
+  std::vector<ForceCandidate> candidates;
+  absl::Status first_refusal;
   for (size_t i = 0; i < m; ++i) {
     const std::string& name = members[i]->Name();
     uint16_t role = sbs[i].dev_number < top.dev_roles.size()
                         ? top.dev_roles[sbs[i].dev_number]
                         : kRoleSpare;
+    absl::Status refusal;
     if (role == kRoleFaulty) {
-      return absl::FailedPreconditionError(absl::StrFormat(
+      refusal = absl::FailedPreconditionError(absl::StrFormat(
           "%s is marked faulty in the array's newest superblock (events %d): "
           "leave it out",
           name, top.events));
-    }
-    if (sbs[i].events + 1 < top.events) {
-      return absl::FailedPreconditionError(absl::StrFormat(
+    } else if (sbs[i].events + 1 < top.events) {
+      refusal = absl::FailedPreconditionError(absl::StrFormat(
           "%s is stale: events %d, the array is at %d; leave it out (and "
           "start the array degraded with --run), then add it to the "
           "running array (with "
           "a bitmap only the regions written since it left are rebuilt)",
           name, sbs[i].events, top.events));
+    }
+    if (!refusal.ok()) {
+      if (first_refusal.ok()) first_refusal = refusal;
+      left_out[i] = true;
+      if (const int own = OwnSlot(sbs[i], n); own >= 0) {
+        candidates.push_back(ForceCandidate{i, name, own, &sbs[i]});
+      }
+      continue;
     }
     if (role == kRoleJournal) {
       return absl::UnimplementedError(absl::StrFormat(
@@ -285,13 +299,52 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
     member_in_slot[role] = static_cast<int>(i);
     slot_of[i] = role;
   }
+  // Slots with no in-sync member: in words, and the empty ones.
   std::vector<std::string> gone;
-  for (int s = 0; s < n; ++s) {
-    if (member_in_slot[s] < 0) {
-      gone.push_back(absl::StrCat(s));
-    } else if (sbs[member_in_slot[s]].feature_map & kFeatureRecoveryOffset) {
-      // Partly rebuilt: holds data only below its recovery offset.
-      gone.push_back(absl::StrCat(s, " (rebuilding)"));
+  std::vector<int> empty;
+  const auto find_gone = [&] {
+    gone.clear();
+    empty.clear();
+    for (int s = 0; s < n; ++s) {
+      if (member_in_slot[s] < 0) {
+        gone.push_back(absl::StrCat(s));
+        empty.push_back(s);
+      } else if (sbs[member_in_slot[s]].feature_map & kFeatureRecoveryOffset) {
+        // Partly rebuilt: holds data only below its recovery offset.
+        gone.push_back(absl::StrCat(s, " (rebuilding)"));
+      }
+    }
+  };
+  find_gone();
+  std::string forced_why;
+  if (!first_refusal.ok()) {
+    absl::StatusOr<ForcedChoice> choice =
+        gone.size() > 1
+            ? ChooseForcedMembers(n, top.events, candidates, empty)
+            : absl::FailedPreconditionError("the array can start without it");
+    if (!options.force) {
+      // md's rule: such a member stays out unless forced. Where force
+      // would start an array that cannot start otherwise, say so.
+      if (!choice.ok()) return first_refusal;
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s; the array has lost %d members (slots %s) and cannot start "
+          "without one of them. If they failed together (a cable, a "
+          "controller), start it by force (uraid serve --force, plugin key "
+          "force=true): %s",
+          first_refusal.message(), gone.size(), absl::StrJoin(gone, ", "),
+          choice->why));
+    }
+    if (choice.ok()) {
+      for (const size_t i : choice->members) {
+        const int own = OwnSlot(sbs[i], n);
+        member_in_slot[own] = static_cast<int>(i);
+        slot_of[i] = own;
+        left_out[i] = false;
+      }
+      forced_why = choice->why;
+      find_gone();
+    } else if (gone.size() > 1) {
+      return choice.status();
     }
   }
   if (gone.size() > 1) {
@@ -333,8 +386,13 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   // The bitmap is read from the freshest in-sync member.
   std::shared_ptr<Member> bitmap_source;
   uint64_t bitmap_source_events = 0;
+  std::vector<std::string> left_out_names;
   for (size_t i = 0; i < m; ++i) {
     DeviceId id{sbs[i].dev_number, sbs[i].device_uuid, sbs[i].data_size};
+    if (left_out[i]) {
+      left_out_names.push_back(members[i]->Name());
+      continue;  // closed when `members` goes
+    }
     if (slot_of[i] < 0) {
       spares.push_back(
           Spare{std::shared_ptr<Member>(std::move(members[i])), id});
@@ -412,12 +470,42 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
               ppl_message);
   }
   if (ppl_recovered) RETURN_IF_ERROR(impl->WriteSuperblocks(true));
+  if (!left_out_names.empty()) {
+    impl->Log(LogLevel::kWarning,
+              absl::StrFormat("forced assembly leaves out %s (faulty or stale "
+                              "in the newest superblock); add %s back to "
+                              "rebuild from it",
+                              absl::StrJoin(left_out_names, ", "),
+                              left_out_names.size() == 1 ? "it" : "them"));
+  }
   // The internal bitmap, or the external file the caller named.
   RETURN_IF_ERROR(impl->bitmap().Attach(bitmap_source.get(), top,
                                         options.bitmap_file,
                                         impl->CurrentShape().data_offset));
   impl->UpdateBitmapDegraded();
   if (impl->bitmap().stale_at_load()) impl->SetResyncStart(0);
+  if (!forced_why.empty()) {
+    // What may be stale: blocks of stripes being written when the array
+    // failed (a write that failed there was never acknowledged, but it may
+    // have reached some members).
+    std::string where = "any stripe being written when the array failed";
+    if (const WriteIntentBitmap* b = impl->bitmap().intent(); b != nullptr) {
+      where = absl::StrFormat(
+          "the %d regions of %d bytes its write-intent bitmap marks dirty",
+          b->DirtyChunks(), b->chunk_bytes());
+    }
+    impl->Log(
+        LogLevel::kWarning,
+        absl::StrFormat(
+            "forced assembly: %s. Blocks of %s may be stale: %s", forced_why,
+            where,
+            gone.empty()
+                ? "their parity is resynced from the data"
+                : absl::StrFormat("slot %s is still gone and rebuilds from "
+                                  "parity that may be wrong there; run check "
+                                  "after the rebuild",
+                                  gone[0])));
+  }
   if (reshaping) {
     const uint64_t position = top.reshape_position * 512;
     absl::Status rs =

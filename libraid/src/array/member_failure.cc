@@ -176,7 +176,14 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
   }
   UpdateBitmapDegraded();
   ReportSlotFailure(slot, f, why);
-  if (failed_.load()) return absl::OkStatus();  // nothing safe to record
+  if (failed_.load()) {
+    // md records the failure that fails the array too: the survivors'
+    // superblocks then list both slots faulty, so that a restart with the
+    // same members refuses (detail --test says failed), and a forced
+    // assembly knows which member failed last (assemble.cc). Nothing else
+    // runs on a failed array.
+    return read_only_ ? absl::OkStatus() : WriteSuperblocks(std::nullopt);
+  }
   if (resync_stripe_.load() < CurrentShape().geo.stripe_count()) {
     Log(LogLevel::kWarning,
         "a member failed before resync finished; stripes not yet "
@@ -207,6 +214,7 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
   // current shape's stripes, whichever shape the caller was working in.
   const uint64_t C = CurrentShape().geo.chunk_bytes();
   MutexLock lock(&sb_mu_);
+  absl::Status array_failed;
   for (int attempt = 0; attempt < 64; ++attempt) {
     sb_.events += 1;
     sb_.utime = NowSeconds();
@@ -343,14 +351,18 @@ absl::Status ArrayImpl::WriteSuperblocksOnce(std::optional<bool> clean,
       *member_failed = true;
       ReportSlotFailure(
           t.slot, f, absl::StrCat("superblock write failed: ", st.message()));
-      if (f.outcome == SlotFailure::kFailed && failed_.load()) {
-        return absl::UnavailableError(absl::StrFormat(
+      if (f.outcome == SlotFailure::kFailed && failed_.load() &&
+          array_failed.ok()) {
+        // The update goes on (with this failure in it) to the members
+        // left, as md's does: they must agree on which slots failed, or a
+        // restart would take a member written before it for current.
+        array_failed = absl::UnavailableError(absl::StrFormat(
             "array has failed: superblock write to %s failed: %s",
             t.member->Name(), st.message()));
       }
       break;
     }
-    if (!retry) return absl::OkStatus();
+    if (!retry) return array_failed;
   }
   return absl::InternalError("superblock update did not settle");
 }

@@ -11,6 +11,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -175,6 +177,41 @@ TEST_F(ScanFiles, GlobsRealpathsAndSuperblocks) {
   ASSERT_EQ(skipped.size(), 2u);
   EXPECT_THAT(skipped[0], HasSubstr(junk + ": "));
   EXPECT_THAT(skipped[1], HasSubstr(tiny + ": too small"));
+}
+
+// mdadm's `DEVICE partitions` is every device of /proc/partitions, never a
+// file of that name in the working directory (which a glob would take).
+TEST(ExpandDevices, PartitionsIsMdadmsWordNotAGlob) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("uraid-partitions-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "partitions") << "not a device";
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  const std::vector<std::string> devices = ExpandDevices({"partitions"});
+  std::filesystem::current_path(cwd);
+  std::filesystem::remove_all(dir);
+  std::ifstream proc("/proc/partitions");
+  std::string listed((std::istreambuf_iterator<char>(proc)),
+                     std::istreambuf_iterator<char>());
+  for (const std::string& d : devices) {
+    EXPECT_NE(d, (dir / "partitions").string());
+    EXPECT_TRUE(std::filesystem::is_block_file(d)) << d;
+  }
+  // Each /dev/NAME that exists here is expanded (by its realpath).
+  std::istringstream lines(listed);
+  std::string line;
+  size_t present = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream w(line);
+    unsigned long major, minor;
+    unsigned long long blocks;
+    std::string name;
+    if (!(w >> major >> minor >> blocks >> name)) continue;
+    if (std::filesystem::is_block_file("/dev/" + name)) ++present;
+  }
+  EXPECT_EQ(devices.size(), present);
 }
 
 }  // namespace

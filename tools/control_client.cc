@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "nbd_probe.h"
 #include "uraid/info_json.h"
 #include "uraid/member.h"
 
@@ -25,8 +26,44 @@ namespace {
 // A detail reply of 64 members is a few tens of KiB; anything near this is
 // not our server.
 constexpr size_t kMaxReplyBytes = 16 << 20;
+// How long Connect listens for a greeting nobody asked for (NBD servers
+// greet at once; a uraid server says nothing until asked), as the
+// monitor's EventStream does.
+constexpr int kUnaskedGreetingMs = 50;
+
+// Why a connected peer is no uraid control server, from what it said
+// before it was asked; OK when it said nothing (or closed: the first read
+// reports that).
+absl::Status UnaskedGreeting(int fd) {
+  pollfd p = {fd, POLLIN, 0};
+  if (poll(&p, 1, kUnaskedGreetingMs) <= 0) return absl::OkStatus();
+  char buf[64];
+  const ssize_t got = recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  if (got <= 0) return absl::OkStatus();
+  const std::string_view said(buf, static_cast<size_t>(got));
+  if (std::string_view("NBDMAGIC").starts_with(said.substr(0, 8))) {
+    // Leave it the way a client that changed its mind does, so that the
+    // export logs no error for our mistake.
+    NbdHandshakeAborts(fd);
+    return absl::FailedPreconditionError(
+        "an NBD server, not a uraid control socket (the export's socket? "
+        "give the plugin's control=SOCKET)");
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("not a uraid control socket (it spoke first: \"",
+                   PrintableExcerpt(said), "\")"));
+}
 
 }  // namespace
+
+std::string PrintableExcerpt(std::string_view data) {
+  std::string out;
+  for (const char c : data.substr(0, 60)) {
+    out += (c >= 0x20 && c < 0x7f) ? c : '.';
+  }
+  if (data.size() > 60) out += "...";
+  return out;
+}
 
 absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
     const std::string& path, int timeout_ms) {
@@ -41,6 +78,13 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
     return fail(absl::StrFormat("the path is longer than %d bytes",
                                 sizeof addr.sun_path - 1));
   }
+  // A file that is no socket is a mistake in the path, whatever connect(2)
+  // says of it (ECONNREFUSED, which would read as a stale socket).
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+    return fail(S_ISDIR(st.st_mode) ? "not a socket (a directory)"
+                                    : "not a socket");
+  }
   memcpy(addr.sun_path, path.data(), path.size());
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return fail(strerror(errno));
@@ -48,7 +92,6 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
     const int err = errno;
     close(fd);
     std::string why = strerror(err);
-    struct stat st;
     if (err == ENOENT) {
       why += " (is the array served with control=" + path + "?)";
     } else if (err == ECONNREFUSED) {
@@ -58,6 +101,10 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(
       why = "not a socket";
     }
     return fail(why);
+  }
+  if (absl::Status s = UnaskedGreeting(fd); !s.ok()) {
+    close(fd);
+    return fail(std::string(s.message()));
   }
   return std::unique_ptr<ControlClient>(
       new ControlClient(fd, path, timeout_ms));

@@ -20,7 +20,10 @@ class ControlClient {
  public:
   // Connects to the socket at `path`; every later call fails when the
   // server does not answer within `timeout_ms`. The error says "cannot
-  // connect to control socket PATH: <why>".
+  // connect to control socket PATH: <why>", telling apart as the monitor
+  // does: no such file, not a socket (or a directory), a stale socket
+  // (nobody listens), an NBD server (the export's socket, which greets
+  // first), and any other server that speaks before it is asked.
   static absl::StatusOr<std::unique_ptr<ControlClient>> Connect(
       const std::string& path, int timeout_ms = 60000);
   ~ControlClient();
@@ -54,6 +57,11 @@ class ControlClient {
   int timeout_ms_;
   std::string buf_;
 };
+
+// Up to 60 bytes of what a foreign server said, printable ('.' for the
+// rest), "..." after when there was more: for "not a uraid control socket
+// (it answered ...)".
+std::string PrintableExcerpt(std::string_view data);
 
 // Reads one reply line of the control channel: the reply object when it
 // says ok (control::ReplyStatus in uraid/control_protocol.h checks the

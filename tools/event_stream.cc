@@ -29,16 +29,6 @@ constexpr size_t kMaxLineBytes = 1 << 20;
 // How long Open listens for a greeting before it sends the request.
 constexpr int kGreetingWaitMs = 50;
 
-// Up to 60 bytes of what a foreign server said, printable.
-std::string Excerpt(std::string_view data) {
-  std::string out;
-  for (const char c : data.substr(0, 60)) {
-    out += (c >= 0x20 && c < 0x7f) ? c : '.';
-  }
-  if (data.size() > 60) out += "...";
-  return out;
-}
-
 absl::Status ConnectError(const std::string& path, int err) {
   const auto msg = [&](const std::string& why) {
     return absl::StrCat(path, ": ", why);
@@ -98,7 +88,7 @@ absl::StatusOr<std::unique_ptr<EventStream>> EventStream::Open(
     if (!line.ok()) return line.status();
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: not a uraid control socket (it spoke first: \"%s\")", path,
-        Excerpt(*line)));
+        PrintableExcerpt(*line)));
   }
   // The subscription takes no fields (uraid/control.h).
   constexpr std::string_view request = "{\"cmd\":\"events\"}\n";
@@ -115,7 +105,7 @@ absl::StatusOr<std::unique_ptr<EventStream>> EventStream::Open(
       // Not a reply of ours at all.
       return absl::FailedPreconditionError(
           absl::StrFormat("%s: not a uraid control socket (it answered \"%s\")",
-                          path, Excerpt(*line)));
+                          path, PrintableExcerpt(*line)));
     }
     return absl::FailedPreconditionError(absl::StrCat(
         path,
@@ -126,7 +116,7 @@ absl::StatusOr<std::unique_ptr<EventStream>> EventStream::Open(
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: the server does not stream events (its reply has no "
         "\"initial\": \"%s\")",
-        path, Excerpt(*line)));
+        path, PrintableExcerpt(*line)));
   }
   stream->initial_ = it->get<int>();
   return stream;
@@ -162,7 +152,7 @@ absl::StatusOr<std::string> EventStream::ReadLine(int timeout_ms, bool first) {
         if (first && !buf_.empty()) {
           return absl::FailedPreconditionError(absl::StrFormat(
               "%s: not a uraid control socket (it answered \"%s\")", path_,
-              Excerpt(buf_)));
+              PrintableExcerpt(buf_)));
         }
         return absl::DeadlineExceededError(
             absl::StrFormat("%s: no answer within %d ms", path_, timeout_ms));
@@ -192,7 +182,7 @@ absl::StatusOr<std::string> EventStream::ReadLine(int timeout_ms, bool first) {
         return absl::FailedPreconditionError(absl::StrFormat(
             "%s: not a uraid control socket (it answered \"%s\" and "
             "closed)",
-            path_, Excerpt(buf_)));
+            path_, PrintableExcerpt(buf_)));
       }
       if (first) {
         // Nothing said at all: a server on its way down, as likely as a
@@ -213,8 +203,9 @@ absl::StatusOr<EventJson> EventStream::Next(int timeout_ms) {
   if (!line.ok()) return line.status();
   absl::StatusOr<EventJson> event = ParseEventLine(*line);
   if (!event.ok()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: %s: \"%s\"", path_, event.status().message(), Excerpt(*line)));
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s: \"%s\"", path_,
+                                                      event.status().message(),
+                                                      PrintableExcerpt(*line)));
   }
   return event;
 }

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15,10 +16,12 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common.h"
+#include "nbd_probe.h"
 #include "sd_notify.h"
 
 namespace uraid::tool {
@@ -64,8 +67,9 @@ bool Connects(const NbdkitChild& c) {
     if (fd < 0) return false;
     rc = connect(fd, reinterpret_cast<sockaddr*>(&ss), len);
   }
+  const bool serves = rc == 0 && NbdHandshakeAborts(fd);
   close(fd);
-  return rc == 0;
+  return serves;
 }
 
 bool PidfileWritten(const std::string& path) {
@@ -82,7 +86,81 @@ std::string Describe(int status) {
   return "unknown status";
 }
 
+// The pid in `path`, or 0.
+pid_t PidIn(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return 0;
+  long pid = 0;
+  if (std::fscanf(f, "%ld", &pid) != 1) pid = 0;
+  std::fclose(f);
+  return static_cast<pid_t>(pid);
+}
+
+// Running: a zombie whose reaper is slow has exited all the same.
+bool ProcessRunning(pid_t pid) {
+  FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");
+  if (f == nullptr) return false;
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const char* paren = std::strrchr(buf, ')');
+  return n > 0 && paren != nullptr && paren[1] == ' ' && paren[2] != 'Z';
+}
+
+void PrintReady(const NbdkitChild& c) {
+  if (c.ready_message.empty()) return;
+  std::printf("%s\n", c.ready_message.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
+
+bool NbdkitServes(const NbdkitChild& child) {
+  return PidfileWritten(child.pidfile) && Connects(child);
+}
+
+int StartNbdkitDaemon(const NbdkitChild& child) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const std::string& a : child.argv) {
+      argv.push_back(const_cast<char*>(a.c_str()));
+    }
+    argv.push_back(nullptr);
+    execvp("nbdkit", argv.data());
+    std::fprintf(stderr,
+                 "uraid: cannot run nbdkit: %s (is the nbdkit package "
+                 "installed? scripts/setup.sh installs it)\n",
+                 std::strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return 1;
+    return Fail(absl::StrCat(child.name, ": nbdkit did not start (",
+                             pid < 0 ? std::strerror(errno) : Describe(status),
+                             "; its messages are above)"));
+  }
+  // The daemon writes its pid file once it has forked; it serves once its
+  // plugin is ready after the fork.
+  for (int waited_ms = 0; waited_ms < 60000; waited_ms += 20) {
+    const pid_t daemon = PidIn(child.pidfile);
+    if (daemon > 0 && !ProcessRunning(daemon)) {
+      return Fail(absl::StrCat(child.name, ": nbdkit (pid ", daemon,
+                               ") exited before it served; its messages "
+                               "are in the log (syslog or the journal)"));
+    }
+    if (daemon > 0 && Connects(child)) {
+      PrintReady(child);
+      return 0;
+    }
+    usleep(20 * 1000);
+  }
+  return Fail(absl::StrCat(child.name,
+                           ": nbdkit did not serve within 60 s (pid file ",
+                           child.pidfile, ")"));
+}
 
 int SuperviseNbdkit(const std::vector<NbdkitChild>& children) {
   sigset_t handled, old;
@@ -159,7 +237,8 @@ int SuperviseNbdkit(const std::vector<NbdkitChild>& children) {
     for (Running& r : run) {
       all_done = all_done && r.done;
       if (!r.done && !r.ready) {
-        r.ready = PidfileWritten(r.spec->pidfile) && Connects(*r.spec);
+        r.ready = NbdkitServes(*r.spec);
+        if (r.ready) PrintReady(*r.spec);
       }
       all_ready = all_ready && r.ready;
     }

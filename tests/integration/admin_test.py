@@ -366,6 +366,71 @@ class StatusStopMetrics(unittest.TestCase):
         self.assertIn("uraid: ", r.stderr)
 
 
+class HonestMessages(unittest.TestCase):
+    """serve says "serving" only once the export answers and reports
+    nbdkit's own failure instead; the readiness probe leaves nbdkit nothing
+    to complain about; --control names what a wrong path is."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="uraid-adm-msg-")
+        cls.env = Env(cls.tmp)
+        cls.env.env["URAID_PLUGIN"] = harness.ARGS.plugin
+        cls.paths = make_members(cls.tmp, 3, 16 * MIB)
+        cls.env.tool("create", "--force", "--assume-clean", "--chunk", "64K",
+                     "--name", f"{TAG}h", *cls.paths)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_serve_reports_nbdkit_failures_not_serving(self):
+        sock = os.path.join(self.tmp, "h.sock")
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            r = self.env.tool("serve", "--port", str(port), *self.paths,
+                              check=False)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertNotIn("serving array", r.stdout)
+        self.assertIn("Address already in use", r.stderr)
+        self.assertIn("nbdkit did not start (exit status 1; its messages "
+                      "are above)", r.stderr)
+        r = self.env.tool("serve", "--socket", sock, *self.paths, "--",
+                          "--no-such-nbdkit-option", check=False)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertNotIn("serving array", r.stdout)
+        self.assertIn("nbdkit did not start", r.stderr)
+
+    def test_foreground_probe_logs_no_error_and_control_diagnosis(self):
+        sock = os.path.join(self.tmp, "f.sock")
+        p = subprocess.Popen([harness.ARGS.tool, "serve", "--foreground",
+                              "--socket", sock, *self.paths],
+                             env=self.env.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.time() + 30
+            while not os.path.exists(os.path.join(self.tmp, "f.pid")):
+                self.assertLess(time.time(), deadline)
+                time.sleep(0.05)
+            # --control pointed at the export's socket, and at a file.
+            r = self.env.tool("detail", "--control", sock, check=False)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("an NBD server, not a uraid control socket",
+                          r.stderr)
+            r = self.env.tool("detail", "--control", self.paths[0],
+                              check=False)
+            self.assertIn(f"{self.paths[0]}: not a socket", r.stderr)
+            self.assertNotIn("stale", r.stderr)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            out = p.communicate(timeout=60)[0]
+        self.assertEqual(p.returncode, 0, out)
+        self.assertRegex(out, r"^serving array ")
+        self.assertNotIn("error", out)
+
+
 class NonRootMonitor(unittest.TestCase):
     """The uraid@ unit's ExecStart as root, monitor and status as another
     uid in the ARRAY's control-group."""

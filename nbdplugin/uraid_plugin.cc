@@ -31,7 +31,9 @@
 //   array=NAME|UUID  instead of member=: the array of uraid.conf whose
 //                  members are found among its DEVICE candidates by
 //                  superblock (config_file.h, member_scan.h); its ARRAY
-//                  line's bitmap= and readonly apply unless given here
+//                  line's bitmap=, readonly and plugin-key tags
+//                  (control=, control-group=, spares=, timeout=, cache=,
+//                  cache-age=, log=, run, direct) apply unless given here
 //   config=FILE    the config for array= (default $URAID_CONFIG, else
 //                  /etc/uraid/uraid.conf)
 
@@ -47,6 +49,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +88,7 @@ struct Config {
   uraid::plugin::LogTarget log = uraid::plugin::LogTarget::kAuto;
   std::string array_ref;    // array=: resolved to members at config_complete
   std::string config_file;  // config= (an absolute path); empty: default
+  std::set<std::string> given;  // the keys given on the command line
 };
 
 Config config;
@@ -110,7 +114,7 @@ int AbsolutePath(const char* value, std::string* out) {
   return 0;
 }
 
-int Config(const char* key, const char* value) {
+int ConfigKey(const char* key, const char* value) {
   std::string k = key;
   if (k == "member") {
     // An NBD URI is not a path: it is used exactly as given.
@@ -222,6 +226,36 @@ int Config(const char* key, const char* value) {
   return -1;
 }
 
+int Config(const char* key, const char* value) {
+  config.given.insert(key);
+  return ConfigKey(key, value);
+}
+
+// array=: the ARRAY line's tags that are plugin keys, for each key not
+// given on the command line (which wins), as `uraid serve NAME` passes
+// them. Before the members are scanned: timeout= applies to that.
+int ApplyArrayTags(const uraid::ConfigArray& a) {
+  const auto tag = [](const char* key, const std::string& value) {
+    if (value.empty() || config.given.count(key) > 0) return 0;
+    return ConfigKey(key, value.c_str());
+  };
+  const auto number = [](const auto& v) {
+    return v.has_value() ? std::to_string(*v) : std::string();
+  };
+  if (tag("control", a.control) == -1 ||
+      tag("control-group", a.control_group) == -1 ||
+      tag("spares", number(a.spares)) == -1 ||
+      tag("timeout", number(a.timeout_ms)) == -1 ||
+      tag("cache", number(a.cache_bytes)) == -1 ||
+      tag("cache-age", number(a.cache_age_ms)) == -1 ||
+      tag("log", a.log) == -1 || tag("run", a.run ? "true" : "") == -1 ||
+      tag("direct", a.direct ? "true" : "") == -1) {
+    return -1;
+  }
+  uraid::plugin::ChooseLogTarget(config.log);
+  return 0;
+}
+
 // How members are opened, at start and by the control channel's add and
 // replace.
 uraid::MemberOptions MemberOpts() {
@@ -238,10 +272,6 @@ void LogLine(const uraid::LogRecord& r) { uraid::plugin::WriteLog(r); }
 
 int ConfigComplete() {
   uraid::plugin::ChooseLogTarget(config.log);
-  if (config.control.empty() && config.control_gid.has_value()) {
-    nbdkit_error("uraid: control-group= needs control=SOCKET");
-    return -1;
-  }
   if (!config.array_ref.empty() && !config.members.empty()) {
     nbdkit_error("uraid: array=%s and member=: give one or the other",
                  config.array_ref.c_str());
@@ -260,6 +290,7 @@ int ConfigComplete() {
     if (!cf.ok()) return Fail("config", cf.status());
     const uraid::ConfigArray* entry =
         uraid::FindConfigArray(*cf, config.array_ref);
+    if (entry != nullptr && ApplyArrayTags(*entry) == -1) return -1;
     absl::StatusOr<std::array<uint8_t, 16>> uuid =
         entry != nullptr ? entry->uuid : uraid::ParseUuid(config.array_ref);
     if (!uuid.ok()) {
@@ -290,6 +321,10 @@ int ConfigComplete() {
   }
   if (config.members.empty()) {
     nbdkit_error("uraid: no members: give member=PATH once per member");
+    return -1;
+  }
+  if (config.control.empty() && config.control_gid.has_value()) {
+    nbdkit_error("uraid: control-group= needs control=SOCKET");
     return -1;
   }
   // The control socket is created after the fork; refuse a path that can

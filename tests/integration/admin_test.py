@@ -450,16 +450,7 @@ class NonRootMonitor(unittest.TestCase):
                         cls.USER], check=True)
         cls.uid = pwd.getpwnam(cls.USER).pw_uid
         cls.gid = grp.getgrnam(cls.USER).gr_gid
-        build = os.path.dirname(os.path.dirname(harness.ARGS.tool))
-        cls.prefix = os.path.join(cls.tmp, "prefix")
-        r = subprocess.run(["cmake", "--install", build, "--prefix",
-                            cls.prefix, "--component", "systemd"],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
-        cls.unitdir = os.path.join(cls.prefix, "lib/systemd/system")
-        os.makedirs(os.path.join(cls.prefix, "bin"))
-        os.symlink(os.path.abspath(harness.ARGS.tool),
-                   os.path.join(cls.prefix, "bin/uraid"))
+        cls.prefix, cls.unitdir = harness.install_units(cls.tmp)
         dev = os.path.join(cls.tmp, "dev")
         os.mkdir(dev)
         cls.paths = make_members(dev, 3, 16 * MIB)
@@ -538,6 +529,32 @@ class NonRootMonitor(unittest.TestCase):
             if srv.poll() is None:
                 srv.send_signal(signal.SIGTERM)
                 srv.wait(timeout=60)
+
+    def test_plugin_array_key_takes_the_tags(self):
+        """nbdkit uraid array=NAME: the ARRAY line's control-group= and
+        spares= reach the plugin as its keys (control= given here)."""
+        ctl = os.path.join(self.env.run_dir, "plugin.ctl")
+        sock = os.path.join(self.tmp, "plugin.sock")
+        srv = subprocess.Popen(
+            ["nbdkit", "-U", sock, "-f", "--exit-with-parent",
+             harness.ARGS.plugin, f"array={self.name}",
+             f"config={self.env.conf}", f"control={ctl}"],
+            env=self.env.env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        try:
+            harness.control_call(ctl, {"cmd": "detail"})
+            st = os.stat(ctl)
+            self.assertEqual((st.st_mode & 0o777, st.st_gid),
+                             (0o660, self.gid))
+            p = self.as_user([harness.ARGS.tool, "monitor", "--oneshot",
+                              "--control", ctl])
+            out = p.communicate(timeout=60)[0]
+            self.assertEqual(p.returncode, 1, out)
+            self.assertIn("SparesMissing", out)
+        finally:
+            srv.send_signal(signal.SIGTERM)
+            out = srv.communicate(timeout=60)[0]
+        self.assertEqual(srv.returncode, 0, out)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,21 @@ def control_call(ctl, request, timeout=30, must=True):
     return reply
 
 
+def install_units(tmp):
+    """cmake --install of the systemd component into tmp/prefix, with
+    prefix/bin/uraid linking to the tool under test (the units' ExecStart
+    names it). Returns (prefix, unit directory)."""
+    build = os.path.dirname(os.path.dirname(ARGS.tool))
+    prefix = os.path.join(tmp, "prefix")
+    r = subprocess.run(["cmake", "--install", build, "--prefix", prefix,
+                        "--component", "systemd"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    os.makedirs(os.path.join(prefix, "bin"))
+    os.symlink(os.path.abspath(ARGS.tool), os.path.join(prefix, "bin/uraid"))
+    return prefix, os.path.join(prefix, "lib/systemd/system")
+
+
 def make_members(tmp, n, size):
     paths = []
     for i in range(n):

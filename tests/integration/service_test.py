@@ -306,16 +306,7 @@ class UnitsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="uraid-units-")
-        build = os.path.dirname(os.path.dirname(harness.ARGS.tool))
-        cls.prefix = os.path.join(cls.tmp, "prefix")
-        r = subprocess.run(["cmake", "--install", build, "--prefix",
-                            cls.prefix, "--component", "systemd"],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
-        cls.unitdir = os.path.join(cls.prefix, "lib/systemd/system")
-        os.makedirs(os.path.join(cls.prefix, "bin"))
-        os.symlink(os.path.abspath(harness.ARGS.tool),
-                   os.path.join(cls.prefix, "bin/uraid"))
+        cls.prefix, cls.unitdir = harness.install_units(cls.tmp)
         cls.name = f"{TAG}u"
         dev = os.path.join(cls.tmp, "dev")
         os.mkdir(dev)

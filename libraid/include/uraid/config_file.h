@@ -20,7 +20,8 @@
 // mdadm writes "1.2" for it); name= is md's array name (host:name), kept
 // for reference. The other tags are the plugin's keys of the same names
 // (see nbdkit-uraid-plugin(1)), passed on by `uraid serve NAME` (and so
-// the uraid@ unit); the plugin's own array= applies bitmap= and readonly.
+// the uraid@ unit) and applied by the plugin's own array= (a key given on
+// either command line wins).
 //   MAILADDR root@example.org
 //   PROGRAM /usr/local/sbin/raid-alert
 //

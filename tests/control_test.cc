@@ -913,6 +913,28 @@ TEST_F(ControlServerTest, AddOpenErrorsAreReported) {
   EXPECT_THAT(reply["error"].get<std::string>(), HasSubstr("absolute path"));
 }
 
+// A member of the array given again to add, replace or grow is named as
+// such, not opened (a file member would meet the server's own lock: "in
+// use by another uraid process").
+TEST_F(ControlServerTest, AddingAMemberAgainNamesIt) {
+  StartServer();
+  Client c(path_);
+  Json reply = c.Call(R"({"cmd":"add","member":"/mem/s1"})");
+  SKIP_IF_UNIMPLEMENTED(reply);
+  ASSERT_EQ(reply["ok"], true) << reply.dump();
+  for (const char* line :
+       {R"({"cmd":"add","member":"/mem/s1"})",
+        R"({"cmd":"replace","old":"m0","new":"/mem/s1"})",
+        R"({"cmd":"grow","raid_devices":5,"add":["/mem/s1"]})"}) {
+    reply = c.Call(line);
+    EXPECT_EQ(reply["ok"], false) << line;
+    EXPECT_EQ(reply["code"], "FAILED_PRECONDITION") << line;
+    EXPECT_EQ(reply["error"], "/mem/s1 is already a spare of this array")
+        << line;
+  }
+  EXPECT_EQ(array_->Info().spares.size(), 1u);
+}
+
 TEST_F(ControlServerTest, CheckAndStop) {
   StartServer();
   Client c(path_);

@@ -307,6 +307,15 @@ class StatusStopMetrics(unittest.TestCase):
             print("promtool is not installed: checked with "
                   "prometheus_client's parser only")
 
+    def test_add_of_an_active_member_names_it(self):
+        m = self.members["a"][0]
+        r = self.env.tool("add", "--control", self.env.ctl(TAG + "a"), m,
+                          check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"{m} is already a member of this array (slot 0, "
+                      "active)", r.stderr)
+        self.assertNotIn("in use", r.stderr)
+
     def test_stop_array_and_job(self):
         env = self.env
         # stop --control alone still stops only the job (a slow check of

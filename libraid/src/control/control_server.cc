@@ -99,6 +99,11 @@ class ControlServer::Impl {
   // server stops.
   void ServeEvents(int fd);
   std::string Resolve(const std::string& name) const;
+  // FailedPrecondition when `spec` (to be opened by add, replace or grow)
+  // is already a member of this array, naming its slot: opening it again
+  // would only meet this server's own lock ("in use by another uraid
+  // process", which it is not).
+  absl::Status NotOwnMember(const std::string& spec) const;
   void Log(LogLevel level, const std::string& line) const {
     if (options_.logger) options_.logger(level, line);
   }
@@ -497,6 +502,25 @@ void ControlServer::Impl::ServeEvents(int fd) {
   close(sub->wake_fd);
 }
 
+absl::Status ControlServer::Impl::NotOwnMember(const std::string& spec) const {
+  const std::string name = Resolve(spec);
+  const ArrayInfo info = array_->Info();
+  for (const SlotInfo& s : info.slots) {
+    if (!s.name.empty() && s.name == name) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s is already a member of this array (slot %d, %s)",
+                          spec, s.slot, SlotStateName(s.state)));
+    }
+  }
+  for (const SlotInfo& s : info.spares) {
+    if (s.name == name) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(spec, " is already a spare of this array"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // A member name as the array knows it: `name` itself when a member has that
 // Name(), else the member whose path resolves to the same file.
 std::string ControlServer::Impl::Resolve(const std::string& name) const {
@@ -547,6 +571,8 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
     }
     case Cmd::kAdd: {
       what = absl::StrCat("add ", r.member);
+      st = NotOwnMember(r.member);
+      if (!st.ok()) break;
       absl::StatusOr<std::unique_ptr<Member>> m =
           options_.open_member(r.member);
       st = m.ok() ? array_->AddMember(*std::move(m)) : m.status();
@@ -555,6 +581,8 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
     case Cmd::kReplace: {
       const std::string old_name = Resolve(r.member);
       what = absl::StrCat("replace ", old_name, " with ", r.replacement);
+      st = NotOwnMember(r.replacement);
+      if (!st.ok()) break;
       absl::StatusOr<std::unique_ptr<Member>> m =
           options_.open_member(r.replacement);
       st = m.ok() ? array_->ReplaceMember(old_name, *std::move(m)) : m.status();
@@ -586,6 +614,8 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
       // Every new member opens before anything changes; one that does not
       // open fails the request (the ones opened are closed again).
       for (const std::string& spec : r.add) {
+        st = NotOwnMember(spec);
+        if (!st.ok()) break;
         absl::StatusOr<std::unique_ptr<Member>> m = options_.open_member(spec);
         if (!m.ok()) {
           st = m.status();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -30,7 +31,6 @@
 #include "uraid/control.h"
 #include "uraid/control_protocol.h"
 #include "uraid/geometry.h"
-#include "uraid/superblock.h"
 
 namespace uraid::tool {
 namespace {
@@ -328,14 +328,17 @@ struct StopArgs {
 
 // Stops each array; goes on after a failure, exit 1 when one failed.
 int RunStopArrays(const StopArgs& args) {
-  std::vector<std::string> sockets;
+  // (name as the user knows it, control socket)
+  std::vector<std::pair<std::string, std::string>> sockets;
   int rc = 0;
   if (args.scan) {
     absl::StatusOr<std::vector<ServedArray>> found =
         FindServedArrays({.config = args.config});
     if (!found.ok()) return Fail(found.status());
     for (const ServedArray& a : *found) {
-      if (a.presence == Presence::kServed) sockets.push_back(a.control);
+      if (a.presence == Presence::kServed) {
+        sockets.emplace_back(a.name, a.control);
+      }
     }
     if (sockets.empty()) std::printf("no array is served\n");
   }
@@ -345,18 +348,15 @@ int RunStopArrays(const StopArgs& args) {
       rc = Fail(socket.status());
       continue;
     }
-    sockets.push_back(*socket);
+    sockets.emplace_back(ref, *socket);
   }
-  for (const std::string& socket : sockets) {
+  for (const auto& [name, socket] : sockets) {
     absl::StatusOr<StoppedArray> stopped =
         StopServedArray(socket, args.timeout_s);
     if (!stopped.ok()) {
       rc = Fail(stopped.status());
       continue;
     }
-    const ArrayInfo& before = *stopped->before;
-    const std::string name =
-        before.name.empty() ? FormatUuid(before.uuid) : before.name;
     if (stopped->unclean.empty()) {
       std::printf("stopped %s (nbdkit pid %d, control %s): superblocks clean\n",
                   name.c_str(), stopped->pid, socket.c_str());

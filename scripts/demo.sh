@@ -113,6 +113,7 @@ Attach it
        nbd-client -d /dev/nbd0          # to detach
 
 Status (live, through the control socket)
+  $URAID status --control $CONTROL             # /proc/mdstat's view
   $URAID detail --control $CONTROL
   $URAID detail --control $CONTROL --watch     # progress of a rebuild/check
   $URAID check --control $CONTROL --wait       # scrub parity
@@ -127,6 +128,6 @@ Status (offline, from the superblocks)
   $URAID detail ${MEMBERS[*]}
   $URAID examine ${MEMBERS[*]}
 
-Stop it
-  kill \$(cat $DEMO/monitor.pid) \$(cat $DEMO/uraid.pid)
+Stop it (flush, superblocks marked clean, nbdkit gone)
+  kill \$(cat $DEMO/monitor.pid); $URAID stop $CONTROL
 EOT

@@ -132,6 +132,7 @@ pplugin=$(find "$P" -name nbdkit-uraid-plugin.so)
 [[ $pplugin == "$P/lib/"*"/nbdkit/plugins/nbdkit-uraid-plugin.so" ]] ||
   fail "plugin not under $P/lib/.../nbdkit/plugins: '$pplugin'"
 for f in "$P/share/man/man8/uraid.8" "$P/share/man/man1/nbdkit-uraid-plugin.1" \
+         "$P/share/man/man5/uraid.conf.5" \
          "$P/share/bash-completion/completions/uraid" \
          "$P/include/uraid/version.h"; do
   [[ -f $f ]] || fail "missing $f"
@@ -183,7 +184,8 @@ grep -q "$pplugin" "/proc/$pid/maps" || fail "the installed plugin is not loaded
 kill "$pid"
 
 # Man pages: render without a warning (man-db and groff), with the version.
-for page in "$P/share/man/man8/uraid.8" "$P/share/man/man1/nbdkit-uraid-plugin.1"; do
+for page in "$P/share/man/man8/uraid.8" "$P/share/man/man1/nbdkit-uraid-plugin.1" \
+            "$P/share/man/man5/uraid.conf.5"; do
   warnings=$( { MANWIDTH=80 man --warnings -l "$page" >/dev/null; } 2>&1)
   [[ -z $warnings ]] || fail "man -l $page warns: $warnings"
   warnings=$(groff -man -ww -z "$page" 2>&1)

@@ -107,9 +107,11 @@ bool ProcessRunning(pid_t pid) {
   return n > 0 && paren != nullptr && paren[1] == ' ' && paren[2] != 'Z';
 }
 
-void PrintReady(const NbdkitChild& c) {
+// ready_message and the pid of the nbdkit that serves.
+void PrintReady(const NbdkitChild& c, pid_t pid) {
   if (c.ready_message.empty()) return;
-  std::printf("%s\n", c.ready_message.c_str());
+  std::printf("%s; nbdkit pid %d\n", c.ready_message.c_str(),
+              static_cast<int>(pid));
   std::fflush(stdout);
 }
 
@@ -152,7 +154,7 @@ int StartNbdkitDaemon(const NbdkitChild& child) {
                                "are in the log (syslog or the journal)"));
     }
     if (daemon > 0 && Connects(child)) {
-      PrintReady(child);
+      PrintReady(child, daemon);
       return 0;
     }
     usleep(20 * 1000);
@@ -238,7 +240,7 @@ int SuperviseNbdkit(const std::vector<NbdkitChild>& children) {
       all_done = all_done && r.done;
       if (!r.done && !r.ready) {
         r.ready = NbdkitServes(*r.spec);
-        if (r.ready) PrintReady(*r.spec);
+        if (r.ready) PrintReady(*r.spec, r.pid);
       }
       all_ready = all_ready && r.ready;
     }

@@ -29,8 +29,8 @@ struct NbdkitChild {
   std::string unix_socket;
   std::string tcp_addr;
   int tcp_port = 0;
-  // Printed on stdout (a line) once the export answers, never before:
-  // "serving array ...".
+  // Printed on stdout (a line, with "; nbdkit pid N" added) once the
+  // export answers, never before: "serving array ...".
   std::string ready_message;
 };
 
@@ -42,9 +42,9 @@ bool NbdkitServes(const NbdkitChild& child);
 
 // Runs `child` (without -f) as nbdkit's daemon: nbdkit forks once it
 // listens and its first process exits. Waits (up to 60 s) until the daemon
-// serves, then prints ready_message. 0 then; 1 after reporting why not
-// (nbdkit's exit status, its messages being above, or the daemon gone
-// before it served).
+// serves, then prints ready_message with the daemon's pid. 0 then; 1
+// after reporting why not (nbdkit's exit status, its messages being
+// above, or the daemon gone before it served).
 int StartNbdkitDaemon(const NbdkitChild& child);
 
 // Starts and supervises `children` as above. Exit code: 0 when every child

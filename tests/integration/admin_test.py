@@ -354,6 +354,7 @@ class StatusStopMetrics(unittest.TestCase):
         self.assertIn(f"pid file {pidfile}", r.stdout)
         with open(pidfile) as f:
             pid = int(f.read())
+        self.assertTrue(r.stdout.endswith(f"; nbdkit pid {pid}\n"), r.stdout)
         self.assertTrue(alive(pid))
         import nbd
         h = nbd.NBD()

@@ -167,6 +167,13 @@ TEST(ArrayCreate, RefusesAndWritesNothing) {
          return o;
        }(),
        "parity-last"},
+      {"level 6 before its stripe engine", [] { return MakeMembers(4); },
+       [] {
+         CreateOptions o = Opts();
+         o.level = 6;
+         return o;
+       }(),
+       "cannot be created yet"},
       {"size beyond members", [] { return MakeMembers(4); },
        [] {
          CreateOptions o = Opts();

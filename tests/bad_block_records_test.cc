@@ -242,8 +242,16 @@ TEST(BadBlocks, ListedRangeIsNeverReadFromItsMember) {
   std::vector<uint8_t> all(a.size());
   ASSERT_TRUE(a.Read(all.data(), all.size(), 0).ok());
   EXPECT_TRUE(all == r.data);
-  // A scrub does not count (or carry into parity) the junk.
+  // A scrub does not count (or carry into parity) the junk, and says which
+  // rows it left unchecked.
   EXPECT_EQ(testutil::Mismatches(a), 0u);
+  ASSERT_TRUE(a.StartScrub(/*repair=*/true).ok());
+  ASSERT_TRUE(a.WaitForJob().ok());
+  const JobInfo job = a.Info().last_job;
+  EXPECT_EQ(job.result, "completed");
+  EXPECT_EQ(job.mismatches, 0u);
+  EXPECT_GE(job.unchecked_bytes, kBlock);
+  EXPECT_EQ(job.first_unchecked, std::vector<uint64_t>{4});
 }
 
 TEST(BadBlocks, RebuildOverAnUnreadableSourceFinishesAndRecordsTheRow) {

@@ -76,6 +76,14 @@ std::string JobOutcome(const JobInfo& last) {
   if (!last.target.empty()) {
     absl::StrAppendFormat(&out, " (%s, slot %d)", last.target, last.slot);
   }
+  if (last.unchecked_bytes > 0) {
+    // Rows a member's bad-block log lists: its bytes there are not trusted.
+    absl::StrAppendFormat(&out,
+                          "; %d bytes per member not checked: rows listed in "
+                          "bad-block logs (stripes %s)",
+                          last.unchecked_bytes,
+                          absl::StrJoin(last.first_unchecked, ", "));
+  }
   if (last.unrecovered_bytes > 0) {
     // Rows no survivor could give: recorded bad on the target.
     absl::StrAppendFormat(&out,

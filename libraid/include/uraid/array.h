@@ -325,6 +325,11 @@ struct JobInfo {
   // (member offsets of parity are not listed).
   uint64_t unrecovered_bytes = 0;
   std::vector<uint64_t> first_unrecovered;  // at most kMaxListedMismatches
+  // Check / repair: per-member bytes of rows not checked (nor repaired)
+  // because a member lists them in its bad-block log (its bytes there are
+  // not trusted), and the first of their stripes.
+  uint64_t unchecked_bytes = 0;
+  std::vector<uint64_t> first_unchecked;  // at most kMaxListedMismatches
   // For a finished job: how it ended ("completed", "interrupted", or the
   // error); empty while running.
   std::string result;

@@ -330,9 +330,13 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
           "%s; the array has lost %d members (slots %s) and cannot start "
           "without one of them. If they failed together (a cable, a "
           "controller), start it by force (uraid serve --force, plugin key "
-          "force=true): %s",
+          "force=true): %s%s",
           first_refusal.message(), gone.size(), absl::StrJoin(gone, ", "),
-          choice->why));
+          choice->why,
+          top.clean() ? ""
+                      : ". The array is dirty too (it failed while being "
+                        "written): parity of stripes written then may be "
+                        "stale"));
     }
     if (choice.ok()) {
       for (const size_t i : choice->members) {

@@ -83,6 +83,14 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   // Validates level, layout, chunk and disk count before touching members.
   RETURN_IF_ERROR(
       Geometry::Make(options.level, options.layout, chunk, n, chunk).status());
+  // Geometry knows md's RAID6 placement (the layout math and the P+Q codec
+  // come first), but the stripe engine computes only RAID4/5 parity: a
+  // level-6 array made here would have no valid Q.
+  if (options.level != 4 && options.level != 5) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "level %d arrays cannot be created yet: uraid serves RAID4 and RAID5",
+        options.level));
+  }
   int missing = 0;
   for (const auto& m : members) missing += m == nullptr;
   if (missing > 1) {

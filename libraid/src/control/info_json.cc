@@ -136,6 +136,8 @@ void JobFields(Io& io, J& job) {
   io.Stripes("first_mismatches", &job.first_mismatches);
   io.U64("unrecovered_bytes", &job.unrecovered_bytes);
   io.Stripes("first_unrecovered", &job.first_unrecovered);
+  io.U64("unchecked_bytes", &job.unchecked_bytes);
+  io.Stripes("first_unchecked", &job.first_unchecked);
   io.Str("result", &job.result);
 }
 

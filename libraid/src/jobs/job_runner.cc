@@ -270,6 +270,16 @@ void JobRunner::AddUnrecovered(uint64_t bytes,
   }
 }
 
+void JobRunner::AddUnchecked(uint64_t bytes,
+                             const std::vector<uint64_t>& stripes) {
+  MutexLock lock(&mu_);
+  job_.unchecked_bytes += bytes;
+  for (uint64_t s : stripes) {
+    if (job_.first_unchecked.size() >= kMaxListedMismatches) break;
+    job_.first_unchecked.push_back(s);
+  }
+}
+
 bool JobRunner::Throttle(ThrottleState& t, uint64_t done_bytes,
                          bool honour_cancel, bool* would_wait) {
   if (would_wait != nullptr) *would_wait = false;

@@ -156,6 +156,9 @@ class JobRunner {
   // Adds a rebuild's bytes that could not be rebuilt, at array byte
   // offsets `where` (the first few are listed).
   void AddUnrecovered(uint64_t bytes, const std::vector<uint64_t>& where);
+  // Check / repair: member bytes of rows skipped for bad blocks, in
+  // `stripes` (the first kMaxListedMismatches are kept).
+  void AddUnchecked(uint64_t bytes, const std::vector<uint64_t>& stripes);
   // Sleeps as md's speed limits require after `done_bytes` (per member) of
   // job work; false when the job should stop. With `would_wait`, does not
   // sleep: returns false with *would_wait set when it would have (the

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "array/array_impl.h"
 #include "base/status_macros.h"
 
@@ -169,13 +170,35 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
       e.details.emplace_back("mismatches",
                              static_cast<int64_t>(done.mismatches));
       e.details.emplace_back("first_mismatches", done.first_mismatches);
-      Report(ok && done.mismatches > 0 ? LogLevel::kWarning : level,
+      e.details.emplace_back("unchecked_bytes",
+                             static_cast<int64_t>(done.unchecked_bytes));
+      e.details.emplace_back("first_unchecked", done.first_unchecked);
+      // What the members' bad-block logs hold: rows not checked, and why.
+      std::string logs;
+      for (int i = 0; i < SlotCount(); ++i) {
+        const Slot& s = *slots_[i];
+        if (s.bad.empty()) continue;
+        std::shared_ptr<Member> m = s.member.load();
+        absl::StrAppendFormat(&logs, "%s%s (slot %d) %d ranges, %d sectors",
+                              logs.empty() ? "" : ", ", m ? m->Name() : "?", i,
+                              s.bad.size(), s.bad.sectors());
+      }
+      Report(ok && (done.mismatches > 0 || done.unchecked_bytes > 0)
+                 ? LogLevel::kWarning
+                 : level,
              std::move(e),
-             absl::StrFormat("%s: %s after %.1f s: %d stripes with mismatched "
-                             "parity%s",
-                             JobKindName(done.kind), done.result, secs,
-                             done.mismatches,
-                             repair && done.mismatches ? " (rewritten)" : ""));
+             absl::StrFormat(
+                 "%s: %s after %.1f s: %d stripes with mismatched parity%s%s",
+                 JobKindName(done.kind), done.result, secs, done.mismatches,
+                 repair && done.mismatches ? " (rewritten)" : "",
+                 done.unchecked_bytes == 0 && logs.empty()
+                     ? ""
+                     : absl::StrFormat(
+                           "; %d bytes per member in rows listed in bad-block "
+                           "logs not checked (stripes %s); the logs list %s",
+                           done.unchecked_bytes,
+                           absl::StrJoin(done.first_unchecked, ", "),
+                           logs.empty() ? "nothing now" : logs)));
       return;
     }
     case JobKind::kReshape: {

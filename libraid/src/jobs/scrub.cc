@@ -44,10 +44,13 @@ absl::Status ArrayImpl::RunScrub(bool repair) {
   pass.skip = [&](uint64_t at) { return scanner_.SkipHoles(sh, at); };
   pass.work = [&](uint64_t at, uint64_t count, absl::Status* error) {
     std::vector<uint64_t> mismatched;
-    const uint64_t done =
-        scanner_.ScanWindow(sh, at, count, repair, &mismatched, error);
+    std::vector<uint64_t> skipped;
+    uint64_t skipped_bytes = 0;
+    const uint64_t done = scanner_.ScanWindow(
+        sh, at, count, repair, &mismatched, error, &skipped, &skipped_bytes);
     counters_.scrubbed_stripes.fetch_add(done, std::memory_order_relaxed);
     if (!mismatched.empty()) jobs_.AddMismatches(mismatched);
+    if (skipped_bytes > 0) jobs_.AddUnchecked(skipped_bytes, skipped);
     return done;
   };
   pass.moved = [&](uint64_t at) {

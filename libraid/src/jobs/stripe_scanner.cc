@@ -24,8 +24,10 @@ StripeScanner::StripeScanner(const EngineContext& ctx, StripeWriter& writer,
     : EnginePart(ctx), writer_(writer), pool_(pool) {}
 
 absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
-                                       bool repair, bool* mismatch) {
+                                       bool repair, bool* mismatch,
+                                       uint64_t* skipped) {
   *mismatch = false;
+  if (skipped != nullptr) *skipped = 0;
   const int n = sh.geo.raid_disks();
   const uint64_t C = sh.geo.chunk_bytes();
   const uint64_t win = std::min(C, kScanWindow);
@@ -46,7 +48,10 @@ absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
     for (int i = 0; any_bad && i < n && !bad; ++i) {
       bad = slots_.BadAt(i, sh.data_offset + stripe * C + w, win);
     }
-    if (bad) continue;
+    if (bad) {
+      if (skipped != nullptr) *skipped += win;
+      continue;
+    }
     std::vector<MemberIo> ios;
     for (int i = 0; i < n; ++i) {
       ios.push_back(MemberIo{
@@ -58,7 +63,10 @@ absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
     // the same); only an uncorrectable one stops it.
     bool now_bad = false;
     absl::Status cs = writer_.CorrectPreReads(sh, stripe, ios, &now_bad);
-    if (now_bad) continue;  // blocks lost and listed: skipped, as above
+    if (now_bad) {  // blocks lost and listed: skipped, as above
+      if (skipped != nullptr) *skipped += win;
+      continue;
+    }
     RETURN_IF_ERROR(cs);
     bool slot_failed;
     RETURN_IF_ERROR(host_.AbsorbFailures(ios, &slot_failed));
@@ -98,16 +106,22 @@ uint64_t StripeScanner::SkipHoles(const Shape& sh, uint64_t stripe) {
 uint64_t StripeScanner::ScanWindow(const Shape& sh, uint64_t from,
                                    uint64_t count, bool repair,
                                    std::vector<uint64_t>* mismatched,
-                                   absl::Status* error) {
+                                   absl::Status* error,
+                                   std::vector<uint64_t>* skipped_stripes,
+                                   uint64_t* skipped_bytes) {
   *error = absl::OkStatus();
   std::vector<absl::Status> status(count);
   std::unique_ptr<bool[]> mismatch(new bool[count]());
+  std::vector<uint64_t> skipped(count, 0);
   pool_.RunEach(count, [&](uint64_t i) {
-    status[i] = ScanStripe(sh, from + i, repair, &mismatch[i]);
+    status[i] = ScanStripe(sh, from + i, repair, &mismatch[i], &skipped[i]);
   });
   uint64_t done = 0;
   for (; done < count && status[done].ok(); ++done) {
     if (mismatch[done]) mismatched->push_back(from + done);
+    if (skipped[done] == 0) continue;
+    if (skipped_stripes != nullptr) skipped_stripes->push_back(from + done);
+    if (skipped_bytes != nullptr) *skipped_bytes += skipped[done];
   }
   if (done < count) *error = status[done];
   return done;

@@ -31,18 +31,23 @@ class StripeScanner : private EnginePart {
 
   // Checks (and with `repair` fixes) the parity of `stripe` of shape `sh`,
   // under its lock. A read error is corrected like any other; a degraded
-  // stripe cannot be checked (FailedPrecondition).
+  // stripe cannot be checked (FailedPrecondition). Rows some member lists
+  // in its bad-block log are skipped (neither checked nor rewritten from
+  // it); `*skipped` (optional) gets their bytes per member.
   absl::Status ScanStripe(const Shape& sh, uint64_t stripe, bool repair,
-                          bool* mismatch);
+                          bool* mismatch, uint64_t* skipped = nullptr);
   // Scans stripes [from, from + count) at once (ScanStripe, each under its
   // own lock; a scan moves no front, so they are not held together).
   // Returns how many from `from` were scanned in an unbroken run; fewer
   // than `count` sets `*error` to the status of the first that was not.
   // Appends the scanned stripes whose parity did not match to
-  // `*mismatched`, in order.
+  // `*mismatched`, in order, and those with rows skipped for bad blocks to
+  // `*skipped_stripes` (optional), adding their bytes to `*skipped_bytes`.
   uint64_t ScanWindow(const Shape& sh, uint64_t from, uint64_t count,
                       bool repair, std::vector<uint64_t>* mismatched,
-                      absl::Status* error);
+                      absl::Status* error,
+                      std::vector<uint64_t>* skipped_stripes = nullptr,
+                      uint64_t* skipped_bytes = nullptr);
   // The first stripe of `sh` at or after `stripe` that is not a hole on
   // every member (`stripe` itself when unknown).
   uint64_t SkipHoles(const Shape& sh, uint64_t stripe);

@@ -27,8 +27,7 @@ namespace uraid::tool {
 namespace {
 
 struct MetricsCmdArgs {
-  std::string config;
-  std::vector<std::string> controls;
+  FindOptions find;  // --config, --control
   std::string output;
 };
 
@@ -57,8 +56,7 @@ absl::Status WriteWhole(const std::string& path, const std::string& text) {
 }
 
 int RunMetricsCommand(const MetricsCmdArgs& args) {
-  absl::StatusOr<std::vector<ServedArray>> arrays =
-      FindServedArrays({.config = args.config, .controls = args.controls});
+  absl::StatusOr<std::vector<ServedArray>> arrays = FindServedArrays(args.find);
   if (!arrays.ok()) return Fail(arrays.status());
   const std::string text = PrometheusText(*arrays);
   if (args.output.empty()) {
@@ -80,11 +78,7 @@ void AddMetricsCommand(CLI::App& app, Action* action) {
   sub->add_option("--output,-o", args->output,
                   "Write to this file (whole, through a rename: for "
                   "node_exporter's textfile collector) instead of stdout");
-  sub->add_option("--config,-c", args->config,
-                  "The config file (default $URAID_CONFIG, else "
-                  "/etc/uraid/uraid.conf; a missing default is no error)");
-  sub->add_option("--control", args->controls,
-                  "Also this control socket (repeat for several)");
+  AddFindOptions(sub, &args->find);
   sub->final_callback([args, action] {
     *action = [args] { return RunMetricsCommand(*args); };
   });

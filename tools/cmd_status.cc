@@ -40,8 +40,7 @@ struct StatusCmdArgs {
   bool json = false;
   bool watch = false;
   double delay_s = 2;
-  std::string config;
-  std::vector<std::string> controls;
+  FindOptions find;  // --config, --control
 };
 
 // md's verdict on one entry: served arrays by their state, a socket that
@@ -103,8 +102,7 @@ ojson EntryJson(const ServedArray& a) {
 
 // One round: the arrays found, printed; returns the exit code.
 int StatusRound(const StatusCmdArgs& args) {
-  absl::StatusOr<std::vector<ServedArray>> arrays =
-      FindServedArrays({.config = args.config, .controls = args.controls});
+  absl::StatusOr<std::vector<ServedArray>> arrays = FindServedArrays(args.find);
   if (!arrays.ok()) {
     std::fprintf(stderr, "uraid: %s\n",
                  std::string(arrays.status().message()).c_str());
@@ -120,10 +118,10 @@ int StatusRound(const StatusCmdArgs& args) {
     return worst;
   }
   if (arrays->empty()) {
-    std::printf(
-        "no array is served (none in %s, no control socket in %s)\n",
-        args.config.empty() ? DefaultConfigPath().c_str() : args.config.c_str(),
-        DefaultRunDir().c_str());
+    std::printf("no array is served (none in %s, no control socket in %s)\n",
+                args.find.config.empty() ? DefaultConfigPath().c_str()
+                                         : args.find.config.c_str(),
+                DefaultRunDir().c_str());
   }
   bool first = true;
   for (const ServedArray& a : *arrays) {
@@ -171,7 +169,7 @@ int RunStatusCommand(const StatusCmdArgs& args) {
 }  // namespace
 
 int RunStatusScan(bool json, const std::string& config) {
-  return RunStatusCommand({.json = json, .config = config});
+  return RunStatusCommand({.json = json, .find = {.config = config}});
 }
 
 void AddStatusCommand(CLI::App& app, Action* action) {
@@ -193,11 +191,7 @@ void AddStatusCommand(CLI::App& app, Action* action) {
                   "Seconds between redraws with --watch")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
-  sub->add_option("--config,-c", args->config,
-                  "The config file (default $URAID_CONFIG, else "
-                  "/etc/uraid/uraid.conf; a missing default is no error)");
-  sub->add_option("--control", args->controls,
-                  "Also this control socket (repeat for several)");
+  AddFindOptions(sub, &args->find);
   sub->final_callback(
       [args, action] { *action = [args] { return RunStatusCommand(*args); }; });
 }

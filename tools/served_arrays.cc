@@ -86,6 +86,14 @@ void ProbeServedArray(ServedArray& array, int timeout_ms) {
   array.info = *std::move(info);
 }
 
+void AddFindOptions(CLI::App* sub, FindOptions* options) {
+  sub->add_option("--config,-c", options->config,
+                  "The config file (default $URAID_CONFIG, else "
+                  "/etc/uraid/uraid.conf; a missing default is no error)");
+  sub->add_option("--control", options->controls,
+                  "Also this control socket (repeat for several)");
+}
+
 absl::StatusOr<std::vector<ServedArray>> FindServedArrays(
     const FindOptions& options) {
   std::vector<ServedArray> found;

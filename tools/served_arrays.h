@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "uraid/array.h"
@@ -52,6 +53,10 @@ struct FindOptions {
 // error, naming its line.
 absl::StatusOr<std::vector<ServedArray>> FindServedArrays(
     const FindOptions& options);
+
+// The options every command that looks at the served arrays takes, into
+// `options`: --config,-c FILE and --control SOCKET (repeatable).
+void AddFindOptions(CLI::App* sub, FindOptions* options);
 
 // Asks the server behind `control` for its detail, telling a socket
 // nobody serves (kNotServed) from one that does not answer as uraid does

@@ -125,6 +125,10 @@ absl::StatusOr<std::string> ControlSocketOf(const std::string& ref,
     return in_run_dir;
   }
   if (lstat(ref.c_str(), &st) == 0) return ref;
+  if (ref.find('/') != std::string::npos) {
+    return absl::NotFoundError(
+        absl::StrFormat("no array '%s': no such control socket", ref));
+  }
   return absl::NotFoundError(absl::StrFormat(
       "no array '%s': not an ARRAY of %s, no %s, and no such control socket",
       ref, path, in_run_dir));

@@ -29,8 +29,10 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -163,6 +165,67 @@ absl::Status MakeSocketDir(const std::string& socket) {
   return absl::OkStatus();
 }
 
+// Whether words[i], after `--`, is a KEY=VALUE parameter (a filter's:
+// nbdkit wants those after the plugin, where serve puts them) rather than
+// an option or an option's own value ("-D uraid.x=1").
+bool IsKeyWord(const std::vector<std::string>& words, size_t i) {
+  static const std::set<std::string> kTakeAValue = {
+      "-D",        "--debug",
+      "-e",        "--exportname",
+      "--filter",  "-g",
+      "--group",   "-i",
+      "--ipaddr",  "--mask-handshake",
+      "-P",        "--pidfile",
+      "-p",        "--port",
+      "--run",     "--selinux-label",
+      "-t",        "--threads",
+      "--tls",     "--tls-certificates",
+      "--tls-psk", "-U",
+      "--unix",    "-u",
+      "--user",    "--log"};
+  const std::string& w = words[i];
+  const size_t eq = w.find('=');
+  if (eq == std::string::npos || eq == 0 || w[0] == '-') return false;
+  return i == 0 || kTakeAValue.count(words[i - 1]) == 0;
+}
+
+// The uraid plugin's own keys are serve's flags: one given after `--` is
+// refused naming the flag (a usage error), rather than passed to the
+// plugin beside (or against) what serve sets.
+void CheckNoPluginKeys(const std::vector<std::string>& words) {
+  static constexpr std::pair<const char*, const char*> kFlags[] = {
+      {"member", "MEMBER before --"},
+      {"timeout", "--timeout MS"},
+      {"direct", "--direct"},
+      {"force", "--force"},
+      {"run", "--run"},
+      {"readonly", "--readonly"},
+      {"cache", "--cache SIZE"},
+      {"cache-age", "--cache-age MS"},
+      {"stats", "--stats FILE"},
+      {"control", "--control PATH"},
+      {"bitmap", "--bitmap FILE"},
+      {"control-group", "--control-group GROUP"},
+      {"spares", "--spares N"},
+      {"log", "--log WHERE"},
+      {"array", "the ARRAY name before --"},
+      {"config", "--config FILE"}};
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (!IsKeyWord(words, i)) continue;
+    const std::string& w = words[i];
+    const std::string key = w.substr(0, w.find('='));
+    for (const auto& [plugin_key, flag] : kFlags) {
+      if (key == plugin_key) {
+        throw CLI::ValidationError(
+            "--", absl::StrCat("'", w,
+                               "' after -- is a key of the uraid plugin: "
+                               "give it as ",
+                               flag));
+      }
+    }
+  }
+}
+
 // The plugin keys that are plain values (spares=, timeout=, cache-age=,
 // stats=, log=): the command line's, else the ARRAY line's.
 void AppendPluginKeys(const ServeArgs& args, const ConfigArray& entry,
@@ -291,8 +354,13 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
   if (readonly) argv.push_back("-r");
   if (supervised) argv.insert(argv.end(), {"-f", "--exit-with-parent"});
   if (args.verbose) argv.push_back("-v");
-  // Any other nbdkit option, as given after `--` (filters, -u/-g, ...).
-  argv.insert(argv.end(), args.nbdkit_extra.begin(), args.nbdkit_extra.end());
+  // Any other nbdkit option, as given after `--` (filters, -u/-g, ...);
+  // KEY=VALUE words (a filter's parameters) after the plugin's keys.
+  std::vector<std::string> key_words;
+  for (size_t i = 0; i < args.nbdkit_extra.size(); ++i) {
+    (IsKeyWord(args.nbdkit_extra, i) ? key_words : argv)
+        .push_back(args.nbdkit_extra[i]);
+  }
   argv.push_back(PluginPath());
   for (const std::string& m : members) argv.push_back("member=" + m);
   if (args.direct || entry.direct) argv.push_back("direct=true");
@@ -327,6 +395,7 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
     }
     argv.push_back("control-group=" + group);
   }
+  argv.insert(argv.end(), key_words.begin(), key_words.end());
 
   // Said once the export answers (nbdkit_supervisor.h), never before: a
   // port in use or a bad nbdkit option is nbdkit's failure to report.
@@ -543,6 +612,7 @@ void AddServeCommand(CLI::App& app, Action* action) {
       m.resize(m.size() - words.size());
     }
     args->nbdkit_extra = words;
+    CheckNoPluginKeys(words);
     if (args->members.empty() && !args->scan) {
       throw CLI::RequiredError(
           "MEMBER (members, an ARRAY name or uuid) or --scan");

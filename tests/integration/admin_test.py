@@ -414,6 +414,30 @@ class HonestMessages(unittest.TestCase):
         self.assertNotIn("serving array", r.stdout)
         self.assertIn("nbdkit did not start", r.stderr)
 
+    def test_words_after_dashdash(self):
+        """A filter's KEY=VALUE after -- reaches the filter (nbdkit wants
+        it after the plugin); the plugin's own keys are serve's flags."""
+        sock = os.path.join(self.tmp, "o.sock")
+        r = self.env.tool("serve", "--socket", sock, *self.paths, "--",
+                          "control-group=root", check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("'control-group=root' after -- is a key of the uraid "
+                      "plugin: give it as --control-group GROUP", r.stderr)
+        r = self.env.tool("serve", "--socket", sock, *self.paths, "--",
+                          "--filter=offset", "offset=1M", "range=1M")
+        pid = int(r.stdout.rsplit("nbdkit pid ", 1)[1])
+        try:
+            import nbd
+            h = nbd.NBD()
+            h.connect_unix(sock)
+            self.assertEqual(h.get_size(), MIB)
+            h.shutdown()
+        finally:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.time() + 30
+            while alive(pid) and time.time() < deadline:
+                time.sleep(0.05)
+
     def test_foreground_probe_logs_no_error_and_control_diagnosis(self):
         sock = os.path.join(self.tmp, "f.sock")
         p = subprocess.Popen([harness.ARGS.tool, "serve", "--foreground",

@@ -356,7 +356,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   void SafemodeLoop();
   // Writes back stripes the cache has held longer than cache_max_age_.
   void WritebackLoop();
-  void ResyncLoop();
 
   // --- jobs (jobs.cc: the array as the runner's JobHost) ---
   // When the array is degraded and a spare or a partly rebuilt member is

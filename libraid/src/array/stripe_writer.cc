@@ -166,10 +166,7 @@ absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
   }
   // md's write-intent rule: the region's bit is durable before the first
   // member write into it, and is released when the write is done.
-  if (bitmap_.intent() != nullptr) {
-    RETURN_IF_ERROR(bitmap_.intent()->StartWrite(stripe * C, C));
-    bitmap_.HandOverFailures();
-  }
+  RETURN_IF_ERROR(bitmap_.StartWrite(stripe * C, C));
   absl::Status st = absl::InternalError("write retries exhausted");
   bool whole = true;  // every member got its share (else keep the bit)
   for (int attempt = 0; attempt <= sh.geo.raid_disks(); ++attempt) {
@@ -619,10 +616,8 @@ absl::Status StripeWriter::Trim(const Shape& sh, size_t len, uint64_t offset,
     StripeLock lock(&locks_, LockKey(sh, s));
     cache_.Erase(s);  // the whole stripe is being replaced by zeros
     const uint64_t C = geo.chunk_bytes();
-    if (bitmap_.intent() != nullptr) {
-      st = bitmap_.intent()->StartWrite(s * C, C);
-      if (!st.ok()) break;
-    }
+    st = bitmap_.StartWrite(s * C, C);
+    if (!st.ok()) break;
     // PPL: the discard is logged as md logs one (a full-stripe write, an
     // entry without partial parity) before any chunk is dropped. A crash
     // in the middle leaves some chunks zero and others not; without the

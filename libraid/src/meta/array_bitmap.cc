@@ -110,6 +110,13 @@ absl::Status ArrayBitmap::Persist(uint64_t offset,
   return absl::OkStatus();
 }
 
+absl::Status ArrayBitmap::StartWrite(uint64_t offset, uint64_t len) {
+  if (bitmap_ == nullptr) return absl::OkStatus();
+  absl::Status st = bitmap_->StartWrite(offset, len);
+  HandOverFailures();
+  return st;
+}
+
 void ArrayBitmap::HandOverFailures() {
   if (!has_failures_.exchange(false)) return;
   std::vector<std::pair<BitmapHost::Carrier, std::string>> todo;

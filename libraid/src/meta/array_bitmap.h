@@ -109,6 +109,13 @@ class ArrayBitmap {
 
   // The protocol, or null: no bitmap, or a read-only array.
   WriteIntentBitmap* intent() const { return bitmap_.get(); }
+  // md's write-intent rule before data is written to member bytes
+  // [offset, offset + len): the region's bit durable (intent()->StartWrite)
+  // and any carrier that failed to persist it handed over
+  // (HandOverFailures), in one call so that no writer forgets the second
+  // half. OK without a bitmap. One that succeeds is followed by
+  // intent()->EndWrite.
+  absl::Status StartWrite(uint64_t offset, uint64_t len);
   // The loaded bitmap was stale (older than the superblocks): every
   // region is dirty and the whole array needs the resync.
   bool stale_at_load() const { return stale_at_load_; }

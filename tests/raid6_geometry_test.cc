@@ -437,7 +437,7 @@ TEST(Raid6GeometryPropertyTest, StripesArePermutationsAndSlotsBijective) {
                        layout == Layout::kDdfNRestart ||
                        layout == Layout::kDdfNContinue;
       EXPECT_EQ(g.SyndromeSlots(), ddf ? n : n - 2);
-      for (uint64_t s : {uint64_t{0}, uint64_t{1}, uint64_t{n} - 1,
+      for (uint64_t s : {uint64_t{0}, uint64_t{1}, static_cast<uint64_t>(n) - 1,
                          uint64_t{1} << 40, ~uint64_t{0}}) {
         const int p = g.ParityDisk(s), q = g.QDisk(s);
         ASSERT_NE(p, q);

@@ -14,6 +14,27 @@ cd "$(dirname "$0")/.."
 # backtraces keep file:line, and builds are most of the time this takes.
 export URAID_LINE_TABLES_ONLY=${URAID_LINE_TABLES_ONLY:-ON}
 
+# Files on /dev/shm are memory. Runs of ours stopped by SIGKILL (a bench
+# or a kernel test cut off when a session ended) leave their members there,
+# each directory with an owner.pid: remove those whose owner is gone. A CI
+# run on a machine whose /dev/shm held 22 GiB of such members had the
+# compiler OOM-killed. Then say how much memory there is to work with.
+for d in /dev/shm/uraid-*; do
+  [[ -f "$d/owner.pid" ]] || continue
+  if ! kill -0 "$(cat "$d/owner.pid")" 2>/dev/null; then
+    echo "test.sh: removing $d (its owner, pid $(cat "$d/owner.pid"), is gone)"
+    rm -rf "$d"
+  fi
+done
+avail_mib=$(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)
+echo "test.sh: ${avail_mib} MiB of memory available;" \
+  "/dev/shm holds $(du -sh /dev/shm 2>/dev/null | cut -f1)"
+if (( avail_mib < 6144 )); then
+  echo "test.sh: WARNING: under 6 GiB available; the biggest users of" \
+    "/dev/shm:" >&2
+  du -sh /dev/shm/* 2>/dev/null | sort -h | tail -5 >&2 || true
+fi
+
 t0=$SECONDS
 ./scripts/setup.sh
 ./scripts/build.sh

@@ -33,6 +33,48 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+def owned_tempdir(prefix, directory):
+    """mkdtemp in `directory` with an owner.pid naming this process. First
+    removes the `prefix`'s earlier directories whose owner is gone: members
+    on /dev/shm are memory, and a bench stopped by SIGKILL (or by a session
+    ending) leaves gigabytes there that starve the next build or CI run of
+    memory (the compiler was OOM-killed on such a machine). Directories
+    without an owner.pid are left alone: not provably ours."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        names = []
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(os.path.join(path, "owner.pid")) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # alive: not ours to remove
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        log(f"bench: removing {path}, left by process {pid} that is gone")
+        shutil.rmtree(path, ignore_errors=True)
+    work = tempfile.mkdtemp(prefix=prefix, dir=directory)
+    with open(os.path.join(work, "owner.pid"), "w") as f:
+        f.write(f"{os.getpid()}\n")
+    return work
+
+
+def exit_on_signal(signum, frame):
+    """SIGTERM and SIGHUP end the bench through SystemExit, so that every
+    finally: block stops its servers and removes its member files (Python's
+    default for SIGTERM kills without running them)."""
+    sys.exit(128 + signum)
+
+
 class Server:
     def __init__(self, args, name, plugin_args, workdir):
         self.sock = os.path.join(workdir, f"{name}.sock")
@@ -158,6 +200,8 @@ WORKLOADS = [
 
 
 def main():
+    signal.signal(signal.SIGTERM, exit_on_signal)
+    signal.signal(signal.SIGHUP, exit_on_signal)
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--dir", default="/dev/shm")
@@ -210,7 +254,7 @@ def main():
 
     plugin = os.path.join(args.build, "nbdplugin", "nbdkit-uraid-plugin.so")
     tool = os.path.join(args.build, "tools", "uraid")
-    work = tempfile.mkdtemp(prefix="uraid-bench-", dir=args.dir)
+    work = owned_tempdir("uraid-bench-", args.dir)
     try:
         members = []
         for i in range(args.members):
@@ -1316,7 +1360,7 @@ def bench_delay_members(args, plugin, tool):
     throughput, so this shows what write gathering (full stripes, no
     reads) and the RMW/RCW choice are worth. Returns the rows."""
     delay = args.delay_ms
-    work = tempfile.mkdtemp(prefix="uraid-bench-delay-", dir=args.dir)
+    work = owned_tempdir("uraid-bench-delay-", args.dir)
     servers = []
     rows = []
     try:
@@ -1467,7 +1511,7 @@ def jobs_column(args, plugin, tool, directory, lat):
     and a 4 -> 5 reshape onto the sixth (grow --wait). Returns the
     samples."""
     mib = args.job_member_size
-    work = tempfile.mkdtemp(prefix="uraid-bench-jobs-", dir=directory)
+    work = owned_tempdir("uraid-bench-jobs-", directory)
     servers = []
     degraded = "degraded seq read 1M qd8 (client MB/s / 3 survivors)"
     samples = {"rebuild": [], "check": [], "resync": [], "reshape 4->5": [],

@@ -54,7 +54,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -294,7 +293,7 @@ def plan_boots(cases, max_disks=160, max_cases=24):
 class Runner:
     def __init__(self, args, cases):
         self.args, self.cases = args, cases
-        self.tmp = tempfile.mkdtemp(prefix="uraid-kernel-", dir="/dev/shm")
+        self.tmp = vm.owned_tempdir("uraid-kernel-")
         self.results = os.path.join(self.tmp, "results")
         os.mkdir(self.results)
         self.outcome = {}    # case name -> (status, message)

@@ -78,6 +78,16 @@ def kernel():
     return sorted(found, key=key)[-1]
 
 
+
+def owned_tempdir(prefix):
+    """mkdtemp on /dev/shm with an owner.pid naming this process, which
+    scripts/test.sh reads to remove the directory once its owner is gone
+    (a test killed before its cleanup leaves member images in memory)."""
+    tmp = tempfile.mkdtemp(prefix=prefix, dir="/dev/shm")
+    with open(os.path.join(tmp, "owner.pid"), "w") as f:
+        f.write(f"{os.getpid()}\n")
+    return tmp
+
 def check_available():
     """Raises Unavailable naming the first thing missing."""
     if os.geteuid() != 0:
@@ -301,7 +311,7 @@ def run(script, disks=(), shares=(), timeout=600, memory=1536, cpus=2,
     vmlinuz, mods_dir, version = kernel()
     if accel_name is None:
         accel_name = accel()
-    tmp = tempfile.mkdtemp(prefix="uraid-vm-", dir="/dev/shm")
+    tmp = owned_tempdir("uraid-vm-")
     proc = None
     try:
         ctl = os.path.join(tmp, "ctl")

@@ -74,16 +74,17 @@ void AddCheckCommand(CLI::App& app, Action* action) {
       "Offline parity check: count stripes whose parity is wrong "
       "(exit 1 if any)");
   sub->add_flag("--json", args->json, "Print one JSON object");
-  CLI::Option* force = sub->add_flag(
-      "--force", args->force, "Check an array that is both dirty and degraded");
+  CLI::Option* force =
+      sub->add_flag("--force,-f", args->force,
+                    "Check an array that is both dirty and degraded");
   CLI::Option* control = sub->add_option(
-      "--control", args->control,
+      "--control,-C", args->control,
       "Start the check on a served array through its control socket");
   CLI::Option* wait = sub->add_flag(
-      "--wait", args->wait,
+      "--wait,-W", args->wait,
       "With --control: wait for the check's end (exit 1 on mismatches)");
   CLI::Option* watch =
-      sub->add_flag("--watch", args->watch,
+      sub->add_flag("--watch,-w", args->watch,
                     "With --control: draw the check's progress until it ends");
   wait->needs(control)->excludes(watch);
   watch->needs(control);

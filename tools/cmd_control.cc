@@ -149,13 +149,13 @@ void AddMemberCommand(CLI::App& app, Action* action, const char* name, Cmd cmd,
                       bool can_wait) {
   auto args = std::make_shared<MemberArgs>();
   CLI::App* sub = app.add_subcommand(name, help);
-  sub->add_option("--control", args->control, kControlHelp)->required();
+  sub->add_option("--control,-C", args->control, kControlHelp)->required();
   sub->add_option("MEMBER", args->members, member_help)->required();
   if (can_wait) {
     CLI::Option* wait = sub->add_flag(
-        "--wait", args->wait,
+        "--wait,-W", args->wait,
         "Wait until the rebuild ends (exit 1 unless it completed)");
-    sub->add_flag("--watch", args->watch,
+    sub->add_flag("--watch,-w", args->watch,
                   "Draw the rebuild's progress until it ends")
         ->excludes(wait);
   }
@@ -414,17 +414,17 @@ void AddReplaceCommand(CLI::App& app, Action* action) {
       "the slot and the old one is released (faulty in the superblocks, "
       "nothing to remove). If the old one fails first, the copy finishes "
       "as a rebuild from parity");
-  sub->add_option("--control", args->control, kControlHelp)->required();
+  sub->add_option("--control,-C", args->control, kControlHelp)->required();
   sub->add_option("OLD", args->old_member, "The member to replace")->required();
   sub->add_option("NEW", args->new_member,
                   "The replacement: a file, device or NBD URI (opened by "
                   "the server)")
       ->required();
   CLI::Option* wait =
-      sub->add_flag("--wait", args->wait,
+      sub->add_flag("--wait,-W", args->wait,
                     "Wait until the copy ends (exit 1 unless it "
                     "completed)");
-  sub->add_flag("--watch", args->watch,
+  sub->add_flag("--watch,-w", args->watch,
                 "Draw the copy's progress until it ends")
       ->excludes(wait);
   sub->final_callback(
@@ -438,24 +438,24 @@ void AddRepairCommand(CLI::App& app, Action* action) {
       "Rewrite parity where it does not match the data (md's repair): on "
       "a served array with --control, or offline on MEMBER...");
   CLI::Option* control =
-      sub->add_option("--control", args->control, kControlHelp);
+      sub->add_option("--control,-C", args->control, kControlHelp);
   sub->add_flag("--json", args->json, "Print one JSON object");
   CLI::Option* wait = sub->add_flag(
-      "--wait", args->wait,
+      "--wait,-W", args->wait,
       "With --control: wait until the repair ends (exit 1 unless it "
       "completed)");
   CLI::Option* watch =
-      sub->add_flag("--watch", args->watch,
+      sub->add_flag("--watch,-w", args->watch,
                     "With --control: draw the repair's progress until it "
                     "ends");
   wait->needs(control)->excludes(watch);
   watch->needs(control);
   CLI::Option* force =
-      sub->add_flag("--force", args->force,
+      sub->add_flag("--force,-f", args->force,
                     "Offline: repair an array that is dirty and "
                     "degraded");
   CLI::Option* run = sub->add_flag(
-      "--run", args->run,
+      "--run,-R", args->run,
       "Offline: assemble although a member listed as active was not given "
       "(md's --run)");
   sub->add_option("MEMBER", args->members,
@@ -483,7 +483,7 @@ void AddIdleCommand(CLI::App& app, Action* action) {
       "Stop the running background job of a served array (md's "
       "sync_action idle); a rebuild resumes at the next start. The array "
       "keeps serving");
-  sub->add_option("--control", *control, kControlHelp)->required();
+  sub->add_option("--control,-C", *control, kControlHelp)->required();
   sub->final_callback(
       [control, action] { *action = [control] { return RunIdle(*control); }; });
 }
@@ -496,7 +496,7 @@ void AddStopCommand(CLI::App& app, Action* action) {
       "flushes, marks the superblocks clean and ends the server. `stop "
       "--control SOCKET` alone stops only the running job (as `idle`)");
   CLI::Option* control = sub->add_option(
-      "--control", args->control,
+      "--control,-C", args->control,
       "Alone: stop the running job of this array, which keeps serving (as "
       "`uraid idle --control`). To stop the array on a control socket, "
       "give the socket as ARRAY");
@@ -505,7 +505,7 @@ void AddStopCommand(CLI::App& app, Action* action) {
       "An ARRAY name or uuid of the config, a NAME.ctl of the run "
       "directory, or a control socket's path");
   CLI::Option* scan =
-      sub->add_flag("--scan", args->scan, "Stop every served array");
+      sub->add_flag("--scan,-s", args->scan, "Stop every served array");
   sub->add_option("--config,-c", args->config,
                   "The config file for ARRAY names (default $URAID_CONFIG, "
                   "else /etc/uraid/uraid.conf)")
@@ -536,7 +536,7 @@ void AddSetCommand(CLI::App& app, Action* action) {
       "set",
       "Change a served array's rebuild/check speed limits (md's "
       "sync_speed_min/max, per member) or its stripe cache size");
-  sub->add_option("--control", args->control, kControlHelp)->required();
+  sub->add_option("--control,-C", args->control, kControlHelp)->required();
   sub->add_option("--speed-min", args->speed_min,
                   "Lowest rate a job keeps while clients are busy: KiB/s, "
                   "or bytes/s with a suffix (100M)")

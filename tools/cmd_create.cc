@@ -55,7 +55,8 @@ struct CreateArgs {
   std::string consistency_policy;  // empty: from --bitmap
   std::string bitmap_chunk;
   std::string name = "uraid";
-  std::string size;  // empty: the most every member allows
+  std::string size;         // empty: the most every member allows
+  std::string data_offset;  // empty: mdadm's rule
   bool assume_clean = false;
   bool force = false;
   bool direct = false;
@@ -96,7 +97,7 @@ absl::StatusOr<CreateOptions> BuildOptions(const CreateArgs& args) {
     options.layout = *layout;
   }
 
-  absl::StatusOr<uint64_t> chunk = ParseSize(args.chunk);
+  absl::StatusOr<uint64_t> chunk = ParseUnitSizeOption("--chunk", args.chunk);
   if (!chunk.ok()) return chunk.status();
   options.chunk_bytes = *chunk;
 
@@ -148,7 +149,8 @@ absl::StatusOr<CreateOptions> BuildOptions(const CreateArgs& args) {
     }
   }
   if (!args.bitmap_chunk.empty()) {
-    absl::StatusOr<uint64_t> bc = ParseSize(args.bitmap_chunk);
+    absl::StatusOr<uint64_t> bc =
+        ParseUnitSizeOption("--bitmap-chunk", args.bitmap_chunk);
     if (!bc.ok()) return bc.status();
     options.bitmap_chunk_bytes = *bc;
   }
@@ -161,12 +163,21 @@ absl::StatusOr<CreateOptions> BuildOptions(const CreateArgs& args) {
   options.name = args.name;
 
   if (!args.size.empty()) {
-    absl::StatusOr<uint64_t> size = ParseSize(args.size);
+    absl::StatusOr<uint64_t> size = ParseUnitSizeOption("--size", args.size);
     if (!size.ok()) return size.status();
     if (*size == 0) {
       return absl::InvalidArgumentError("--size must be more than 0");
     }
     options.member_bytes = *size;
+  }
+  if (!args.data_offset.empty()) {
+    // mdadm's --data-offset: where data starts on every member. 0 keeps
+    // mdadm's rule; the library checks alignment and the room the
+    // metadata needs.
+    absl::StatusOr<uint64_t> offset =
+        ParseUnitSizeOption("--data-offset", args.data_offset);
+    if (!offset.ok()) return offset.status();
+    options.data_offset_bytes = *offset;
   }
   options.assume_clean = args.assume_clean;
   options.force = args.force;
@@ -404,8 +415,9 @@ void AddCreateCommand(CLI::App& app, Action* action) {
                   "(default), right-symmetric, parity-first, parity-last, "
                   "or 0-5");
   sub->add_option("--chunk,-c", args->chunk,
-                  "Chunk size (K/M suffix; a bare number is bytes)")
-      ->check(StatusValidator(ParseChunkOption, "SIZE"))
+                  "Chunk size, with a unit (64K, 1M: a number without one is "
+                  "refused, as mdadm would read KiB)")
+      ->check(UnitSizeValidator("--chunk"))
       ->capture_default_str();
   CLI::Option* bitmap_opt =
       sub->add_option("--bitmap,-b", args->bitmap,
@@ -417,13 +429,21 @@ void AddCreateCommand(CLI::App& app, Action* action) {
   sub->add_option("--consistency-policy,-k", args->consistency_policy,
                   "bitmap (default), resync (no bitmap) or ppl (a partial "
                   "parity log in place of the bitmap; RAID5 only), as md");
-  sub->add_option("--bitmap-chunk", args->bitmap_chunk, "Bitmap chunk size")
-      ->check(SizeValidator());
+  sub->add_option("--bitmap-chunk", args->bitmap_chunk,
+                  "Bytes of each member per bitmap bit, with a unit (64M)")
+      ->check(UnitSizeValidator("--bitmap-chunk"));
   sub->add_option("--name,-N", args->name, "Array name (md's set_name)")
       ->capture_default_str();
   sub->add_option("--size,-z", args->size,
-                  "Bytes of each member to use (default: all)")
-      ->check(SizeValidator());
+                  "How much of each member to use, with a unit (10G; "
+                  "default: all)")
+      ->check(UnitSizeValidator("--size"));
+  sub->add_option("--data-offset", args->data_offset,
+                  "Where data starts on each member, with a unit (a multiple "
+                  "of 4K; default: mdadm's rule, about 0.1% of the member "
+                  "for reshape headroom, 1M-aligned). More room lets more "
+                  "reshapes (grow) run without a backup file")
+      ->check(UnitSizeValidator("--data-offset"));
   sub->add_flag("--assume-clean", args->assume_clean,
                 "Skip the initial parity sync (members must be zeroed or "
                 "already consistent)");

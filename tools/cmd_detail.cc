@@ -400,35 +400,35 @@ void AddDetailCommand(CLI::App& app, Action* action) {
       "--detail), with mkfs alignment hints");
   CLI::Option* json_flag =
       sub->add_flag("--json", args->json, "Print one JSON object");
-  sub->add_flag("--force", args->force,
+  sub->add_flag("--force,-f", args->force,
                 "Describe an array that is both dirty and degraded (nothing "
                 "is written either way)");
   CLI::Option* control = sub->add_option(
-      "--control", args->control,
+      "--control,-C", args->control,
       "Ask the server of a running array through its control socket (the "
       "plugin's control=SOCKET): live state, jobs, speed limits");
   sub->add_option("MEMBER", args->members, "Member files, devices or NBD URIs")
       ->excludes(control);
-  sub->add_flag("--scan", args->scan,
+  sub->add_flag("--scan,-s", args->scan,
                 "Every array served on this machine (as `uraid status`)")
       ->excludes(control)
       ->excludes("MEMBER");
-  sub->add_option("--bitmap", args->bitmap,
+  sub->add_option("--bitmap,-b", args->bitmap,
                   "The array's external bitmap file (uraid create --bitmap "
                   "FILE), to show its state")
       ->excludes(control);
   CLI::Option* watch = sub->add_flag(
-      "--watch", args->watch,
+      "--watch,-w", args->watch,
       "With --control: draw the running job's progress every 0.5 s until "
       "it ends (exit 1 unless it completed)");
-  sub->add_flag("--wait", args->wait,
+  sub->add_flag("--wait,-W", args->wait,
                 "With --control: wait silently until no job runs (exit 1 "
                 "unless the last job completed)")
       ->needs(control)
       ->excludes(watch);
   watch->needs(control);
   watch->excludes(json_flag);
-  sub->add_flag("--test", args->test,
+  sub->add_flag("--test,-t", args->test,
                 "Exit with md's health code after printing: 0 healthy, 1 "
                 "degraded, 2 failed (two members gone), 4 cannot be read")
       ->excludes(watch)

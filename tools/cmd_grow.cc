@@ -76,17 +76,12 @@ int Usage(const std::string& message) {
 
 // md's chunk sizes: a power of two in [4K, 16M].
 absl::StatusOr<uint64_t> ParseChunk(const std::string& text) {
-  absl::StatusOr<uint64_t> bytes = ParseSize(text);
+  absl::StatusOr<uint64_t> bytes = ParseUnitSizeOption("--chunk", text);
   if (!bytes.ok()) return bytes.status();
   if (*bytes < kMinChunkBytes || *bytes > kMaxChunkBytes ||
       (*bytes & (*bytes - 1)) != 0) {
-    const std::string hint = BareNumberHint(text, kMinChunkBytes);
     return absl::InvalidArgumentError(absl::StrFormat(
-        "chunk \"%s\" must be a power of two from 4K to 16M%s", text,
-        hint.empty() ? ""
-                     : absl::StrCat(" (a number without a suffix is "
-                                    "bytes); ",
-                                    hint)));
+        "chunk \"%s\" must be a power of two from 4K to 16M", text));
   }
   return *bytes;
 }
@@ -406,11 +401,11 @@ void AddGrowCommand(CLI::App& app, Action* action) {
                   "The new member count (more than now: grow; each new one "
                   "needs an --add)")
       ->check(CLI::Range(kMinDisks, kMaxDisks));
-  sub->add_option("--add", args->add,
+  sub->add_option("--add,-a", args->add,
                   "A new member (file, device or NBD URI), once per added "
                   "device, in slot order")
       ->allow_extra_args(false);
-  sub->add_option("--layout", args->layout,
+  sub->add_option("--layout,-p", args->layout,
                   "The new layout: left-asymmetric, right-asymmetric, "
                   "left-symmetric, right-symmetric, parity-first, "
                   "parity-last or 0-5")
@@ -418,10 +413,10 @@ void AddGrowCommand(CLI::App& app, Action* action) {
           static_cast<absl::StatusOr<Layout> (*)(std::string_view)>(
               ParseLayout),
           "LAYOUT"));
-  sub->add_option("--chunk", args->chunk,
+  sub->add_option("--chunk,-c", args->chunk,
                   "The new chunk size, a power of two from 4K to 16M")
       ->check(StatusValidator(ParseChunk, "SIZE"));
-  sub->add_option("--level", args->level, "The new level: 4 or 5")
+  sub->add_option("--level,-l", args->level, "The new level: 4 or 5")
       ->check(CLI::IsMember({4, 5}));
   sub->add_option("--consistency-policy,-k", args->consistency_policy,
                   "Switch the consistency policy (md's words; no reshape, "
@@ -434,15 +429,15 @@ void AddGrowCommand(CLI::App& app, Action* action) {
                   "no-bbl removes an empty one, force-no-bbl removes it with "
                   "its entries (after the disk was replaced or tested)");
   CLI::Option* control = sub->add_option(
-      "--control", args->control,
+      "--control,-C", args->control,
       "Reshape a served array through its control socket (the plugin's "
       "control=SOCKET)");
   CLI::Option* wait = sub->add_flag(
-      "--wait", args->wait,
+      "--wait,-W", args->wait,
       "With --control: wait until the reshape ends (exit 1 unless it "
       "completed)");
   CLI::Option* watch = sub->add_flag(
-      "--watch", args->watch,
+      "--watch,-w", args->watch,
       "With --control: draw the reshape's progress until it ends");
   wait->needs(control)->excludes(watch);
   watch->needs(control);
@@ -450,7 +445,7 @@ void AddGrowCommand(CLI::App& app, Action* action) {
       "--continue", args->resume,
       "Offline: finish a reshape that was interrupted (md's --continue)");
   resume->excludes(control);
-  sub->add_flag("--run", args->run,
+  sub->add_flag("--run,-R", args->run,
                 "Offline: assemble although a member listed as active was "
                 "not given (md's --run; only --continue can use it, a "
                 "degraded array does not reshape)")

@@ -34,7 +34,7 @@ absl::StatusOr<Geometry> MakeGeometry(const MapArgs& args) {
     if (!parsed.ok()) return parsed.status();
     layout = *parsed;
   }
-  absl::StatusOr<uint64_t> chunk = ParseSize(args.chunk);
+  absl::StatusOr<uint64_t> chunk = ParseUnitSizeOption("--chunk", args.chunk);
   if (!chunk.ok()) return chunk.status();
   // The map does not depend on member size; pick 2^30 chunks per member so
   // every offset a real array can have is in range (4 TiB members at 4 KiB
@@ -108,8 +108,8 @@ void AddMapCommand(CLI::App& app, Action* action) {
   sub->add_option("--layout,-p", args->layout,
                   "Layout name or 0-5 (default left-symmetric; parity-last "
                   "for level 4)");
-  sub->add_option("--chunk,-c", args->chunk, "Chunk size")
-      ->check(SizeValidator())
+  sub->add_option("--chunk,-c", args->chunk, "Chunk size, with a unit (64K)")
+      ->check(UnitSizeValidator("--chunk"))
       ->capture_default_str();
   sub->add_option("--disks,-n", args->disks, "Number of raid devices")
       ->required()

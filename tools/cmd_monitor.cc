@@ -338,17 +338,17 @@ void AddMonitorCommand(CLI::App& app, Action* action) {
       "monitor",
       "Follow served arrays' events and raise md's alerts (like mdadm "
       "--monitor); runs in the foreground");
-  sub->add_option("--control", args->sockets,
+  sub->add_option("--control,-C", args->sockets,
                   "A served array's control socket (the plugin's "
                   "control=SOCKET); repeat for several arrays");
-  sub->add_flag("--scan", args->scan,
+  sub->add_flag("--scan,-s", args->scan,
                 "Watch every ARRAY of the config (its control=, or "
                 "/run/uraid/NAME.ctl as uraid serve makes it); MAILADDR and "
                 "PROGRAM from it unless --mail/--program are given");
   sub->add_option(
-      "--config", args->config,
+      "--config,-c", args->config,
       "The config file for --scan (default " + DefaultConfigPath() + ")");
-  sub->add_option("--program", args->program,
+  sub->add_option("--program,-p", args->program,
                   "Run PROGRAM EVENT ARRAY_UUID [MEMBER] for every event "
                   "(argv, no shell; the event's JSON in $URAID_EVENT_JSON)");
   sub->add_option("--program-timeout", args->program_timeout_s,
@@ -356,19 +356,19 @@ void AddMonitorCommand(CLI::App& app, Action* action) {
                   "many seconds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  sub->add_option("--mail", args->mail,
+  sub->add_option("--mail,-m", args->mail,
                   "Mail Fail, FailSpare, DegradedArray, SparesMissing, "
                   "ArrayFailed and TestMessage events to ADDR via sendmail -t");
-  sub->add_flag("--syslog", args->syslog,
+  sub->add_flag("--syslog,-y", args->syslog,
                 "Log every event via syslog (ident uraid-monitor, LOG_DAEMON)");
-  sub->add_flag("--oneshot", args->oneshot,
+  sub->add_flag("--oneshot,-1", args->oneshot,
                 "Report the arrays' current problems and exit: 0 none, 1 "
                 "some, 2 a socket could not be read");
-  sub->add_flag("--test", args->test,
+  sub->add_flag("--test,-t", args->test,
                 "Send a TestMessage for each array first (alerts included)");
   sub->add_flag("--json", args->json,
                 "Print each event as its JSON object, one per line");
-  sub->add_option("--delay", args->delay_s,
+  sub->add_option("--delay,-d", args->delay_s,
                   "Seconds between reconnection attempts to a server that "
                   "went away")
       ->check(CLI::PositiveNumber)

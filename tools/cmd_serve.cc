@@ -522,7 +522,7 @@ void AddServeCommand(CLI::App& app, Action* action) {
                       "Where nbdkit writes its pid (default: the socket path "
                       "with .sock replaced by .pid)");
   sub->add_flag("--direct", args->direct, "Open members with O_DIRECT");
-  sub->add_flag("--force", args->force,
+  sub->add_flag("--force,-f", args->force,
                 "Start an array that is both dirty and degraded (md's "
                 "start_dirty_degraded; parity of stripes written at the "
                 "crash may be stale), or one that lost two members at once "
@@ -532,7 +532,7 @@ void AddServeCommand(CLI::App& app, Action* action) {
                 "Start degraded although a member the superblocks list as "
                 "active was not given (md's --run; that member becomes "
                 "stale at the first write)");
-  sub->add_flag("--foreground,-f", args->foreground,
+  sub->add_flag("--foreground", args->foreground,
                 "Stay in the foreground as nbdkit's parent: READY=1 to "
                 "systemd once it listens, SIGTERM stops it cleanly "
                 "(default: nbdkit daemonises)");

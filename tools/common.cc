@@ -24,6 +24,14 @@ int Fail(std::string_view message) {
 
 CLI::Validator SizeValidator() { return StatusValidator(ParseSize, "SIZE"); }
 
+CLI::Validator UnitSizeValidator(std::string option) {
+  return StatusValidator(
+      [option = std::move(option)](std::string_view text) {
+        return ParseUnitSizeOption(option, text);
+      },
+      "SIZE");
+}
+
 absl::StatusOr<std::vector<std::unique_ptr<Member>>> OpenMembers(
     const std::vector<std::string>& paths, const MemberOptions& options) {
   std::vector<std::unique_ptr<Member>> members;

@@ -42,6 +42,11 @@ CLI::Validator StatusValidator(Parse parse, std::string name) {
 // StatusValidator of ParseSize: a bad size is a usage error.
 CLI::Validator SizeValidator();
 
+// StatusValidator of ParseUnitSizeOption(option, ...): for the options mdadm
+// reads in KiB (--chunk, --size, ...), where a number without a unit is a
+// usage error that asks what was meant.
+CLI::Validator UnitSizeValidator(std::string option);
+
 // Opens every member (a path or an NBD URI) with `options`; the first
 // failure is returned and the members opened so far are closed.
 absl::StatusOr<std::vector<std::unique_ptr<Member>>> OpenMembers(

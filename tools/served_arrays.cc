@@ -90,7 +90,7 @@ void AddFindOptions(CLI::App* sub, FindOptions* options) {
   sub->add_option("--config,-c", options->config,
                   "The config file (default $URAID_CONFIG, else "
                   "/etc/uraid/uraid.conf; a missing default is no error)");
-  sub->add_option("--control", options->controls,
+  sub->add_option("--control,-C", options->controls,
                   "Also this control socket (repeat for several)");
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "size_parse.h"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 
@@ -74,25 +75,31 @@ absl::StatusOr<uint64_t> ParseSize(std::string_view text) {
   return value << shift;
 }
 
-std::string BareNumberHint(std::string_view text, uint64_t min_bytes) {
-  if (text.empty() || text.size() > 12) return "";
-  for (char c : text) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return "";
-  }
+absl::StatusOr<uint64_t> ParseUnitSizeOption(std::string_view option,
+                                             std::string_view text) {
   absl::StatusOr<uint64_t> bytes = ParseSize(text);
-  if (!bytes.ok() || *bytes == 0 || *bytes >= min_bytes) return "";
-  return absl::StrFormat("did you mean %sK?", std::string(text));
-}
-
-absl::StatusOr<uint64_t> ParseChunkOption(std::string_view text) {
-  absl::StatusOr<uint64_t> bytes = ParseSize(text);
-  if (!bytes.ok()) return bytes.status();
-  if (std::string hint = BareNumberHint(text, 4096); !hint.empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--chunk %s is %s bytes (a number without a suffix is bytes); %s",
-        std::string(text), std::string(text), hint));
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %s: %s", std::string(option), std::string(text),
+                        std::string(bytes.status().message())));
   }
-  return bytes;
+  const bool bare =
+      !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      });
+  if (!bare || *bytes == 0) return bytes;
+  // Both readings of the number: as uraid read it (bytes), when that is a
+  // whole number of KiB, and as mdadm reads it (KiB).
+  std::string meant;
+  if (*bytes % 1024 == 0) {
+    meant = absl::StrFormat("%s (%s bytes) or ", FormatSize(*bytes),
+                            std::string(text));
+  }
+  absl::StrAppend(&meant, std::string(text), "K");
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s %s has no unit: give K, M, G or T (mdadm reads a bare number as "
+      "KiB, uraid used to read bytes); did you mean %s?",
+      std::string(option), std::string(text), meant));
 }
 
 std::string FormatSize(uint64_t bytes) {

@@ -3,10 +3,11 @@
 // binary (1K = 1024) and may be written "k", "KiB" or "KB" because people
 // type all of them. Fractions ("1.5M") are rejected, as mdadm does.
 //
-// A bare number is bytes, everywhere and as it always was here (mdadm
-// reads a bare --chunk as KiB; we keep bytes so that existing scripts
-// passing --chunk 65536 keep working). Where a bare number is too small to
-// be meant as bytes, options refuse it with BareNumberHint's question.
+// ParseSize reads a bare number as bytes (offsets, cache sizes). The
+// options mdadm reads in KiB when no unit is given (--chunk, --size,
+// --bitmap-chunk, --data-offset) take ParseUnitSizeOption instead, which
+// refuses a bare number other than 0: it used to be bytes here and is KiB
+// in mdadm, so either reading would surprise someone.
 
 #ifndef URAID_TOOLS_SIZE_PARSE_H_
 #define URAID_TOOLS_SIZE_PARSE_H_
@@ -23,15 +24,13 @@ namespace uraid::tool {
 // input and says what was expected; overflow is an error, not a wrap.
 absl::StatusOr<uint64_t> ParseSize(std::string_view text);
 
-// For an option whose sensible values start at `min_bytes` (a chunk: 4K):
-// when `text` is a bare number below that, "did you mean 64K?" (the number
-// read as KiB, as mdadm would); otherwise "".
-std::string BareNumberHint(std::string_view text, uint64_t min_bytes);
-
-// ParseSize for --chunk: a bare number below 4K is refused with the hint
-// ("--chunk 64 is 64 bytes; did you mean 64K?"). The range and power-of-two
-// checks are the library's (Geometry).
-absl::StatusOr<uint64_t> ParseChunkOption(std::string_view text);
+// ParseSize for an option mdadm reads in KiB: a number without a unit
+// (other than 0) is refused, naming the option and what it may have meant:
+// "--chunk 64 has no unit ...; did you mean 64K?", and for a byte count as
+// uraid used to read it, "did you mean 64K (65536 bytes) or 65536K?". The
+// range checks are the callers' (Geometry, Array::Create).
+absl::StatusOr<uint64_t> ParseUnitSizeOption(std::string_view option,
+                                             std::string_view text);
 
 // Formats bytes as the largest exact binary unit: 524288 -> "512K",
 // 1073741824 -> "1G", 1000 -> "1000". Round-trips through ParseSize.

@@ -492,8 +492,8 @@ class CrashTest(unittest.TestCase):
         d = os.path.join(self.tmp, sub)
         os.makedirs(d)
         paths = make_members(d, DISKS, member_bytes)
-        args = ["--chunk", str(CHUNK)]
-        args += (["--bitmap-chunk", str(BITMAP_CHUNK)] if bitmap
+        args = ["--chunk", f"{CHUNK // 1024}K"]
+        args += (["--bitmap-chunk", f"{BITMAP_CHUNK // 1024}K"] if bitmap
                  else ["--bitmap", "none"])
         run_tool("create", "--force", "--assume-clean", *args, *paths)
         srv = Server(d, paths)

@@ -162,6 +162,39 @@ cc -std=c11 -Wall -Werror -o "$tmp/v" "$tmp/v.c" -I"$P/include" -L"$plib" \
 [[ $("$tmp/v") == "$version $version $version" ]] ||
   fail "uraid_version(): $("$tmp/v")"
 
+# The Python package, as any prefix but /usr gets it: lib/pythonX.Y/
+# dist-packages (Debian's python3 reads /usr/local's).
+pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+[[ -f $P/lib/python$pyver/dist-packages/uraid/__init__.py ]] ||
+  fail "python package not in $P/lib/python$pyver/dist-packages"
+
+# Under --prefix /usr (a distribution's, or `sudo cmake --install build
+# --prefix /usr`), staged: the package goes where Debian's python3 reads
+# the distribution's packages, /usr/lib/python3/dist-packages (it reads no
+# /usr/lib/pythonX.Y/dist-packages), and imports from there with the
+# liburaid.so installed beside it (_paths.py's relative way to it).
+ustage=$tmp/usr-stage
+for c in uraid_runtime uraid_python; do
+  DESTDIR=$ustage cmake --install "$build" --prefix /usr --component "$c" \
+    >/dev/null
+done
+upkg=$(find "$ustage" -name __init__.py -path '*/uraid/*' -printf '%h\n')
+[[ $upkg == "$ustage/usr/lib/python3/dist-packages/uraid" ]] ||
+  fail "the python package under --prefix /usr went to '$upkg'"
+/usr/bin/python3 -c '
+import sys
+sys.exit(0 if "/usr/lib/python3/dist-packages" in sys.path else 1)' ||
+  fail "/usr/lib/python3/dist-packages is not on python3's sys.path"
+got=$(cd "$tmp" && env -u URAID_LIBRARY -u PYTHONPATH /usr/bin/python3 -c '
+import os, sys
+sys.path[:0] = [sys.argv[1]]  # the staged /usr/lib/python3/dist-packages
+import uraid
+print(os.path.dirname(os.path.realpath(uraid.__file__)), uraid.version())
+' "$ustage/usr/lib/python3/dist-packages") ||
+  fail "import uraid from the staged /usr install failed"
+[[ $got == "$(realpath "$upkg") $version" ]] ||
+  fail "import uraid (--prefix /usr): got '$got'"
+
 # The installed uraid serves with the installed plugin (no URAID_PLUGIN;
 # the build tree's plugin exists and must not be chosen).
 [[ -f $build/nbdplugin/nbdkit-uraid-plugin.so ]] ||
@@ -212,4 +245,5 @@ got=$(PATH=$P/bin:$PATH bash -c '
 
 echo "install_test: PASS ($ntests example tests against the installed" \
   "package, C example via pkg-config shared and static; outside prefix:" \
-  "installed serve, --version, man pages, completion)"
+  "installed serve, --version, man pages, completion; the Python package" \
+  "under /usr and elsewhere)"

@@ -67,7 +67,7 @@ class ServeTest(unittest.TestCase):
     def run_layout(self, layout, disks, chunk, size=24 * MIB):
         paths = make_members(self.tmp, disks, size)
         run_tool("create", "--force", "--layout", str(layout), "--chunk",
-                 str(chunk), *paths)
+                 f"{chunk // 1024}K", *paths)
         srv = Server(self.tmp, paths)
         rng = random.Random(layout * 100 + disks)
         try:

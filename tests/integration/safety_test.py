@@ -5,7 +5,8 @@ Refusals (the bad_input_test catalogue's rules: a positive exit status, a
 message naming the cause, every file under the row's directory unchanged
 by sha256): create over a member holding a filesystem, a partition table or
 another RAID signature (found by libblkid), over our own md superblock,
-over members whose sizes differ by more than 1%; `--chunk 64`;
+over members whose sizes differ by more than 1%; `--chunk 64` and
+the other sizes mdadm reads in KiB given without a unit;
 zero-superblock of a member a running server holds, or of one without a
 superblock. Then what the rails must let through (so that they cannot pass
 by refusing everything), zero-superblock erasing only the superblock, a
@@ -132,7 +133,7 @@ ROWS = [
         ("differ by more than 1%", "the smallest, ", "m3.img", "(8 MiB)",
          "m0.img 8 MiB of 16 MiB", "m2.img 8 MiB of 16 MiB", "--size",
          "--force")),
-    Row("create --chunk 64 (a bare number: bytes)", blank,
+    Row("create --chunk 64 (a number without a unit)", blank,
         tool("create", "--chunk", "64", A), ("did you mean 64K?",)),
     Row("zero-superblock of a served member", our_array,
         with_server(tool("zero-superblock", lambda c: c.a[1])),
@@ -200,11 +201,35 @@ class SafetyTest(unittest.TestCase):
         rc, out = run_cmd([harness.ARGS.tool, "create", "--chunk", "64",
                            *c.a])
         self.assertEqual(rc, 2, out)
-        self.assertIn("--chunk 64 is 64 bytes", out)
-        # A bare byte count that makes sense still works (backward
-        # compatible), and so do suffixes.
+        self.assertIn("--chunk 64 has no unit", out)
+        # mdadm reads a bare number as KiB, uraid read bytes: a number
+        # without a unit is refused wherever mdadm reads KiB, with both
+        # readings offered; nothing is written.
+        for opt, value, meant in (
+                ("--chunk", "65536", "did you mean 64K (65536 bytes) or "
+                                     "65536K?"),
+                ("--size", "1048576", "did you mean 1M (1048576 bytes) or "
+                                      "1048576K?"),
+                ("--bitmap-chunk", "64", "did you mean 64K?"),
+                ("--data-offset", "2048", "did you mean 2K (2048 bytes) or "
+                                          "2048K?")):
+            with self.subTest(opt=opt):
+                rc, out = run_cmd([harness.ARGS.tool, "create",
+                                   "--assume-clean", opt, value, *c.a])
+                self.assertEqual(rc, 2, out)
+                self.assertIn(f"{opt} {value} has no unit", out)
+                self.assertIn(meant, out)
+        for argv in (["grow", "--chunk", "128", "x"],
+                     ["map", "--disks", "4", "--chunk", "64", "0"]):
+            with self.subTest(argv=argv):
+                rc, out = run_cmd([harness.ARGS.tool, *argv])
+                self.assertEqual(rc, 2, out)
+                self.assertIn("has no unit", out)
+        self.assertEqual(read_sb(c.a[0]), bytes(len(read_sb(c.a[0]))),
+                         "a refused create wrote a superblock")
+        # With a unit it works.
         rc, out = run_cmd([harness.ARGS.tool, "create", "--assume-clean",
-                           "--chunk", "65536", *c.a])
+                           "--chunk", "64K", *c.a])
         self.assertEqual(rc, 0, out)
         self.assertIn("Chunk Size : 64K", out)
 

@@ -44,11 +44,16 @@ absl::StatusOr<uint64_t> ChooseReshapeDataOffset(const Geometry& from,
       from_offset > metadata_end ? from_offset - metadata_end : 0;
   const uint64_t delta = std::min(want, headroom / big * big);
   if (delta < big) {
+    // The remedy is at create time: more room before the data (mdadm's
+    // --data-offset); each reshape moves the data down by up to `want`.
     return absl::FailedPreconditionError(absl::StrFormat(
         "no room to reshape without a backup file: the data offset (%d "
         "bytes) leaves %d bytes of headroom after the metadata, and the new "
-        "shape must move down by at least one chunk (%d bytes)",
-        from_offset, headroom, big));
+        "shape must move down by at least one chunk (%d bytes). An array "
+        "created with more room before its data reshapes without one: "
+        "uraid create --data-offset SIZE (mdadm's option), leaving %d bytes "
+        "after the metadata for each reshape like this one",
+        from_offset, headroom, big, want));
   }
   return from_offset - delta;
 }

@@ -335,7 +335,7 @@ class HeldSuperblockMember : public Member {
 // under way (here: adding a spare), and requests meet the failure at the
 // same time. Exactly one of them hands the slot to the replacement; the
 // others must see that it no longer holds the slot. (Before the hand-over
-// was one step under sb_mu_, the superblock update failed the half
+// was one step under one mutex, the superblock update failed the half
 // handed-over replacement as a "rebuild target", and the spare took the
 // slot: found by RecoveryModelTest in CI.)
 TEST(Replace, OldMemberFailingDuringASuperblockUpdateHandsOverOnce) {
@@ -353,7 +353,8 @@ TEST(Replace, OldMemberFailingDuringASuperblockUpdateHandsOverOnce) {
   }
   m1->HoldSuperblockWrites();
   std::thread adder([&] {
-    // Its superblock update stops at m1's superblock, holding sb_mu_.
+    // Its superblock update stops at m1's superblock, holding the
+    // roster's mutex.
     EXPECT_TRUE(a->AddMember(ShareMember(NewMember("s1"))).ok());
   });
   m1->AwaitHeld();

@@ -72,17 +72,16 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                      std::shared_ptr<Clock> clock)
     : read_only_(read_only),
       reporter_(std::move(logger), FormatUuid(sb.set_uuid), sb.set_name),
-      slots_(std::move(slots)),
+      roster_(*this, std::move(slots), sb, std::move(spares), read_only),
+      slots_(roster_.slots()),
       io_(slots_, counters_, geometry.raid_disks() - 1,
           [this](const std::string& name, int slot, const absl::Status& why) {
-            ReportReplacementFailed(name, slot, why);
+            roster_.ReportReplacementFailed(name, slot, why);
           }),
       cache_(geometry.stripe_data_bytes(), read_only ? 0 : cache.bytes),
       reader_(Engine(), cache_, survivors_, reporter_, read_only),
       cache_max_age_(cache.max_age_ms),
       bblog_end_(BadBlockLogEnd(sb)),
-      sb_(std::move(sb)),
-      spares_(std::move(spares)),
       jobs_(this, std::move(clock)),
       bitmap_(this, read_only),
       resync_stripe_(geometry.stripe_count()),
@@ -90,17 +89,16 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
               reshaping_, resync_stripe_,
               int64_t{cache.bypass_flush_interval_ms} * 1'000'000),
       scanner_(Engine(), writer_, job_pool_),
-      rebuilder_(Engine(), reader_, job_pool_, bitmap_, sb_mu_),
+      rebuilder_(Engine(), reader_, job_pool_, bitmap_, roster_),
       copier_(slots_, reader_, writer_, job_pool_) {
   {
-    MutexLock lock(&sb_mu_);
+    MutexLock lock(roster_.mu());
     shape_.store(AddShapeLocked(geometry, data_offset_bytes, /*lock_tag=*/0));
   }
   MutexLock lock(&state_mu_);
-  clean_ = sb_.clean();
-  resync_front_claimed_ = !clean_ && sb_.resync_offset != 0;
+  clean_ = sb.clean();
+  resync_front_claimed_ = !clean_ && sb.resync_offset != 0;
   last_write_ = std::chrono::steady_clock::now();
-  if (slots_.Gone() > 1) failed_.store(true);
 }
 
 ArrayImpl::~ArrayImpl() { Shutdown(); }
@@ -166,7 +164,7 @@ const Shape* ArrayImpl::AddShapeLocked(const Geometry& geo,
 }
 
 absl::Status ArrayImpl::CheckUsable(bool write) const {
-  if (failed_.load()) {
+  if (roster_.failed()) {
     return absl::UnavailableError(
         "array has failed: more than one member is missing or faulty");
   }
@@ -200,7 +198,7 @@ void ArrayImpl::RecordBackgroundError(const absl::Status& st,
 // ------------------------------------------------- clean/active and threads
 
 absl::Status ArrayImpl::MarkCleanLocked() {
-  if (clean_ || read_only_ || failed_.load()) return absl::OkStatus();
+  if (clean_ || read_only_ || roster_.failed()) return absl::OkStatus();
   if (resync_stripe_.load() < CurrentShape().geo.stripe_count()) {
     return absl::OkStatus();
   }
@@ -265,7 +263,7 @@ void ArrayImpl::StartBackground() {
   // a recovery asked for below queues behind it, as md recovers only
   // once its resync has ended (a degraded stripe ends it).
   if (resync_stripe_.load() < CurrentShape().geo.stripe_count() &&
-      !failed_.load() && !reshaping_.load()) {
+      !roster_.failed() && !reshaping_.load()) {
     absl::Status st = jobs_.Request(JobRequest{JobKind::kResync, -1});
     if (!st.ok())
       Log(LogLevel::kError,
@@ -273,7 +271,7 @@ void ArrayImpl::StartBackground() {
   }
   // A reshape found by assembly resumes before any recovery (which runs
   // after it, in the new shape).
-  if (reshaping_.load() && !failed_.load() && !ReshapeJobQueued()) {
+  if (reshaping_.load() && !roster_.failed() && !ReshapeJobQueued()) {
     absl::Status st = jobs_.Request(JobRequest{JobKind::kReshape, -1});
     if (!st.ok())
       Log(LogLevel::kError,
@@ -299,13 +297,13 @@ void ArrayImpl::Shutdown() {
                         wb.message()));
   }
   MutexLock lock(&state_mu_);
-  if (!read_only_ && !failed_.load() && !clean_) {
+  if (!read_only_ && !roster_.failed() && !clean_) {
     absl::Status st = MarkCleanLocked();
     if (!st.ok())
       Log(LogLevel::kError,
           absl::StrFormat("marking clean failed: %s", st.message()));
   }
-  if (clean_ && !failed_.load()) bitmap_.ClearAtStop();
+  if (clean_ && !roster_.failed()) bitmap_.ClearAtStop();
 }
 
 ArrayInfo ArrayImpl::Info() const {
@@ -314,13 +312,14 @@ ArrayInfo ArrayImpl::Info() const {
   const uint64_t C = sh.geo.chunk_bytes();
   ArrayInfo info{.geometry = sh.geo};
   {
-    MutexLock lock(&sb_mu_);
-    info.uuid = sb_.set_uuid;
-    info.name = sb_.set_name;
-    info.events = sb_.events;
-    info.ctime = sb_.ctime;
-    info.utime = sb_.utime;
-    info.ppl = sb_.has_ppl();
+    MutexLock lock(roster_.mu());
+    const Superblock& sb = roster_.TemplateLocked();
+    info.uuid = sb.set_uuid;
+    info.name = sb.set_name;
+    info.events = sb.events;
+    info.ctime = sb.ctime;
+    info.utime = sb.utime;
+    info.ppl = sb.has_ppl();
   }
   {
     MutexLock lock(&state_mu_);
@@ -328,12 +327,12 @@ ArrayInfo ArrayImpl::Info() const {
   }
   info.data_offset_bytes = sh.data_offset;
   info.read_only = read_only_;
-  info.failed = failed_.load();
+  info.failed = roster_.failed();
   info.resyncing = resync_stripe_.load() < sh.geo.stripe_count();
   info.resync_bytes = resync_stripe_.load() * C;
   int gone = 0;
   {
-    MutexLock lock(&sb_mu_);
+    MutexLock lock(roster_.mu());
     for (int i = 0; i < SlotCount(); ++i) {
       const Slot& s = *slots_[i];
       SlotInfo si;
@@ -363,7 +362,7 @@ ArrayInfo ArrayImpl::Info() const {
         info.spares.push_back(ri);
       }
     }
-    for (const Spare& sp : spares_) {
+    for (const Spare& sp : roster_.SparesLocked()) {
       SlotInfo si;
       si.slot = -1;
       si.state = SlotState::kSpare;

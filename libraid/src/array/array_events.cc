@@ -18,11 +18,7 @@ namespace uraid {
 void ArrayImpl::CheckSpares() const {
   const int expected = expected_spares_.load();
   if (expected <= 0) return;
-  int have;
-  {
-    MutexLock lock(&sb_mu_);
-    have = static_cast<int>(spares_.size());
-  }
+  const int have = static_cast<int>(roster_.Spares().size());
   if (have >= expected) return;
   Report(LogLevel::kWarning, SparesMissing(have, expected),
          absl::StrFormat("%d spare(s), %d expected", have, expected));

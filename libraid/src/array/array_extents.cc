@@ -42,7 +42,7 @@ absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
     }
   };
   if (len == 0) return out;
-  if (reshaping_.load() || failed_.load()) {
+  if (reshaping_.load() || roster_.failed()) {
     add(offset, len, false);
     return out;
   }

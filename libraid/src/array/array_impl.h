@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 // Internal: the orchestrator behind uraid::Array. It wires the parts
-// together and holds what no part owns: the superblock template and the
-// slot changes made under it, the clean/active state, spares, the shapes
+// together and holds what no part owns: the clean/active state, the shapes
 // and the reshape router, and the jobs' bodies. The parts, each a class
-// over references to what it uses: the stripe engine (StripeReader,
-// StripeWriter), the member-I/O executor (IoExecutor), the slots
-// (SlotTable), the jobs' stripe work (StripeRebuilder, StripeScanner,
-// ReshapeCopier), the job runner, the bitmap glue (ArrayBitmap), the PPL
-// log, the reporter. They reach back only through the three interfaces it
-// implements: EngineHost, JobHost, BitmapHost.
+// over references to what it uses: the metadata owner (Roster: the
+// superblock template, spares, who holds each slot, changed only through
+// Roster::Apply), the stripe engine (StripeReader, StripeWriter), the
+// member-I/O executor (IoExecutor), the jobs' stripe work (StripeRebuilder,
+// StripeScanner, ReshapeCopier), the job runner, the bitmap glue
+// (ArrayBitmap), the PPL log, the reporter. They reach back only through
+// the four interfaces it implements: EngineHost, JobHost, BitmapHost,
+// RosterHost.
 //
 // Its methods are defined in array/ (array.cc: construction, entry points,
 // the clean/active state and background threads; create.cc, assemble.cc,
@@ -21,11 +22,13 @@
 //   of one stripe; healthy reads take none (they read data chunks only, and
 //   a read racing an overlapping write may see either, as on any disk).
 // - state_mu_ guards the clean/active transition and the count of writes in
-//   flight; it is taken before sb_mu_ when both are needed.
-// - sb_mu_ guards the superblock template and serialises superblock writes.
-//   Every change of who holds a slot (a member failing, a replacement or a
-//   spare taking over, removal) is decided and made under it, so a check
+//   flight; it is taken before the roster's mutex when both are needed.
+// - the roster's mutex (roster_.mu()) guards the superblock template and
+//   serialises superblock writes. Every change of who holds a slot (a
+//   member failing, a replacement or a spare taking over, removal) is an
+//   edit the roster decides and makes under it (Roster::Apply), so a check
 //   of the holder and the change it leads to cannot be split by another.
+//   The shapes and the reshape's state are published under it too.
 // - slot health is atomic so the data path reads it without locks.
 
 #ifndef URAID_SRC_ARRAY_IMPL_H_
@@ -66,6 +69,7 @@
 #include "meta/array_bitmap.h"
 #include "meta/ppl_log.h"
 #include "plan/stripe_plan.h"
+#include "roster/roster.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
 #include "stripe/survivor_cache.h"
@@ -75,7 +79,10 @@
 
 namespace uraid {
 
-class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
+class ArrayImpl : private JobHost,
+                  private BitmapHost,
+                  private EngineHost,
+                  private RosterHost {
  public:
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
             std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
@@ -123,38 +130,18 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // itself, on its own thread.
   absl::Status CheckpointResync();
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
-  // Marks `slot` faulty. With `only_if`, only while that member still holds
-  // the slot: a late error from a member already replaced (a request that
-  // was in flight when a spare took over) must not fail its successor.
+  // Marks `slot` faulty (the roster's edit::Fail: with `only_if`, only
+  // while that member still holds the slot; an active member with a
+  // replace target hands the slot over to it), then lets a spare step in.
   absl::Status FailSlot(int slot, const std::string& why,
                         const Member* only_if = nullptr) override
-      ABSL_LOCKS_EXCLUDED(sb_mu_);
-  // The slot's member (active, being replaced) has failed: replacement `r`,
-  // which holds every stripe below repl_front, becomes the slot's member,
-  // rebuilding from there (md turns a replacement into an ordinary rebuild
-  // the same way). Inside a generation change: plans made before it are
-  // refused and redone, none is made halfway through it. Returns the
-  // stripe the rebuild continues from.
-  uint64_t HandOverToReplacement(Slot& s, const std::shared_ptr<Member>& r)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
-  // Reports an active member that has just been marked faulty: Fail, then
-  // ArrayFailed when failed_ is set, else DegradedArray.
-  void ReportMemberFailed(const std::string& name, int slot,
-                          const std::string& why) const;
-  // Reports a replace target that failed (FailSpare): the replace ends.
-  void ReportReplacementFailed(const std::string& name, int slot,
-                               const absl::Status& why) const;
+      ABSL_LOCKS_EXCLUDED(roster_.mu());
   void StartBackground();
 
   // --- member management (slot_admin.cc) ---
   absl::Status FailMember(const std::string& name);
   absl::Status RemoveMember(const std::string& name);
   absl::Status AddMember(std::unique_ptr<Member> member);
-  // Why `old`, the superblock of a member that held a slot of this array,
-  // cannot return to that slot with a partial rebuild (md's re-add); empty
-  // when it can.
-  std::string ReAddRefusal(const Superblock& old)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
   absl::Status ReplaceMember(const std::string& old_name,
                              std::unique_ptr<Member> replacement);
 
@@ -167,15 +154,17 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   void Shutdown();
 
   // Writes the superblock (with the current roles, events+1) to every
-  // active member and flushes them. A member whose write fails is marked
-  // faulty and the write is repeated without it.
-  // `clean`: persist clean (true), dirty (false) or keep what the
+  // member (Roster::Apply of edit::SetClean or edit::Persist). A member
+  // whose write fails is marked faulty and the write is repeated without
+  // it. `clean`: persist clean (true), dirty (false) or keep what the
   // superblocks say now (nullopt, for role changes).
   absl::Status WriteSuperblocks(std::optional<bool> clean)
-      ABSL_LOCKS_EXCLUDED(sb_mu_);
-  absl::Status WriteSuperblocksOnce(std::optional<bool> clean,
-                                    bool* member_failed)
-      ABSL_LOCKS_EXCLUDED(sb_mu_);
+      ABSL_LOCKS_EXCLUDED(roster_.mu());
+  // Applies `edit` to the metadata (Roster::Apply), then what the array
+  // does after any superblock update: the members that failed the bitmap
+  // header are handed over, and a member that failed its superblock write
+  // lets a spare step in. Returns what Apply did.
+  Applied ApplyEdit(const RosterEdit& edit) ABSL_LOCKS_EXCLUDED(roster_.mu());
 
   // Parity of stripes at or beyond this stripe is not trusted (unfinished
   // resync): writes there use reconstruct-write.
@@ -201,7 +190,7 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // Switches the consistency policy online (meta/ppl_switch.cc; see
   // Array::SetConsistencyPolicy).
   absl::Status SetConsistencyPolicy(ConsistencyPolicy policy)
-      ABSL_LOCKS_EXCLUDED(policy_mu_, sb_mu_);
+      ABSL_LOCKS_EXCLUDED(policy_mu_, roster_.mu());
   // The current shape's geometry (a reshape changes it when it ends).
   const Geometry& geometry() const { return CurrentShape().geo; }
   // The array's current shape: the only one outside a reshape, the old one
@@ -232,29 +221,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   void CheckSpares() const;
 
  private:
-  // What the one fail-a-slot decision did (DecideSlotFailureLocked).
-  struct SlotFailure {
-    enum Outcome {
-      kNotHolder,     // `only_if` no longer holds the slot: nothing done
-      kHandedOver,    // the slot's replacement took over, rebuilding
-      kTargetFailed,  // a rebuild target failed: the slot is faulty
-      kFailed,        // an active member failed: the slot is faulty
-      kGone,          // already faulty or missing: nothing done
-    };
-    Outcome outcome = kGone;
-    std::shared_ptr<Member> old;          // who held the slot
-    std::shared_ptr<Member> replacement;  // kHandedOver: who holds it now
-    uint64_t from = 0;  // kHandedOver: the stripe its rebuild goes on from
-  };
-  // The one fail-a-slot decision, for FailSlot and a failed superblock
-  // write alike: hands the slot to its replacement or marks it faulty (and
-  // the array failed when that leaves too few), unless `only_if` is set
-  // and no longer holds it. Records nothing on the members.
-  SlotFailure DecideSlotFailureLocked(Slot& slot, const Member* only_if)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
-  // The events and log lines of a decided failure of `slot`.
-  void ReportSlotFailure(int slot, const SlotFailure& f,
-                         const std::string& why) const;
   // What every part of the stripe engine works on (engine_part.h): built
   // for each part as it is constructed, from members declared before it.
   EngineContext Engine() { return {*this, slots_, io_, locks_, counters_}; }
@@ -286,12 +252,12 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // Both stay alive as long as the array (requests may still hold them).
   void PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
                             const Geometry& to, uint64_t to_data_offset)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(roster_.mu());
   // Adds a shape to shapes_ (with the next id) and returns it; it is not
   // made current here.
   const Shape* AddShapeLocked(const Geometry& geo, uint64_t data_offset,
                               uint64_t lock_tag)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(roster_.mu());
   // Runs one client request during a reshape (see ReshapeState).
   absl::Status RouteDuringReshape(ReqKind kind, void* buf, size_t len,
                                   uint64_t offset, bool fua);
@@ -314,7 +280,7 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   absl::Status FinishReshape();
   // Fills the superblock template's reshape fields for `front_bytes`.
   void SetReshapeFieldsLocked(uint64_t front_bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(roster_.mu());
 
   // --- EngineHost (engine_host.h; array.cc, member_failure.cc) ---
   // The first background error stays (see bg_error_).
@@ -327,17 +293,17 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   absl::Status RecordBadBlocks(int slot, bool replacement,
                                const Member* only_if, uint64_t at, uint64_t len,
                                const std::string& why) override
-      ABSL_LOCKS_EXCLUDED(sb_mu_);
+      ABSL_LOCKS_EXCLUDED(roster_.mu());
   absl::Status ClearBadBlocks(int slot, const Member* only_if, uint64_t at,
                               uint64_t len) override
-      ABSL_LOCKS_EXCLUDED(sb_mu_);
+      ABSL_LOCKS_EXCLUDED(roster_.mu());
   void WantReplacement(int slot, const Member* only_if,
                        const std::string& why) override
-      ABSL_LOCKS_EXCLUDED(sb_mu_);
+      ABSL_LOCKS_EXCLUDED(roster_.mu());
   // Writes `list` to member `m`'s log area, durably. Fails when the array
   // has no log or the list does not fit.
   absl::Status WriteBadBlockLogLocked(Member& m, const BadBlockList& list)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(roster_.mu());
   // What member bytes [at, at + len) of `slot` hold in the current shape,
   // for log lines: array byte ranges, or the parity of some.
   std::string DescribeMemberRange(int slot, uint64_t at, uint64_t len) const;
@@ -373,19 +339,16 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   absl::Status RunRecovery(int slot, bool replace);
   absl::Status RunScrub(bool repair);
   absl::Status CheckpointRecovery(int slot);
-  // Puts `m` (device `id`) into the gone slot `s`, rebuilding from stripe
-  // 0; `partial`: only where the bitmap has bits set (a re-added member).
-  void StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
-                          const DeviceId& id, bool partial)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
   // The first spare, its copy of the bitmap refreshed (a spare that cannot
-  // take it is dropped, and the error returned). REQUIRES: sb_mu_ not held.
+  // take it is dropped, and the error returned). REQUIRES: the roster's
+  // mutex not held.
   absl::StatusOr<std::shared_ptr<Member>> ReadySpare();
-  // Promotes the first spare into the gone slot; REQUIRES: sb_mu_ not held.
+  // Promotes the first spare into the gone slot; REQUIRES: the roster's
+  // mutex not held.
   absl::Status PromoteSpare(int slot);
   // Makes the first spare the replace target of active `slot` (a member
   // that wants replacement) and writes the superblocks; the caller runs
-  // the replace job. REQUIRES: sb_mu_ not held.
+  // the replace job. REQUIRES: the roster's mutex not held.
   absl::Status SpareAsReplacement(int slot);
   // The first active slot that wants replacement and has no replace
   // target yet, or -1.
@@ -395,17 +358,30 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // Checks a member about to join (size, not ours already, not another
   // array's) and gives it a device uuid and size; not yet a dev_number.
   absl::StatusOr<DeviceId> PrepareNewMember(Member& member);
-  uint32_t NextDevNumber() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(sb_mu_);
+
+  // --- RosterHost (roster/roster.h; member_failure.cc) ---
+  uint64_t CurrentChunkBytes() const override {
+    return CurrentShape().geo.chunk_bytes();
+  }
+  uint64_t DirtyResyncSectors() const override;
+  void WriteBitmapEvents(uint64_t events) override;
+  std::optional<BitmapSuper> BitmapHeader() const override;
+  void SlotHealthChanged() override { UpdateBitmapDegraded(); }
+
   // Every shape the array has had (a reshape adds one; appended under
-  // sb_mu_, never freed before the array); `shape_` is the current one
-  // (see CurrentShape; shape.h).
+  // the roster's mutex, never freed before the array); `shape_` is the
+  // current one (see CurrentShape; shape.h).
   std::vector<std::unique_ptr<Shape>> shapes_;
   std::atomic<const Shape*> shape_;
   const bool read_only_;
   ArrayReporter reporter_;
   std::atomic<int> expected_spares_{0};
-  SlotTable slots_;
-  std::atomic<bool> failed_{false};
+  // The metadata owner (after the reporter it reports through): the
+  // superblock template, spares, and the write side of every slot.
+  Roster roster_;
+  // The roster's slots, read side (who holds a slot changes only through
+  // roster_.Apply).
+  SlotTable& slots_;
   // The sticky background error: a metadata update that had to record a
   // member's failure (or a spare's or replacement's loss) did not make it
   // to the members. From then on writes fail with it (reads go on), so
@@ -416,7 +392,7 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   std::atomic<bool> has_bg_error_{false};
   AtomicCounters counters_;
   StripeLocks locks_;
-  // Every member call (after slots_ and counters_, which it refers to).
+  // Every member call (after roster_ and counters_, which it refers to).
   IoExecutor io_;
   // A scan's window (scrub, resync) may hold more stripes than run at
   // once: each holds its lock only while it is scanned and uses its
@@ -435,12 +411,6 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   // The end of the bad-block log area on each member (bytes; 0 without a
   // log): metadata a reshape's new data offset must stay clear of.
   const uint64_t bblog_end_;
-  mutable Mutex sb_mu_;
-  Superblock sb_ ABSL_GUARDED_BY(sb_mu_);
-  std::vector<Spare> spares_ ABSL_GUARDED_BY(sb_mu_);
-  // Devices that left the array (removed, replaced): listed as faulty in
-  // the superblocks so that they are refused if presented again.
-  std::vector<uint32_t> retired_devs_ ABSL_GUARDED_BY(sb_mu_);
 
   // The job runner: the queue, the job thread, speed limits, progress.
   // Declared after everything its jobs touch; Shutdown stops it first.
@@ -454,10 +424,10 @@ class ArrayImpl : private JobHost, private BitmapHost, private EngineHost {
   LockedSharedPtr<PplLog> ppl_;
   WriteEpochs ppl_epochs_;
   // Serialises policy switches, and Grow against them (a reshape must not
-  // start while a switch to ppl is half done). Taken before sb_mu_.
-  Mutex policy_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
+  // start while a switch to ppl is half done). Taken before the roster's.
+  Mutex policy_mu_ ABSL_ACQUIRED_BEFORE(roster_.mu());
 
-  mutable Mutex state_mu_ ABSL_ACQUIRED_BEFORE(sb_mu_);
+  mutable Mutex state_mu_ ABSL_ACQUIRED_BEFORE(roster_.mu());
   bool clean_ ABSL_GUARDED_BY(state_mu_) = true;
   int writes_in_flight_ ABSL_GUARDED_BY(state_mu_) = 0;
   // The superblocks say dirty with a resync_offset above 0 (a resync

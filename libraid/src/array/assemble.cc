@@ -403,7 +403,6 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
       continue;
     }
     Slot& slot = *slots[slot_of[i]];
-    slot.id = id;
     std::shared_ptr<Member> member(std::move(members[i]));
     if (!(sbs[i].feature_map & kFeatureRecoveryOffset) &&
         (bitmap_source == nullptr || sbs[i].events > bitmap_source_events)) {
@@ -417,15 +416,12 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
       slot.bad.Reset(std::move(bad));
       slot.bad.flag_durable.store(true);
     }
-    slot.member.store(member);
     if (sbs[i].feature_map & kFeatureRecoveryOffset) {
-      const uint64_t front =
-          std::min(sbs[i].recovery_offset * 512 / chunk, geo->stripe_count());
-      slot.front.store(front);
-      slot.durable_front.store(front);
-      slot.state.store(SlotState::kRebuilding);
+      Roster::Seat(
+          slot, member, id, SlotState::kRebuilding,
+          std::min(sbs[i].recovery_offset * 512 / chunk, geo->stripe_count()));
     } else {
-      slot.state.store(SlotState::kActive);
+      Roster::Seat(slot, member, id, SlotState::kActive);
     }
   }
   Superblock tmpl = top;

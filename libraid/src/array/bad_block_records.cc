@@ -19,7 +19,8 @@ namespace uraid {
 
 absl::Status ArrayImpl::WriteBadBlockLogLocked(Member& m,
                                                const BadBlockList& list) {
-  const std::optional<BadBlockLogArea> area = BadBlockLogAreaOf(sb_);
+  const std::optional<BadBlockLogArea> area =
+      BadBlockLogAreaOf(roster_.TemplateLocked());
   if (!area.has_value()) {
     return absl::FailedPreconditionError(
         "the array's members have no bad-block log (created without one; "
@@ -72,7 +73,7 @@ absl::Status ArrayImpl::RecordBadBlocks(int slot, bool replacement,
   absl::Status st;
   bool added = false;
   {
-    MutexLock lock(&sb_mu_);
+    MutexLock lock(roster_.mu());
     m = replacement ? s.replacement.load() : s.member.load();
     if (m == nullptr || (only_if != nullptr && m.get() != only_if)) {
       return absl::AbortedError(absl::StrFormat(
@@ -98,10 +99,9 @@ absl::Status ArrayImpl::RecordBadBlocks(int slot, bool replacement,
         "%s; and its bad block (member bytes %d-%d) could not be recorded: %s",
         why, at, at + len - 1, st.message());
     if (replacement) {
-      std::shared_ptr<Member> expected = m;
-      if (s.replacement.compare_exchange_strong(expected, nullptr)) {
-        ReportReplacementFailed(m->Name(), slot, absl::DataLossError(reason));
-      }
+      roster_.Apply(edit::DropReplacement{slot, m, absl::DataLossError(reason),
+                                          /*report=*/true,
+                                          edit::DropReplacement::kNever});
     } else {
       RecordBackgroundError(FailSlot(slot, reason, m.get()),
                             absl::StrFormat("the failure of slot %d", slot));
@@ -135,11 +135,7 @@ void ArrayImpl::WantReplacement(int slot, const Member* only_if,
   std::shared_ptr<Member> m = s.member.load();
   if (m == nullptr || (only_if != nullptr && m.get() != only_if)) return;
   if (s.want_replacement.exchange(true)) return;
-  bool spare;
-  {
-    MutexLock lock(&sb_mu_);
-    spare = !spares_.empty();
-  }
+  const bool spare = roster_.FirstSpare() != nullptr;
   Event e = MakeEvent("WantReplacement", m->Name(), slot);
   e.details.emplace_back("error", why);
   Report(LogLevel::kWarning, std::move(e),
@@ -162,7 +158,7 @@ absl::Status ArrayImpl::ClearBadBlocks(int slot, const Member* only_if,
   if (end <= first || s.bad.empty()) return absl::OkStatus();
   std::shared_ptr<Member> m;
   {
-    MutexLock lock(&sb_mu_);
+    MutexLock lock(roster_.mu());
     m = s.member.load();
     if (m == nullptr || (only_if != nullptr && m.get() != only_if) ||
         read_only_) {

@@ -40,19 +40,18 @@ absl::Status ArrayImpl::FlushAllSlots() {
 }
 
 void ArrayImpl::BitmapCarrierFailed(const Carrier& c, const std::string& why) {
-  Slot& s = *slots_[c.slot];
   if (c.replacement) {
-    std::shared_ptr<Member> r = c.member;
-    if (s.replacement.compare_exchange_strong(r, nullptr)) {
-      ReportReplacementFailed(c.member->Name(), c.slot,
-                              absl::InternalError(why));
+    const Applied a = ApplyEdit(edit::DropReplacement{
+        c.slot, c.member, absl::InternalError(why), /*report=*/true,
+        edit::DropReplacement::kIfDropped});
+    if (a.outcome != Applied::kRefused) {
       RecordBackgroundError(
-          WriteSuperblocks(std::nullopt),
+          a.status,
           absl::StrFormat("the loss of slot %d's replacement", c.slot));
     }
     return;
   }
-  // Only while it still holds the slot (FailSlot checks under sb_mu_).
+  // Only while it still holds the slot (the roster checks under its mutex).
   RecordBackgroundError(
       FailSlot(c.slot, "bitmap write failed: " + why, c.member.get()),
       absl::StrFormat("the failure of slot %d", c.slot));
@@ -68,8 +67,7 @@ std::vector<std::string> ArrayImpl::MemberNames() const {
     if (auto m = slot->member.load()) names.push_back(m->Name());
     if (auto r = slot->replacement.load()) names.push_back(r->Name());
   }
-  MutexLock lock(&sb_mu_);
-  for (const Spare& sp : spares_) names.push_back(sp.member->Name());
+  for (const Spare& sp : roster_.Spares()) names.push_back(sp.member->Name());
   return names;
 }
 

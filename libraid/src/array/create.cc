@@ -308,13 +308,14 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   std::vector<std::unique_ptr<Slot>> slots;
   for (int i = 0; i < n; ++i) {
     auto slot = std::make_unique<Slot>();
-    slot->id.dev_number = static_cast<uint32_t>(i);
-    slot->id.device_uuid = RandomUuid();
+    DeviceId id{static_cast<uint32_t>(i), RandomUuid(), 0};
     if (members[i] != nullptr) {
-      slot->id.data_size_sectors = (members[i]->Size() - data_offset) / 512;
-      slot->member.store(std::shared_ptr<Member>(std::move(members[i])));
-      slot->state.store(SlotState::kActive);
+      id.data_size_sectors = (members[i]->Size() - data_offset) / 512;
     }
+    const SlotState state =
+        members[i] != nullptr ? SlotState::kActive : SlotState::kMissing;
+    Roster::Seat(*slot, std::shared_ptr<Member>(std::move(members[i])), id,
+                 state);
     slots.push_back(std::move(slot));
   }
   auto impl = std::make_unique<ArrayImpl>(

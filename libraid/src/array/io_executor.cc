@@ -147,7 +147,7 @@ void IoExecutor::RunIo(MemberIo& io) {
                          io.offset / io.chunk_bytes <
                              slot.repl_front.load(std::memory_order_acquire))) {
       absl::Status rs = DoIo(*r, io, raw);
-      if (!rs.ok() && slot.replacement.compare_exchange_strong(r, nullptr)) {
+      if (!rs.ok() && DropReplacementIf(slot, r)) {
         replacement_failed_(r->Name(), io.slot, rs);
       }
     }

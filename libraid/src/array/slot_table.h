@@ -40,7 +40,7 @@ struct Slot {
   // kRebuilding a member re-added to the slot it left (md's re-add): it
   // holds every region the write-intent bitmap has clear, so recovery
   // rebuilds only the regions with bits set. Set and cleared with the
-  // member, under sb_mu_.
+  // member, under the Roster's mutex.
   std::atomic<bool> partial{false};
   // A replace job's target: writes to stripes below `repl_front` go to it
   // as well as to `member`.
@@ -61,8 +61,8 @@ struct Slot {
   std::atomic<uint64_t> gen{0};
   // The bad-block lists (md's log) of `member` and of `replacement`: ranges
   // of theirs that hold no trustworthy data, never read. They belong to the
-  // member, so they change with it (under sb_mu_, inside the generation
-  // change).
+  // member, so they change with it (under the Roster's mutex, inside the
+  // generation change).
   BadBlockList bad;
   BadBlockList repl_bad;
   // `member` had a write error that was recorded in its log instead of
@@ -70,7 +70,9 @@ struct Slot {
   // it by copying. In memory only, as md keeps it; it goes with the member
   // (cleared wherever `bad` is reset for a new one).
   std::atomic<bool> want_replacement{false};
-  DeviceId id;       // guarded by ArrayImpl::sb_mu_ once the array exists
+  // Written only by the Roster (roster/roster.h) under its mutex once the
+  // array exists, as are member, state and replacement.
+  DeviceId id;
   DeviceId repl_id;  // the replacement's, likewise
 };
 
@@ -80,7 +82,7 @@ using SlotGens = absl::InlinedVector<uint64_t, 16>;
 // The array's slots. Fixed capacity so that a reshape can append slots
 // while the data path indexes them without a lock: an element is
 // constructed before size() (release) makes it visible, and never moves.
-// Appends are serialised by the caller (sb_mu_).
+// Appends are serialised by the caller (the Roster's mutex).
 class SlotTable {
  public:
   explicit SlotTable(std::vector<std::unique_ptr<Slot>> slots) {
@@ -158,18 +160,43 @@ class SlotTable {
   std::atomic<size_t> n_{0};
 };
 
+// Scope of a change of who holds `slot`: bumps the slot's generation to odd
+// on entry and to even on exit (see Slot::gen).
+class SlotChange {
+ public:
+  explicit SlotChange(Slot& slot) : slot_(slot) { slot_.gen.fetch_add(1); }
+  ~SlotChange() { slot_.gen.fetch_add(1); }
+  SlotChange(const SlotChange&) = delete;
+  SlotChange& operator=(const SlotChange&) = delete;
+
+ private:
+  Slot& slot_;
+};
+
 // Runs `change` (of who holds `slot`) between the two generation bumps of
 // the slot (see Slot::gen).
 template <typename F>
 void ChangeSlot(Slot& slot, F change) {
-  slot.gen.fetch_add(1);
+  SlotChange scope(slot);
   change();
-  slot.gen.fetch_add(1);
+}
+
+// Ends `slot`'s replace when `target` is still its replace target: the one
+// compare-and-swap through which every path drops a replace target (the
+// executor's failed mirror write, a failed bitmap or superblock write, a
+// failed bad-block record, fail or remove by request: roster/roster.h's
+// edit::DropReplacement). Takes no lock, so the executor's pool threads may
+// run it mid-I/O. True when this call dropped it.
+inline bool DropReplacementIf(Slot& slot,
+                              const std::shared_ptr<Member>& target) {
+  if (target == nullptr) return false;
+  std::shared_ptr<Member> expected = target;
+  return slot.replacement.compare_exchange_strong(expected, nullptr);
 }
 
 // The slot's replace target becomes its member (a finished replace, or the
 // old member failing during one): the target's bad-block list goes with it.
-// REQUIRES: inside the slot's generation change, under sb_mu_.
+// REQUIRES: inside the slot's generation change, under the Roster's mutex.
 inline void TakeReplacementBadBlocks(Slot& s) {
   s.bad.Reset(s.repl_bad.Snapshot());
   s.bad.flag_durable.store(s.repl_bad.flag_durable.load());

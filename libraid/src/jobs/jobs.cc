@@ -18,19 +18,19 @@
 namespace uraid {
 
 void ArrayImpl::MaybeStartRecovery() {
-  if (read_only_ || failed_.load()) return;
+  if (read_only_ || roster_.failed()) return;
   bool needed = false;
   bool wanted = false;  // a member wants replacement and a spare can
   {
-    MutexLock lock(&sb_mu_);
+    MutexLock lock(roster_.mu());
+    const bool spare = !roster_.SparesLocked().empty();
     for (const auto& s : slots_) {
       const SlotState st = s->state.load();
-      if (st == SlotState::kRebuilding ||
-          (st != SlotState::kActive && !spares_.empty())) {
+      if (st == SlotState::kRebuilding || (st != SlotState::kActive && spare)) {
         needed = true;
       }
     }
-    wanted = !spares_.empty() && SlotWantingReplacement() >= 0;
+    wanted = spare && SlotWantingReplacement() >= 0;
   }
   if (!needed) {
     // md starts the copy onto a spare by itself, after any running job.
@@ -66,12 +66,12 @@ bool ArrayImpl::PrepareJob(JobRequest* req, JobInfo* info) {
         slot = i;
       }
     }
-    if (slot < 0 || failed_.load()) return false;  // nothing to do
+    if (slot < 0 || roster_.failed()) return false;  // nothing to do
   }
   if (kind == JobKind::kReplace && slot < 0) {
     // A member that wants replacement (WantReplacement), onto a spare.
     slot = SlotWantingReplacement();
-    if (slot < 0 || failed_.load()) return false;
+    if (slot < 0 || roster_.failed()) return false;
     if (absl::Status st = SpareAsReplacement(slot); !st.ok()) {
       Log(LogLevel::kWarning,
           absl::StrFormat("replace of slot %d not started: %s", slot,

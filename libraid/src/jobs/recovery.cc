@@ -34,9 +34,8 @@ absl::Status ArrayImpl::CheckpointRecovery(int slot) {
   std::vector<bool> which(SlotCount(), false);
   which[slot] = true;
   RETURN_IF_ERROR(writer_.FlushSlots(which));
-  if (s.state.load() != SlotState::kRebuilding) return absl::OkStatus();
-  s.durable_front.store(front);
-  return WriteSuperblocks(std::nullopt);
+  // Refused (nothing written) when the target failed meanwhile.
+  return ApplyEdit(edit::CheckpointRebuild{slot, front}).status;
 }
 
 absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
@@ -114,15 +113,14 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   which[slot] = true;
   if (s.state.load() == SlotState::kRebuilding) {
     RETURN_IF_ERROR(writer_.FlushSlots(which));
-    SlotState expected = SlotState::kRebuilding;
-    if (!s.state.compare_exchange_strong(expected, SlotState::kActive)) {
-      return absl::AbortedError("the recovery target failed at the end");
-    }
-    s.durable_front.store(stripes);
-    s.partial.store(false);
+    // Active now (the roster tells the bitmap); the superblocks are written
+    // below, after the bitmap.
+    RETURN_IF_ERROR(roster_
+                        .Apply(edit::FinishRebuild{slot, stripes,
+                                                   /*persist=*/false})
+                        .status);
     // Whole again: the bits kept for writes made while degraded have done
     // their job (every stripe was rebuilt after them).
-    UpdateBitmapDegraded();
     if (bitmap_.intent() != nullptr && slots_.Gone() == 0) {
       bitmap_.intent()->ForEachDirtyChunk(
           [this](uint64_t k) { bitmap_.intent()->ClearChunk(k); });
@@ -132,38 +130,10 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   // Replace: make the copy durable (FlushSlots also flushes the
   // replacement), then swap it into the slot.
   RETURN_IF_ERROR(writer_.FlushSlots(which));
-  std::shared_ptr<Member> r, old;
-  {
-    // Under sb_mu_, like every hand-over: the old member failing now
-    // (FailSlot) either happened before, and the replacement is already
-    // the slot's rebuilding member, or waits until the swap is done.
-    MutexLock lock(&sb_mu_);
-    r = s.replacement.load();
-    if (r == nullptr || s.state.load() != SlotState::kActive) {
-      r = nullptr;
-    } else {
-      old = s.member.load();
-      // Writes in flight to the old member are refused (stale) and redone
-      // on the new one: see Slot::gen.
-      ChangeSlot(s, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        retired_devs_.push_back(s.id.dev_number);
-        s.id = s.repl_id;
-        s.member.store(r);
-        s.replacement.store(nullptr);
-        TakeReplacementBadBlocks(s);
-      });
-    }
-  }
-  if (r == nullptr) {
-    // A replacement that took over its failed old member finishes as a
-    // rebuild (front at the end): the next recovery run completes it.
-    return absl::AbortedError("the replacement failed at the end");
-  }
-  s.read_errors.store(0);
-  Log(LogLevel::kNotice,
-      absl::StrFormat("replace: %s now holds slot %d; %s is released",
-                      r->Name(), slot, old ? old->Name() : "?"));
-  return WriteSuperblocks(std::nullopt);
+  // Under the roster's mutex, like every hand-over: the old member failing
+  // now either happened before (the replacement is already the slot's
+  // rebuilding member: refused, Aborted) or waits until the swap is done.
+  return ApplyEdit(edit::SwapInReplacement{slot}).status;
 }
 
 }  // namespace uraid

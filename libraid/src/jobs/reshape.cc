@@ -59,20 +59,21 @@ void ArrayImpl::SetReshapeFieldsLocked(uint64_t front_bytes) {
   const ReshapeState& r = *reshape_.load();
   const Geometry& from = r.from->geo;
   const Geometry& to = r.to->geo;
-  sb_.feature_map |= kFeatureReshapeActive | kFeatureNewOffset;
-  sb_.level = from.level();
-  sb_.layout = MdLayout(from);
-  sb_.chunksize = static_cast<uint32_t>(from.chunk_bytes() / 512);
-  sb_.raid_disks = static_cast<uint32_t>(to.raid_disks());
-  sb_.delta_disks = to.raid_disks() - from.raid_disks();
-  sb_.new_level = static_cast<uint32_t>(to.level());
-  sb_.new_layout = MdLayout(to);
-  sb_.new_chunk = static_cast<uint32_t>(to.chunk_bytes() / 512);
-  sb_.new_offset =
+  Superblock& sb = roster_.TemplateLocked();
+  sb.feature_map |= kFeatureReshapeActive | kFeatureNewOffset;
+  sb.level = from.level();
+  sb.layout = MdLayout(from);
+  sb.chunksize = static_cast<uint32_t>(from.chunk_bytes() / 512);
+  sb.raid_disks = static_cast<uint32_t>(to.raid_disks());
+  sb.delta_disks = to.raid_disks() - from.raid_disks();
+  sb.new_level = static_cast<uint32_t>(to.level());
+  sb.new_layout = MdLayout(to);
+  sb.new_chunk = static_cast<uint32_t>(to.chunk_bytes() / 512);
+  sb.new_offset =
       static_cast<int32_t>((static_cast<int64_t>(r.to->data_offset) -
                             static_cast<int64_t>(r.from->data_offset)) /
                            512);
-  sb_.reshape_position = front_bytes / 512;
+  sb.reshape_position = front_bytes / 512;
 }
 
 void ArrayImpl::PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
@@ -160,7 +161,7 @@ absl::Status ArrayImpl::ReshapeCheckpoint(uint64_t hi) {
   // The copy durable before the superblocks say the front moved.
   RETURN_IF_ERROR(writer_.FlushSlots(std::vector<bool>(SlotCount(), true)));
   {
-    MutexLock lock(&sb_mu_);
+    MutexLock lock(roster_.mu());
     SetReshapeFieldsLocked(hi);
   }
   RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
@@ -372,24 +373,23 @@ absl::Status ArrayImpl::FinishReshape() {
   const int64_t moved_by = static_cast<int64_t>(r.from->data_offset) -
                            static_cast<int64_t>(to.data_offset);
   {
-    MutexLock lock(&sb_mu_);
+    MutexLock lock(roster_.mu());
     shape_.store(AddShapeLocked(to.geo, to.data_offset, /*lock_tag=*/0));
-    sb_.feature_map &= ~(kFeatureReshapeActive | kFeatureNewOffset);
-    sb_.level = to.geo.level();
-    sb_.layout = MdLayout(to.geo);
-    sb_.chunksize = static_cast<uint32_t>(to.geo.chunk_bytes() / 512);
-    sb_.raid_disks = static_cast<uint32_t>(to.geo.raid_disks());
-    sb_.data_offset = to.data_offset / 512;
-    sb_.delta_disks = 0;
-    sb_.new_level = 0;
-    sb_.new_layout = 0;
-    sb_.new_chunk = 0;
-    sb_.new_offset = 0;
-    sb_.reshape_position = 0;
+    Superblock& sb = roster_.TemplateLocked();
+    sb.feature_map &= ~(kFeatureReshapeActive | kFeatureNewOffset);
+    sb.level = to.geo.level();
+    sb.layout = MdLayout(to.geo);
+    sb.chunksize = static_cast<uint32_t>(to.geo.chunk_bytes() / 512);
+    sb.raid_disks = static_cast<uint32_t>(to.geo.raid_disks());
+    sb.data_offset = to.data_offset / 512;
+    sb.delta_disks = 0;
+    sb.new_level = 0;
+    sb.new_layout = 0;
+    sb.new_chunk = 0;
+    sb.new_offset = 0;
+    sb.reshape_position = 0;
     // Each device's data area now starts lower, so it is that much larger.
-    for (const auto& s : slots_) {
-      s->id.data_size_sectors += static_cast<uint64_t>(moved_by) / 512;
-    }
+    roster_.GrowDataSizesLocked(static_cast<uint64_t>(moved_by) / 512);
   }
   cache_.ResetStripeBytes(to.geo.stripe_data_bytes());
   resync_stripe_.store(to.geo.stripe_count());

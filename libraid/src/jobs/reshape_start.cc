@@ -103,10 +103,10 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     // RAID4 <-> RAID5 with parity-last: the same placement under another
     // level number (md's instant takeover). Nothing moves.
     {
-      MutexLock lock(&sb_mu_);
+      MutexLock lock(roster_.mu());
       shape_.store(AddShapeLocked(*to, from.data_offset, /*lock_tag=*/0));
-      sb_.level = level;
-      sb_.layout = MdLayout(*to);
+      roster_.TemplateLocked().level = level;
+      roster_.TemplateLocked().layout = MdLayout(*to);
     }
     Log(LogLevel::kNotice,
         absl::StrFormat("level changed to %d (parity-last: no data moves)",
@@ -135,14 +135,10 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
   // Requests wait until the cache is written back (below).
   state->gate.Close(0, UINT64_MAX);
   {
-    MutexLock lock(&sb_mu_);
+    MutexLock lock(roster_.mu());
     for (size_t i = 0; i < options.add.size(); ++i) {
-      auto slot = std::make_unique<Slot>();
-      ids[i].dev_number = NextDevNumber();
-      slot->id = ids[i];
-      slot->member.store(std::shared_ptr<Member>(std::move(options.add[i])));
-      slot->state.store(SlotState::kActive);
-      slots_.Append(std::move(slot));
+      roster_.AppendSlotLocked(
+          std::shared_ptr<Member>(std::move(options.add[i])), ids[i]);
     }
     PublishReshapeLocked(std::move(state), *to, to_offset);
     SetReshapeFieldsLocked(0);
@@ -187,7 +183,7 @@ void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,
                                     bitmap_.intent()->DirtyChunks() > 0);
   resync_stripe_.store(shape_.load()->geo.stripe_count());
   {
-    MutexLock lock(&sb_mu_);
+    MutexLock lock(roster_.mu());
     PublishReshapeLocked(std::move(state), to, to_data_offset);
   }
   reshaping_.store(true);

@@ -28,9 +28,9 @@ absl::Status ArrayImpl::CheckpointResync() {
   {
     MutexLock lock(&state_mu_);
     // Only the resync has written since assembly: the superblocks may
-    // claim its front (WriteSuperblocksOnce writes 0 once a client has
+    // claim its front (DirtyResyncSectors gives 0 once a client has
     // written, which could have torn stripes anywhere).
-    if (clean_ || read_only_ || failed_.load() || wrote_since_open_.load()) {
+    if (clean_ || read_only_ || roster_.failed() || wrote_since_open_.load()) {
       return absl::OkStatus();
     }
   }

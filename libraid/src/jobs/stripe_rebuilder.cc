@@ -16,12 +16,12 @@ namespace uraid {
 
 StripeRebuilder::StripeRebuilder(const EngineContext& ctx, StripeReader& reader,
                                  TaskPool& pool, ArrayBitmap& bitmap,
-                                 Mutex& slot_change_mu)
+                                 Roster& roster)
     : EnginePart(ctx),
       reader_(reader),
       pool_(pool),
       bitmap_(bitmap),
-      slot_change_mu_(slot_change_mu) {}
+      roster_(roster) {}
 
 uint64_t StripeRebuilder::SkipWindow(const Shape& sh, int slot, uint64_t from,
                                      uint64_t count) {
@@ -77,12 +77,8 @@ uint64_t StripeRebuilder::SkipWindow(const Shape& sh, int slot, uint64_t from,
   bool ok = was_clear || holes();
   if (ok) {
     // The member could have failed and another taken the slot since the
-    // look above; hand-overs happen under slot_change_mu_.
-    MutexLock lock(&slot_change_mu_);
-    ok = s.state.load() == SlotState::kRebuilding &&
-         s.member.load() == target && s.front.load() == from &&
-         (!was_clear || s.partial.load());
-    if (ok) s.front.store(from + count);
+    // look above; the roster checks under the mutex hand-overs take.
+    ok = roster_.SkipFront(slot, target.get(), from, from + count, was_clear);
   }
   for (uint64_t st = from; st < from + count; ++st) {
     locks_.Unlock(LockKey(sh, st));

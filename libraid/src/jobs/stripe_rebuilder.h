@@ -23,6 +23,7 @@
 #include "base/sync.h"
 #include "base/task_pool.h"
 #include "meta/array_bitmap.h"
+#include "roster/roster.h"
 #include "stripe/stripe_locks.h"
 
 namespace uraid {
@@ -32,11 +33,12 @@ class StripeRebuilder : private EnginePart {
  public:
   // Beyond the engine's common parts: the reader, which rebuilds (or, for
   // a copy, reads) each stripe; the jobs' window pool; the bitmap (a
-  // re-added member's clear regions); and the array's mutex under which a
-  // slot changes hands (ArrayImpl::sb_mu_), which a front moved past
-  // skipped stripes is checked under.
+  // re-added member's clear regions); and the array's metadata owner,
+  // which moves a front past skipped stripes only while the target still
+  // holds the slot (Roster::SkipFront, under the mutex every hand-over
+  // takes).
   StripeRebuilder(const EngineContext& ctx, StripeReader& reader,
-                  TaskPool& pool, ArrayBitmap& bitmap, Mutex& slot_change_mu);
+                  TaskPool& pool, ArrayBitmap& bitmap, Roster& roster);
 
   // Rebuilds (or, for a replace, copies) up to `count` stripes from `from`
   // of `slot`, kJobDepth at once (a sliding window), `buf_len` bytes of
@@ -53,7 +55,7 @@ class StripeRebuilder : private EnginePart {
   // needs nothing there: they are holes on every member and on the target,
   // or (a re-added member) their bitmap regions are clear. Returns how many
   // were skipped (0 when the window must be rebuilt). Takes their locks,
-  // and `slot_change_mu` to move the front.
+  // then the roster's mutex to move the front.
   uint64_t SkipWindow(const Shape& sh, int slot, uint64_t from, uint64_t count);
   // Target bytes not rebuilt since the last call (recorded bad on the
   // target instead) and the array byte offsets of the first of them.
@@ -77,7 +79,7 @@ class StripeRebuilder : private EnginePart {
   StripeReader& reader_;
   TaskPool& pool_;
   ArrayBitmap& bitmap_;
-  Mutex& slot_change_mu_;
+  Roster& roster_;
   // What TakeUnrecovered hands out.
   Mutex lost_mu_;
   uint64_t lost_bytes_ ABSL_GUARDED_BY(lost_mu_) = 0;

@@ -48,7 +48,7 @@ class BadBlockList {
 
   // Whether the superblocks on this member say BAD_BLOCKS as the list
   // needs them to: set by the superblock writer once they are durable
-  // (ArrayImpl::WriteSuperblocksOnce), read by the recorder to decide
+  // (the roster's superblock fan-out), read by the recorder to decide
   // whether a superblock update must follow a log write.
   std::atomic<bool> flag_durable{false};
 

@@ -100,8 +100,8 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
   ConsistencyPolicy now;
   Superblock tmpl;
   {
-    MutexLock lock(&sb_mu_);
-    tmpl = sb_;
+    MutexLock lock(roster_.mu());
+    tmpl = roster_.TemplateLocked();
   }
   if (tmpl.has_ppl()) {
     now = ConsistencyPolicy::kPpl;
@@ -136,14 +136,16 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
   if (policy == ConsistencyPolicy::kResync) {
     // The superblocks first: from their write on, a crash resyncs.
     {
-      MutexLock lock(&sb_mu_);
-      sb_.feature_map &= ~(kFeaturePpl | kFeatureMultiplePpls);
-      sb_.bitmap_offset = 0;  // the ppl.offset/ppl.size union
+      MutexLock lock(roster_.mu());
+      Superblock& sb = roster_.TemplateLocked();
+      sb.feature_map &= ~(kFeaturePpl | kFeatureMultiplePpls);
+      sb.bitmap_offset = 0;  // the ppl.offset/ppl.size union
     }
     if (absl::Status st = WriteSuperblocks(std::nullopt); !st.ok()) {
-      MutexLock lock(&sb_mu_);
-      sb_.feature_map = tmpl.feature_map;
-      sb_.bitmap_offset = tmpl.bitmap_offset;
+      MutexLock lock(roster_.mu());
+      Superblock& sb = roster_.TemplateLocked();
+      sb.feature_map = tmpl.feature_map;
+      sb.bitmap_offset = tmpl.bitmap_offset;
       return absl::Status(
           st.code(), absl::StrCat("switching to consistency policy resync: "
                                   "writing the superblocks: ",
@@ -184,7 +186,7 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
   // are unused under resync, so this races with nothing.
   std::vector<std::pair<std::shared_ptr<Member>, uint64_t>> targets;
   {
-    MutexLock lock(&sb_mu_);
+    MutexLock lock(roster_.mu());
     for (const auto& s : slots_) {
       if (std::shared_ptr<Member> m = s->member.load()) {
         targets.emplace_back(m, s->id.data_size_sectors);
@@ -220,15 +222,17 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
     return detach(st, "flushing the members");
   }
   {
-    MutexLock lock(&sb_mu_);
-    sb_.feature_map |= kFeaturePpl;
-    sb_.set_ppl(kPplDefaultOffsetSectors, size);
+    MutexLock lock(roster_.mu());
+    Superblock& sb = roster_.TemplateLocked();
+    sb.feature_map |= kFeaturePpl;
+    sb.set_ppl(kPplDefaultOffsetSectors, size);
   }
   if (absl::Status st = WriteSuperblocks(std::nullopt); !st.ok()) {
     {
-      MutexLock lock(&sb_mu_);
-      sb_.feature_map = tmpl.feature_map;
-      sb_.bitmap_offset = tmpl.bitmap_offset;
+      MutexLock lock(roster_.mu());
+      Superblock& sb = roster_.TemplateLocked();
+      sb.feature_map = tmpl.feature_map;
+      sb.bitmap_offset = tmpl.bitmap_offset;
     }
     return detach(st, "writing the superblocks");
   }

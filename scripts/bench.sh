@@ -13,7 +13,7 @@
 # 15 minutes on a 2-vCPU machine; options given override them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh --tests  # fio, python3-libnbd
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-release --target nbdkit-uraid-plugin uraid
 if [[ -x build-release/tools/bench/uraid_microbench ]] ||

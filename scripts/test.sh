@@ -36,7 +36,8 @@ if (( avail_mib < 6144 )); then
 fi
 
 t0=$SECONDS
-./scripts/setup.sh
+# Everything the tests need, the kernel tests' guest included.
+./scripts/setup.sh --tests
 ./scripts/build.sh
 echo "test.sh: build took $((SECONDS - t0))s"
 

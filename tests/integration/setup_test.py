@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: MIT
+"""The first run (issue 34, point 6), with real processes:
+scripts/wait_for_apt.sh waits while another process holds a package lock
+(an fcntl lock, as apt and dpkg take them, held here by a child python on
+a lock file of the test's own: the machine's real locks are left alone),
+names the holder, and gives up after its bound; scripts/setup.sh runs it
+before apt-get and hands apt-get what is left of the bound
+(-o DPkg::Lock::Timeout), through stand-ins for dpkg-query and apt-get on
+PATH that report one package missing and record their calls; and
+setup.sh wants only the demo's packages unless asked for the tests'
+(--tests, which test.sh passes), while demo.sh builds only the tool and
+the plugin."""
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import harness
+
+SRC = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SCRIPTS = os.path.join(SRC, "scripts")
+
+HOLD = """
+import fcntl, sys, time
+f = open(sys.argv[1], "w")
+fcntl.lockf(f, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+class LockHolder:
+    """A process holding an fcntl write lock on `path` for `seconds`."""
+
+    def __init__(self, path, seconds):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD, path, str(seconds)],
+            stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "locked"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
+class AptLock(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="uraid-setup-")
+        self.lock = os.path.join(self.tmp, "lock-frontend")
+        open(self.lock, "w").close()
+        self.env = dict(os.environ,
+                        URAID_APT_LOCKS=f"{self.tmp}/absent {self.lock}")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def wait(self, *args, timeout=60):
+        t = time.monotonic()
+        r = subprocess.run([os.path.join(SCRIPTS, "wait_for_apt.sh"), *args],
+                           capture_output=True, text=True, env=self.env,
+                           timeout=timeout)
+        return r, time.monotonic() - t
+
+    def test_free_lock_returns_at_once_silently(self):
+        r, took = self.wait("30")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")
+        self.assertLess(took, 5)
+
+    def test_waits_for_the_holder_and_names_it(self):
+        h = LockHolder(self.lock, 3)
+        self.addCleanup(h.stop)
+        r, took = self.wait("60")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreaterEqual(took, 2.0, r.stderr)
+        self.assertIn(f"held by pid {h.proc.pid} ", r.stderr)
+        self.assertIn("fcntl.lockf", r.stderr)  # its command line
+        self.assertIn("up to 60 s", r.stderr)
+        self.assertIn("the package lock is free after", r.stderr)
+
+    def test_gives_up_after_its_bound(self):
+        h = LockHolder(self.lock, 120)
+        self.addCleanup(h.stop)
+        r, took = self.wait("2")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertLess(took, 20)
+        self.assertIn(f"still held by pid {h.proc.pid} ", r.stderr)
+
+    def test_setup_waits_then_hands_apt_get_the_rest(self):
+        """setup.sh with one package missing (a stand-in dpkg-query) and
+        apt-get a stand-in that records its arguments: it waits for the
+        lock, then runs apt-get update and install with the time left."""
+        bin_dir = os.path.join(self.tmp, "bin")
+        os.makedirs(bin_dir)
+        calls = os.path.join(self.tmp, "apt-get.calls")
+        stubs = {
+            "dpkg-query": """#!/bin/bash
+case "$*" in
+  *Provides*) exit 0 ;;
+  *" jq") exit 1 ;;
+  *) printf 'install ok installed' ;;
+esac
+""",
+            "apt-get": f"""#!/bin/bash
+echo "$*" >>{calls}
+""",
+        }
+        for name, text in stubs.items():
+            p = os.path.join(bin_dir, name)
+            with open(p, "w") as f:
+                f.write(text)
+            os.chmod(p, 0o755)
+        env = dict(self.env, PATH=f"{bin_dir}:{os.environ['PATH']}",
+                   URAID_APT_LOCK_TIMEOUT="120")
+        if os.getuid() != 0:
+            self.skipTest("setup.sh uses sudo when not root")
+        h = LockHolder(self.lock, 3)
+        self.addCleanup(h.stop)
+        t = time.monotonic()
+        r = subprocess.run([os.path.join(SCRIPTS, "setup.sh")],
+                           capture_output=True, text=True, env=env,
+                           timeout=120)
+        took = time.monotonic() - t
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertGreaterEqual(took, 2.0)
+        self.assertIn("installing for the demo: jq", r.stdout)
+        self.assertIn(f"held by pid {h.proc.pid} ", r.stderr)
+        with open(calls) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 2, lines)
+        for line, rest in zip(lines, ("update",
+                                      "install -y --no-install-recommends "
+                                      "jq")):
+            words = line.split()
+            self.assertEqual(words[0], "-o")
+            opt, left = words[1].split("=")
+            self.assertEqual(opt, "DPkg::Lock::Timeout")
+            self.assertTrue(100 <= int(left) <= 118, line)
+            self.assertEqual(" ".join(words[2:]), rest)
+
+
+class Packages(unittest.TestCase):
+    def packages(self, *args):
+        r = subprocess.run([os.path.join(SCRIPTS, "setup.sh"), *args,
+                            "--print"], capture_output=True, text=True,
+                           check=True)
+        return set(r.stdout.split())
+
+    def test_demo_wants_no_test_packages(self):
+        demo, tests = self.packages(), self.packages("--tests")
+        self.assertLess(demo, tests)
+        kernel = {"qemu-system-x86", "linux-image-amd64", "busybox-static",
+                  "nbd-client"}
+        self.assertTrue(kernel <= tests)
+        self.assertFalse((kernel | {"mdadm", "fio", "clang", "doxygen",
+                                    "xfsprogs"}) & demo)
+        # What demo.sh runs and what its attach lines name.
+        self.assertTrue({"cmake", "nbdkit", "libnbd-bin", "jq", "nbdfuse",
+                         "fuse3"} <= demo)
+        r = subprocess.run([os.path.join(SCRIPTS, "setup.sh"), "--bogus"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+
+    def test_test_sh_and_demo_sh_ask_for_their_sets(self):
+        # CI runs test.sh on a fresh machine: it must ask for everything.
+        with open(os.path.join(SCRIPTS, "test.sh")) as f:
+            self.assertIn("./scripts/setup.sh --tests\n", f.read())
+        with open(os.path.join(SCRIPTS, "demo.sh")) as f:
+            demo = f.read()
+        self.assertIn("./scripts/setup.sh\n", demo)
+        self.assertIn("./scripts/build.sh uraid nbdkit-uraid-plugin\n", demo)
+
+
+if __name__ == "__main__":
+    harness.main()

@@ -191,8 +191,9 @@ TEST(ArrayCreate, RefusesAndWritesNothing) {
     ASSERT_FALSE(a.ok());
     EXPECT_THAT(std::string(a.status().message()), HasSubstr(c.error));
     for (size_t i = 0; i < m.size(); ++i) {
-      if (m[i])
+      if (m[i]) {
         EXPECT_EQ(Bytes(*m[i]), before[i]) << "member " << i << " was written";
+      }
     }
   }
 }

@@ -88,16 +88,22 @@ std::unique_ptr<Array> MakeFilled(Rig* r, CreateOptions o = Opts()) {
   return a;
 }
 
-// The 4 KiB block of member bytes [at, at + 4096) fails every read.
-void MakeUnreadable(FaultyMember& m, uint64_t at) {
+// The 4 KiB block of member bytes [at, at + 4096) fails every `op` (read
+// or write) with a medium error (DataLoss).
+void MakeFaulty(FaultyMember& m, FaultOp op, uint64_t at) {
   FaultPlan plan;
   FaultRule rule;
-  rule.op = FaultOp::kRead;
+  rule.op = op;
   rule.offset = at;
   rule.len = kBlock;
   plan.rules.push_back(rule);
   plan.error_code = absl::StatusCode::kDataLoss;  // a medium error
   m.SetPlan(plan);
+}
+
+// The 4 KiB block of member bytes [at, at + 4096) fails every read.
+void MakeUnreadable(FaultyMember& m, uint64_t at) {
+  MakeFaulty(m, FaultOp::kRead, at);
 }
 
 // Reads the whole array 4 KiB at a time: the blocks that fail, and how
@@ -280,14 +286,7 @@ TEST(BadBlocks, RebuildOverAnUnreadableSourceFinishesAndRecordsTheRow) {
 // The 4 KiB block of member bytes [at, at + 4096) fails every write (reads
 // still work and return the old bytes).
 void MakeUnwritable(FaultyMember& m, uint64_t at) {
-  FaultPlan plan;
-  FaultRule rule;
-  rule.op = FaultOp::kWrite;
-  rule.offset = at;
-  rule.len = kBlock;
-  plan.rules.push_back(rule);
-  plan.error_code = absl::StatusCode::kDataLoss;
-  m.SetPlan(plan);
+  MakeFaulty(m, FaultOp::kWrite, at);
 }
 
 // The array block held by slot 2's kBadAt.

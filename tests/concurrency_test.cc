@@ -48,7 +48,9 @@ TEST_P(ConcurrencyTest, DisjointAndOverlappingWriters) {
   ASSERT_TRUE(created.ok()) << created.status();
   std::unique_ptr<Array> a = std::move(*created);
   a->StartBackground();
-  if (degraded) ASSERT_TRUE(a->FailSlot(1).ok());
+  if (degraded) {
+    ASSERT_TRUE(a->FailSlot(1).ok());
+  }
 
   const uint64_t blocks = a->size() / kBlock;
   // The first half: each thread owns every kThreads-th block. The second

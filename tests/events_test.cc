@@ -199,7 +199,9 @@ TEST(Events, SecondFailureGivesArrayFailedAtCritical) {
   ASSERT_NE(gone, nullptr);
   EXPECT_EQ(*gone, (std::vector<uint64_t>{0, 3}));
   for (const auto& r : f.rec.records()) {
-    if (r.event == "ArrayFailed") EXPECT_EQ(r.level, LogLevel::kCritical);
+    if (r.event == "ArrayFailed") {
+      EXPECT_EQ(r.level, LogLevel::kCritical);
+    }
   }
   // A new subscriber sees the failed state first thing.
   std::vector<Event> state = f.array->StateEvents();
@@ -244,7 +246,9 @@ TEST(Events, CheckFinishedCarriesTheMismatches) {
   EXPECT_EQ(*first, std::vector<uint64_t>{3});
   EXPECT_EQ(Text(e->Find("result")), "completed");
   for (const auto& r : f.rec.records()) {
-    if (r.event == "CheckFinished") EXPECT_EQ(r.level, LogLevel::kWarning);
+    if (r.event == "CheckFinished") {
+      EXPECT_EQ(r.level, LogLevel::kWarning);
+    }
   }
 }
 

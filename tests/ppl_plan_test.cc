@@ -288,7 +288,9 @@ TEST(PplModel, PartialParityAndReplayOverRandomPlans) {
       const int s = g.DataDisk(stripe, k);
       bool written = false;
       for (const PlannedIo& io : plan.writes) written |= io.slot == s;
-      if (!written) ASSERT_EQ(torn[s], old[s]);
+      if (!written) {
+        ASSERT_EQ(torn[s], old[s]);
+      }
     }
   }
   // The model would prove nothing if crashes never tore a stripe.

@@ -4,8 +4,9 @@
 //
 // Outside a reshape an array has one shape. During one, each array byte
 // lives in the old or the new shape depending on which side of the reshape
-// front it is. Every stripe-level routine of ArrayImpl (read and write
-// paths, reconstruction, read-error correction, scans, rebuilds, trim)
+// front it is. Every stripe-level routine of the engine (StripeReader,
+// StripeWriter, StripeScanner, StripeRebuilder, ReshapeCopier: read and
+// write paths, reconstruction, read-error correction, scans, rebuilds, trim)
 // takes the `const Shape&` it works in as an explicit argument: the
 // reshape router (reshape.cc) passes the shape that holds each piece of a
 // request, so the old shape's and the new shape's stripe code run side by

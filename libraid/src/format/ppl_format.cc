@@ -24,8 +24,9 @@ using le::Put32;
 using le::Put64;
 
 constexpr size_t kOffSignature = 512;
-constexpr size_t kOffPadding = 516;
+constexpr size_t kOffPadding = 516;  // md's le32 padding, written as zero
 constexpr size_t kOffGeneration = 520;
+static_assert(kOffPadding + 4 == kOffGeneration);
 constexpr size_t kOffEntriesCount = 528;
 constexpr size_t kOffChecksum = 532;
 constexpr size_t kOffEntries = 536;

@@ -251,33 +251,36 @@ void JobRunner::SetTotals(uint64_t total_bytes, uint64_t done_bytes) {
   job_.done_bytes = done_bytes;
 }
 
+namespace {
+
+// Adds `amount` to a job's `total` and lists the first `items` in `listed`,
+// which keeps at most kMaxListedMismatches.
+void AddListed(uint64_t amount, const std::vector<uint64_t>& items,
+               uint64_t* total, std::vector<uint64_t>* listed) {
+  *total += amount;
+  for (uint64_t item : items) {
+    if (listed->size() >= kMaxListedMismatches) break;
+    listed->push_back(item);
+  }
+}
+
+}  // namespace
+
 void JobRunner::AddMismatches(const std::vector<uint64_t>& stripes) {
   MutexLock lock(&mu_);
-  job_.mismatches += stripes.size();
-  for (uint64_t m : stripes) {
-    if (job_.first_mismatches.size() >= kMaxListedMismatches) break;
-    job_.first_mismatches.push_back(m);
-  }
+  AddListed(stripes.size(), stripes, &job_.mismatches, &job_.first_mismatches);
 }
 
 void JobRunner::AddUnrecovered(uint64_t bytes,
                                const std::vector<uint64_t>& where) {
   MutexLock lock(&mu_);
-  job_.unrecovered_bytes += bytes;
-  for (uint64_t w : where) {
-    if (job_.first_unrecovered.size() >= kMaxListedMismatches) break;
-    job_.first_unrecovered.push_back(w);
-  }
+  AddListed(bytes, where, &job_.unrecovered_bytes, &job_.first_unrecovered);
 }
 
 void JobRunner::AddUnchecked(uint64_t bytes,
                              const std::vector<uint64_t>& stripes) {
   MutexLock lock(&mu_);
-  job_.unchecked_bytes += bytes;
-  for (uint64_t s : stripes) {
-    if (job_.first_unchecked.size() >= kMaxListedMismatches) break;
-    job_.first_unchecked.push_back(s);
-  }
+  AddListed(bytes, stripes, &job_.unchecked_bytes, &job_.first_unchecked);
 }
 
 bool JobRunner::Throttle(ThrottleState& t, uint64_t done_bytes,

@@ -3,8 +3,8 @@
 // JobHost (jobs/job_runner.h holds the queue, the thread, the throttle and
 // the window loop). What each job does is in recovery.cc (recovery onto a
 // spare and replace), scrub.cc (check/repair), reshape.cc and resync.cc
-// (after an unclean shutdown; its own thread, sharing the runner's window
-// loop and speed limits). Every stripe a job touches is handled under that
+// (after an unclean shutdown; a runner job too, JobKind::kResync, which
+// StopJob does not stop). Every stripe a job touches is handled under that
 // stripe's lock, so clients keep reading and writing everywhere while it
 // runs.
 

@@ -10,8 +10,11 @@ bool ReshapeGate::ClearOfWindow(uint64_t lo, uint64_t hi) const {
 }
 
 bool ReshapeGate::WindowVacated() const {
+  // Copies: the analysis cannot see that the lambda runs under mu_.
+  const uint64_t lo = win_lo_;
+  const uint64_t hi = win_hi_;
   return std::none_of(held_.begin(), held_.end(), [&](const auto& r) {
-    return Overlap(r.first, r.second, win_lo_, win_hi_);
+    return Overlap(r.first, r.second, lo, hi);
   });
 }
 

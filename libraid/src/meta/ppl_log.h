@@ -86,7 +86,7 @@ class PplLog : public std::enable_shared_from_this<PplLog> {
     // to the members with FUA rather than be left for the next batch to
     // flush: each member it writes is written once, so FUA costs the
     // members what that flush would, and the next header need not wait for
-    // a flush (ArrayImpl::PlanAndWriteStripe).
+    // a flush (StripeWriter::PlanAndWriteStripe).
     bool alone() const { return alone_; }
     // Slot `slot`'s member was written (or a write was tried) under this
     // hold without FUA: the next batch flushes it before its header goes

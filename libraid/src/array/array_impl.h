@@ -64,6 +64,7 @@
 #include "jobs/reshape_copier.h"
 #include "jobs/reshape_gate.h"
 #include "jobs/reshape_state.h"
+#include "jobs/scrub_job.h"
 #include "jobs/stripe_rebuilder.h"
 #include "jobs/stripe_scanner.h"
 #include "meta/array_bitmap.h"
@@ -119,7 +120,7 @@ class ArrayImpl : private JobHost,
   // resumed by assembly with no background threads); true once it ended.
   absl::StatusOr<bool> StepReshape();
 
-  // --- maintenance (jobs/resync.cc, jobs/scrub.cc) ---
+  // --- maintenance (jobs/resync.cc; array/array_jobs.cc) ---
   // Recomputes untrusted parity (resync.cc). `as_job`: on the job runner's
   // thread, reporting progress to it; else in the caller's thread (create,
   // Array::Resync).
@@ -129,6 +130,8 @@ class ArrayImpl : private JobHost,
   // since assembly (then the offset must stay 0). Called by the resync
   // itself, on its own thread.
   absl::Status CheckpointResync();
+  // The offline parity check (ScrubJob::CheckParity in the current shape);
+  // refused during a reshape (array_jobs.cc).
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
   // Marks `slot` faulty (the roster's edit::Fail: with `only_if`, only
   // while that member still holds the slot; an active member with a
@@ -145,7 +148,9 @@ class ArrayImpl : private JobHost,
   absl::Status ReplaceMember(const std::string& old_name,
                              std::unique_ptr<Member> replacement);
 
-  // --- jobs (jobs.cc) ---
+  // --- jobs (jobs.cc; array_jobs.cc) ---
+  // Queues check (or with `repair`, repair) when the array can be checked
+  // (not degraded, no resync, no other job): ScrubJob runs it.
   absl::Status StartScrub(bool repair);
   absl::Status StopJob();
   absl::Status WaitForJob();
@@ -337,7 +342,6 @@ class ArrayImpl : private JobHost,
   // A job's end as events and log lines (JobEnded's first half).
   void ReportJobEnd(const JobInfo& done, bool ok, double secs);
   absl::Status RunRecovery(int slot, bool replace);
-  absl::Status RunScrub(bool repair);
   absl::Status CheckpointRecovery(int slot);
   // The first spare, its copy of the bitmap refreshed (a spare that cannot
   // take it is dropped, and the error returned). REQUIRES: the roster's
@@ -394,12 +398,6 @@ class ArrayImpl : private JobHost,
   StripeLocks locks_;
   // Every member call (after roster_ and counters_, which it refers to).
   IoExecutor io_;
-  // A scan's window (scrub, resync) may hold more stripes than run at
-  // once: each holds its lock only while it is scanned and uses its
-  // thread's scratch buffer, so only kJobDepth are in flight, and the
-  // window's end, where every member drains while the last stripes
-  // finish, comes a quarter as often.
-  static constexpr uint64_t kScanWindowStripes = 4 * kJobDepth;
   // Runs a job's window; its tasks submit member I/O on pool_.
   TaskPool job_pool_{static_cast<int>(kJobDepth) - 1};
   StripeCache cache_;
@@ -464,6 +462,8 @@ class ArrayImpl : private JobHost,
   StripeWriter writer_;
   // The jobs' parity scan (after the writer it corrects read errors with).
   StripeScanner scanner_;
+  // The check/repair job (over the scan and the runner).
+  ScrubJob scrub_{scanner_, jobs_, counters_};
   // Recovery's stripe work.
   StripeRebuilder rebuilder_;
   // A reshape's copy.

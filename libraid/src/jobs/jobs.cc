@@ -100,7 +100,9 @@ absl::Status ArrayImpl::RunJob(const JobRequest& req) {
       return RunRecovery(req.slot, req.kind == JobKind::kReplace);
     case JobKind::kCheck:
     case JobKind::kRepair:
-      return RunScrub(req.kind == JobKind::kRepair);
+      // A job works in one shape: the current one when it starts (no
+      // scrub runs during a reshape: both are jobs).
+      return scrub_.Run(CurrentShape(), req.kind == JobKind::kRepair);
     case JobKind::kReshape:
       return RunReshape();  // reshape.cc
     case JobKind::kResync:

@@ -18,9 +18,17 @@
 #include "array/slot_table.h"
 #include "array/stripe_writer.h"
 #include "base/task_pool.h"
+#include "jobs/job_runner.h"
 #include "stripe/stripe_locks.h"
 
 namespace uraid {
+
+// A scan's window (scrub, resync) may hold more stripes than run at once:
+// each holds its lock only while it is scanned and uses its thread's
+// scratch buffer, so only kJobDepth are in flight, and the window's end,
+// where every member drains while the last stripes finish, comes a quarter
+// as often.
+inline constexpr uint64_t kScanWindowStripes = 4 * kJobDepth;
 
 // Thread-safe. Holds references to the array's parts, which outlive it.
 class StripeScanner : private EnginePart {

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+// The check/repair job's windows (ScrubJob::Run) and the offline parity
+// check, over the jobs' parity scan (stripe_scanner.h).
+
+#include "jobs/scrub_job.h"
+
+#include "base/status_macros.h"
+
+namespace uraid {
+
+absl::StatusOr<uint64_t> ScrubJob::CheckParity(
+    const Shape& sh, std::vector<uint64_t>* first_bad) {
+  uint64_t bad = 0;
+  for (uint64_t s = 0; s < sh.geo.stripe_count(); ++s) {
+    bool mismatch;
+    RETURN_IF_ERROR(scanner_.ScanStripe(sh, s, /*repair=*/false, &mismatch));
+    if (!mismatch) continue;
+    if (first_bad != nullptr && first_bad->size() < 16) {
+      first_bad->push_back(s);
+    }
+    ++bad;
+  }
+  return bad;
+}
+
+absl::Status ScrubJob::Run(const Shape& sh, bool repair) {
+  const uint64_t C = sh.geo.chunk_bytes();
+  StripePass pass;
+  pass.stripe_work = C;  // the limits count stripes scanned, not skipped
+  pass.max_window = kScanWindowStripes;
+  // Stripes that are holes on every member are zeros with zero parity.
+  pass.skip = [&](uint64_t at) { return scanner_.SkipHoles(sh, at); };
+  pass.work = [&](uint64_t at, uint64_t count, absl::Status* error) {
+    std::vector<uint64_t> mismatched;
+    std::vector<uint64_t> skipped;
+    uint64_t skipped_bytes = 0;
+    const uint64_t done = scanner_.ScanWindow(
+        sh, at, count, repair, &mismatched, error, &skipped, &skipped_bytes);
+    counters_.scrubbed_stripes.fetch_add(done, std::memory_order_relaxed);
+    if (!mismatched.empty()) runner_.AddMismatches(mismatched);
+    if (skipped_bytes > 0) runner_.AddUnchecked(skipped_bytes, skipped);
+    return done;
+  };
+  pass.moved = [&](uint64_t at) {
+    runner_.Progress(at * C);
+    return absl::OkStatus();
+  };
+  uint64_t stripe = 0;
+  return runner_.RunStripePass(pass, sh.geo.stripe_count(), &stripe);
+}
+
+}  // namespace uraid

@@ -95,7 +95,7 @@ class PplSwitchTest(unittest.TestCase):
     def test_switch_to_ppl_while_writing_then_kill_9(self):
         paths = make_members(self.tmp, DISKS, MEMBER)
         run_tool("create", "--force", "--assume-clean", "--chunk",
-                 str(CHUNK), "--consistency-policy", "resync", "--no-bbl",
+                 f"{CHUNK // 1024}K", "--consistency-policy", "resync", "--no-bbl",
                  *paths)
         srv = Server(self.tmp, paths,
                      extra=[f"control={self.ctl}", "cache=0"])
@@ -167,7 +167,7 @@ class PplSwitchTest(unittest.TestCase):
         rounds = int(os.environ.get("URAID_PPL_SWITCH_ROUNDS", "8"))
         paths = make_members(self.tmp, DISKS, MEMBER)
         run_tool("create", "--force", "--assume-clean", "--chunk",
-                 str(CHUNK), "--consistency-policy", "resync", "--no-bbl",
+                 f"{CHUNK // 1024}K", "--consistency-policy", "resync", "--no-bbl",
                  *paths)
         srv = Server(self.tmp, paths)
         try:
@@ -277,7 +277,7 @@ class PplSwitchTest(unittest.TestCase):
     def test_switch_back_offline_and_refusals(self):
         paths = make_members(self.tmp, DISKS, MEMBER)
         run_tool("create", "--force", "--assume-clean", "--chunk",
-                 str(CHUNK), "--consistency-policy", "ppl", *paths)
+                 f"{CHUNK // 1024}K", "--consistency-policy", "ppl", *paths)
         srv = Server(self.tmp, paths, extra=[f"control={self.ctl}"])
         try:
             h = srv.connect()

@@ -153,7 +153,7 @@ class PplWriteHoleTest(unittest.TestCase):
         os.makedirs(d)
         paths = make_members(d, DISKS, MEMBER)
         run_tool("create", "--force", "--assume-clean", "--chunk",
-                 str(CHUNK), "--consistency-policy", policy, *paths)
+                 f"{CHUNK // 1024}K", "--consistency-policy", policy, *paths)
         srv = Server(d, paths)
         try:
             h = srv.connect()

@@ -13,9 +13,11 @@
 //
 // Its methods are defined in array/ (array.cc: construction, entry points,
 // the clean/active state and background threads; create.cc, assemble.cc,
-// member_failure.cc, array_events.cc, array_extents.cc, bitmap_host.cc),
-// meta/ (slot_admin.cc, ppl_switch.cc) and jobs/ (jobs.cc: the array as
-// JobHost; recovery.cc, scrub.cc, resync.cc, reshape*.cc: the job bodies).
+// member_failure.cc, array_events.cc, array_extents.cc, array_jobs.cc,
+// bitmap_host.cc), meta/ (slot_admin.cc, ppl_switch.cc) and jobs/ (jobs.cc:
+// the array as JobHost; resync.cc, reshape*.cc: the job bodies not yet
+// objects). Recovery and check/repair are job objects (RecoveryJob,
+// ScrubJob) the array holds and runs.
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync
@@ -61,6 +63,7 @@
 #include "base/write_epochs.h"
 #include "control/array_reporter.h"
 #include "jobs/job_runner.h"
+#include "jobs/recovery_job.h"
 #include "jobs/reshape_copier.h"
 #include "jobs/reshape_gate.h"
 #include "jobs/reshape_state.h"
@@ -83,7 +86,8 @@ namespace uraid {
 class ArrayImpl : private JobHost,
                   private BitmapHost,
                   private EngineHost,
-                  private RosterHost {
+                  private RosterHost,
+                  private RecoveryHost {
  public:
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
             std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
@@ -169,7 +173,8 @@ class ArrayImpl : private JobHost,
   // does after any superblock update: the members that failed the bitmap
   // header are handed over, and a member that failed its superblock write
   // lets a spare step in. Returns what Apply did.
-  Applied ApplyEdit(const RosterEdit& edit) ABSL_LOCKS_EXCLUDED(roster_.mu());
+  Applied ApplyEdit(const RosterEdit& edit) override
+      ABSL_LOCKS_EXCLUDED(roster_.mu());
 
   // Parity of stripes at or beyond this stripe is not trusted (unfinished
   // resync): writes there use reconstruct-write.
@@ -341,8 +346,6 @@ class ArrayImpl : private JobHost,
   void JobMilestone(const JobInfo& job, int percent) override;
   // A job's end as events and log lines (JobEnded's first half).
   void ReportJobEnd(const JobInfo& done, bool ok, double secs);
-  absl::Status RunRecovery(int slot, bool replace);
-  absl::Status CheckpointRecovery(int slot);
   // The first spare, its copy of the bitmap refreshed (a spare that cannot
   // take it is dropped, and the error returned). REQUIRES: the roster's
   // mutex not held.
@@ -466,6 +469,9 @@ class ArrayImpl : private JobHost,
   ScrubJob scrub_{scanner_, jobs_, counters_};
   // Recovery's stripe work.
   StripeRebuilder rebuilder_;
+  // Recovery and replace (over the roster, the rebuilder, the writer, the
+  // bitmap and the runner).
+  RecoveryJob recovery_{*this, roster_, rebuilder_, writer_, bitmap_, jobs_};
   // A reshape's copy.
   ReshapeCopier copier_;
 };

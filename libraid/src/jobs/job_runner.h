@@ -4,9 +4,10 @@
 // progress and its rate, stop and cancel) and nothing of what a job does:
 // it reaches the array only through JobHost, so jobs/ policy and the
 // array's stripe work do not call each other in a cycle. The jobs
-// themselves (recovery.cc, scrub.cc, reshape.cc, resync.cc) are array
-// work run by the host's RunJob, which comes back to the runner for the
-// window loop (RunStripePass), the throttle and progress.
+// themselves (RecoveryJob, ScrubJob: objects of their own; reshape.cc,
+// resync.cc: still array work) are run by the host's RunJob and come back
+// to the runner for the window loop (RunStripePass), the throttle and
+// progress.
 //
 // Time is the injected Clock's (uraid/clock.h): a test on a simulated
 // clock steps a throttled job without real sleeps.

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The array's side of its background jobs: ArrayImpl as the job runner's
 // JobHost (jobs/job_runner.h holds the queue, the thread, the throttle and
-// the window loop). What each job does is in recovery.cc (recovery onto a
-// spare and replace), scrub.cc (check/repair), reshape.cc and resync.cc
+// the window loop). What each job does is in recovery_job.h (recovery onto
+// a spare and replace), scrub_job.h (check/repair), reshape.cc and resync.cc
 // (after an unclean shutdown; a runner job too, JobKind::kResync, which
 // StopJob does not stop). Every stripe a job touches is handled under that
 // stripe's lock, so clients keep reading and writing everywhere while it
@@ -97,7 +97,10 @@ absl::Status ArrayImpl::RunJob(const JobRequest& req) {
   switch (req.kind) {
     case JobKind::kRecover:
     case JobKind::kReplace:
-      return RunRecovery(req.slot, req.kind == JobKind::kReplace);
+      // A job works in one shape: the current one when it starts (fronts
+      // and checkpoints are in its stripes).
+      return recovery_.Run(CurrentShape(), req.slot,
+                           req.kind == JobKind::kReplace);
     case JobKind::kCheck:
     case JobKind::kRepair:
       // A job works in one shape: the current one when it starts (no

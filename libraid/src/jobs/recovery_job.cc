@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
-// Recovery onto a spare and replace: each window of stripes rebuilt (or
-// copied) onto the target under the stripes' locks, holes skipped where
-// every member has one, the position checkpointed as md does.
+// Recovery onto a spare and replace (RecoveryJob): each window of stripes
+// rebuilt (or copied) onto the target under the stripes' locks, holes
+// skipped where every member has one, the position checkpointed as md
+// does.
+
+#include "jobs/recovery_job.h"
 
 #include <algorithm>
-#include <chrono>
+#include <vector>
 
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
+#include "base/aligned_buffer.h"
 #include "base/status_macros.h"
 
 namespace uraid {
@@ -26,40 +29,37 @@ constexpr uint64_t kRecoveryWindowStripes = 8 * kJobDepth;
 
 }  // namespace
 
-absl::Status ArrayImpl::CheckpointRecovery(int slot) {
-  Slot& s = *slots_[slot];
+absl::Status RecoveryJob::Checkpoint(int slot) {
+  Slot& s = *roster_.slots()[slot];
   if (s.state.load() != SlotState::kRebuilding) return absl::OkStatus();
   // The superblock may claim only what is durable on the target.
   const uint64_t front = s.front.load();
-  std::vector<bool> which(SlotCount(), false);
+  std::vector<bool> which(roster_.SlotCount(), false);
   which[slot] = true;
   RETURN_IF_ERROR(writer_.FlushSlots(which));
   // Refused (nothing written) when the target failed meanwhile.
-  return ApplyEdit(edit::CheckpointRebuild{slot, front}).status;
+  return host_.ApplyEdit(edit::CheckpointRebuild{slot, front}).status;
 }
 
-absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
-  Slot& s = *slots_[slot];
-  // A job works in one shape: the current one when it starts (fronts and
-  // checkpoints are in its stripes).
-  const Shape& sh = CurrentShape();
+absl::Status RecoveryJob::Run(const Shape& sh, int slot, bool replace) {
+  Slot& s = *roster_.slots()[slot];
   const uint64_t C = sh.geo.chunk_bytes();
   const uint64_t stripes = sh.geo.stripe_count();
   const size_t piece = static_cast<size_t>(std::min(C, kRebuildWindow));
   AlignedBuffer bufs(piece * kJobDepth);
   uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
   if (!replace) {
-    Log(LogLevel::kInfo,
-        absl::StrFormat(
-            "recover: rebuilding slot %d onto %s from stripe %d%s", slot,
-            s.member.load()->Name(), stripe,
-            s.partial.load() && bitmap_.intent() != nullptr
-                ? absl::StrFormat(
-                      " (re-added: only the %d of %d bitmap regions "
-                      "with bits set)",
-                      bitmap_.intent()->DirtyChunks(),
-                      bitmap_.intent()->chunks())
-                : ""));
+    host_.Log(LogLevel::kInfo,
+              absl::StrFormat(
+                  "recover: rebuilding slot %d onto %s from stripe %d%s", slot,
+                  s.member.load()->Name(), stripe,
+                  s.partial.load() && bitmap_.intent() != nullptr
+                      ? absl::StrFormat(
+                            " (re-added: only the %d of %d bitmap regions "
+                            "with bits set)",
+                            bitmap_.intent()->DirtyChunks(),
+                            bitmap_.intent()->chunks())
+                      : ""));
   }
   StripePass pass;
   pass.stripe_work = C;  // the limits count stripes rebuilt, not skipped
@@ -85,7 +85,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
         sh, slot, at, count, bufs.data(), piece, error, &target_gone);
     std::vector<uint64_t> where;
     if (const uint64_t lost = rebuilder_.TakeUnrecovered(&where); lost > 0) {
-      jobs_.AddUnrecovered(lost, where);
+      runner_.AddUnrecovered(lost, where);
     }
     if (error->ok() && target_gone) {
       *error = absl::AbortedError(
@@ -94,22 +94,22 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
     }
     return done;
   };
-  int64_t last_checkpoint = jobs_.NowNs();
+  int64_t last_checkpoint = runner_.NowNs();
   pass.moved = [&](uint64_t at) -> absl::Status {
-    jobs_.Progress(at * C);
-    if (jobs_.NowNs() - last_checkpoint > kCheckpointNs) {
-      RETURN_IF_ERROR(CheckpointRecovery(slot));
-      last_checkpoint = jobs_.NowNs();
+    runner_.Progress(at * C);
+    if (runner_.NowNs() - last_checkpoint > kCheckpointNs) {
+      RETURN_IF_ERROR(Checkpoint(slot));
+      last_checkpoint = runner_.NowNs();
     }
     return absl::OkStatus();
   };
-  jobs_.Progress(stripe * C);
-  RETURN_IF_ERROR(jobs_.RunStripePass(pass, stripes, &stripe));
+  runner_.Progress(stripe * C);
+  RETURN_IF_ERROR(runner_.RunStripePass(pass, stripes, &stripe));
   if (stripe < stripes) {
     // Stopped: keep the position for the next run (or assembly).
-    return CheckpointRecovery(slot);
+    return Checkpoint(slot);
   }
-  std::vector<bool> which(SlotCount(), false);
+  std::vector<bool> which(roster_.SlotCount(), false);
   which[slot] = true;
   if (s.state.load() == SlotState::kRebuilding) {
     RETURN_IF_ERROR(writer_.FlushSlots(which));
@@ -121,11 +121,11 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
                         .status);
     // Whole again: the bits kept for writes made while degraded have done
     // their job (every stripe was rebuilt after them).
-    if (bitmap_.intent() != nullptr && slots_.Gone() == 0) {
+    if (bitmap_.intent() != nullptr && roster_.slots().Gone() == 0) {
       bitmap_.intent()->ForEachDirtyChunk(
           [this](uint64_t k) { bitmap_.intent()->ClearChunk(k); });
     }
-    return WriteSuperblocks(std::nullopt);
+    return host_.ApplyEdit(edit::Persist{}).status;
   }
   // Replace: make the copy durable (FlushSlots also flushes the
   // replacement), then swap it into the slot.
@@ -133,7 +133,7 @@ absl::Status ArrayImpl::RunRecovery(int slot, bool replace) {
   // Under the roster's mutex, like every hand-over: the old member failing
   // now either happened before (the replacement is already the slot's
   // rebuilding member: refused, Aborted) or waits until the swap is done.
-  return ApplyEdit(edit::SwapInReplacement{slot}).status;
+  return host_.ApplyEdit(edit::SwapInReplacement{slot}).status;
 }
 
 }  // namespace uraid

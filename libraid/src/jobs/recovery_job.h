@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+// Internal: recovery onto a spare (or a re-added member) and replace, as a
+// job object over the parts it uses: the metadata owner (Roster: the
+// slot's fronts, its end and the replace's swap are edits), the rebuild's
+// stripe work (StripeRebuilder), the writer's flushes, the bitmap (a
+// re-added member's regions, the bits cleared once whole) and the job
+// runner. It reaches the array only through RecoveryHost.
+
+#ifndef URAID_SRC_JOBS_RECOVERY_JOB_H_
+#define URAID_SRC_JOBS_RECOVERY_JOB_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "array/shape.h"
+#include "array/stripe_writer.h"
+#include "jobs/job_runner.h"
+#include "jobs/stripe_rebuilder.h"
+#include "meta/array_bitmap.h"
+#include "roster/roster.h"
+#include "uraid/events.h"
+
+namespace uraid {
+
+// What a recovery needs of its array.
+class RecoveryHost {
+ public:
+  virtual ~RecoveryHost() = default;
+  // Applies `edit` as the array does (Roster::Apply, then what follows any
+  // superblock update: the bitmap's deferred failures, a spare for a member
+  // that failed its superblock write).
+  virtual Applied ApplyEdit(const RosterEdit& edit) = 0;
+  virtual void Log(LogLevel level, const std::string& line) const = 0;
+};
+
+// Thread-compatible: Run is called on the runner's job thread, one job at
+// a time. Holds references to parts that outlive it.
+class RecoveryJob {
+ public:
+  RecoveryJob(RecoveryHost& host, Roster& roster, StripeRebuilder& rebuilder,
+              StripeWriter& writer, ArrayBitmap& bitmap, JobRunner& runner)
+      : host_(host),
+        roster_(roster),
+        rebuilder_(rebuilder),
+        writer_(writer),
+        bitmap_(bitmap),
+        runner_(runner) {}
+
+  // Rebuilds `slot` onto its rebuilding member from its front (or, with
+  // `replace`, copies it onto its replace target from the copy front), in
+  // shape `sh` (fronts and checkpoints are in its stripes), as the
+  // runner's current job. Checkpoints the front every second of the
+  // runner's clock and when stopped; at the end the slot turns active (or
+  // the target takes the slot) and the superblocks say so. Aborted when
+  // the target failed or was removed.
+  absl::Status Run(const Shape& sh, int slot, bool replace);
+
+ private:
+  // Flushes the rebuilding member of `slot`, then records its front as
+  // durable in the superblocks (md's recovery_offset).
+  absl::Status Checkpoint(int slot);
+
+  RecoveryHost& host_;
+  Roster& roster_;
+  StripeRebuilder& rebuilder_;
+  StripeWriter& writer_;
+  ArrayBitmap& bitmap_;
+  JobRunner& runner_;
+};
+
+}  // namespace uraid
+
+#endif  // URAID_SRC_JOBS_RECOVERY_JOB_H_

@@ -97,8 +97,16 @@ TEST(MdstatJobLine, BarEndsAndUnknownEta) {
 TEST(MdstatJobLine, PendingResyncAndIdle) {
   ArrayInfo info = FourMembers();
   EXPECT_EQ(MdstatJobLine(info), "");
-  info.clean = false;
+  info.clean = false;  // active: being written, nothing pending
+  EXPECT_EQ(MdstatJobLine(info), "");
+  info.resyncing = true;  // a resync not started yet
   EXPECT_EQ(MdstatJobLine(info), "resync=PENDING");
+  info.resyncing = false;
+  info.read_only = true;  // dirty, served read-only
+  EXPECT_EQ(MdstatJobLine(info), "resync=PENDING");
+  info.resyncing = true;
+  info.ppl = true;  // the log is replayed at a writable assembly instead
+  EXPECT_EQ(MdstatJobLine(info), "");
 }
 
 }  // namespace

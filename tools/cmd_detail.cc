@@ -186,6 +186,11 @@ void PrintText(const ArrayInfo& info, bool live) {
               static_cast<unsigned long long>(info.events));
   if (info.job.kind != JobKind::kNone) {
     PrintJob(info);
+  } else if (info.ppl && info.read_only && !info.clean) {
+    // Not a resync: the log of the stripes being written is replayed
+    // when the array is next assembled writable (served).
+    std::printf("  Resync Status : none needed (PPL: log replayed at "
+                "assembly, when the array is next served)\n");
   } else if (info.resyncing || !info.clean) {
     const uint64_t pct =
         g.member_bytes() ? info.resync_bytes * 100 / g.member_bytes() : 0;

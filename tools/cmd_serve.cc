@@ -276,6 +276,9 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
   std::string uuid;
   std::string sb_name;
   std::array<uint8_t, 16> uuid_bytes{};
+  // An unclean PPL array: the server's assembly replays the log (md's
+  // ppl_recover) instead of a resync, and says so in its own log.
+  bool ppl_replay = false;
   {
     MemberOptions member_options;
     member_options.read_only = readonly;
@@ -295,6 +298,8 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
     uuid_bytes = (*array)->Info().uuid;
     uuid = FormatUuid(uuid_bytes);
     sb_name = (*array)->Info().name;
+    const ArrayInfo info = (*array)->Info();
+    ppl_replay = info.ppl && !info.clean && !readonly;
   }
   const std::string name =
       !entry.name.empty() ? entry.name : ConfigNameFor(sb_name, uuid_bytes);
@@ -400,10 +405,13 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
   // Said once the export answers (nbdkit_supervisor.h), never before: a
   // port in use or a bad nbdkit option is nbdkit's failure to report.
   child.ready_message = absl::StrFormat(
-      "serving array %s%s (%d bytes%s) on %s%s%s%s%s",
+      "serving array %s%s (%d bytes%s) on %s%s%s%s%s%s",
       target.from_config ? absl::StrCat(name, " ") : "", uuid, array_bytes,
       MdHumanSize(array_bytes), where, pidfile.empty() ? "" : "; pid file ",
-      pidfile, control.empty() ? "" : "; control ", control);
+      pidfile, control.empty() ? "" : "; control ", control,
+      ppl_replay ? "; not shut down cleanly, PPL: log replayed at assembly "
+                   "(no resync)"
+                 : "");
   return child;
 }
 

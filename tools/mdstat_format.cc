@@ -60,7 +60,12 @@ std::string MdstatSlotMap(const ArrayInfo& info) {
 std::string MdstatJobLine(const ArrayInfo& info) {
   const JobInfo& job = info.job;
   if (job.kind == JobKind::kNone) {
-    return info.resyncing || !info.clean ? "resync=PENDING" : "";
+    // A dirty PPL array is not resynced: its log is replayed when it is
+    // assembled writable. A writable array that is merely active (being
+    // written) has nothing pending either.
+    if (info.ppl && info.read_only) return "";
+    return info.resyncing || (!info.clean && info.read_only) ? "resync=PENDING"
+                                                             : "";
   }
   // md: per mille, 20 steps of 5%.
   const int permille = static_cast<int>(JobPercent(job) * 10);

@@ -5,7 +5,11 @@ default refuses (whose refusal names the remedy); the short options
 meaning what they mean in mdadm's matching mode, read from every
 command's --help, and `serve -f` starting a dirty degraded array as
 `mdadm --assemble -f` does; the bash completion offering the ARRAY names
-of the config named on the line and option values.
+of the config named on the line and option values. And point 5's PPL
+words: after a kill -9, a PPL array is described offline as "PPL: log
+replayed at assembly" (not "resyncing (PENDING)"), and serve says so
+instead of announcing a whole-array resync and recommending --bitmap FILE
+(which a resync-policy array, the control, still gets).
 
 (Sizes without a unit are refused in safety_test; the Python package
 under --prefix /usr is checked by install_test.sh.)"""
@@ -230,6 +234,85 @@ class Completion(unittest.TestCase):
         self.assertEqual(self.complete("serve", "--log", "j"), ["journal"])
         self.assertEqual(self.complete("serve", "-p", ""), [])  # a port
         self.assertIn("--data-offset", self.complete("create", "--data"))
+
+
+class PplMessages(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="uraid-habits-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def killed_dirty(self, name, policy):
+        d = os.path.join(self.tmp, name)
+        os.makedirs(d)
+        m = make_members(d, 3, 32 * MIB)
+        run_tool("create", "--assume-clean", "--consistency-policy", policy,
+                 *m)
+        srv = Server(d, m)
+        h = srv.connect()
+        for i in range(8):
+            h.pwrite(bytes([i + 1]) * 8192, i * 3 * MIB)
+        srv.stop(signal.SIGKILL)  # within the safemode delay: dirty
+        return d, m
+
+    def serve_output(self, d, m):
+        """serve --foreground until it says serving, then uraid stop."""
+        ctl = os.path.join(d, "c.ctl")
+        log = os.path.join(d, "serve.log")
+        with open(log, "w") as out:
+            p = subprocess.Popen(
+                [harness.ARGS.tool, "serve", "--foreground", "--socket",
+                 os.path.join(d, "s.sock"), "--control", ctl, *m],
+                stdout=out, stderr=subprocess.STDOUT)
+            try:
+                deadline = time.time() + 60
+                while True:
+                    with open(log) as f:
+                        if "serving array" in f.read():
+                            break
+                    self.assertIsNone(p.poll(), "serve exited")
+                    self.assertLess(time.time(), deadline, "serve is silent")
+                    time.sleep(0.1)
+                run_tool("stop", ctl)
+                p.wait(timeout=60)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        with open(log) as f:
+            return f.read()
+
+    def test_ppl_array_after_kill_9(self):
+        d, m = self.killed_dirty("ppl", "ppl")
+        out = run_tool("detail", *m).stdout
+        self.assertRegex(out, r"State : active, PPL: log replayed at "
+                              r"assembly\n")
+        self.assertIn("Resync Status : none needed (PPL: log replayed at "
+                      "assembly", out)
+        self.assertNotIn("PENDING", out)
+        info = json.loads(run_tool("detail", "--json", *m).stdout)
+        self.assertEqual(info["state"], "active, PPL: log replayed at assembly")
+        self.assertEqual(run_tool("detail", "--test", *m,
+                                  check=False).returncode, 0)
+
+        out = self.serve_output(d, m)
+        self.assertIn("PPL: log replayed at assembly (no resync)", out)
+        self.assertIn("ppl: replayed", out)  # the plugin's own account
+        self.assertNotIn("resync covers the whole array", out)
+        self.assertNotIn("--bitmap FILE", out)
+        self.assertNotIn("will be resynced", out)
+        # Replayed and stopped cleanly: clean, nothing pending.
+        out = run_tool("detail", *m).stdout
+        self.assertIn("State : clean\n", out)
+
+    def test_resync_policy_array_after_kill_9_is_the_control(self):
+        d, m = self.killed_dirty("resync", "resync")
+        out = run_tool("detail", *m).stdout
+        self.assertIn("resyncing (PENDING)", out)
+        out = self.serve_output(d, m)
+        self.assertIn("resync covers the whole array", out)
+        self.assertNotIn("PPL", out)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,12 @@ std::string ArrayStateText(const ArrayInfo& info) {
     words.push_back("degraded");
   }
   // A read-only assembly never resyncs: unfinished parity is only pending
-  // (mdadm's word for it) until a writable open picks it up.
-  if (info.resyncing) {
+  // (mdadm's word for it) until a writable open picks it up. A PPL array
+  // left dirty is not resynced at all: the writable assembly replays its
+  // log (md's ppl_recover), which makes the stripes being written whole.
+  if (info.resyncing && info.read_only && info.ppl) {
+    words.push_back("PPL: log replayed at assembly");
+  } else if (info.resyncing) {
     words.push_back(info.read_only ? "resyncing (PENDING)" : "resyncing");
   }
   if (info.reshape.active) words.push_back("reshaping");

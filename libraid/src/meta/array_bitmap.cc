@@ -224,9 +224,10 @@ absl::Status ArrayBitmap::Attach(Member* internal_source, const Superblock& sb,
     return Load(*internal_source, sb, data_offset);
   }
   if (!bitmap_file.empty()) return LoadFile(bitmap_file, sb);
-  if (!sb.clean()) {
+  if (!sb.clean() && !sb.has_ppl()) {
     // md behaves the same: the superblocks cannot say that an external
-    // bitmap exists, so without it nothing narrows the resync.
+    // bitmap exists, so without it nothing narrows the resync. (A PPL
+    // array has no bitmap by design: its log is replayed instead.)
     host_->Log(
         LogLevel::kNotice,
         "no write-intent bitmap (none on the members, no bitmap file "

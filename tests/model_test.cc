@@ -1152,10 +1152,11 @@ struct GatedArray {
 };
 
 // LIBRARY BUG (3), fixed: the replace ends (the replacement takes the slot:
-// jobs.cc, RunRecovery) while a client write to the old member is in
-// flight, unsynchronised with it. RunIo picked the old member before the
-// swap and looks for the replacement to mirror to after it: there is none
-// any more, so the write lands on the released member only and is lost.
+// RecoveryJob::Run's edit::SwapInReplacement) while a client write to the
+// old member is in flight, unsynchronised with it. RunIo picked the old
+// member before the swap and looks for the replacement to mirror to after
+// it: there is none any more, so the write lands on the released member
+// only and is lost.
 // Found by RecoveryModelTest (URAID_SEED=20,
 // L0_C64K_N4_cache1: "byte 3211264 differs" after a plain replace; it is a
 // race, so it does not fail on every run). Symptom here: the chunk reads

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Tests for switching the consistency policy of a live array
-// (Array::SetConsistencyPolicy, meta/ppl_switch.cc) on in-memory members:
+// (Array::SetConsistencyPolicy, array/ppl_switch.cc) on in-memory members:
 // data written before, after and during a switch reads back; after a
 // switch to ppl the superblocks say so and a crash then a lost member is
 // recovered from the log without force; after a switch back to resync the

@@ -14,8 +14,8 @@
 // Its methods are defined in array/ (array.cc: construction, entry points,
 // the clean/active state and background threads; create.cc, assemble.cc,
 // member_failure.cc, array_events.cc, array_extents.cc, array_jobs.cc,
-// bitmap_host.cc), meta/ (slot_admin.cc, ppl_switch.cc) and jobs/ (jobs.cc:
-// the array as JobHost; resync.cc, reshape*.cc: the job bodies not yet
+// bitmap_host.cc, job_host.cc: the array as JobHost, slot_admin.cc,
+// ppl_switch.cc) and jobs/ (resync.cc, reshape*.cc: the job bodies not yet
 // objects). Recovery and check/repair are job objects (RecoveryJob,
 // ScrubJob) the array holds and runs.
 //
@@ -152,7 +152,7 @@ class ArrayImpl : private JobHost,
   absl::Status ReplaceMember(const std::string& old_name,
                              std::unique_ptr<Member> replacement);
 
-  // --- jobs (jobs.cc; array_jobs.cc) ---
+  // --- jobs (job_host.cc; array_jobs.cc) ---
   // Queues check (or with `repair`, repair) when the array can be checked
   // (not degraded, no resync, no other job): ScrubJob runs it.
   absl::Status StartScrub(bool repair);
@@ -197,7 +197,7 @@ class ArrayImpl : private JobHost,
   std::vector<std::string> MemberNames() const override;
   // PPL (meta/ppl_log.h): set by create/assembly before any I/O.
   void AttachPpl(std::shared_ptr<PplLog> log) { ppl_.store(std::move(log)); }
-  // Switches the consistency policy online (meta/ppl_switch.cc; see
+  // Switches the consistency policy online (ppl_switch.cc; see
   // Array::SetConsistencyPolicy).
   absl::Status SetConsistencyPolicy(ConsistencyPolicy policy)
       ABSL_LOCKS_EXCLUDED(policy_mu_, roster_.mu());
@@ -333,7 +333,7 @@ class ArrayImpl : private JobHost,
   // Writes back stripes the cache has held longer than cache_max_age_.
   void WritebackLoop();
 
-  // --- jobs (jobs.cc: the array as the runner's JobHost) ---
+  // --- jobs (job_host.cc: the array as the runner's JobHost) ---
   // When the array is degraded and a spare or a partly rebuilt member is
   // present, queues recovery onto it (a no-op before StartBackground: no
   // threads before nbdkit forks).

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 // The array's side of its background jobs: ArrayImpl as the job runner's
 // JobHost (jobs/job_runner.h holds the queue, the thread, the throttle and
-// the window loop). What each job does is in recovery_job.h (recovery onto
-// a spare and replace), scrub_job.h (check/repair), reshape.cc and resync.cc
-// (after an unclean shutdown; a runner job too, JobKind::kResync, which
-// StopJob does not stop). Every stripe a job touches is handled under that
-// stripe's lock, so clients keep reading and writing everywhere while it
-// runs.
+// the window loop). What each job does is in jobs/: recovery_job.h
+// (recovery onto a spare and replace), scrub_job.h (check/repair),
+// reshape.cc and resync.cc (after an unclean shutdown; a runner job too,
+// JobKind::kResync, which StopJob does not stop). Every stripe a job
+// touches is handled under that stripe's lock, so clients keep reading and
+// writing everywhere while it runs.
 
 #include <algorithm>
 

@@ -209,7 +209,7 @@ class ServiceTest(unittest.TestCase):
         sock = os.path.join(self.tmp, "by-uuid.sock")
         p, n = self.serve_fg([harness.ARGS.tool, "serve",
                               self.arrays["c"]["uuid"], "--config", conf2,
-                              "--socket", sock, "-f"])
+                              "--socket", sock, "--foreground"])
         self.assertEqual(read_some(sock)[1], b"C" * 65536)
         self.stop(p, n)
 
@@ -288,7 +288,8 @@ class ServiceTest(unittest.TestCase):
         self.stop(p, n)
         # --port binds 127.0.0.1 only; `--` passes nbdkit options through.
         p, n = self.serve_fg([harness.ARGS.tool, "serve", f"{TAG}a",
-                              "--config", conf, "-f", "--port", "10931",
+                              "--config", conf, "--foreground", "--port",
+                              "10931",
                               "--", "--filter=noextents"])
         listening = tcp_listeners()
         self.assertIn("127.0.0.1:10931", listening)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "array/member_superblock.h"
+#include "uraid/geometry.h"
 #include "uraid/member.h"
 
 namespace uraid {
@@ -312,6 +313,42 @@ TEST(RosterTable, SetCleanWritesTheResyncOffset) {
   sb = ReadSuperblock(*f.members[3]);
   ASSERT_TRUE(sb.ok()) << sb.status();
   EXPECT_TRUE(sb->clean());
+}
+
+TEST(RosterTable, ReshapeFieldsAreStagedThenPersisted) {
+  Fixture f(Start::kActive);
+  const uint64_t member_bytes = kDataSize * 512;
+  absl::StatusOr<Geometry> from = Geometry::Make(
+      5, Layout::kLeftSymmetric, kChunk, kDisks, member_bytes - kChunk);
+  absl::StatusOr<Geometry> to = Geometry::Make(
+      5, Layout::kLeftSymmetric, kChunk, kDisks + 1, member_bytes - kChunk);
+  ASSERT_TRUE(from.ok() && to.ok());
+  const uint64_t offset = kDataOffset * 512;
+  {
+    MutexLock lock(f.roster->mu());
+    f.roster->SetReshapeLocked(*from, offset, *to, offset - kChunk, 3 * kChunk);
+  }
+  // Staged only: nothing is written until an edit persists it.
+  EXPECT_EQ(Fixture::EventsOn(*f.members[0]), 0u);
+  ASSERT_TRUE(f.roster->Apply(edit::Persist{}).status.ok());
+  absl::StatusOr<Superblock> sb = ReadSuperblock(*f.members[0]);
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_NE(sb->feature_map & kFeatureReshapeActive, 0u);
+  EXPECT_EQ(sb->raid_disks, static_cast<uint32_t>(kDisks + 1));
+  EXPECT_EQ(sb->delta_disks, 1);
+  EXPECT_EQ(sb->new_offset, -static_cast<int32_t>(kChunk / 512));
+  EXPECT_EQ(sb->reshape_position, 3 * kChunk / 512);
+  {
+    MutexLock lock(f.roster->mu());
+    f.roster->EndReshapeLocked(*to, offset - kChunk, kChunk / 512);
+  }
+  ASSERT_TRUE(f.roster->Apply(edit::Persist{}).status.ok());
+  sb = ReadSuperblock(*f.members[0]);
+  ASSERT_TRUE(sb.ok()) << sb.status();
+  EXPECT_EQ(sb->feature_map & kFeatureReshapeActive, 0u);
+  EXPECT_EQ(sb->reshape_position, 0u);
+  EXPECT_EQ(sb->data_offset, kDataOffset - kChunk / 512);
+  EXPECT_EQ(sb->data_size, kDataSize + kChunk / 512);
 }
 
 // Two requests hit the dying member of a slot being replaced while the

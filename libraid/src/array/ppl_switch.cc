@@ -137,15 +137,14 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
     // The superblocks first: from their write on, a crash resyncs.
     {
       MutexLock lock(roster_.mu());
-      Superblock& sb = roster_.TemplateLocked();
-      sb.feature_map &= ~(kFeaturePpl | kFeatureMultiplePpls);
-      sb.bitmap_offset = 0;  // the ppl.offset/ppl.size union
+      const uint32_t features = roster_.TemplateLocked().feature_map;
+      // bitmap_offset 0: the ppl.offset/ppl.size union, cleared.
+      roster_.SetPolicyFieldsLocked(
+          features & ~(kFeaturePpl | kFeatureMultiplePpls), 0);
     }
     if (absl::Status st = WriteSuperblocks(std::nullopt); !st.ok()) {
       MutexLock lock(roster_.mu());
-      Superblock& sb = roster_.TemplateLocked();
-      sb.feature_map = tmpl.feature_map;
-      sb.bitmap_offset = tmpl.bitmap_offset;
+      roster_.SetPolicyFieldsLocked(tmpl.feature_map, tmpl.bitmap_offset);
       return absl::Status(
           st.code(), absl::StrCat("switching to consistency policy resync: "
                                   "writing the superblocks: ",
@@ -223,16 +222,15 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
   }
   {
     MutexLock lock(roster_.mu());
-    Superblock& sb = roster_.TemplateLocked();
-    sb.feature_map |= kFeaturePpl;
-    sb.set_ppl(kPplDefaultOffsetSectors, size);
+    Superblock with_ppl = roster_.TemplateLocked();
+    with_ppl.feature_map |= kFeaturePpl;
+    with_ppl.set_ppl(kPplDefaultOffsetSectors, size);
+    roster_.SetPolicyFieldsLocked(with_ppl.feature_map, with_ppl.bitmap_offset);
   }
   if (absl::Status st = WriteSuperblocks(std::nullopt); !st.ok()) {
     {
       MutexLock lock(roster_.mu());
-      Superblock& sb = roster_.TemplateLocked();
-      sb.feature_map = tmpl.feature_map;
-      sb.bitmap_offset = tmpl.bitmap_offset;
+      roster_.SetPolicyFieldsLocked(tmpl.feature_map, tmpl.bitmap_offset);
     }
     return detach(st, "writing the superblocks");
   }

@@ -57,23 +57,8 @@ uint64_t ArrayImpl::MetadataEnd() const {
 
 void ArrayImpl::SetReshapeFieldsLocked(uint64_t front_bytes) {
   const ReshapeState& r = *reshape_.load();
-  const Geometry& from = r.from->geo;
-  const Geometry& to = r.to->geo;
-  Superblock& sb = roster_.TemplateLocked();
-  sb.feature_map |= kFeatureReshapeActive | kFeatureNewOffset;
-  sb.level = from.level();
-  sb.layout = MdLayout(from);
-  sb.chunksize = static_cast<uint32_t>(from.chunk_bytes() / 512);
-  sb.raid_disks = static_cast<uint32_t>(to.raid_disks());
-  sb.delta_disks = to.raid_disks() - from.raid_disks();
-  sb.new_level = static_cast<uint32_t>(to.level());
-  sb.new_layout = MdLayout(to);
-  sb.new_chunk = static_cast<uint32_t>(to.chunk_bytes() / 512);
-  sb.new_offset =
-      static_cast<int32_t>((static_cast<int64_t>(r.to->data_offset) -
-                            static_cast<int64_t>(r.from->data_offset)) /
-                           512);
-  sb.reshape_position = front_bytes / 512;
+  roster_.SetReshapeLocked(r.from->geo, r.from->data_offset, r.to->geo,
+                           r.to->data_offset, front_bytes);
 }
 
 void ArrayImpl::PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
@@ -375,21 +360,9 @@ absl::Status ArrayImpl::FinishReshape() {
   {
     MutexLock lock(roster_.mu());
     shape_.store(AddShapeLocked(to.geo, to.data_offset, /*lock_tag=*/0));
-    Superblock& sb = roster_.TemplateLocked();
-    sb.feature_map &= ~(kFeatureReshapeActive | kFeatureNewOffset);
-    sb.level = to.geo.level();
-    sb.layout = MdLayout(to.geo);
-    sb.chunksize = static_cast<uint32_t>(to.geo.chunk_bytes() / 512);
-    sb.raid_disks = static_cast<uint32_t>(to.geo.raid_disks());
-    sb.data_offset = to.data_offset / 512;
-    sb.delta_disks = 0;
-    sb.new_level = 0;
-    sb.new_layout = 0;
-    sb.new_chunk = 0;
-    sb.new_offset = 0;
-    sb.reshape_position = 0;
     // Each device's data area now starts lower, so it is that much larger.
-    roster_.GrowDataSizesLocked(static_cast<uint64_t>(moved_by) / 512);
+    roster_.EndReshapeLocked(to.geo, to.data_offset,
+                             static_cast<uint64_t>(moved_by) / 512);
   }
   cache_.ResetStripeBytes(to.geo.stripe_data_bytes());
   resync_stripe_.store(to.geo.stripe_count());

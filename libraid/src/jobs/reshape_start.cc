@@ -105,8 +105,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     {
       MutexLock lock(roster_.mu());
       shape_.store(AddShapeLocked(*to, from.data_offset, /*lock_tag=*/0));
-      roster_.TemplateLocked().level = level;
-      roster_.TemplateLocked().layout = MdLayout(*to);
+      roster_.SetLevelLocked(*to);
     }
     Log(LogLevel::kNotice,
         absl::StrFormat("level changed to %d (parity-last: no data moves)",

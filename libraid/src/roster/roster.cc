@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "control/array_reporter.h"
+#include "format/reshape_math.h"
 
 namespace uraid {
 
@@ -56,8 +57,50 @@ void Roster::AppendSlotLocked(std::shared_ptr<Member> member, DeviceId id) {
   slots_.Append(std::move(slot));
 }
 
-void Roster::GrowDataSizesLocked(uint64_t sectors) {
-  for (const auto& s : slots_) s->id.data_size_sectors += sectors;
+void Roster::SetReshapeLocked(const Geometry& from, uint64_t from_offset,
+                              const Geometry& to, uint64_t to_offset,
+                              uint64_t front_bytes) {
+  sb_.feature_map |= kFeatureReshapeActive | kFeatureNewOffset;
+  sb_.level = from.level();
+  sb_.layout = MdLayout(from);
+  sb_.chunksize = static_cast<uint32_t>(from.chunk_bytes() / 512);
+  sb_.raid_disks = static_cast<uint32_t>(to.raid_disks());
+  sb_.delta_disks = to.raid_disks() - from.raid_disks();
+  sb_.new_level = static_cast<uint32_t>(to.level());
+  sb_.new_layout = MdLayout(to);
+  sb_.new_chunk = static_cast<uint32_t>(to.chunk_bytes() / 512);
+  sb_.new_offset = static_cast<int32_t>(
+      (static_cast<int64_t>(to_offset) - static_cast<int64_t>(from_offset)) /
+      512);
+  sb_.reshape_position = front_bytes / 512;
+}
+
+void Roster::EndReshapeLocked(const Geometry& to, uint64_t to_offset,
+                              uint64_t grown_sectors) {
+  sb_.feature_map &= ~(kFeatureReshapeActive | kFeatureNewOffset);
+  sb_.level = to.level();
+  sb_.layout = MdLayout(to);
+  sb_.chunksize = static_cast<uint32_t>(to.chunk_bytes() / 512);
+  sb_.raid_disks = static_cast<uint32_t>(to.raid_disks());
+  sb_.data_offset = to_offset / 512;
+  sb_.delta_disks = 0;
+  sb_.new_level = 0;
+  sb_.new_layout = 0;
+  sb_.new_chunk = 0;
+  sb_.new_offset = 0;
+  sb_.reshape_position = 0;
+  for (const auto& s : slots_) s->id.data_size_sectors += grown_sectors;
+}
+
+void Roster::SetLevelLocked(const Geometry& to) {
+  sb_.level = to.level();
+  sb_.layout = MdLayout(to);
+}
+
+void Roster::SetPolicyFieldsLocked(uint32_t feature_map,
+                                   int32_t bitmap_offset) {
+  sb_.feature_map = feature_map;
+  sb_.bitmap_offset = bitmap_offset;
 }
 
 bool Roster::SkipFront(int slot, const Member* target, uint64_t from,

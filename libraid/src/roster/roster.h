@@ -9,9 +9,10 @@
 // first) and reports it, in one place, so a check of who holds a slot and
 // the change it leads to cannot be split by another thread. The few other
 // writers are named below: Seat (before the slots are published),
-// AppendSlotLocked and GrowDataSizesLocked (a reshape), SkipFront (a
-// rebuild's front), TemplateLocked (fields a reshape or a policy switch
-// stages before an edit::Persist), and the lock-free DropReplacementIf.
+// AppendSlotLocked (a reshape), SkipFront (a rebuild's front), the
+// superblock fields a reshape or a policy switch stages before an
+// edit::Persist (Set*Locked, EndReshapeLocked), and the lock-free
+// DropReplacementIf.
 //
 // The data path reads slot health lock-free (SlotTable); a change of a
 // slot's member happens inside the slot's generation change, so a plan
@@ -40,6 +41,7 @@
 #include "roster/roster_edit.h"
 #include "uraid/bitmap.h"
 #include "uraid/events.h"
+#include "uraid/geometry.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
 
@@ -101,9 +103,6 @@ class Roster {
   // reshape that stripes over it under the same hold).
   void AppendSlotLocked(std::shared_ptr<Member> member, DeviceId id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every member's data area grew by `sectors` (a reshape that moved the
-  // data offset down ended).
-  void GrowDataSizesLocked(uint64_t sectors) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves rebuilding `slot`'s front from `from` to `to` when `target` still
   // holds it there (a window skipped: holes or clear bitmap regions;
   // `need_partial`: only for a re-added member). Returns whether it moved.
@@ -114,14 +113,32 @@ class Roster {
   // their own in step with it (the shapes a reshape publishes with its
   // superblock fields, a member's bad-block log) hold it through this.
   Mutex* mu() const ABSL_LOCK_RETURNED(mu_) { return &mu_; }
-  // The superblock template, for edits staged by the owner of those fields
-  // (reshape, consistency policy) before an edit::Persist writes them.
-  Superblock& TemplateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return sb_;
-  }
+  // The superblock template.
   const Superblock& TemplateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return sb_;
   }
+  // Fields staged by their owner under mu_, together with state of its own
+  // (the shapes a reshape publishes), and written by the next
+  // edit::Persist. The reshape's (md's reshape_position, delta_disks,
+  // new_level, new_layout, new_chunk, new_offset and the RESHAPE_ACTIVE and
+  // NEW_OFFSET bits) from shape `from` (data at `from_offset` bytes) to
+  // `to` (at `to_offset`), its front at array byte `front_bytes`:
+  void SetReshapeLocked(const Geometry& from, uint64_t from_offset,
+                        const Geometry& to, uint64_t to_offset,
+                        uint64_t front_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // the end of a reshape: the array is in `to` (data at `to_offset`
+  // bytes), each member's data area `grown_sectors` larger;
+  void EndReshapeLocked(const Geometry& to, uint64_t to_offset,
+                        uint64_t grown_sectors)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // a change of level with the same placement (RAID4 <-> RAID5
+  // parity-last: md's takeover);
+  void SetLevelLocked(const Geometry& to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // the consistency policy's feature bits and the bitmap/PPL union
+  // (Superblock::bitmap_offset).
+  void SetPolicyFieldsLocked(uint32_t feature_map, int32_t bitmap_offset)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A copy of the template.
   Superblock Template() const ABSL_LOCKS_EXCLUDED(mu_);
   const std::vector<Spare>& SparesLocked() const

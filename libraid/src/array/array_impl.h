@@ -98,8 +98,8 @@ class ArrayImpl : private JobHost,
   // --- data path (array.cc) ---
   // Client entry points: outside a reshape they run the stripe engine
   // (reader_, writer_) in the current shape; during one, the reshape router
-  // (reshape.cc) runs each part of the request in the shape that holds it (old
-  // and new shapes side by side, each passed explicitly).
+  // (reshape_router.cc) runs each part of the request in the shape that
+  // holds it (old and new shapes side by side, each passed explicitly).
   absl::Status Read(void* buf, size_t len, uint64_t offset);
   absl::Status Write(const void* buf, size_t len, uint64_t offset, bool fua);
   absl::Status Flush() { return writer_.Flush(); }
@@ -234,7 +234,7 @@ class ArrayImpl : private JobHost,
   // What every part of the stripe engine works on (engine_part.h): built
   // for each part as it is constructed, from members declared before it.
   EngineContext Engine() { return {*this, slots_, io_, locks_, counters_}; }
-  // --- reshape (reshape.cc) ---
+  // --- the request router (here and reshape_router.cc) ---
   enum class ReqKind { kRead, kWrite, kTrim, kZero };
   // Runs a client request on the plain path unless a reshape runs. The
   // counter lets a starting reshape wait out plain requests already
@@ -257,6 +257,10 @@ class ArrayImpl : private JobHost,
   // the public entry point (which routes it afresh).
   absl::Status Dispatch(ReqKind kind, const Shape* shaped, void* buf,
                         size_t len, uint64_t offset, bool fua);
+  // Runs one client request during a reshape (see ReshapeState).
+  absl::Status RouteDuringReshape(ReqKind kind, void* buf, size_t len,
+                                  uint64_t offset, bool fua);
+  // --- reshape (jobs/reshape.cc) ---
   // Adds the new shape `to` and makes `state` (whose `to` it sets) the
   // array's reshape; the caller sets reshaping_ once the rest is ready.
   // Both stay alive as long as the array (requests may still hold them).
@@ -268,9 +272,6 @@ class ArrayImpl : private JobHost,
   const Shape* AddShapeLocked(const Geometry& geo, uint64_t data_offset,
                               uint64_t lock_tag)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(roster_.mu());
-  // Runs one client request during a reshape (see ReshapeState).
-  absl::Status RouteDuringReshape(ReqKind kind, void* buf, size_t len,
-                                  uint64_t offset, bool fua);
   absl::Status RunReshape();
   // A reshape job is running or queued (so another is not requested).
   bool ReshapeJobQueued() const;

@@ -376,7 +376,7 @@ ArrayInfo ArrayImpl::Info() const {
   info.job = jobs_.current();
   info.last_job = jobs_.last();
   info.speed = jobs_.speed();
-  if (info.job.kind == JobKind::kNone && resync_running_.load()) {
+  if (info.job.kind == JobKind::kNone && resync_.running()) {
     info.job.kind = JobKind::kResync;
     info.job.total_bytes = sh.geo.member_bytes();
     info.job.done_bytes = info.resync_bytes;

@@ -15,9 +15,10 @@
 // the clean/active state and background threads; create.cc, assemble.cc,
 // member_failure.cc, array_events.cc, array_extents.cc, array_jobs.cc,
 // bitmap_host.cc, job_host.cc: the array as JobHost, slot_admin.cc,
-// ppl_switch.cc) and jobs/ (resync.cc, reshape*.cc: the job bodies not yet
-// objects). Recovery and check/repair are job objects (RecoveryJob,
-// ScrubJob) the array holds and runs.
+// ppl_switch.cc, reshape_router.cc) and jobs/ (reshape.cc,
+// reshape_start.cc: the reshape, not yet a job object). Recovery,
+// check/repair and resync are job objects (RecoveryJob, ScrubJob,
+// ResyncJob) the array holds and runs.
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync
@@ -67,6 +68,7 @@
 #include "jobs/reshape_copier.h"
 #include "jobs/reshape_gate.h"
 #include "jobs/reshape_state.h"
+#include "jobs/resync_job.h"
 #include "jobs/scrub_job.h"
 #include "jobs/stripe_rebuilder.h"
 #include "jobs/stripe_scanner.h"
@@ -87,7 +89,8 @@ class ArrayImpl : private JobHost,
                   private BitmapHost,
                   private EngineHost,
                   private RosterHost,
-                  private RecoveryHost {
+                  private RecoveryHost,
+                  private ResyncHost {
  public:
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
             std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
@@ -124,16 +127,17 @@ class ArrayImpl : private JobHost,
   // resumed by assembly with no background threads); true once it ended.
   absl::StatusOr<bool> StepReshape();
 
-  // --- maintenance (jobs/resync.cc; array/array_jobs.cc) ---
-  // Recomputes untrusted parity (resync.cc). `as_job`: on the job runner's
-  // thread, reporting progress to it; else in the caller's thread (create,
-  // Array::Resync).
+  // --- maintenance (array_jobs.cc) ---
+  // Recomputes untrusted parity (ResyncJob), unless a reshape runs (it
+  // resyncs what it moved itself), the array is read-only or in sync.
+  // `as_job`: on the job runner's thread, reporting progress to it; else
+  // in the caller's thread (create, Array::Resync).
   absl::Status Resync(bool as_job = false);
   // Without a bitmap: flushes the members and records the resync's front
   // as resync_offset in the superblocks, unless a client has written
   // since assembly (then the offset must stay 0). Called by the resync
-  // itself, on its own thread.
-  absl::Status CheckpointResync();
+  // itself, on its own thread (ResyncHost).
+  absl::Status CheckpointResync() override;
   // The offline parity check (ScrubJob::CheckParity in the current shape);
   // refused during a reshape (array_jobs.cc).
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
@@ -376,6 +380,14 @@ class ArrayImpl : private JobHost,
   std::optional<BitmapSuper> BitmapHeader() const override;
   void SlotHealthChanged() override { UpdateBitmapDegraded(); }
 
+  // --- ResyncHost (jobs/resync_job.h; array_jobs.cc) ---
+  uint64_t ResyncFront() const override { return resync_stripe_.load(); }
+  void SetResyncFront(uint64_t stripe) override {
+    resync_stripe_.store(stripe, std::memory_order_release);
+  }
+  bool Closing() const override;
+  absl::Status ResyncDone() override;
+
   // Every shape the array has had (a reshape adds one; appended under
   // the roster's mutex, never freed before the array); `shape_` is the
   // current one (see CurrentShape; shape.h).
@@ -446,7 +458,6 @@ class ArrayImpl : private JobHost,
   // First stripe whose parity is not yet known good; stripe_count() when
   // the array is in sync.
   std::atomic<uint64_t> resync_stripe_;
-  std::atomic<bool> resync_running_{false};
   std::thread safemode_thread_;
   std::thread writeback_thread_;
   bool shut_down_ = false;
@@ -468,6 +479,8 @@ class ArrayImpl : private JobHost,
   StripeScanner scanner_;
   // The check/repair job (over the scan and the runner).
   ScrubJob scrub_{scanner_, jobs_, counters_};
+  // The resync (over the scan, the bitmap and the runner).
+  ResyncJob resync_{*this, scanner_, bitmap_, jobs_, counters_};
   // Recovery's stripe work.
   StripeRebuilder rebuilder_;
   // Recovery and replace (over the roster, the rebuilder, the writer, the

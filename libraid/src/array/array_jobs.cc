@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The array's entry points to jobs that are objects of their own: the
 // checks of the array's state a request needs before the job is queued or
-// run (check/repair: jobs/scrub_job.h).
+// run (check/repair: jobs/scrub_job.h; resync: jobs/resync_job.h), and the
+// array as the resync's host.
 
 #include <optional>
 
@@ -26,7 +27,7 @@ absl::Status ArrayImpl::StartScrub(bool repair) {
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked until it is rebuilt");
   }
-  if (resync_running_.load() || jobs_.RunsOrQueued(JobKind::kResync)) {
+  if (resync_.running() || jobs_.RunsOrQueued(JobKind::kResync)) {
     return absl::FailedPreconditionError(
         "a resync is running; it checks and repairs parity itself");
   }
@@ -37,6 +38,55 @@ absl::Status ArrayImpl::StartScrub(bool repair) {
   }
   return jobs_.Request(
       JobRequest{repair ? JobKind::kRepair : JobKind::kCheck, -1});
+}
+
+absl::Status ArrayImpl::Resync(bool as_job) {
+  if (reshaping_.load()) {
+    return absl::FailedPreconditionError(
+        "a reshape is in progress: it resyncs what it has moved itself");
+  }
+  // Resync works in the current shape (the only one: no reshape runs), in
+  // which resync_stripe_ counts.
+  const Shape& sh = CurrentShape();
+  if (read_only_ || resync_stripe_.load() >= sh.geo.stripe_count()) {
+    return absl::OkStatus();
+  }
+  return resync_.Run(sh, as_job);
+}
+
+absl::Status ArrayImpl::CheckpointResync() {
+  {
+    MutexLock lock(&state_mu_);
+    // Only the resync has written since assembly: the superblocks may
+    // claim its front (DirtyResyncSectors gives 0 once a client has
+    // written, which could have torn stripes anywhere).
+    if (clean_ || read_only_ || roster_.failed() || wrote_since_open_.load()) {
+      return absl::OkStatus();
+    }
+  }
+  // The parity repaired below the front is durable before a superblock
+  // says it is in sync. The front cannot move meanwhile: only the resync
+  // (the caller) moves it.
+  RETURN_IF_ERROR(writer_.FlushSlots(std::vector<bool>(SlotCount(), true)));
+  // state_mu_ across the superblock write: a client write (BeginWrite)
+  // either came first, and the offset written is 0, or waits and then
+  // rewrites it to 0 before its first member write.
+  MutexLock lock(&state_mu_);
+  if (clean_) return absl::OkStatus();
+  RETURN_IF_ERROR(WriteSuperblocks(/*clean=*/false));
+  if (!wrote_since_open_.load()) resync_front_claimed_ = true;
+  return absl::OkStatus();
+}
+
+bool ArrayImpl::Closing() const {
+  MutexLock lock(&state_mu_);
+  return stop_;
+}
+
+absl::Status ArrayImpl::ResyncDone() {
+  MutexLock lock(&state_mu_);
+  if (writes_in_flight_ == 0 && !clean_) return MarkCleanLocked();
+  return absl::OkStatus();
 }
 
 }  // namespace uraid

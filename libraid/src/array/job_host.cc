@@ -3,10 +3,10 @@
 // JobHost (jobs/job_runner.h holds the queue, the thread, the throttle and
 // the window loop). What each job does is in jobs/: recovery_job.h
 // (recovery onto a spare and replace), scrub_job.h (check/repair),
-// reshape.cc and resync.cc (after an unclean shutdown; a runner job too,
-// JobKind::kResync, which StopJob does not stop). Every stripe a job
-// touches is handled under that stripe's lock, so clients keep reading and
-// writing everywhere while it runs.
+// resync_job.h (after an unclean shutdown; a runner job too,
+// JobKind::kResync, which StopJob does not stop) and reshape.cc. Every
+// stripe a job touches is handled under that stripe's lock, so clients
+// keep reading and writing everywhere while it runs.
 
 #include <algorithm>
 
@@ -109,7 +109,7 @@ absl::Status ArrayImpl::RunJob(const JobRequest& req) {
     case JobKind::kReshape:
       return RunReshape();  // reshape.cc
     case JobKind::kResync:
-      return Resync(/*as_job=*/true);  // resync.cc
+      return Resync(/*as_job=*/true);  // ResyncJob
     case JobKind::kNone:
       break;
   }

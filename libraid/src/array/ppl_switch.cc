@@ -168,7 +168,7 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
     return absl::FailedPreconditionError(
         "PPL cannot be enabled when reshape is in progress");
   }
-  if (resync_stripe_.load() < geo.stripe_count() || resync_running_.load()) {
+  if (resync_stripe_.load() < geo.stripe_count() || resync_.running()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "the array is resyncing (parity of stripes from %d on is not yet "
         "consistent, and a log replay would mark it clean): wait for the "

@@ -1,18 +1,21 @@
 // SPDX-License-Identifier: MIT
-// Resync after an unclean shutdown (and a new array's initial parity):
-// recomputes the parity of every stripe from resync_stripe_ on, or, with
-// a write-intent bitmap, of those under set bits, releasing each bit once
-// its region is in sync. In the background it is a job of the runner
-// (StartBackground queues it first), but StopJob does not stop it,
-// because parity must become trustworthy; closing the array does, and a
-// restart resumes it. create and Array::Resync run it in their own thread.
+// Resync after an unclean shutdown (and a new array's initial parity)
+// (ResyncJob): recomputes the parity of every stripe from the resync front
+// on, or, with a write-intent bitmap, of those under set bits, releasing
+// each bit once its region is in sync. In the background it is a job of
+// the runner (StartBackground queues it first), but StopJob does not stop
+// it, because parity must become trustworthy; closing the array does, and
+// a restart resumes it. create and Array::Resync run it in their own
+// thread.
+
+#include "jobs/resync_job.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
 #include "base/status_macros.h"
+#include "control/array_reporter.h"
 
 namespace uraid {
 namespace {
@@ -24,47 +27,13 @@ constexpr int64_t kResyncCheckpointNs = 1'000'000'000;
 
 }  // namespace
 
-absl::Status ArrayImpl::CheckpointResync() {
-  {
-    MutexLock lock(&state_mu_);
-    // Only the resync has written since assembly: the superblocks may
-    // claim its front (DirtyResyncSectors gives 0 once a client has
-    // written, which could have torn stripes anywhere).
-    if (clean_ || read_only_ || roster_.failed() || wrote_since_open_.load()) {
-      return absl::OkStatus();
-    }
-  }
-  // The parity repaired below the front is durable before a superblock
-  // says it is in sync. The front cannot move meanwhile: only the resync
-  // (the caller) moves it.
-  RETURN_IF_ERROR(writer_.FlushSlots(std::vector<bool>(SlotCount(), true)));
-  // state_mu_ across the superblock write: a client write (BeginWrite)
-  // either came first, and the offset written is 0, or waits and then
-  // rewrites it to 0 before its first member write.
-  MutexLock lock(&state_mu_);
-  if (clean_) return absl::OkStatus();
-  RETURN_IF_ERROR(WriteSuperblocks(/*clean=*/false));
-  if (!wrote_since_open_.load()) resync_front_claimed_ = true;
-  return absl::OkStatus();
-}
-
-absl::Status ArrayImpl::Resync(bool as_job) {
-  if (reshaping_.load()) {
-    return absl::FailedPreconditionError(
-        "a reshape is in progress: it resyncs what it has moved itself");
-  }
-  // Resync works in the current shape (the only one: no reshape runs), in
-  // which resync_stripe_ counts.
-  const Shape& sh = CurrentShape();
+absl::Status ResyncJob::Run(const Shape& sh, bool as_job) {
   const uint64_t stripes = sh.geo.stripe_count();
-  if (read_only_ || resync_stripe_.load() >= stripes) {
-    return absl::OkStatus();
-  }
   bool expected = false;
-  if (!resync_running_.compare_exchange_strong(expected, true)) {
+  if (!running_.compare_exchange_strong(expected, true)) {
     return absl::OkStatus();  // another thread is already on it
   }
-  uint64_t start = resync_stripe_.load();
+  uint64_t start = host_.ResyncFront();
   const uint64_t C = sh.geo.chunk_bytes();
   const uint64_t B =
       bitmap_.intent() != nullptr ? bitmap_.intent()->chunk_bytes() : 0;
@@ -76,15 +45,15 @@ absl::Status ArrayImpl::Resync(bool as_job) {
           "dirty_regions",
           static_cast<int64_t>(bitmap_.intent()->DirtyChunks()));
     }
-    Report(LogLevel::kNotice, std::move(e),
-           absl::StrFormat(
-               "resync: recomputing parity of stripes %d..%d%s", start,
-               stripes - 1,
-               B ? absl::StrFormat(" where the bitmap has bits set (%d "
-                                   "of %d regions)",
-                                   bitmap_.intent()->DirtyChunks(),
-                                   bitmap_.intent()->chunks())
-                 : ""));
+    host_.Report(LogLevel::kNotice, std::move(e),
+                 absl::StrFormat(
+                     "resync: recomputing parity of stripes %d..%d%s", start,
+                     stripes - 1,
+                     B ? absl::StrFormat(" where the bitmap has bits set (%d "
+                                         "of %d regions)",
+                                         bitmap_.intent()->DirtyChunks(),
+                                         bitmap_.intent()->chunks())
+                       : ""));
   }
   absl::Status st;
   uint64_t repaired = 0, read = 0, regions = 0;
@@ -111,7 +80,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   };
   // Marks the stripes below `end` in sync.
   auto done_through = [&](uint64_t end) {
-    resync_stripe_.store(end, std::memory_order_release);
+    host_.SetResyncFront(end);
     release_through(end * C);
   };
   StripePass pass;
@@ -121,10 +90,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   pass.stripe_work = C;
   pass.max_window = kScanWindowStripes;
   pass.honour_cancel = false;
-  pass.stopped = [&] {
-    MutexLock lock(&state_mu_);
-    return stop_;
-  };
+  pass.stopped = [&] { return host_.Closing(); };
   // Stripes that are holes on every member are zeros with zero parity:
   // consistent without reading them (a new array on sparse files).
   pass.skip = [&](uint64_t s) {
@@ -161,48 +127,47 @@ absl::Status ArrayImpl::Resync(bool as_job) {
   // With a bitmap the cleared bits keep the progress; without one the
   // superblocks' resync_offset does, written every kResyncCheckpointNs
   // and when the pass stops short.
-  int64_t last_checkpoint = jobs_.NowNs();
+  int64_t last_checkpoint = runner_.NowNs();
   pass.moved = [&](uint64_t s) -> absl::Status {
-    if (as_job) jobs_.Progress(s * C);
-    if (!B && jobs_.NowNs() - last_checkpoint > kResyncCheckpointNs) {
-      RETURN_IF_ERROR(CheckpointResync());
-      last_checkpoint = jobs_.NowNs();
+    if (as_job) runner_.Progress(s * C);
+    if (!B && runner_.NowNs() - last_checkpoint > kResyncCheckpointNs) {
+      RETURN_IF_ERROR(host_.CheckpointResync());
+      last_checkpoint = runner_.NowNs();
     }
     return absl::OkStatus();
   };
-  if (as_job) jobs_.Progress(start * C);
+  if (as_job) runner_.Progress(start * C);
   uint64_t at = start;
-  st = jobs_.RunStripePass(pass, stripes, &at);
-  if (!B && resync_stripe_.load() < stripes && resync_stripe_.load() > start) {
+  st = runner_.RunStripePass(pass, stripes, &at);
+  if (!B && host_.ResyncFront() < stripes && host_.ResyncFront() > start) {
     // Stopped short (the array closing, an error): keep what was done.
-    absl::Status cp = CheckpointResync();
+    absl::Status cp = host_.CheckpointResync();
     if (st.ok()) st = cp;
   }
-  if (B && resync_stripe_.load() >= stripes) {
+  if (B && host_.ResyncFront() >= stripes) {
     release_through(bitmap_.intent()->chunks() *
                     B);  // the last, partial region
   }
-  resync_running_.store(false);
+  running_.store(false);
   const auto finished = [&](LogLevel level, const std::string& result,
                             const std::string& line) {
     Event e = MakeEvent("ResyncFinished");
     e.details.emplace_back("result", result);
-    e.details.emplace_back("stripe",
-                           static_cast<int64_t>(resync_stripe_.load()));
+    e.details.emplace_back("stripe", static_cast<int64_t>(host_.ResyncFront()));
     e.details.emplace_back("repaired", static_cast<int64_t>(repaired));
-    Report(level, std::move(e), line);
+    host_.Report(level, std::move(e), line);
   };
   if (!st.ok()) {
     finished(LogLevel::kError, std::string(st.message()),
              absl::StrFormat("resync stopped at stripe %d: %s",
-                             resync_stripe_.load(), st.message()));
+                             host_.ResyncFront(), st.message()));
     return st;
   }
-  if (resync_stripe_.load() < stripes) {
+  if (host_.ResyncFront() < stripes) {
     finished(LogLevel::kNotice, "interrupted",
              absl::StrFormat("resync interrupted at stripe %d; it resumes "
                              "there at the next start",
-                             resync_stripe_.load()));
+                             host_.ResyncFront()));
     return absl::OkStatus();
   }
   finished(LogLevel::kNotice, "completed",
@@ -212,9 +177,7 @@ absl::Status ArrayImpl::Resync(bool as_job) {
                read, read * C,
                B ? absl::StrFormat(", %d bitmap regions", regions) : "",
                stripes - start - read, repaired));
-  MutexLock lock(&state_mu_);
-  if (writes_in_flight_ == 0 && !clean_) return MarkCleanLocked();
-  return absl::OkStatus();
+  return host_.ResyncDone();
 }
 
 }  // namespace uraid

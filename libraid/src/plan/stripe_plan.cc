@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "parity/parity.h"
+#include "plan/stripe_plan6.h"
 
 namespace uraid {
 namespace {
@@ -42,6 +43,8 @@ WriteMode CheaperMode(const WritePlan& plan) {
 
 WritePlan PlanWrite(const Geometry& geo, uint64_t stripe, uint64_t a,
                     uint64_t b, const StripeHealth& health) {
+  if (geo.level() == 6)
+    return plan_internal::PlanWrite6(geo, stripe, a, b, health);
   const uint64_t C = geo.chunk_bytes();
   const int D = geo.data_disks();
   WritePlan plan;
@@ -131,6 +134,10 @@ WritePlan PlanWrite(const Geometry& geo, uint64_t stripe, uint64_t a,
 
 void ComputeWrite(const WritePlan& plan, uint8_t* scratch,
                   const uint8_t* client) {
+  if (plan.q_slot >= 0) {
+    plan_internal::ComputeWrite6(plan, scratch, client);
+    return;
+  }
   const int D = static_cast<int>(plan.chunks.size());
   switch (plan.mode) {
     case WriteMode::kParityGone:
@@ -186,14 +193,43 @@ void ComputeWrite(const WritePlan& plan, uint8_t* scratch,
   }
 }
 
-namespace {
+namespace plan_internal {
 
-// The rebuild of `slot`'s bytes [x, x + len) into client offset `target`,
-// with `pieces` (on other slots) read into the client buffer on the way.
+PlanRef GatherRows(ReadPlan& plan, int slot, uint64_t x, uint64_t len,
+                   const ReadPiece* p) {
+  const uint64_t y = x + len;
+  if (p != nullptr) {
+    plan.reads.push_back({slot, p->x, p->y - p->x, Client(p->client)});
+    if (p->x <= x && p->y >= y) {  // the client's bytes cover the rows
+      return Client(p->client + (x - p->x));
+    }
+  }
+  const uint64_t row = plan.scratch_bytes;
+  plan.scratch_bytes += len;
+  if (p == nullptr) {
+    plan.reads.push_back({slot, x, len, Scratch(row)});
+    return Scratch(row);
+  }
+  // Part of the rows arrives in the client's buffer: read only the rest.
+  const uint64_t ov_a = std::max(x, p->x), ov_b = std::min(y, p->y);
+  if (ov_a < ov_b) {
+    plan.copies.push_back(
+        {p->client + (ov_a - p->x), row + (ov_a - x), ov_b - ov_a});
+  }
+  if (x < p->x) {
+    const uint64_t e = std::min(y, p->x);
+    plan.reads.push_back({slot, x, e - x, Scratch(row)});
+  }
+  if (p->y < y) {
+    const uint64_t s = std::max(x, p->y);
+    plan.reads.push_back({slot, s, y - s, Scratch(row + (s - x))});
+  }
+  return Scratch(row);
+}
+
 ReadPlan PlanRebuild(const Geometry& geo, uint64_t stripe, int slot, uint64_t x,
                      uint64_t len, uint64_t target,
-                     std::span<const ReadPiece> pieces) {
-  const uint64_t y = x + len;
+                     std::span<const ReadPiece> pieces, int exclude) {
   ReadPlan plan;
   plan.rebuild = true;
   plan.target = Client(target);
@@ -209,51 +245,42 @@ ReadPlan PlanRebuild(const Geometry& geo, uint64_t stripe, int slot, uint64_t x,
   const int parity = geo.ParityDisk(stripe);
   if (parity != slot) direct = parity;
   for (int i = 0; i < geo.raid_disks() && direct < 0; ++i) {
-    if (i != slot && on[i] == nullptr) direct = i;
+    if (i != slot && i != exclude && on[i] == nullptr) direct = i;
   }
   if (direct >= 0) {
     plan.reads.push_back({direct, x, len, plan.target});
     plan.sources.push_back(plan.target);
   }
   for (int i = 0; i < geo.raid_disks(); ++i) {
-    if (i == slot || i == direct) continue;
-    const ReadPiece* p = on[i];
-    if (p != nullptr) {
-      plan.reads.push_back({i, p->x, p->y - p->x, Client(p->client)});
-      if (p->x <= x && p->y >= y) {  // the client's bytes cover the rows
-        plan.sources.push_back(Client(p->client + (x - p->x)));
-        continue;
-      }
-    }
-    const uint64_t row = plan.scratch_bytes;
-    plan.scratch_bytes += len;
-    plan.sources.push_back(Scratch(row));
-    if (p == nullptr) {
-      plan.reads.push_back({i, x, len, Scratch(row)});
-      continue;
-    }
-    // Part of the rows arrives in the client's buffer: read only the rest.
-    const uint64_t ov_a = std::max(x, p->x), ov_b = std::min(y, p->y);
-    if (ov_a < ov_b) {
-      plan.copies.push_back(
-          {p->client + (ov_a - p->x), row + (ov_a - x), ov_b - ov_a});
-    }
-    if (x < p->x) {
-      const uint64_t e = std::min(y, p->x);
-      plan.reads.push_back({i, x, e - x, Scratch(row)});
-    }
-    if (p->y < y) {
-      const uint64_t s = std::max(x, p->y);
-      plan.reads.push_back({i, s, y - s, Scratch(row + (s - x))});
-    }
+    if (i == slot || i == direct || i == exclude) continue;
+    plan.sources.push_back(GatherRows(plan, i, x, len, on[i]));
   }
   return plan;
+}
+
+}  // namespace plan_internal
+
+namespace {
+
+// The rebuild of `slot`'s bytes [x, x + len) into client offset `target`,
+// from every other slot, with `pieces` (on other slots) read into the
+// client buffer on the way.
+ReadPlan PlanRebuild(const Geometry& geo, uint64_t stripe, int slot, uint64_t x,
+                     uint64_t len, uint64_t target,
+                     std::span<const ReadPiece> pieces) {
+  return plan_internal::PlanRebuild(geo, stripe, slot, x, len, target, pieces,
+                                    /*exclude=*/-1);
 }
 
 }  // namespace
 
 ReadPlan PlanDegradedRead(const Geometry& geo, uint64_t stripe,
-                          std::span<const ReadPiece> pieces, int missing_slot) {
+                          std::span<const ReadPiece> pieces, int missing_slot,
+                          int second_missing_slot) {
+  if (geo.level() == 6) {
+    return plan_internal::PlanDegradedRead6(geo, stripe, pieces, missing_slot,
+                                            second_missing_slot);
+  }
   const ReadPiece* lost = nullptr;
   std::vector<ReadPiece> others;
   for (const ReadPiece& p : pieces) {
@@ -277,7 +304,11 @@ ReadPlan PlanDegradedRead(const Geometry& geo, uint64_t stripe,
 }
 
 ReadPlan PlanReconstruct(const Geometry& geo, uint64_t stripe, int slot,
-                         uint64_t x, uint64_t len) {
+                         uint64_t x, uint64_t len, int also_missing) {
+  if (geo.level() == 6) {
+    return plan_internal::PlanReconstruct6(geo, stripe, slot, x, len,
+                                           also_missing);
+  }
   return PlanRebuild(geo, stripe, slot, x, len, 0, {});
 }
 
@@ -286,6 +317,10 @@ void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client) {
     std::memcpy(scratch + c.to_scratch, client + c.from_client, c.len);
   }
   if (!plan.rebuild) return;
+  if (plan.pq) {
+    plan_internal::ComputeRead6(plan, scratch, client);
+    return;
+  }
   std::vector<const void*> srcs;
   for (const PlanRef& r : plan.sources) {
     srcs.push_back(Resolve(r, scratch, client));

@@ -22,11 +22,19 @@
 // forward. Unlike md, which decides per 4 KiB row, the decision is made once
 // for the rows the write touches (the window [lo, hi)), so one plan issues
 // one read and one write per member.
+//
+// RAID6 (geo.level() == 6; plan/stripe_plan6.cc): the same plans with P and
+// Q. Writes update both (P ^= delta, Q ^= g^slot * delta for RMW; both from
+// the data for RCW and full stripes), a degraded write recovers the lost
+// rows it needs with RecoverPQ; a stripe may lose two slots. Reads rebuild
+// from P alone (XOR, as RAID5) when one data chunk is lost and P is there,
+// else from P and Q (RecoverPQ), reading each survivor once.
 
 #ifndef URAID_SRC_PLAN_STRIPE_PLAN_H_
 #define URAID_SRC_PLAN_STRIPE_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -49,23 +57,30 @@ struct PlannedIo {
 
 // What is known of the stripe when the plan is made.
 struct StripeHealth {
-  int missing_slot = -1;  // the one slot whose member cannot serve it
+  int missing_slot = -1;  // a slot whose member cannot serve it
   // False where parity may be stale: never read-modify-write from it.
   bool parity_trusted = true;
+  // RAID6 only: a second slot that cannot serve the stripe, or -1.
+  int second_missing_slot = -1;
 };
 
 enum class WriteMode {
-  kParityGone,   // the parity member is missing: write the data only
+  kParityGone,   // the parity member (RAID6: P and Q) is missing: data only
   kFull,         // parity from the new data alone
-  kRmw,          // P' = P ^ Dold ^ Dnew
-  kRcw,          // P' = XOR of new and unreplaced old data
-  kDegradedRcw,  // the replaced chunk is missing: rebuild its old rows first
+  kRmw,          // P' = P ^ Dold ^ Dnew (RAID6: Q' = Q ^ g^slot (Dold ^ Dnew))
+  kRcw,          // P' = XOR of new and unreplaced old data (RAID6: and Q')
+  kDegradedRcw,  // a chunk whose old rows are needed is missing: rebuilt first
 };
 
 struct WritePlan {
   WriteMode mode = WriteMode::kFull;
   bool degraded = false;  // some member of the stripe is missing
   int parity_slot = 0;
+  // RAID6: Q's slot (-1 at levels 4 and 5), the number of Q slots
+  // (Geometry::SyndromeSlots), and which of P and Q have a member to write.
+  int q_slot = -1;
+  int syndrome_slots = 0;
+  bool p_alive = true, q_alive = false;
   uint64_t lo = 0, hi = 0;  // the rows [lo, hi) the parity work covers
   uint64_t scratch_bytes = 0;
   // Done together first; then ComputeWrite; then `writes`, together.
@@ -76,12 +91,14 @@ struct WritePlan {
   // from client offset `client`.
   struct Chunk {
     int slot = 0;
+    int qslot = -1;  // RAID6: its Q slot (Geometry::QSlot)
     bool written = false;
     uint64_t x = 0, y = 0;
     uint64_t client = 0;
   };
   std::vector<Chunk> chunks;
-  int missing_index = -1;  // data index of the missing data chunk, or -1
+  int missing_index = -1;         // data index of the missing data chunk, or -1
+  int second_missing_index = -1;  // RAID6: a second one, or -1
 };
 
 // The plan for writing the stripe's data bytes [a, b) (offsets into the
@@ -119,21 +136,39 @@ struct ReadPlan {
   PlanRef target;
   uint64_t len = 0;
   std::vector<PlanRef> sources;
+  // RAID6, a rebuild that needs Q (set instead of `sources`): the stripe's
+  // rows [.., + len) by Q slot (nullopt: a zero block, DDF's P and Q), P
+  // and Q (nullopt: neither read nor rebuilt), and the lost blocks in
+  // RecoverPQ's terms, whose refs are where the rebuilt rows go.
+  struct Syndrome {
+    std::vector<std::optional<PlanRef>> slots;
+    std::optional<PlanRef> p, q;
+    std::vector<int> lost;
+  };
+  std::optional<Syndrome> pq;
+  // After the rebuild: rebuilt rows (in scratch) the client asked for.
+  struct Out {
+    uint64_t from_scratch = 0, to_client = 0, len = 0;
+  };
+  std::vector<Out> outs;
 };
 
 // The plan for a read of one stripe's `pieces` (distinct data indexes, in
 // any order) while `missing_slot` cannot serve the stripe: every surviving
 // byte the client asked for and every byte the rebuild needs is read once,
 // the client's pieces straight into its buffer. missing_slot < 0, or a
-// missing slot no piece lies on, makes plain reads.
+// missing slot no piece lies on, makes plain reads. RAID6:
+// `second_missing_slot` is another slot that cannot serve it, or -1.
 ReadPlan PlanDegradedRead(const Geometry& geo, uint64_t stripe,
-                          std::span<const ReadPiece> pieces, int missing_slot);
+                          std::span<const ReadPiece> pieces, int missing_slot,
+                          int second_missing_slot = -1);
 
 // Slot `slot`'s bytes [x, x + len) of the stripe, rebuilt from every other
 // slot into client offset 0 (a read error's correction, or a piece of a
-// missing member).
+// missing member). RAID6: `also_missing` is another slot that cannot help,
+// or -1; levels 4 and 5 REQUIRE -1.
 ReadPlan PlanReconstruct(const Geometry& geo, uint64_t stripe, int slot,
-                         uint64_t x, uint64_t len);
+                         uint64_t x, uint64_t len, int also_missing = -1);
 
 // Once the plan's reads are done: the copies, then the rebuild.
 void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client);

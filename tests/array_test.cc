@@ -167,13 +167,14 @@ TEST(ArrayCreate, RefusesAndWritesNothing) {
          return o;
        }(),
        "parity-last"},
-      {"level 6 before its stripe engine", [] { return MakeMembers(4); },
+      {"level 6 on three members (md's minimum is four)",
+       [] { return MakeMembers(3); },
        [] {
          CreateOptions o = Opts();
          o.level = 6;
          return o;
        }(),
-       "cannot be created yet"},
+       "raid disks 3 out of range 4..64"},
       {"size beyond members", [] { return MakeMembers(4); },
        [] {
          CreateOptions o = Opts();

@@ -67,9 +67,10 @@ struct CreateArgs {
 absl::StatusOr<int> ParseLevel(const std::string& text) {
   // mdadm accepts "5", "raid5" and "r5"; so do we.
   if (text == "5" || text == "raid5" || text == "r5") return 5;
+  if (text == "6" || text == "raid6" || text == "r6") return 6;
   if (text == "4" || text == "raid4" || text == "r4") return 4;
   return absl::InvalidArgumentError(absl::StrFormat(
-      "--level %s is not supported: uraid does raid5 and raid4", text));
+      "--level %s is not supported: uraid does raid4, raid5 and raid6", text));
 }
 
 absl::StatusOr<CreateOptions> BuildOptions(const CreateArgs& args) {
@@ -92,7 +93,8 @@ absl::StatusOr<CreateOptions> BuildOptions(const CreateArgs& args) {
       }
     }
   } else if (!args.layout.empty()) {
-    absl::StatusOr<Layout> layout = ParseLayout(args.layout);
+    // mdadm's names for the level: RAID6 adds the ddf and -6 layouts.
+    absl::StatusOr<Layout> layout = ParseLayout(args.layout, options.level);
     if (!layout.ok()) return layout.status();
     options.layout = *layout;
   }
@@ -335,10 +337,11 @@ int RunCreate(const CreateArgs& args) {
   absl::StatusOr<CreateOptions> options = BuildOptions(args);
   if (!options.ok()) return Fail(options.status());
 
-  if (args.members.size() < static_cast<size_t>(kMinDisks)) {
+  const int min_disks = options->level == 6 ? kMinRaid6Disks : kMinDisks;
+  if (args.members.size() < static_cast<size_t>(min_disks)) {
     return Fail(absl::StrFormat(
         "raid%d needs at least %d members (count 'missing' slots too); got %d",
-        options->level, kMinDisks, args.members.size()));
+        options->level, min_disks, args.members.size()));
   }
 
   // The same file or device twice (by any name) would be opened twice.
@@ -409,7 +412,8 @@ void AddCreateCommand(CLI::App& app, Action* action) {
   auto args = std::make_shared<CreateArgs>();
   CLI::App* sub = app.add_subcommand(
       "create", "Create an array: write md v1.2 superblocks to the members");
-  sub->add_option("--level,-l", args->level, "4 or 5")->capture_default_str();
+  sub->add_option("--level,-l", args->level, "4, 5 or 6")
+      ->capture_default_str();
   sub->add_option("--layout,-p", args->layout,
                   "left-asymmetric, right-asymmetric, left-symmetric "
                   "(default), right-symmetric, parity-first, parity-last, "

@@ -280,8 +280,10 @@ std::string VersionText(const Superblock& sb) {
 // exit code.
 int PrintText(const std::string& path, const Superblock& sb,
               const RawMember& raw, uint32_t expected_csum) {
-  const int data_disks =
-      sb.level == 4 || sb.level == 5 ? static_cast<int>(sb.raid_disks) - 1 : 0;
+  const int data_disks = sb.level == 4 || sb.level == 5
+                             ? static_cast<int>(sb.raid_disks) - 1
+                         : sb.level == 6 ? static_cast<int>(sb.raid_disks) - 2
+                                         : 0;
   std::printf("%s:\n", path.c_str());
   std::printf("          Magic : %08x\n", kSbMagic);
   std::printf("        Version : %s\n", VersionText(sb).c_str());
@@ -393,11 +395,11 @@ int PrintText(const std::string& path, const Superblock& sb,
   std::printf("         Events : %llu\n",
               static_cast<unsigned long long>(sb.events));
   std::printf("\n");
-  if (sb.level == 5) {
+  if (sb.level == 5 || sb.level == 6) {
     std::printf("         Layout : %s\n",
                 LayoutNameOrUnknown(sb.layout).c_str());
   }
-  if (sb.level == 4 || sb.level == 5) {
+  if (sb.level == 4 || sb.level == 5 || sb.level == 6) {
     std::printf("     Chunk Size : %uK\n", sb.chunksize / 2);
   }
   std::printf("\n");
@@ -414,8 +416,10 @@ int PrintText(const std::string& path, const Superblock& sb,
 
 json ToJson(const std::string& path, const Superblock& sb, const RawMember& raw,
             uint32_t expected_csum) {
-  const int data_disks =
-      sb.level == 4 || sb.level == 5 ? static_cast<int>(sb.raid_disks) - 1 : 0;
+  const int data_disks = sb.level == 4 || sb.level == 5
+                             ? static_cast<int>(sb.raid_disks) - 1
+                         : sb.level == 6 ? static_cast<int>(sb.raid_disks) - 2
+                                         : 0;
   json j;
   j["device"] = path;
   j["magic"] = absl::StrFormat("%08x", kSbMagic);

@@ -30,7 +30,7 @@ absl::StatusOr<Geometry> MakeGeometry(const MapArgs& args) {
   Layout layout =
       args.level == 4 ? Layout::kParityLast : Layout::kLeftSymmetric;
   if (!args.layout.empty()) {
-    absl::StatusOr<Layout> parsed = ParseLayout(args.layout);
+    absl::StatusOr<Layout> parsed = ParseLayout(args.layout, args.level);
     if (!parsed.ok()) return parsed.status();
     layout = *parsed;
   }
@@ -68,8 +68,14 @@ int RunMap(const MapArgs& args) {
     std::printf("%s, %s, chunk %s, %d disks\n", LevelName(g.level()).c_str(),
                 std::string(LayoutName(g.layout())).c_str(),
                 FormatSize(g.chunk_bytes()).c_str(), g.raid_disks());
-    std::printf("%20s %12s %6s %5s %7s %20s %16s\n", "OFFSET", "STRIPE",
-                "INDEX", "DISK", "PARITY", "MEMBER_OFFSET", "MEMBER_SECTOR");
+    if (g.level() == 6) {
+      std::printf("%20s %12s %6s %5s %7s %5s %20s %16s\n", "OFFSET", "STRIPE",
+                  "INDEX", "DISK", "PARITY", "Q", "MEMBER_OFFSET",
+                  "MEMBER_SECTOR");
+    } else {
+      std::printf("%20s %12s %6s %5s %7s %20s %16s\n", "OFFSET", "STRIPE",
+                  "INDEX", "DISK", "PARITY", "MEMBER_OFFSET", "MEMBER_SECTOR");
+    }
   }
   for (uint64_t offset : offsets) {
     const Location loc = g.Map(offset);
@@ -82,6 +88,14 @@ int RunMap(const MapArgs& args) {
                      {"member_offset", loc.member_offset},
                      {"member_sector", loc.member_offset / 512},
                      {"chunk_offset", loc.chunk_offset}});
+      if (g.level() == 6) all.back()["q_disk"] = g.QDisk(loc.stripe);
+    } else if (g.level() == 6) {
+      std::printf("%20llu %12llu %6d %5d %7d %5d %20llu %16llu\n",
+                  static_cast<unsigned long long>(offset),
+                  static_cast<unsigned long long>(loc.stripe), loc.data_index,
+                  loc.disk, loc.parity_disk, g.QDisk(loc.stripe),
+                  static_cast<unsigned long long>(loc.member_offset),
+                  static_cast<unsigned long long>(loc.member_offset / 512));
     } else {
       std::printf("%20llu %12llu %6d %5d %7d %20llu %16llu\n",
                   static_cast<unsigned long long>(offset),
@@ -114,8 +128,8 @@ void AddMapCommand(CLI::App& app, Action* action) {
   sub->add_option("--disks,-n", args->disks, "Number of raid devices")
       ->required()
       ->check(CLI::Range(kMinDisks, kMaxDisks));
-  sub->add_option("--level,-l", args->level, "4 or 5")
-      ->check(CLI::IsMember({4, 5}))
+  sub->add_option("--level,-l", args->level, "4, 5 or 6")
+      ->check(CLI::IsMember({4, 5, 6}))
       ->capture_default_str();
   sub->add_flag("--json", args->json, "Print a JSON array");
   sub->add_option("OFFSET", args->offsets,

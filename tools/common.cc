@@ -68,6 +68,8 @@ std::string LevelName(int level) {
       return "raid4";
     case 5:
       return "raid5";
+    case 6:
+      return "raid6";
     default:
       return "-unknown-";
   }
@@ -83,10 +85,12 @@ std::string FormatMdTime(uint64_t md_time) {
 }
 
 std::string LayoutNameOrUnknown(uint32_t layout) {
-  if (layout > static_cast<uint32_t>(Layout::kParityLast)) {
-    return "-unknown-";
-  }
-  return std::string(LayoutName(static_cast<Layout>(layout)));
+  // md's numbers: 0..5, and RAID6's 8..10 and 16..20.
+  const std::string_view name = layout > 20
+                                    ? std::string_view("unknown")
+                                    : LayoutName(static_cast<Layout>(layout));
+  if (name == "unknown") return "-unknown-";
+  return std::string(name);
 }
 
 }  // namespace uraid::tool

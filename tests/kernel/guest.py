@@ -1643,6 +1643,97 @@ def case_raid6_md_layout(c):
     log("; ".join(seen))
 
 
+RAID6_LAYOUT_NUMBERS = {
+    "left-asymmetric": 0, "right-asymmetric": 1, "left-symmetric": 2,
+    "right-symmetric": 3, "parity-first": 4, "parity-last": 5,
+    "ddf-zero-restart": 8, "ddf-N-restart": 9, "ddf-N-continue": 10,
+    "left-asymmetric-6": 16, "right-asymmetric-6": 17,
+    "left-symmetric-6": 18, "right-symmetric-6": 19, "parity-first-6": 20}
+
+
+def case_raid6_interop(c):
+    """RAID6 served by uraid, judged by md, both ways. uraid creates (its
+    own initial resync computes P and Q) and writes; its check finds P and
+    Q right; md assembles, reads the same bytes, its check gives
+    mismatch_cnt 0, and writes; uraid reads md's writes with two members
+    left out. Then md creates and writes; uraid serves it with two members
+    left out, reads the same bytes and writes; md assembles those
+    survivors and reads uraid's degraded writes."""
+    p, devs, md = c.params, c.devs, c.md
+    layout, n = p["layout"], p["disks"]
+    number = RAID6_LAYOUT_NUMBERS[layout]
+    gone = [devs[1], devs[n - 2]]       # two members left out, not adjacent
+    survivors = [d for d in devs if d not in gone]
+    uraid("create", "--force", "--name", "k", "--level", "6", "--layout",
+          layout, "--chunk", p["chunk"], "--bitmap", "none", *devs)
+    d = uraid_detail(devs)
+    size = d["array_bytes"]
+    image = Image(size)
+    srv = Server(c.tmp, devs)
+    h = srv.connect()
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
+                  spread_blocks(size // BLK, c.seed))
+    h.flush()
+    h.shutdown()
+    srv.stop()
+    uraid_check(devs, "uraid's RAID6 after its writes")
+    compare_superblocks(devs, "uraid's RAID6")
+
+    out = md_assemble(md, devs)
+    log(f"mdadm --assemble: {out or 'ok'}")
+    check(md_attr(md, "level") == "raid6", f"{md}: level "
+          f"{md_attr(md, 'level')}")
+    check(int(md_attr(md, "layout")) == number, f"{md}: layout "
+          f"{md_attr(md, 'layout')}, want {number} ({layout})")
+    check(md_size(md) == size, f"{md}: size {md_size(md)}, uraid {size}")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, f"md reading uraid's RAID6 /dev/{md}")
+    dev.close()
+    mm = md_check(md)
+    check(mm == 0, f"{md}: md check of uraid's RAID6: mismatch_cnt {mm}")
+    dev = Direct(f"/dev/{md}", write=True)
+    write_pattern(dev.write, image, 2, spread_blocks(size // BLK, c.seed + 1,
+                                                     head=64, count=24))
+    dev.close()
+    md_stop(md)
+    uraid_check(devs, "md's writes to uraid's RAID6")
+    uraid_read_all(c.tmp, survivors, image,
+                   "uraid reading md's writes with two members left out",
+                   extra=["run=true"])
+
+    zero_members(devs)
+    sh("mdadm", "--create", f"/dev/{md}", "--run", "--metadata=1.2",
+       "--level=6", f"--raid-devices={n}", f"--chunk={p['chunk']}",
+       f"--layout={layout}", "--bitmap=none", "--name=k", *devs)
+    md_readwrite(md)
+    md_wait_idle(md, what="md's initial resync")
+    size = md_size(md)
+    image = Image(size)
+    dev = Direct(f"/dev/{md}", write=True)
+    write_pattern(dev.write, image, 3, spread_blocks(size // BLK, c.seed + 2))
+    dev.close()
+    md_stop(md)
+    uraid_check(devs, "md's RAID6")
+    srv = Server(c.tmp, survivors, ["run=true"])
+    h = srv.connect()
+    check(h.get_size() == size, f"uraid serves {h.get_size()}, md {size}")
+    image.verify(lambda o, k: h.pread(k, o),
+                 "uraid reading md's RAID6 with two members left out")
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 4,
+                  spread_blocks(size // BLK, c.seed + 3, head=64, count=24))
+    h.flush()
+    h.shutdown()
+    srv.stop()
+    out = md_assemble(md, survivors, "--run")
+    check(int(md_attr(md, "degraded")) == 2,
+          f"{md}: degraded {md_attr(md, 'degraded')}: {out}")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md reading uraid's writes to its RAID6 with two "
+                 "members gone")
+    dev.close()
+    md_stop(md)
+
+
 KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "kill9_bitmap": case_kill9_bitmap, "kill9_ppl": case_kill9_ppl,
          "ppl_md_crashed": case_ppl_md_crashed,
@@ -1651,7 +1742,8 @@ KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "bad_blocks_md_to_uraid": case_bad_blocks_md_to_uraid,
          "bad_blocks_uraid_to_md": case_bad_blocks_uraid_to_md,
          "bad_blocks_create_log": case_bad_blocks_create_log,
-         "raid6_md_layout": case_raid6_md_layout}
+         "raid6_md_layout": case_raid6_md_layout,
+         "raid6_interop": case_raid6_interop}
 
 
 class Case:

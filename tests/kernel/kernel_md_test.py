@@ -127,14 +127,26 @@ def raid6_md(layouts, disk_counts, chunk):
                 layouts=layouts, disk_counts=disk_counts, chunk=chunk)
 
 
+def raid6_interop(layout, disks, chunk):
+    """uraid serves RAID6 and md judges it, both ways, with two members
+    left out (guest.py's case_raid6_interop)."""
+    return case(f"raid6/interop/{layout}/{chunk}/{disks}disks",
+                "raid6_interop", disks, size_mib=8, layout=layout,
+                chunk=chunk)
+
+
 def raid6_cases(full):
-    # CI: one case, an md layout whose slot order is not the data index, a
-    # DDF one and a -6 one, on 5 disks.
+    # CI: one layout case, an md layout whose slot order is not the data
+    # index, a DDF one and a -6 one, on 5 disks; and one interop case on a
+    # layout whose Q order is not the data index.
     out = [raid6_md(["left-asymmetric", "ddf-N-continue", "left-symmetric-6"],
-                    [5], "64K")]
+                    [5], "64K"),
+           raid6_interop("left-asymmetric", 5, "64K")]
     if full:
         chunks = ["4K", "16K", "64K", "128K", "512K"]
         out += [raid6_md(f, [4, 5, 7], chunks[i % len(chunks)])
+                for i, f in enumerate(RAID6_FAMILIES)]
+        out += [raid6_interop(f[i % 2], 4 + i % 4, chunks[i % len(chunks)])
                 for i, f in enumerate(RAID6_FAMILIES)]
     return out
 

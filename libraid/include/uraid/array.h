@@ -387,8 +387,8 @@ struct ArrayInfo {
   uint64_t utime = 0;
   bool clean = true;      // resync_offset == MaxSector in the superblocks
   bool ppl = false;       // consistency policy "ppl" (the PPL feature bit)
-  bool degraded = false;  // one slot missing or faulty
-  bool failed = false;    // more than one slot gone
+  bool degraded = false;  // one slot missing or faulty (RAID6: or two)
+  bool failed = false;    // more slots gone than parity covers
   bool read_only = false;
   // Resync: true while parity is being recomputed; resync_bytes is how far
   // (member bytes) it has got.

@@ -104,7 +104,10 @@ class URAID_EXPORT Geometry {
   Layout layout() const { return layout_; }
   uint64_t chunk_bytes() const { return chunk_bytes_; }
   int raid_disks() const { return raid_disks_; }
-  int data_disks() const { return raid_disks_ - (level_ == 6 ? 2 : 1); }
+  int data_disks() const { return raid_disks_ - parity_disks(); }
+  // Members per stripe that hold parity (RAID6: P and Q): also how many
+  // the array may lose and still serve every byte.
+  int parity_disks() const { return level_ == 6 ? 2 : 1; }
   // Bytes of each member used for data (md's `size`, times 512).
   uint64_t member_bytes() const { return member_bytes_; }
   uint64_t stripe_count() const { return member_bytes_ / chunk_bytes_; }

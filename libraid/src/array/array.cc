@@ -372,7 +372,8 @@ ArrayInfo ArrayImpl::Info() const {
       info.spares.push_back(si);
     }
   }
-  info.degraded = gone == 1;
+  // Degraded: lost some but not more than the parity covers (RAID6: two).
+  info.degraded = gone >= 1 && gone <= info.geometry.parity_disks();
   info.job = jobs_.current();
   info.last_job = jobs_.last();
   info.speed = jobs_.speed();

@@ -23,7 +23,8 @@ absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
 
 absl::Status ArrayImpl::StartScrub(bool repair) {
   RETURN_IF_ERROR(CheckUsable(repair));
-  if (slots_.Gone() > 0) {
+  // RAID6 checks beside one lost member (P and Q still agree or not).
+  if (slots_.Gone() > geometry().parity_disks() - 1) {
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked until it is rebuilt");
   }

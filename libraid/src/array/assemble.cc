@@ -141,13 +141,21 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
     if (sbs[i].events > sbs[fresh].events) fresh = i;
   }
   const Superblock& top = sbs[fresh];
-  if (top.level != 4 && top.level != 5) {
+  if (top.level != 4 && top.level != 5 && top.level != 6) {
     return absl::UnimplementedError(absl::StrFormat(
-        "%s: level %d arrays are not supported (uraid handles RAID4 and "
-        "RAID5)",
+        "%s: level %d arrays are not supported (uraid handles RAID4, RAID5 "
+        "and RAID6)",
         members[fresh]->Name(), top.level));
   }
   const bool reshaping = top.feature_map & kFeatureReshapeActive;
+  if (reshaping && (top.level == 6 || top.new_level == 6)) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: a reshape to or from RAID6 is in progress (level %d -> %d); "
+        "uraid does not resume RAID6 reshapes yet: let md finish it",
+        members[fresh]->Name(), top.level, top.new_level));
+  }
+  // Members the array may lose and still serve every byte.
+  const size_t max_lost = top.level == 6 ? 2 : 1;
   for (size_t i = 0; i < m; ++i) {
     // A member one event behind that took part in a reshape's start or end
     // (a crash between two superblock writes) has the other shape in its
@@ -319,7 +327,7 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   std::string forced_why;
   if (!first_refusal.ok()) {
     absl::StatusOr<ForcedChoice> choice =
-        gone.size() > 1
+        gone.size() > max_lost
             ? ChooseForcedMembers(n, top.events, candidates, empty)
             : absl::FailedPreconditionError("the array can start without it");
     if (!options.force) {
@@ -347,14 +355,15 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
       }
       forced_why = choice->why;
       find_gone();
-    } else if (gone.size() > 1) {
+    } else if (gone.size() > max_lost) {
       return choice.status();
     }
   }
-  if (gone.size() > 1) {
+  if (gone.size() > max_lost) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "%d of %d members are missing (slots %s); RAID%d survives only one",
-        gone.size(), n, absl::StrJoin(gone, ", "), top.level));
+        "%d of %d members are missing (slots %s); RAID%d survives only %s",
+        gone.size(), n, absl::StrJoin(gone, ", "), top.level,
+        max_lost == 2 ? "two" : "one"));
   }
   const bool dirty = !top.clean();
   // md starts a dirty degraded array with a PPL: the log's replay makes

@@ -83,20 +83,13 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   // Validates level, layout, chunk and disk count before touching members.
   RETURN_IF_ERROR(
       Geometry::Make(options.level, options.layout, chunk, n, chunk).status());
-  // Geometry knows md's RAID6 placement (the layout math and the P+Q codec
-  // come first), but the stripe engine computes only RAID4/5 parity: a
-  // level-6 array made here would have no valid Q.
-  if (options.level != 4 && options.level != 5) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "level %d arrays cannot be created yet: uraid serves RAID4 and RAID5",
-        options.level));
-  }
+  const int max_missing = options.level == 6 ? 2 : 1;
   int missing = 0;
   for (const auto& m : members) missing += m == nullptr;
-  if (missing > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%d members given as missing; RAID%d survives only one",
-                        missing, options.level));
+  if (missing > max_missing) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d members given as missing; RAID%d survives only %s", missing,
+        options.level, max_missing == 2 ? "two" : "one"));
   }
   if (options.name.size() > 32) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -257,9 +250,10 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
   sb.events = 0;
   sb.max_dev = 128;
   sb.dev_roles.assign(128, kRoleSpare);
-  // A degraded array has nothing to make consistent: the missing chunk of
-  // every stripe is by definition the XOR of the others.
-  const bool start_clean = options.assume_clean || missing == 1;
+  // An array missing as many members as it has parity has nothing to make
+  // consistent: the missing chunks of every stripe are by definition what
+  // the others imply. A RAID6 missing one still has P and Q to agree.
+  const bool start_clean = options.assume_clean || missing == max_missing;
   sb.resync_offset = start_clean ? kMaxSector : 0;
   // An external bitmap leaves no trace in the superblocks (md's way): it
   // is named again at assembly.

@@ -68,11 +68,11 @@ absl::Status ArrayImpl::FailMember(const std::string& name) {
   }
   const SlotState st = slots_[slot]->state.load();
   if (st == SlotState::kFaulty) return absl::OkStatus();
-  if (st == SlotState::kActive && slots_.Gone() > 0) {
+  if (st == SlotState::kActive && slots_.Gone() >= geometry().parity_disks()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "refusing to fail %s (slot %d): the array is already degraded and "
-        "would fail (md refuses this too)",
-        name, slot));
+        "refusing to fail %s (slot %d): the array is already degraded (%d "
+        "gone, all its parity covers) and would fail (md refuses this too)",
+        name, slot, slots_.Gone()));
   }
   return FailSlot(slot, "failed by request", m.get());
 }

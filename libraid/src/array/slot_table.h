@@ -117,6 +117,19 @@ class SlotTable {
     }
     return -1;
   }
+  // The slots of [0, disks) that cannot serve `stripe`: the first two in
+  // *first and *second (-1 where there are fewer); returns how many.
+  int MissingAt(int disks, uint64_t stripe, int* first, int* second) const {
+    int n = 0;
+    *first = *second = -1;
+    for (int i = 0; i < disks; ++i) {
+      if (UsableAt(i, stripe)) continue;
+      if (n == 0) *first = i;
+      if (n == 1) *second = i;
+      ++n;
+    }
+    return n;
+  }
   // Whether any slot's member has a recorded bad block: one atomic load a
   // slot, so a request checks once and the healthy path looks no further.
   bool AnyBad() const {

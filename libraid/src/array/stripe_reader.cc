@@ -60,9 +60,13 @@ absl::Status StripeReader::Read(const Shape& sh, void* buf, size_t len,
   std::vector<uint64_t> lost;
   for (const Piece& p : pieces) {
     if (!lost.empty() && lost.back() == p.loc.stripe) continue;
-    const int m = slots_.MissingAt(sh.geo.raid_disks(), p.loc.stripe);
-    if (m >= 0 && m != geo.ParityDisk(p.loc.stripe)) {
-      lost.push_back(p.loc.stripe);
+    int m, m2;
+    slots_.MissingAt(sh.geo.raid_disks(), p.loc.stripe, &m, &m2);
+    for (const int s : {m, m2}) {
+      if (s >= 0 && geo.DataIndex(p.loc.stripe, s) >= 0) {
+        lost.push_back(p.loc.stripe);
+        break;
+      }
     }
   }
   std::vector<bool> degraded(pieces.size(), false);
@@ -453,24 +457,39 @@ absl::Status StripeReader::ReconstructLocked(const Shape& sh, uint64_t stripe,
   // Generations first, health second: a member that changes hands after
   // the check is caught by the generation (its reads come back stale).
   const SlotGens gens = slots_.CaptureGens();
+  // RAID6 rebuilds beside one other slot that cannot help (gone, or bad
+  // in these rows); RAID5 beside none.
+  int also = -1;
   for (int i = 0; i < sh.geo.raid_disks(); ++i) {
-    if (i != slot && !slots_.UsableAt(i, stripe)) {
-      return absl::UnavailableError(absl::StrFormat(
-          "cannot reconstruct slot %d at member offset %d: member in slot %d "
-          "is also gone",
-          slot, sh.data_offset + member_offset, i));
+    if (i == slot || slots_.UsableAt(i, stripe)) continue;
+    if (also < 0 && sh.geo.parity_disks() == 2) {
+      also = i;
+      continue;
     }
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot reconstruct slot %d at member offset %d: member in slot %d "
+        "is also gone%s",
+        slot, sh.data_offset + member_offset, i,
+        also >= 0 ? absl::StrFormat(", and so is slot %d's", also) : ""));
   }
   for (int i = 0; i < sh.geo.raid_disks(); ++i) {
-    if (i != slot && slots_.BadAt(i, sh.data_offset + member_offset, len)) {
-      return absl::DataLossError(absl::StrFormat(
-          "cannot reconstruct slot %d at member offset %d (%d bytes): slot "
-          "%d has a recorded bad block in those rows",
-          slot, sh.data_offset + member_offset, len, i));
+    if (i == slot || i == also ||
+        !slots_.BadAt(i, sh.data_offset + member_offset, len)) {
+      continue;
     }
+    if (also < 0 && sh.geo.parity_disks() == 2) {
+      also = i;
+      continue;
+    }
+    return absl::DataLossError(absl::StrFormat(
+        "cannot reconstruct slot %d at member offset %d (%d bytes): slot "
+        "%d has a recorded bad block in those rows%s",
+        slot, sh.data_offset + member_offset, len, i,
+        also >= 0 ? absl::StrFormat(" and slot %d cannot help either", also)
+                  : ""));
   }
   const ReadPlan plan =
-      PlanReconstruct(sh.geo, stripe, slot, chunk_offset, len);
+      PlanReconstruct(sh.geo, stripe, slot, chunk_offset, len, also);
   ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
   std::vector<MemberIo> ios = PlannedMemberIos(sh, MemberIo::kRead, stripe,
                                                plan.reads, scratch.data(), dst);
@@ -533,14 +552,13 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
   // but a clean run (a slot changing hands, a read error) falls back to the
   // piece-at-a-time path, which corrects or reports it.
   const SlotGens gens = slots_.CaptureGens();  // before the health (as above)
-  const int missing = slots_.MissingAt(sh.geo.raid_disks(), stripe);
-  bool others_usable = true;
-  for (int i = missing + 1; i < sh.geo.raid_disks(); ++i) {
-    others_usable = others_usable && slots_.UsableAt(i, stripe);
-  }
-  if (missing >= 0 && others_usable && host_.CheckUsable(false).ok() &&
-      !StripeHasBadBlocks(sh, stripe)) {
-    const ReadPlan plan = PlanDegradedRead(sh.geo, stripe, pieces, missing);
+  int missing, second;
+  const int n_missing =
+      slots_.MissingAt(sh.geo.raid_disks(), stripe, &missing, &second);
+  if (missing >= 0 && n_missing <= sh.geo.parity_disks() &&
+      host_.CheckUsable(false).ok() && !StripeHasBadBlocks(sh, stripe)) {
+    const ReadPlan plan =
+        PlanDegradedRead(sh.geo, stripe, pieces, missing, second);
     ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
     std::vector<MemberIo> ios = PlannedMemberIos(
         sh, MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
@@ -570,6 +588,7 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
         std::vector<SurvivorCache::Rows> rows;
         for (const PlannedIo& io : plan.reads) {
           if (io.slot == sh.geo.ParityDisk(stripe) ||
+              io.slot == sh.geo.QDisk(stripe) ||
               (plan.rebuild && io.ref.buffer != PlanRef::kScratch)) {
             continue;
           }

@@ -174,7 +174,8 @@ absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
     if (!st.ok()) break;
     bool slot_failed = false;
     const SlotGens gens = slots_.CaptureGens();
-    const int missing = slots_.MissingAt(sh.geo.raid_disks(), stripe);
+    int missing, second;
+    slots_.MissingAt(sh.geo.raid_disks(), stripe, &missing, &second);
     whole = whole && missing < 0;
     if (slots_.AnyBad() && reader_.StripeHasBadBlocks(sh, stripe)) {
       // Rows with bad blocks are written around them (and a write that
@@ -184,7 +185,7 @@ absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
                                 /*force_rcw=*/attempt > 0, &slot_failed,
                                 touched);
     } else {
-      st = PlanAndWriteStripe(sh, stripe, a, b, src, missing, gens,
+      st = PlanAndWriteStripe(sh, stripe, a, b, src, missing, second, gens,
                               /*force_rcw=*/attempt > 0, &slot_failed, touched);
     }
     if (st.ok() || !slot_failed) break;
@@ -199,17 +200,16 @@ absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
   return st;
 }
 
-absl::Status StripeWriter::PlanAndWriteStripe(const Shape& sh, uint64_t stripe,
-                                              uint64_t a, uint64_t b,
-                                              const uint8_t* src, int missing,
-                                              const SlotGens& gens,
-                                              bool force_rcw, bool* slot_failed,
-                                              std::vector<bool>* touched) {
+absl::Status StripeWriter::PlanAndWriteStripe(
+    const Shape& sh, uint64_t stripe, uint64_t a, uint64_t b,
+    const uint8_t* src, int missing, int second_missing, const SlotGens& gens,
+    bool force_rcw, bool* slot_failed, std::vector<bool>* touched) {
   // Parity of a stripe the resync has not reached is not trusted yet, and a
   // retry's may already hold part of this write: never carry it forward.
   const StripeHealth health{
       missing,
-      !force_rcw && stripe < resync_stripe_.load(std::memory_order_acquire)};
+      !force_rcw && stripe < resync_stripe_.load(std::memory_order_acquire),
+      second_missing};
   const WritePlan plan = PlanWrite(sh.geo, stripe, a, b, health);
   AlignedBuffer scratch(plan.scratch_bytes);
   auto* client = const_cast<uint8_t*>(src);  // only written from
@@ -369,11 +369,13 @@ absl::Status StripeWriter::WriteAroundBadLocked(
     }
     const int d = sh.geo.DataDisk(stripe, di);
     absl::Status st;
-    if (lost.size() <= 1) {
+    if (lost.size() <= static_cast<size_t>(sh.geo.parity_disks())) {
       const int missing = lost.empty() ? -1 : lost[0];
+      const int second = lost.size() < 2 ? -1 : lost[1];
       st = PlanAndWriteStripe(sh, stripe, di * C + x, di * C + y, data, missing,
-                              gens, force_rcw, slot_failed, touched);
-      if (st.ok() && missing == d && slots_.UsableAt(d, stripe)) {
+                              second, gens, force_rcw, slot_failed, touched);
+      if (st.ok() && (missing == d || second == d) &&
+          slots_.UsableAt(d, stripe)) {
         MakeGoodLocked(sh, stripe, d, x, len, data, gens);
       }
     } else {
@@ -424,7 +426,10 @@ absl::Status StripeWriter::WriteLossyRowsLocked(
     return std::find(lost.begin(), lost.end(), s) != lost.end();
   };
   counters_.degraded_writes.fetch_add(1, std::memory_order_relaxed);
-  if (!is_lost(d)) {
+  // RAID6 (three or more lost in the row): P and Q are recorded bad below
+  // rather than read-modify-written, which would need the Q of rows whose
+  // P already disagrees.
+  if (!is_lost(d) && sh.geo.level() != 6) {
     std::vector<MemberIo> writes{MemberIo{
         MemberIo::kWrite, d, const_cast<uint8_t*>(data), len, off, {}}};
     AlignedBuffer scratch(2 * len);
@@ -460,12 +465,13 @@ absl::Status StripeWriter::WriteLossyRowsLocked(
         "cannot hold it",
         stripe, d, sh.data_offset + off, absl::StrJoin(lost, ",")));
   }
-  if (!is_lost(p)) {
-    // Parity matched the old bytes of `d` (lost) and no longer matches
-    // the row once `d` is written: recorded bad first, so nothing rebuilds
-    // from it.
+  for (const int par : {p, sh.geo.QDisk(stripe)}) {
+    if (par < 0 || is_lost(par)) continue;
+    // Parity matched the old bytes of `d` and no longer matches the row
+    // once `d` is written: recorded bad first, so nothing rebuilds from
+    // it.
     RETURN_IF_ERROR(host_.RecordBadBlocks(
-        p, false, nullptr, sh.data_offset + off, len,
+        par, false, nullptr, sh.data_offset + off, len,
         absl::StrFormat("parity no longer matches: slot %d rewritten while "
                         "its row had lost slots %s",
                         d, absl::StrJoin(lost, ","))));

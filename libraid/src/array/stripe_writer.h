@@ -103,13 +103,14 @@ class StripeWriter : private EnginePart {
   // shape) and drops it. REQUIRES: its lock.
   absl::Status WritebackLocked(const Shape& sh, StripeCache::Entry* e,
                                std::vector<bool>* touched);
-  // `missing` is the slot to write around, or -1. `force_rcw`: never
+  // `missing` is the slot to write around, or -1 (RAID6: `second_missing`
+  // a second one). `force_rcw`: never
   // read-modify-write (a retry after a partly applied attempt: RMW would
   // fold the new bytes into parity twice).
   absl::Status PlanAndWriteStripe(const Shape& sh, uint64_t stripe, uint64_t a,
                                   uint64_t b, const uint8_t* src, int missing,
-                                  const SlotGens& gens, bool force_rcw,
-                                  bool* slot_failed,
+                                  int second_missing, const SlotGens& gens,
+                                  bool force_rcw, bool* slot_failed,
                                   std::vector<bool>* touched);
   // WriteStripeLocked for a stripe some slot has bad blocks in: each data
   // chunk's share cut where a bad range starts or ends, each piece written

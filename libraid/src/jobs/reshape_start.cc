@@ -48,6 +48,13 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
         "--consistency-policy resync)");
   }
   const Shape& from = *shape_.load();
+  // RAID6 reshapes (by members, layout or chunk, and 5 <-> 6) need the
+  // copier and the crash records to carry Q: not built yet.
+  if (from.geo.level() == 6 || options.level == 6) {
+    return absl::UnimplementedError(
+        "reshaping to or from RAID6 is not supported yet (a RAID6 array "
+        "keeps its members, layout and chunk; md can reshape it offline)");
+  }
   if (resync_stripe_.load() < from.geo.stripe_count()) {
     return absl::FailedPreconditionError(
         "the array is resyncing: wait for it to finish before reshaping");

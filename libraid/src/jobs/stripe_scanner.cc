@@ -3,12 +3,14 @@
 #include "jobs/stripe_scanner.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "absl/strings/str_format.h"
 #include "base/aligned_buffer.h"
 #include "base/status_macros.h"
 #include "parity/parity.h"
+#include "parity/raid6.h"
 
 namespace uraid {
 namespace {
@@ -32,10 +34,17 @@ absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
   const uint64_t C = sh.geo.chunk_bytes();
   const uint64_t win = std::min(C, kScanWindow);
   const int pd = sh.geo.ParityDisk(stripe);
-  ScratchOrOwned bufs(ScratchUser::kScan, win * n);
+  const int qd = sh.geo.QDisk(stripe);  // -1 below RAID6
+  // Two more rows at the end: the P and Q computed (RAID6).
+  ScratchOrOwned bufs(ScratchUser::kScan, win * (n + 2));
+  auto buf = [&](int i) { return bufs.data() + win * i; };
   StripeLock lock(&locks_, LockKey(sh, stripe));
   RETURN_IF_ERROR(host_.CheckUsable(false));
-  if (slots_.MissingAt(sh.geo.raid_disks(), stripe) >= 0) {
+  int missing, second;
+  // RAID6 is checked (and resynced) beside one lost member: its P and Q
+  // still have to agree. RAID5's parity then has nothing to agree with.
+  if (slots_.MissingAt(n, stripe, &missing, &second) >
+      sh.geo.parity_disks() - 1) {
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked");
   }
@@ -54,8 +63,9 @@ absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
     }
     std::vector<MemberIo> ios;
     for (int i = 0; i < n; ++i) {
-      ios.push_back(MemberIo{
-          MemberIo::kRead, i, bufs.data() + win * i, win, stripe * C + w, {}});
+      if (i == missing) continue;
+      ios.push_back(
+          MemberIo{MemberIo::kRead, i, buf(i), win, stripe * C + w, {}});
     }
     const SlotGens gens = slots_.CaptureGens();
     io_.Submit(sh, ios, &gens);
@@ -70,6 +80,12 @@ absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
     RETURN_IF_ERROR(cs);
     bool slot_failed;
     RETURN_IF_ERROR(host_.AbsorbFailures(ios, &slot_failed));
+    if (qd >= 0) {
+      RETURN_IF_ERROR(ScanRows6(sh, stripe, stripe * C + w, win, missing,
+                                bufs.data(), repair, mismatch));
+      if (*mismatch && !repair) return absl::OkStatus();
+      continue;
+    }
     std::vector<const void*> all;
     for (int i = 0; i < n; ++i) all.push_back(bufs.data() + win * i);
     if (XorIsZero(all, win)) continue;
@@ -87,6 +103,49 @@ absl::Status StripeScanner::ScanStripe(const Shape& sh, uint64_t stripe,
     RETURN_IF_ERROR(host_.AbsorbFailures(w_io, &slot_failed));
   }
   return absl::OkStatus();
+}
+
+absl::Status StripeScanner::ScanRows6(const Shape& sh, uint64_t stripe,
+                                      uint64_t member_offset, uint64_t win,
+                                      int missing, uint8_t* rows, bool repair,
+                                      bool* mismatch) {
+  const int n = sh.geo.raid_disks();
+  const int pd = sh.geo.ParityDisk(stripe), qd = sh.geo.QDisk(stripe);
+  auto row = [&](int i) { return rows + win * i; };
+  uint8_t* p = row(n);
+  uint8_t* q = row(n + 1);
+  std::vector<void*> slots(sh.geo.SyndromeSlots(), nullptr);
+  for (int i = 0; i < n; ++i) {
+    if (i != pd && i != qd) slots[sh.geo.QSlot(stripe, i)] = row(i);
+  }
+  bool p_ok = true, q_ok = true;
+  if (missing >= 0 && missing != pd && missing != qd) {
+    // A lost data slot holds what P implies: its rows from P, then Q from
+    // all the data must match the Q read.
+    const int lost[2] = {sh.geo.QSlot(stripe, missing), kLostQ};
+    RETURN_IF_ERROR(RecoverPQ(slots, row(pd), q, win, lost));
+    q_ok = std::memcmp(q, row(qd), win) == 0;
+  } else {
+    const std::vector<const void*> data(slots.begin(), slots.end());
+    ComputePQ(data, missing == pd ? nullptr : p, missing == qd ? nullptr : q,
+              win);
+    p_ok = missing == pd || std::memcmp(p, row(pd), win) == 0;
+    q_ok = missing == qd || std::memcmp(q, row(qd), win) == 0;
+  }
+  if (p_ok && q_ok) return absl::OkStatus();
+  *mismatch = true;
+  if (!repair) return absl::OkStatus();
+  // md's repair: P and Q recomputed from the data, whichever differs.
+  std::vector<MemberIo> w_io;
+  if (!p_ok) {
+    w_io.push_back(MemberIo{MemberIo::kWrite, pd, p, win, member_offset, {}});
+  }
+  if (!q_ok) {
+    w_io.push_back(MemberIo{MemberIo::kWrite, qd, q, win, member_offset, {}});
+  }
+  io_.Submit(sh, w_io);
+  bool slot_failed;
+  return host_.AbsorbFailures(w_io, &slot_failed);
 }
 
 uint64_t StripeScanner::SkipHoles(const Shape& sh, uint64_t stripe) {

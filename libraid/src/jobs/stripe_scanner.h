@@ -61,6 +61,15 @@ class StripeScanner : private EnginePart {
   uint64_t SkipHoles(const Shape& sh, uint64_t stripe);
 
  private:
+  // RAID6's share of ScanStripe for one window of rows at `member_offset`
+  // (read into `rows`, `win` bytes a slot by slot number, two spare rows
+  // after them): P and Q computed from the data (a lost data slot's rows
+  // from P first) and compared; `repair` writes whichever differs.
+  // `missing` is the one slot that cannot serve the stripe, or -1.
+  absl::Status ScanRows6(const Shape& sh, uint64_t stripe,
+                         uint64_t member_offset, uint64_t win, int missing,
+                         uint8_t* rows, bool repair, bool* mismatch);
+
   StripeWriter& writer_;
   TaskPool& pool_;
 };

@@ -21,7 +21,8 @@ Roster::Roster(RosterHost& host, std::vector<std::unique_ptr<Slot>> slots,
       slots_(std::move(slots)),
       sb_(std::move(sb)),
       spares_(std::move(spares)) {
-  if (slots_.Gone() > 1) failed_.store(true);
+  // Members the array may lose and still serve every byte: RAID6 two.
+  if (slots_.Gone() > (sb_.level == 6 ? 2 : 1)) failed_.store(true);
 }
 
 Applied Roster::Apply(const RosterEdit& edit) {
@@ -212,7 +213,7 @@ Applied Roster::FailLocked(int slot, const Member* only_if) {
     }
     if (st == SlotState::kActive) {
       f.outcome = Applied::kFailed;
-      if (slots_.Gone() > 1) failed_.store(true);
+      if (slots_.Gone() > (sb_.level == 6 ? 2 : 1)) failed_.store(true);
     }
     if (st == SlotState::kRebuilding) f.outcome = Applied::kTargetFailed;
   }

@@ -10,19 +10,10 @@
 namespace uraid {
 namespace {
 
-constexpr uint64_t kBlock = 4096;  // md's unit for the RMW/RCW count
-
-// 4 KiB blocks touched by [x, y).
-uint64_t Blocks(uint64_t x, uint64_t y) {
-  return y <= x ? 0 : (y + kBlock - 1) / kBlock - x / kBlock;
-}
-
-PlanRef Client(uint64_t offset) { return {PlanRef::kClient, offset}; }
-PlanRef Scratch(uint64_t offset) { return {PlanRef::kScratch, offset}; }
-
-uint8_t* Resolve(const PlanRef& r, uint8_t* scratch, uint8_t* client) {
-  return (r.buffer == PlanRef::kScratch ? scratch : client) + r.offset;
-}
+using plan_internal::Blocks;
+using plan_internal::Client;
+using plan_internal::Resolve;
+using plan_internal::Scratch;
 
 // Picks RMW or RCW for a healthy stripe with trusted parity, by the 4 KiB
 // blocks each reads over the window.

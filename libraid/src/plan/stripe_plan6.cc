@@ -19,19 +19,6 @@
 namespace uraid::plan_internal {
 namespace {
 
-constexpr uint64_t kBlock = 4096;  // md's unit for the RMW/RCW count
-
-uint64_t Blocks(uint64_t x, uint64_t y) {
-  return y <= x ? 0 : (y + kBlock - 1) / kBlock - x / kBlock;
-}
-
-PlanRef Client(uint64_t offset) { return {PlanRef::kClient, offset}; }
-PlanRef Scratch(uint64_t offset) { return {PlanRef::kScratch, offset}; }
-
-uint8_t* Resolve(const PlanRef& r, uint8_t* scratch, uint8_t* client) {
-  return (r.buffer == PlanRef::kScratch ? scratch : client) + r.offset;
-}
-
 // The planner made a recovery RecoverPQ refuses: a bug here, never a
 // property of the data. Writing parity computed from garbage would corrupt
 // the array silently, so the process stops instead.

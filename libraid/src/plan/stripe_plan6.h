@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Internal to plan/: the RAID6 halves of the planner (stripe_plan.h states
 // the contract; its entry points dispatch here at level 6), and the pieces
-// of the RAID5 planner they share.
+// both halves share (the block count, buffer refs, row gathering).
 
 #ifndef URAID_SRC_PLAN_STRIPE_PLAN6_H_
 #define URAID_SRC_PLAN_STRIPE_PLAN6_H_
@@ -13,6 +13,20 @@
 #include "uraid/geometry.h"
 
 namespace uraid::plan_internal {
+
+inline constexpr uint64_t kBlock = 4096;  // md's unit for the RMW/RCW count
+
+// 4 KiB blocks touched by [x, y).
+inline uint64_t Blocks(uint64_t x, uint64_t y) {
+  return y <= x ? 0 : (y + kBlock - 1) / kBlock - x / kBlock;
+}
+
+inline PlanRef Client(uint64_t offset) { return {PlanRef::kClient, offset}; }
+inline PlanRef Scratch(uint64_t offset) { return {PlanRef::kScratch, offset}; }
+
+inline uint8_t* Resolve(const PlanRef& r, uint8_t* scratch, uint8_t* client) {
+  return (r.buffer == PlanRef::kScratch ? scratch : client) + r.offset;
+}
 
 // Adds to `plan` the reads that bring `slot`'s rows [x, x + len) together
 // and returns where they will be: in the client's buffer when `piece` (the

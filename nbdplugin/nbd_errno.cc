@@ -20,6 +20,7 @@ int NarrowToNbdErrno(int err) {
     case ENOSPC:
     case EOVERFLOW:
     case ESHUTDOWN:
+    case EROFS:  // nbdkit sends it as NBD's EPERM, and logs it as EROFS
 #if ENOTSUP != EOPNOTSUPP
     case ENOTSUP:
 #endif

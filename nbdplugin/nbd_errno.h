@@ -21,7 +21,8 @@
 //
 // EPERM, EIO, ENOMEM, EINVAL, ENOSPC, EOVERFLOW, ESHUTDOWN, ENOTSUP and
 // EOPNOTSUPP pass unchanged (nbdkit needs EOPNOTSUPP as such for the
-// zero-to-write fallback).
+// zero-to-write fallback), and so does EROFS (a write to an array switched
+// read-only by `uraid readonly`), which nbdkit itself turns into EPERM.
 
 #ifndef URAID_NBDPLUGIN_NBD_ERRNO_H_
 #define URAID_NBDPLUGIN_NBD_ERRNO_H_

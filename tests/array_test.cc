@@ -705,31 +705,24 @@ namespace {
 // through, one that issues them in turn waits out every timeout and shows
 // a lower peak. Without it the test timed thread wake-ups against a 5 ms
 // I/O, and a loaded machine under ASan woke a pool thread too late.
-class SlowMember : public Member {
+class SlowMember : public testutil::ForwardingMember {
  public:
   SlowMember(Shared target, std::chrono::milliseconds delay,
              std::atomic<int>* inflight, std::atomic<int>* peak,
              std::atomic<int>* gather)
-      : t_(std::move(target)),
+      : ForwardingMember(std::move(target)),
         delay_(delay),
         inflight_(inflight),
         peak_(peak),
         gather_(gather) {}
   absl::Status Read(void* b, size_t l, uint64_t o) override {
     Slow();
-    return t_->Read(b, l, o);
+    return ForwardingMember::Read(b, l, o);
   }
   absl::Status Write(const void* b, size_t l, uint64_t o) override {
     Slow();
-    return t_->Write(b, l, o);
+    return ForwardingMember::Write(b, l, o);
   }
-  absl::Status Flush() override { return t_->Flush(); }
-  absl::Status Discard(size_t l, uint64_t o) override {
-    return t_->Discard(l, o);
-  }
-  bool DiscardZeroes() const override { return t_->DiscardZeroes(); }
-  uint64_t Size() const override { return t_->Size(); }
-  const std::string& Name() const override { return t_->Name(); }
 
  private:
   void Slow() {
@@ -746,7 +739,6 @@ class SlowMember : public Member {
     std::this_thread::sleep_for(delay_);
     inflight_->fetch_sub(1);
   }
-  Shared t_;
   std::chrono::milliseconds delay_;
   std::atomic<int>* inflight_;
   std::atomic<int>* peak_;

@@ -33,6 +33,7 @@
 #include "gtest/gtest.h"
 #include "uraid/array.h"
 #include "uraid/member.h"
+#include "uraid/status_errno.h"
 
 namespace uraid {
 namespace {
@@ -66,6 +67,8 @@ TEST(ControlProtocol, ParsesEveryCommand) {
       {R"({"cmd":"check"})", {.cmd = Cmd::kCheck}},
       {R"({"cmd":"repair"})", {.cmd = Cmd::kRepair}},
       {R"({"cmd":"stop"})", {.cmd = Cmd::kStop}},
+      {R"({"cmd":"readonly"})", {.cmd = Cmd::kReadOnly}},
+      {R"({"cmd":"readwrite"})", {.cmd = Cmd::kReadWrite}},
       {R"({"cmd":"set","cache":0})", {.cmd = Cmd::kSet, .cache_bytes = 0}},
       {R"({"cmd":"set","speed_min":10,"speed_max":20,"cache":1048576})",
        {.cmd = Cmd::kSet,
@@ -306,6 +309,8 @@ ArrayInfo SampleInfo() {
   info.utime = (7ull << 40) | 1700000100;
   info.clean = false;
   info.degraded = true;
+  info.read_only = true;
+  info.switched_read_only = true;
   info.resyncing = true;
   info.resync_bytes = 65536 * 3;
   for (int i = 0; i < 4; ++i) {
@@ -395,6 +400,7 @@ TEST(InfoJson, RoundTripsEveryField) {
   EXPECT_EQ(b->degraded, a.degraded);
   EXPECT_EQ(b->failed, a.failed);
   EXPECT_EQ(b->read_only, a.read_only);
+  EXPECT_EQ(b->switched_read_only, a.switched_read_only);
   EXPECT_EQ(b->resyncing, a.resyncing);
   EXPECT_EQ(b->resync_bytes, a.resync_bytes);
   ASSERT_EQ(b->slots.size(), a.slots.size());
@@ -933,6 +939,47 @@ TEST_F(ControlServerTest, AddingAMemberAgainNamesIt) {
         << line;
   }
   EXPECT_EQ(array_->Info().spares.size(), 1u);
+}
+
+// md's --readonly / --readwrite over the socket: writes refused with
+// EROFS while read-only, detail and the reply say so, the superblocks are
+// clean; a field, or readwrite twice, gets a clear answer.
+TEST_F(ControlServerTest, ReadOnlyAndReadWrite) {
+  StartServer();
+  Client c(path_);
+  std::vector<uint8_t> buf(kChunk, 0x5a);
+  ASSERT_TRUE(array_->Write(buf.data(), buf.size(), 0).ok());
+  Json reply = c.Call(R"({"cmd":"readonly"})");
+  ASSERT_EQ(reply["ok"], true) << reply.dump();
+  EXPECT_EQ(reply["changed"], true);
+  EXPECT_EQ(reply["read_only"], true);
+  EXPECT_EQ(reply["clean"], true);
+  ArrayInfo info = Detail(c);
+  EXPECT_TRUE(info.read_only);
+  EXPECT_TRUE(info.switched_read_only);
+  EXPECT_TRUE(info.clean);
+  EXPECT_EQ(ArrayStateText(info), "clean, read-only");
+  const absl::Status w = array_->Write(buf.data(), buf.size(), 0);
+  EXPECT_EQ(StatusToErrno(w), EROFS) << w;
+  EXPECT_THAT(std::string(w.message()), HasSubstr("uraid readwrite"));
+  reply = c.Call(R"({"cmd":"check"})");
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_THAT(reply["error"].get<std::string>(), HasSubstr("read-only"));
+  reply = c.Call(R"({"cmd":"readonly"})");
+  EXPECT_EQ(reply["ok"], true);
+  EXPECT_EQ(reply["changed"], false);
+  reply = c.Call(R"({"cmd":"readonly","member":"m1"})");
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_EQ(reply["error"],
+            "unknown field \"member\" in a readonly request (it takes no "
+            "fields)");
+  reply = c.Call(R"({"cmd":"readwrite"})");
+  ASSERT_EQ(reply["ok"], true) << reply.dump();
+  EXPECT_EQ(reply["changed"], true);
+  EXPECT_EQ(reply["read_only"], false);
+  EXPECT_FALSE(Detail(c).read_only);
+  EXPECT_TRUE(array_->Write(buf.data(), buf.size(), 0).ok());
+  EXPECT_EQ(c.Call(R"({"cmd":"readwrite"})")["changed"], false);
 }
 
 TEST_F(ControlServerTest, CheckAndStop) {

@@ -1029,10 +1029,10 @@ TEST(RecoveryModelBugs, ReplaceContinuesWhenOldMemberFailsAtSuperblockWrite) {
 
 // Holds one read or write of a given range in flight (once armed) until
 // released, so a test can move the array on under a request.
-class GateMember : public Member {
+class GateMember : public testutil::ForwardingMember {
  public:
   explicit GateMember(std::shared_ptr<Member> target)
-      : target_(std::move(target)) {}
+      : ForwardingMember(std::move(target)) {}
   void Arm(bool write, uint64_t offset, uint64_t len) {
     absl::MutexLock lock(&mu_);
     armed_ = true;
@@ -1052,19 +1052,12 @@ class GateMember : public Member {
 
   absl::Status Read(void* buf, size_t len, uint64_t offset) override {
     Gate(false, len, offset);
-    return target_->Read(buf, len, offset);
+    return ForwardingMember::Read(buf, len, offset);
   }
   absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
     Gate(true, len, offset);
-    return target_->Write(buf, len, offset);
+    return ForwardingMember::Write(buf, len, offset);
   }
-  absl::Status Flush() override { return target_->Flush(); }
-  absl::Status Discard(size_t len, uint64_t offset) override {
-    return target_->Discard(len, offset);
-  }
-  bool DiscardZeroes() const override { return target_->DiscardZeroes(); }
-  uint64_t Size() const override { return target_->Size(); }
-  const std::string& Name() const override { return target_->Name(); }
 
  private:
   void Gate(bool write, size_t len, uint64_t offset) {
@@ -1078,7 +1071,6 @@ class GateMember : public Member {
     mu_.AwaitWithTimeout(absl::Condition(&open_), absl::Seconds(10));
   }
 
-  std::shared_ptr<Member> target_;
   absl::Mutex mu_;
   bool armed_ = false, write_ = false, entered_ = false, open_ = false;
   uint64_t offset_ = 0, len_ = 0;

@@ -127,6 +127,12 @@ TEST(NbdErrnoTest, NarrowsToWhatNbdCarries) {
   EXPECT_EQ(plugin::NarrowToNbdErrno(EEXIST), EIO);
   EXPECT_EQ(plugin::NarrowToNbdErrno(ECANCELED), EIO);
   EXPECT_EQ(plugin::NarrowToNbdErrno(EAGAIN), EIO);
+  // A write to an array switched read-only: EROFS reaches nbdkit as such
+  // (nbdkit sends NBD's EPERM), never EIO, which reads as a failed disk.
+  EXPECT_EQ(plugin::NarrowToNbdErrno(EROFS), EROFS);
+  EXPECT_EQ(
+      plugin::NbdErrno(WithErrno(absl::FailedPreconditionError("ro"), EROFS)),
+      EROFS);
 }
 
 }  // namespace

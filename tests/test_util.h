@@ -49,6 +49,30 @@ inline std::vector<std::unique_ptr<Member>> Handles(
   return out;
 }
 
+// A member that forwards every call to `target`: tests derive from it to
+// delay, hold or count the calls they care about.
+class ForwardingMember : public Member {
+ public:
+  explicit ForwardingMember(std::shared_ptr<Member> target)
+      : target_(std::move(target)) {}
+  absl::Status Read(void* buf, size_t len, uint64_t offset) override {
+    return target_->Read(buf, len, offset);
+  }
+  absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
+    return target_->Write(buf, len, offset);
+  }
+  absl::Status Flush() override { return target_->Flush(); }
+  absl::Status Discard(size_t len, uint64_t offset) override {
+    return target_->Discard(len, offset);
+  }
+  bool DiscardZeroes() const override { return target_->DiscardZeroes(); }
+  uint64_t Size() const override { return target_->Size(); }
+  const std::string& Name() const override { return target_->Name(); }
+
+ private:
+  std::shared_ptr<Member> target_;
+};
+
 // Every byte of `m` (a crash image: what the member holds now).
 using Image = std::vector<uint8_t>;
 inline Image Snapshot(Member& m) {

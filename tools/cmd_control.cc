@@ -326,6 +326,24 @@ struct StopArgs {
   double timeout_s = 90;
 };
 
+// Appends (ARRAY as given, its control socket) for each of `refs`
+// (ControlSocketOf); false after printing why one has none.
+bool AddSocketsOf(const std::vector<std::string>& refs,
+                  const std::string& config,
+                  std::vector<std::pair<std::string, std::string>>* sockets) {
+  bool ok = true;
+  for (const std::string& ref : refs) {
+    absl::StatusOr<std::string> socket = ControlSocketOf(ref, config);
+    if (!socket.ok()) {
+      Fail(socket.status());
+      ok = false;
+      continue;
+    }
+    sockets->emplace_back(ref, *socket);
+  }
+  return ok;
+}
+
 // Stops each array; goes on after a failure, exit 1 when one failed.
 int RunStopArrays(const StopArgs& args) {
   // (name as the user knows it, control socket)
@@ -342,14 +360,7 @@ int RunStopArrays(const StopArgs& args) {
     }
     if (sockets.empty()) std::printf("no array is served\n");
   }
-  for (const std::string& ref : args.arrays) {
-    absl::StatusOr<std::string> socket = ControlSocketOf(ref, args.config);
-    if (!socket.ok()) {
-      rc = Fail(socket.status());
-      continue;
-    }
-    sockets.emplace_back(ref, *socket);
-  }
+  if (!AddSocketsOf(args.arrays, args.config, &sockets)) rc = 1;
   for (const auto& [name, socket] : sockets) {
     absl::StatusOr<StoppedArray> stopped =
         StopServedArray(socket, args.timeout_s);
@@ -372,7 +383,92 @@ int RunStopArrays(const StopArgs& args) {
   return rc;
 }
 
+// readonly / readwrite: ARRAY... or --control SOCKET (one socket).
+struct ReadOnlyArgs {
+  std::string control;
+  std::vector<std::string> arrays;
+  std::string config;
+};
+
+// md's --readonly / --readwrite on each array; goes on after a failure,
+// exit 1 when one failed.
+int RunReadOnly(const ReadOnlyArgs& args, bool read_only) {
+  std::vector<std::pair<std::string, std::string>> sockets;
+  int rc = 0;
+  if (!args.control.empty()) sockets.emplace_back(args.control, args.control);
+  if (!AddSocketsOf(args.arrays, args.config, &sockets)) rc = 1;
+  for (const auto& [name, socket] : sockets) {
+    std::optional<Connection> c = Connect(socket);
+    if (!c) {
+      rc = 1;
+      continue;
+    }
+    absl::StatusOr<json> reply =
+        c->client->Call({.cmd = read_only ? Cmd::kReadOnly : Cmd::kReadWrite});
+    if (!reply.ok()) {
+      rc = Fail(
+          absl::Status(reply.status().code(),
+                       absl::StrCat(name, ": ", reply.status().message())));
+      continue;
+    }
+    const bool changed = reply->value("changed", true);
+    const bool clean = reply->value("clean", false);
+    if (!read_only) {
+      std::printf("%s: %s\n", name.c_str(),
+                  changed ? "read-write: writes accepted, jobs resume"
+                          : "already read-write");
+    } else if (!changed) {
+      std::printf("%s: already read-only\n", name.c_str());
+    } else {
+      std::printf("%s: read-only: writes refused, jobs frozen, %s\n",
+                  name.c_str(),
+                  clean ? "superblocks clean"
+                        : "superblocks dirty (a resync is unfinished)");
+    }
+    std::fflush(stdout);
+  }
+  return rc;
+}
+
+void AddReadOnlyCommand(CLI::App& app, Action* action, bool read_only) {
+  auto args = std::make_shared<ReadOnlyArgs>();
+  CLI::App* sub = app.add_subcommand(
+      read_only ? "readonly" : "readwrite",
+      read_only
+          ? "Make served arrays read-only (md's --readonly): writes in "
+            "flight finish, new ones fail (EROFS; NBD clients see EPERM), "
+            "jobs freeze, the superblocks are marked clean; reads go on"
+          : "Make read-only served arrays writable again (md's "
+            "--readwrite); frozen jobs resume where they stopped");
+  CLI::Option* control =
+      sub->add_option("--control,-C", args->control, kControlHelp);
+  CLI::Option* arrays = sub->add_option(
+      "ARRAY", args->arrays,
+      "An ARRAY name or uuid of the config, a NAME.ctl of the run "
+      "directory, or a control socket's path");
+  sub->add_option("--config,-c", args->config,
+                  "The config file for ARRAY names (default $URAID_CONFIG, "
+                  "else /etc/uraid/uraid.conf)")
+      ->excludes(control);
+  control->excludes(arrays);
+  sub->final_callback([args, action, read_only] {
+    *action = [args, read_only] {
+      if (args->control.empty() && args->arrays.empty()) {
+        std::fprintf(stderr, "uraid: %s needs ARRAY... or --control SOCKET\n",
+                     read_only ? "readonly" : "readwrite");
+        return 2;
+      }
+      return RunReadOnly(*args, read_only);
+    };
+  });
+}
+
 }  // namespace
+
+void AddReadOnlyCommands(CLI::App& app, Action* action) {
+  AddReadOnlyCommand(app, action, true);
+  AddReadOnlyCommand(app, action, false);
+}
 
 int RunControlScrub(const std::string& socket, bool repair, bool wait,
                     bool watch, bool json_output) {

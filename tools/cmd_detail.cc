@@ -189,15 +189,18 @@ void PrintText(const ArrayInfo& info, bool live) {
   } else if (info.ppl && info.read_only && !info.clean) {
     // Not a resync: the log of the stripes being written is replayed
     // when the array is next assembled writable (served).
-    std::printf("  Resync Status : none needed (PPL: log replayed at "
-                "assembly, when the array is next served)\n");
+    std::printf(
+        "  Resync Status : none needed (PPL: log replayed at "
+        "assembly, when the array is next served)\n");
   } else if (info.resyncing || !info.clean) {
     const uint64_t pct =
         g.member_bytes() ? info.resync_bytes * 100 / g.member_bytes() : 0;
-    std::printf(
-        "  Resync Status : %llu%% complete%s\n",
-        static_cast<unsigned long long>(pct),
-        info.read_only ? " (pending: runs when the array is served)" : "");
+    std::printf("  Resync Status : %llu%% complete%s\n",
+                static_cast<unsigned long long>(pct),
+                info.switched_read_only
+                    ? " (frozen: read-only; `uraid readwrite` resumes it)"
+                : info.read_only ? " (pending: runs when the array is served)"
+                                 : "");
   }
   PrintReshape(info);
   if (info.last_job.kind != JobKind::kNone) {

@@ -35,6 +35,8 @@ void AddRepairCommand(CLI::App& app, Action* action);
 void AddStopCommand(CLI::App& app, Action* action);
 void AddIdleCommand(CLI::App& app, Action* action);
 void AddSetCommand(CLI::App& app, Action* action);
+// readonly / readwrite (md's --readonly / --readwrite on a live array).
+void AddReadOnlyCommands(CLI::App& app, Action* action);
 
 // Every array served on this machine, mdstat-style (cmd_status.cc);
 // RunStatusScan is `detail --scan [--json]`.

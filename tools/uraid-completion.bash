@@ -6,7 +6,8 @@
 # `uraid COMMAND --help`, asked once per shell and kept), so the completion
 # never falls behind the tool. Option values it knows (layouts, levels,
 # policies, chunk sizes, --update and --log words, groups, the run
-# directory's control sockets) are offered; stop and serve offer the ARRAY
+# directory's control sockets) are offered; stop, serve, readonly and
+# readwrite offer the ARRAY
 # names of the config (the --config on the line, else $URAID_CONFIG or
 # /etc/uraid/uraid.conf) and of the served arrays. Members, sockets and
 # files complete as paths.
@@ -152,10 +153,11 @@ _uraid() {
     COMPREPLY=($(compgen -W "${!var}" -- "$cur"))
     return 0
   fi
-  # stop and serve take ARRAY names: the config's (the one named on this
+  # stop, serve, readonly and readwrite take ARRAY names: the config's (the one named on this
   # line, else $URAID_CONFIG or the default) and the served ones (the run
   # directory's NAME.ctl), besides paths.
-  if [[ $cmd == stop || $cmd == serve ]]; then
+  if [[ $cmd == stop || $cmd == serve || $cmd == readonly ||
+    $cmd == readwrite ]]; then
     local run=${URAID_RUN_DIR:-/run/uraid} names f
     names=$(sed -n 's/^[Aa][Rr][Rr][A-Za-z]*[[:space:]]\{1,\}\(\/dev\/md\/\)\{0,1\}\([^[:space:]]*\).*/\2/p' \
       "$conf" 2>/dev/null)

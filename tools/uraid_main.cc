@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   uraid::tool::AddStopCommand(app, &action);
   uraid::tool::AddIdleCommand(app, &action);
   uraid::tool::AddSetCommand(app, &action);
+  uraid::tool::AddReadOnlyCommands(app, &action);
   uraid::tool::AddGrowCommand(app, &action);
   uraid::tool::AddZeroSuperblockCommand(app, &action);
   uraid::tool::AddMonitorCommand(app, &action);

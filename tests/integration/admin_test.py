@@ -13,6 +13,7 @@ monitor unit's ExecStart) plus `status` as another uid in that group.
 Every tool run gets URAID_RUN_DIR and URAID_CONFIG of its own, so arrays
 of other tests (or of the machine) never show up here."""
 
+import errno
 import grp
 import json
 import os
@@ -375,6 +376,107 @@ class StatusStopMetrics(unittest.TestCase):
         r = env.tool("stop", f"{TAG}d", check=False)
         self.assertEqual(r.returncode, 1)
         self.assertIn("uraid: ", r.stderr)
+
+
+class ReadOnlySwitch(unittest.TestCase):
+    """`uraid readonly NAME` / `readwrite NAME` on an array nbdkit serves
+    (md's --readonly / --readwrite): a client's writes fail (nbdkit sends
+    the plugin's EROFS as NBD's EPERM) while reads go on, the superblocks
+    are clean for uraid examine and mdadm --examine, status, detail and
+    metrics say read-only; back to read-write the same client writes
+    again and every byte is as written. Wrong requests name the cause."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="uraid-ro-")
+        cls.env = Env(cls.tmp)
+        cls.name = f"{TAG}ro"
+        cls.paths = make_members(cls.tmp, 4, 16 * MIB)
+        cls.env.tool("create", "--force", "--assume-clean", "--chunk", "64K",
+                     "--name", cls.name, *cls.paths)
+        cls.srv = Server(cls.tmp, cls.paths,
+                         [f"control={cls.env.ctl(cls.name)}"])
+        harness.control_call(cls.env.ctl(cls.name), {"cmd": "detail"})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def examine_states(self):
+        return [m["state"] for m in json.loads(
+            self.env.tool("examine", "--json", *self.paths).stdout)]
+
+    def test_readonly_then_readwrite(self):
+        import nbd
+        rng = random.Random(5)
+        h = self.srv.connect()
+        size = h.get_size()
+        data = bytearray(rng.getrandbits(8) for _ in range(4 * MIB))
+        h.pwrite(bytes(data), 0)  # no flush: the switch writes it out
+        r = self.env.tool("readonly", self.name)
+        self.assertIn("read-only: writes refused, jobs frozen, superblocks "
+                      "clean", r.stdout)
+        self.assertEqual(self.examine_states(), ["clean"] * 4)
+        if shutil.which("mdadm"):
+            for p in self.paths:
+                out = subprocess.run(["mdadm", "--examine", p],
+                                     capture_output=True, text=True).stdout
+                self.assertRegex(out, r"State : clean", p)
+        block = bytes(4096)
+        for op in (lambda: h.pwrite(block, 0),
+                   lambda: h.zero(4096, 4096),
+                   lambda: h.trim(1 * MIB, 0)):
+            with self.assertRaises(nbd.Error) as e:
+                op()
+            self.assertIn(e.exception.errno, ("EPERM", errno.EPERM),
+                          str(e.exception))
+        self.assertIn("read-only", self.srv.output())
+        self.assertEqual(h.pread(len(data), 0), bytes(data))  # reads go on
+        # A client connecting now can read too.
+        h2 = self.srv.connect()
+        self.assertEqual(h2.pread(4096, 0), bytes(data[:4096]))
+        h2.shutdown()
+
+        detail = json.loads(self.env.tool(
+            "detail", "--control", self.env.ctl(self.name), "--json").stdout)
+        self.assertTrue(detail["read_only"])
+        self.assertTrue(detail["switched_read_only"])
+        self.assertIn("read-only", self.env.tool("detail", "--control",
+                                                 self.env.ctl(self.name)
+                                                 ).stdout)
+        st = self.env.tool("status").stdout
+        self.assertRegex(st, self.name + r" : active \(read-only\) raid5")
+        metrics = self.env.tool("metrics").stdout
+        self.assertRegex(metrics, r'uraid_array_read_only\{[^}]*\} 1')
+        # Again: says so, exit 0; wrong requests: a clear error each.
+        self.assertIn("already read-only",
+                      self.env.tool("readonly", self.name).stdout)
+        r = self.env.tool("readwrite", check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("readwrite needs ARRAY... or --control SOCKET",
+                      r.stderr)
+        r = self.env.tool("readonly", "nosuch", check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("nosuch", r.stderr)
+        reply = harness.control_call(self.env.ctl(self.name),
+                                     {"cmd": "readwrite", "force": True},
+                                     must=False)
+        self.assertFalse(reply["ok"])
+        self.assertIn('unknown field "force" in a readwrite request',
+                      reply["error"])
+
+        r = self.env.tool("readwrite", "--control", self.env.ctl(self.name))
+        self.assertIn("read-write: writes accepted", r.stdout)
+        new = bytes(rng.getrandbits(8) for _ in range(64 * 1024))
+        h.pwrite(new, size - len(new))  # the same connection writes again
+        h.flush()
+        self.assertEqual(h.pread(len(data), 0), bytes(data))
+        self.assertEqual(h.pread(len(new), size - len(new)), new)
+        self.assertFalse(json.loads(self.env.tool(
+            "detail", "--control", self.env.ctl(self.name),
+            "--json").stdout)["read_only"])
+        h.shutdown()
 
 
 class HonestMessages(unittest.TestCase):

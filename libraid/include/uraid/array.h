@@ -389,7 +389,11 @@ struct ArrayInfo {
   bool ppl = false;       // consistency policy "ppl" (the PPL feature bit)
   bool degraded = false;  // one slot missing or faulty (RAID6: or two)
   bool failed = false;    // more slots gone than parity covers
+  // Read-only: opened so (AssembleOptions::read_only) or switched by
+  // SetReadOnly; switched_read_only only in the second case (writes get
+  // EROFS, jobs are frozen, SetReadOnly(false) undoes it).
   bool read_only = false;
+  bool switched_read_only = false;
   // Resync: true while parity is being recomputed; resync_bytes is how far
   // (member bytes) it has got.
   bool resyncing = false;
@@ -581,7 +585,22 @@ class URAID_EXPORT Array {
   // The array's shape; the reference is valid as long as the Array.
   const Geometry& geometry() const;
   // Opened with AssembleOptions::read_only: every write-type call fails.
+  // (A live switch by SetReadOnly shows in Info(), not here.)
   bool read_only() const;
+  // md's --readonly / --readwrite on a live array. SetReadOnly(true)
+  // closes the write gate (new Write/Trim/Zero and member or shape changes
+  // fail with FailedPrecondition carrying EROFS, see uraid/status_errno.h),
+  // waits for the writes already in flight, freezes the jobs at their next
+  // window (rebuild, resync, reshape: they resume where they stopped; a
+  // queued one waits), writes the cache back, flushes the members and
+  // marks the superblocks clean (they stay dirty only while a resync is
+  // unfinished, as in md). Reads and flushes go on. SetReadOnly(false)
+  // reopens the gate and lets the jobs go on. Either is OK when the array
+  // is already so; FailedPrecondition for SetReadOnly(false) on an array
+  // opened read-only, Unavailable on a failed one. When flushing or
+  // marking clean fails, the array stays writable and the error is
+  // returned. Thread-safe; calls are serialised.
+  absl::Status SetReadOnly(bool read_only);
   // State, slots and counters, consistent per field (see ArrayInfo). Cheap
   // enough to poll.
   ArrayInfo Info() const;

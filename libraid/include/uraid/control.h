@@ -32,6 +32,11 @@
 //                                             alone (no reshape field):
 //                                             Array::SetConsistencyPolicy;
 //                                             replies once switched
+//   {"cmd":"readonly"} / {"cmd":"readwrite"}  Array::SetReadOnly (md's
+//                                             --readonly / --readwrite);
+//                                             replies once switched, with
+//                                             "changed" (false when it
+//                                             already was) and "clean"
 //   {"cmd":"events"}                          a subscription (below)
 //
 // NAME is a member's Member::Name() as `detail` shows it (for the plugin,

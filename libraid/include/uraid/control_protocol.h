@@ -41,7 +41,9 @@ enum class Cmd {
   kStop,
   kSet,
   kGrow,
-  kEvents  // a subscription: the connection streams events until closed
+  kEvents,    // a subscription: the connection streams events until closed
+  kReadOnly,  // Array::SetReadOnly(true) (md's --readonly)
+  kReadWrite  // Array::SetReadOnly(false) (md's --readwrite)
 };
 
 // "detail", "fail", ... as on the wire.

@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "parity/parity.h"
 #include "uraid/bad_blocks.h"
+#include "uraid/status_errno.h"
 
 namespace uraid {
 namespace {
@@ -23,6 +24,15 @@ namespace {
 // md's safemode delay: the array is marked clean this long after the last
 // write completes.
 constexpr auto kSafemodeDelay = std::chrono::milliseconds(200);
+
+// A write-type request on an array switched read-only: EROFS for the C API
+// and the plugin (nbdkit sends it to the client as NBD's EPERM).
+absl::Status SwitchedReadOnlyError() {
+  return WithErrno(absl::FailedPreconditionError(
+                       "array is read-only (switched by `uraid readonly`); "
+                       "`uraid readwrite` makes it writable again"),
+                   EROFS);
+}
 
 }  // namespace
 
@@ -105,6 +115,9 @@ ArrayImpl::~ArrayImpl() { Shutdown(); }
 
 absl::Status ArrayImpl::BeginWrite() {
   MutexLock lock(&state_mu_);
+  // The read-only switch's gate: once closed, no new write starts (those
+  // already counted finish, and SetReadOnly waits for them).
+  if (ro_gate_) return SwitchedReadOnlyError();
   RETURN_IF_ERROR(CheckUsable(true));
   ++writes_in_flight_;
   wrote_since_open_.store(true);
@@ -171,6 +184,9 @@ absl::Status ArrayImpl::CheckUsable(bool write) const {
   if (write && read_only_) {
     return absl::FailedPreconditionError("array is read-only");
   }
+  if (write && switched_ro_.load(std::memory_order_acquire)) {
+    return SwitchedReadOnlyError();
+  }
   if (write && has_bg_error_.load(std::memory_order_acquire)) {
     MutexLock lock(&bg_mu_);
     return bg_error_;
@@ -208,6 +224,68 @@ absl::Status ArrayImpl::MarkCleanLocked() {
   RETURN_IF_ERROR(WriteSuperblocks(/*clean=*/true));
   clean_ = true;
   resync_front_claimed_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::SetReadOnly(bool read_only) {
+  MutexLock serial(&ro_mu_);
+  if (read_only_) {
+    if (read_only) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        "array was opened read-only (serve --readonly, readonly=true): it "
+        "cannot be made writable while served; serve it again without "
+        "--readonly");
+  }
+  RETURN_IF_ERROR(CheckUsable(false));  // a failed array: neither
+  if (read_only == switched_ro_.load()) return absl::OkStatus();
+  if (!read_only) {
+    {
+      MutexLock lock(&state_mu_);
+      switched_ro_.store(false, std::memory_order_release);
+      ro_gate_ = false;
+    }
+    jobs_.Freeze(false);
+    Log(LogLevel::kNotice,
+        "switched to read-write: writes accepted, jobs resume");
+    MaybeStartRecovery();
+    return absl::OkStatus();
+  }
+  {
+    MutexLock lock(&state_mu_);
+    ro_gate_ = true;
+    // Writes that passed BeginWrite finish (a write cache entry they made
+    // is written back below).
+    state_mu_.Await(Condition(this, &ArrayImpl::NoWritesInFlight));
+  }
+  absl::Status st = SwitchToReadOnly();
+  if (!st.ok()) {
+    jobs_.Freeze(false);
+    MutexLock lock(&state_mu_);
+    ro_gate_ = false;
+    Log(LogLevel::kError,
+        absl::StrCat("switching to read-only failed: ", st.message(),
+                     "; the array stays writable"));
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArrayImpl::SwitchToReadOnly() {
+  // Jobs first, without state_mu_ (a job's end takes it): from here no job
+  // writes. Then the data and the claim that it is consistent.
+  jobs_.Freeze(true);
+  MutexLock lock(&state_mu_);
+  RETURN_IF_ERROR(writer_.Flush());
+  RETURN_IF_ERROR(MarkCleanLocked());
+  switched_ro_.store(true, std::memory_order_release);
+  const bool pending =
+      resync_stripe_.load() < CurrentShape().geo.stripe_count();
+  Log(LogLevel::kNotice,
+      clean_ ? std::string("switched to read-only: writes refused, jobs "
+                           "frozen, superblocks clean")
+             : absl::StrCat("switched to read-only: writes refused, jobs "
+                            "frozen; superblocks stay dirty",
+                            pending ? " (the resync is unfinished)" : ""));
   return absl::OkStatus();
 }
 
@@ -326,7 +404,8 @@ ArrayInfo ArrayImpl::Info() const {
     info.clean = clean_;
   }
   info.data_offset_bytes = sh.data_offset;
-  info.read_only = read_only_;
+  info.switched_read_only = switched_ro_.load();
+  info.read_only = read_only_ || info.switched_read_only;
   info.failed = roster_.failed();
   info.resyncing = resync_stripe_.load() < sh.geo.stripe_count();
   info.resync_bytes = resync_stripe_.load() * C;
@@ -425,6 +504,9 @@ absl::StatusOr<uint64_t> Array::CheckParity(std::vector<uint64_t>* first_bad) {
 uint64_t Array::size() const { return impl_->geometry().array_bytes(); }
 const Geometry& Array::geometry() const { return impl_->geometry(); }
 bool Array::read_only() const { return impl_->read_only(); }
+absl::Status Array::SetReadOnly(bool read_only) {
+  return impl_->SetReadOnly(read_only);
+}
 ArrayInfo Array::Info() const { return impl_->Info(); }
 void Array::SetCacheBytes(uint64_t bytes) { impl_->SetCacheBytes(bytes); }
 

@@ -215,6 +215,9 @@ class ArrayImpl : private JobHost,
     return *shape_.load(std::memory_order_acquire);
   }
   bool read_only() const { return read_only_; }
+  // md's --readonly / --readwrite on a live array (Array::SetReadOnly).
+  absl::Status SetReadOnly(bool read_only)
+      ABSL_LOCKS_EXCLUDED(ro_mu_, state_mu_, roster_.mu());
   ArrayInfo Info() const;
   // Log lines and events (control/array_reporter.h); JobHost and
   // BitmapHost report through these.
@@ -334,6 +337,12 @@ class ArrayImpl : private JobHost,
   void BitmapCarrierFailed(const Carrier& c, const std::string& why) override;
 
   absl::Status MarkCleanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
+  // SetReadOnly(true)'s steps after the write gate closed; on an error the
+  // caller opens the gate again.
+  absl::Status SwitchToReadOnly() ABSL_LOCKS_EXCLUDED(state_mu_);
+  bool NoWritesInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_) {
+    return writes_in_flight_ == 0;
+  }
   void SafemodeLoop();
   // Writes back stripes the cache has held longer than cache_max_age_.
   void WritebackLoop();
@@ -441,7 +450,16 @@ class ArrayImpl : private JobHost,
   // start while a switch to ppl is half done). Taken before the roster's.
   Mutex policy_mu_ ABSL_ACQUIRED_BEFORE(roster_.mu());
 
+  // The write gate of a live read-only switch (SetReadOnly, serialised by
+  // ro_mu_). ro_gate_ closes first: BeginWrite refuses new writes while
+  // those in flight finish; switched_ro_ is set once they have, the jobs
+  // are frozen and the array is flushed and marked clean: from then on
+  // CheckUsable(true) refuses every write-type operation with EROFS.
+  Mutex ro_mu_ ABSL_ACQUIRED_BEFORE(state_mu_);
+  std::atomic<bool> switched_ro_{false};
+
   mutable Mutex state_mu_ ABSL_ACQUIRED_BEFORE(roster_.mu());
+  bool ro_gate_ ABSL_GUARDED_BY(state_mu_) = false;
   bool clean_ ABSL_GUARDED_BY(state_mu_) = true;
   int writes_in_flight_ ABSL_GUARDED_BY(state_mu_) = 0;
   // The superblocks say dirty with a resync_offset above 0 (a resync

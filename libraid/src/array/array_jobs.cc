@@ -23,6 +23,13 @@ absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
 
 absl::Status ArrayImpl::StartScrub(bool repair) {
   RETURN_IF_ERROR(CheckUsable(repair));
+  if (switched_ro_.load()) {
+    // md runs no sync action on a read-only array; a queued check would
+    // only wait for the thaw.
+    return absl::FailedPreconditionError(
+        "array is read-only (switched by `uraid readonly`): check and "
+        "repair wait for `uraid readwrite`");
+  }
   // RAID6 checks beside one lost member (P and Q still agree or not).
   if (slots_.Gone() > geometry().parity_disks() - 1) {
     return absl::FailedPreconditionError(

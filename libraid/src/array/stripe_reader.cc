@@ -299,7 +299,9 @@ absl::Status StripeReader::RewriteLocked(const Shape& sh, uint64_t stripe,
   Slot& s = *slots_[slot];
   const std::string name = failed ? failed->Name() : "?";
   const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
-  if (read_only_) {
+  // Opened read-only, switched read-only (uraid readonly), or refusing
+  // writes after a background error: md writes nothing then either.
+  if (read_only_ || !host_.CheckUsable(/*write=*/true).ok()) {
     reporter_.Log(
         LogLevel::kWarning,
         absl::StrFormat(

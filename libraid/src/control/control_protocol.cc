@@ -39,6 +39,8 @@ const std::vector<CmdSpec>& Specs() {
        {"raid_devices", "add", "layout", "chunk", "level",
         "consistency_policy"}},
       {Cmd::kEvents, "events", {}},
+      {Cmd::kReadOnly, "readonly", {}},
+      {Cmd::kReadWrite, "readwrite", {}},
   };
   return *specs;
 }
@@ -441,6 +443,8 @@ absl::StatusOr<Request> ParseRequest(std::string_view line) {
     case Cmd::kRepair:
     case Cmd::kStop:
     case Cmd::kEvents:
+    case Cmd::kReadOnly:
+    case Cmd::kReadWrite:
       break;
   }
   return r;

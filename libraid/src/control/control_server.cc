@@ -633,6 +633,19 @@ std::string ControlServer::Impl::Execute(const control::Request& r) {
     case Cmd::kStop:
       st = array_->StopJob();
       break;
+    case Cmd::kReadOnly:
+    case Cmd::kReadWrite: {
+      const bool want = r.cmd == Cmd::kReadOnly;
+      const bool was = array_->Info().read_only;
+      st = array_->SetReadOnly(want);
+      if (!st.ok()) break;
+      const ArrayInfo after = array_->Info();
+      fields["changed"] = was != want;
+      fields["read_only"] = after.read_only;
+      fields["clean"] = after.clean;
+      if (was == want) what = absl::StrCat(what, " (already so)");
+      break;
+    }
     case Cmd::kSet: {
       MutexLock lock(&set_mu_);
       SpeedLimits limits = array_->Info().speed;

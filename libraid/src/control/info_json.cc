@@ -33,6 +33,9 @@ std::string ArrayStateText(const ArrayInfo& info) {
     words.push_back(info.read_only ? "resyncing (PENDING)" : "resyncing");
   }
   if (info.reshape.active) words.push_back("reshaping");
+  // md's array_state "readonly" (uraid readonly on a live array; an
+  // array opened read-only shows as such in /proc/mdstat's form only).
+  if (info.switched_read_only) words.push_back("read-only");
   return absl::StrJoin(words, ", ");
 }
 namespace {
@@ -172,6 +175,7 @@ void InfoFields(Io& io, I& info) {
   io.Bool("degraded", &info.degraded);
   io.Bool("failed", &info.failed);
   io.Bool("read_only", &info.read_only);
+  io.Bool("switched_read_only", &info.switched_read_only);  // absent: false
   io.Bool("resyncing", &info.resyncing);
   io.U64("resync_bytes", &info.resync_bytes);
 }

@@ -113,6 +113,24 @@ void JobRunner::Shutdown() {
   if (thread_.joinable()) thread_.join();
 }
 
+void JobRunner::Freeze(bool frozen) {
+  MutexLock lock(&mu_);
+  frozen_ = frozen;
+  if (frozen) mu_.Await(Condition(this, &JobRunner::Quiescent));
+}
+
+bool JobRunner::frozen() const {
+  MutexLock lock(&mu_);
+  return frozen_;
+}
+
+void JobRunner::ParkLocked(bool (JobRunner::*may_go)() const) {
+  if ((this->*may_go)()) return;
+  parked_ = true;
+  mu_.Await(Condition(this, may_go));
+  parked_ = false;
+}
+
 std::optional<JobKind> JobRunner::Busy(bool or_queued) const {
   MutexLock lock(&mu_);
   if (thread_running_ || (or_queued && pending_.has_value())) {
@@ -156,6 +174,8 @@ void JobRunner::Thread() {
     JobRequest req;
     {
       MutexLock lock(&mu_);
+      // Frozen: a queued job waits here, before it does anything.
+      ParkLocked(&JobRunner::MayStartNext);
       if (!pending_.has_value() || stop_) {
         if (job_.kind != JobKind::kNone) {
           // Queued, then stopped before it began.
@@ -297,6 +317,17 @@ bool JobRunner::Throttle(ThrottleState& t, uint64_t done_bytes,
     SpeedLimits lim;
     {
       MutexLock lock(&mu_);
+      if (frozen_ && !stop_ && !(honour_cancel && cancel_)) {
+        if (would_wait != nullptr) {
+          // The caller gets ready to rest (a reshape checkpoints and
+          // opens its gate), then calls again without would_wait.
+          *would_wait = true;
+          return false;
+        }
+        // Frozen between windows: nothing of the job is in flight.
+        ParkLocked(honour_cancel ? &JobRunner::MayGoOrCancelled
+                                 : &JobRunner::MayGo);
+      }
       if (stop_ || (honour_cancel && cancel_)) return false;
       lim = speed_;
     }

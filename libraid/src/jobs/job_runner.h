@@ -133,6 +133,15 @@ class JobRunner {
   absl::Status Wait();
   // Refuses new jobs, stops the running one and joins its thread. Idempotent.
   void Shutdown();
+  // Freeze(true) holds every job at its next window (md's frozen sync
+  // while an array is read-only): it returns once the job thread is idle
+  // or parked where no job I/O is in flight (in Throttle before a window,
+  // or before it starts a queued job), so the caller may then mark the
+  // array clean. Queued and parked jobs stay; Freeze(false) lets them go
+  // on where they stopped. Stop (cancel) and Shutdown end a parked job as
+  // they would a running one. Must not be called from the job thread.
+  void Freeze(bool frozen);
+  bool frozen() const;
 
   // The running job's kind when the job thread is busy (running or about
   // to run a queued job), else nullopt. `or_queued` also counts a queued
@@ -184,6 +193,22 @@ class JobRunner {
 
  private:
   void Thread();
+  // Freeze's waits (conditions over mu_'s fields).
+  bool Quiescent() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !thread_running_ || parked_;
+  }
+  bool MayGo() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !frozen_ || stop_;
+  }
+  bool MayGoOrCancelled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !frozen_ || stop_ || cancel_;
+  }
+  bool MayStartNext() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !frozen_ || stop_ || !pending_.has_value();
+  }
+  // Parks the job thread while frozen (until `may_go`); REQUIRES mu_.
+  void ParkLocked(bool (JobRunner::*may_go)() const)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JobHost* const host_;
   const std::shared_ptr<Clock> clock_;
@@ -194,6 +219,8 @@ class JobRunner {
   bool thread_running_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool cancel_ ABSL_GUARDED_BY(mu_) = false;  // Stop()
+  bool frozen_ ABSL_GUARDED_BY(mu_) = false;  // Freeze()
+  bool parked_ ABSL_GUARDED_BY(mu_) = false;  // the job thread waits in it
   JobInfo job_ ABSL_GUARDED_BY(mu_);
   // The last Rebuild milestone reported for the running job (20, 40, ...).
   int milestone_ ABSL_GUARDED_BY(mu_) = 0;

@@ -341,6 +341,9 @@ ArrayInfo SampleInfo() {
   info.last_job.kind = JobKind::kCheck;
   info.last_job.mismatches = 3;
   info.last_job.first_mismatches = {1, 5, 99};
+  info.last_job.located_mismatches = 2;
+  info.last_job.first_located = {5, 99};
+  info.last_job.first_located_slots = {3, 0};
   info.last_job.result = "completed";
   info.speed = {.min_kib_s = 5, .max_kib_s = 6};
   info.counters.member_reads = 1;
@@ -380,6 +383,9 @@ void ExpectSameJob(const JobInfo& a, const JobInfo& b) {
   EXPECT_EQ(a.target, b.target);
   EXPECT_EQ(a.mismatches, b.mismatches);
   EXPECT_EQ(a.first_mismatches, b.first_mismatches);
+  EXPECT_EQ(a.located_mismatches, b.located_mismatches);
+  EXPECT_EQ(a.first_located, b.first_located);
+  EXPECT_EQ(a.first_located_slots, b.first_located_slots);
   EXPECT_EQ(a.result, b.result);
 }
 

@@ -312,6 +312,80 @@ TEST_P(Raid6Test, RecoversEveryOneAndTwoLostDisks) {
   }
 }
 
+// mdadm's raid6check through LocatePQFault: one bad block (a data slot,
+// P or Q; a few bytes of it or all of them) is named exactly, for stripes
+// with and without zero slots (DDF); two bad data blocks, or bad bytes in P
+// and in Q at different places, name nothing.
+TEST_P(Raid6Test, LocatesOneBadBlockAndNoneOfTwo) {
+  std::mt19937_64 rng(33);
+  const size_t len = 4096;
+  for (const int n : {2, 3, 6, 14}) {
+    for (const bool zeros : {false, true}) {
+      // With `zeros`, the last two slots are DDF's P and Q positions.
+      const int real = zeros ? n : n + 2;
+      std::vector<Buf> d;
+      for (int i = 0; i < real + 4; ++i) d.emplace_back(len, 0);
+      std::vector<const void*> slots;
+      for (int i = 0; i < real; ++i) {
+        Fill(rng, d[i].data(), len);
+        slots.push_back(d[i].data());
+      }
+      if (zeros) {
+        slots.push_back(nullptr);
+        slots.push_back(nullptr);
+      }
+      uint8_t* p = d[real].data();
+      uint8_t* q = d[real + 1].data();
+      uint8_t* sp = d[real + 2].data();
+      uint8_t* sq = d[real + 3].data();
+      ComputePQ(slots, p, q, len);
+      auto locate = [&] { return LocatePQFault(slots, p, q, sp, sq, len); };
+      SCOPED_TRACE(testing::Message() << n << " slots, zeros " << zeros);
+      EXPECT_EQ(locate().kind, PQFault::kNone);
+      // Corrupts [off, off + count) of `b` (each byte changed), runs `check`
+      // and puts the bytes back.
+      auto corrupt = [&](uint8_t* b, size_t off, size_t count, auto check) {
+        std::vector<uint8_t> keep(b + off, b + off + count);
+        for (size_t i = 0; i < count; ++i) {
+          b[off + i] ^= static_cast<uint8_t>(1 + rng() % 255);
+        }
+        check();
+        std::memcpy(b + off, keep.data(), count);
+      };
+      for (const size_t count : {size_t{1}, size_t{37}, len}) {
+        const size_t off = count == len ? 0 : rng() % (len - count);
+        for (int z = 0; z < real; ++z) {
+          corrupt(d[z].data(), off, count, [&] {
+            const PQFault f = locate();
+            EXPECT_EQ(f.kind, PQFault::kData) << "slot " << z;
+            EXPECT_EQ(f.slot, z);
+          });
+        }
+        corrupt(p, off, count, [&] { EXPECT_EQ(locate().kind, PQFault::kP); });
+        corrupt(q, off, count, [&] { EXPECT_EQ(locate().kind, PQFault::kQ); });
+      }
+      EXPECT_EQ(locate().kind, PQFault::kNone);
+      // Two bad blocks: never a slot named.
+      for (int z = 0; z < real; ++z) {
+        const int y = (z + 1) % real;
+        if (y == z) continue;
+        corrupt(d[z].data(), 0, len, [&] {
+          corrupt(d[y].data(), 0, len, [&] {
+            EXPECT_EQ(locate().kind, PQFault::kUnknown) << z << "+" << y;
+          });
+          corrupt(p, 100, 8, [&] {
+            EXPECT_EQ(locate().kind, PQFault::kUnknown) << z << "+P";
+          });
+        });
+      }
+      corrupt(p, 0, 16, [&] {
+        corrupt(q, 64, 16,
+                [&] { EXPECT_EQ(locate().kind, PQFault::kUnknown); });
+      });
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(IsalAndPortable, Raid6Test, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Portable" : "Isal";

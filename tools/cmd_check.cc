@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // `uraid check`: offline parity scrub (md's "check" action): reads every
-// stripe and counts those whose parity does not match their data. Nothing
+// stripe and counts those whose parity does not match their data; at
+// level 6, with every member present, it also names the chunk P and Q
+// locate as the one bad chunk of a stripe (mdadm's raid6check). Nothing
 // is written. With --control SOCKET it starts the check on a served array
 // instead (cmd_control.cc); `repair` rewrites wrong parity.
 
@@ -40,15 +42,32 @@ int RunCheck(const CheckArgs& args) {
       AssembleReadOnly(args.members, args.force);
   if (!array.ok()) return Fail(array.status());
   const ArrayInfo info = (*array)->Info();
-  std::vector<uint64_t> first_bad;
-  absl::StatusOr<uint64_t> mismatches = (*array)->CheckParity(&first_bad);
-  if (!mismatches.ok()) return Fail(mismatches.status());
+  absl::StatusOr<JobInfo> report = (*array)->CheckParityReport();
+  if (!report.ok()) return Fail(report.status());
+  const uint64_t mismatches = report->mismatches;
+  // RAID6: the chunks P and Q locate, with the member holding each.
+  auto member_of = [&](uint64_t slot) -> std::string {
+    for (const SlotInfo& si : info.slots) {
+      if (si.slot == static_cast<int>(slot)) return si.name;
+    }
+    return "?";
+  };
 
   if (args.json) {
-    nlohmann::ordered_json j = {{"stripes", info.geometry.stripe_count()},
-                                {"mismatches", *mismatches},
-                                {"first_mismatched_stripes", first_bad},
-                                {"degraded", info.degraded}};
+    nlohmann::ordered_json located = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < report->first_located.size(); ++i) {
+      const uint64_t slot = report->first_located_slots[i];
+      located.push_back({{"stripe", report->first_located[i]},
+                         {"slot", slot},
+                         {"member", member_of(slot)}});
+    }
+    nlohmann::ordered_json j = {
+        {"stripes", info.geometry.stripe_count()},
+        {"mismatches", mismatches},
+        {"first_mismatched_stripes", report->first_mismatches},
+        {"degraded", info.degraded},
+        {"located_mismatches", report->located_mismatches},
+        {"first_located", located}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("checked %llu stripes%s: %llu mismatches\n",
@@ -56,13 +75,24 @@ int RunCheck(const CheckArgs& args) {
                 info.degraded ? " (degraded: parity cannot be verified "
                                 "where a member is missing)"
                               : "",
-                static_cast<unsigned long long>(*mismatches));
-    if (!first_bad.empty()) {
+                static_cast<unsigned long long>(mismatches));
+    if (!report->first_mismatches.empty()) {
       std::printf("first mismatched stripes: %s\n",
-                  absl::StrJoin(first_bad, " ").c_str());
+                  absl::StrJoin(report->first_mismatches, " ").c_str());
+    }
+    if (report->located_mismatches > 0) {
+      std::printf("P and Q name the bad chunk in %llu of them:\n",
+                  static_cast<unsigned long long>(report->located_mismatches));
+      for (size_t i = 0; i < report->first_located.size(); ++i) {
+        const uint64_t slot = report->first_located_slots[i];
+        std::printf("  stripe %llu: slot %llu (%s)\n",
+                    static_cast<unsigned long long>(report->first_located[i]),
+                    static_cast<unsigned long long>(slot),
+                    member_of(slot).c_str());
+      }
     }
   }
-  return *mismatches > 0 ? 1 : 0;
+  return mismatches > 0 ? 1 : 0;
 }
 
 }  // namespace

@@ -257,11 +257,28 @@ int RunOfflineRepair(const ScrubArgs& args) {
   const ArrayInfo info = (*array)->Info();
   if (!done.ok()) return Fail(done);
   const JobInfo& last = info.last_job;
+  // RAID6: the stripes whose bad chunk P and Q named (that chunk was
+  // rewritten; the others had P and Q recomputed), with its member.
+  auto member_of = [&](uint64_t slot) -> std::string {
+    for (const SlotInfo& si : info.slots) {
+      if (si.slot == static_cast<int>(slot)) return si.name;
+    }
+    return "?";
+  };
   if (args.json) {
+    json located = json::array();
+    for (size_t i = 0; i < last.first_located.size(); ++i) {
+      const uint64_t slot = last.first_located_slots[i];
+      located.push_back({{"stripe", last.first_located[i]},
+                         {"slot", slot},
+                         {"member", member_of(slot)}});
+    }
     json j = {{"stripes", info.geometry.stripe_count()},
               {"mismatches", last.mismatches},
               {"first_mismatched_stripes", last.first_mismatches},
-              {"result", last.result}};
+              {"result", last.result},
+              {"located_mismatches", last.located_mismatches},
+              {"first_located", located}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("checked %llu stripes: %llu had wrong parity (rewritten)\n",
@@ -270,6 +287,19 @@ int RunOfflineRepair(const ScrubArgs& args) {
     if (!last.first_mismatches.empty()) {
       std::printf("first repaired stripes: %s\n",
                   absl::StrJoin(last.first_mismatches, " ").c_str());
+    }
+    if (last.located_mismatches > 0) {
+      std::printf(
+          "in %llu of them P and Q named the bad chunk, which was rewritten "
+          "(P and Q recomputed in the others):\n",
+          static_cast<unsigned long long>(last.located_mismatches));
+      for (size_t i = 0; i < last.first_located.size(); ++i) {
+        const uint64_t slot = last.first_located_slots[i];
+        std::printf("  stripe %llu: slot %llu (%s)\n",
+                    static_cast<unsigned long long>(last.first_located[i]),
+                    static_cast<unsigned long long>(slot),
+                    member_of(slot).c_str());
+      }
     }
   }
   return JobSucceeded(last) ? 0 : 1;

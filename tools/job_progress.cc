@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -69,8 +71,25 @@ std::string JobOutcome(const JobInfo& last) {
   if (last.kind == JobKind::kCheck || last.kind == JobKind::kRepair) {
     absl::StrAppendFormat(&out, ", %d mismatched stripe%s", last.mismatches,
                           last.mismatches == 1 ? "" : "s");
-    if (last.kind == JobKind::kRepair && last.mismatches > 0) {
+    const uint64_t others = last.mismatches - last.located_mismatches;
+    if (last.kind == JobKind::kRepair && others > 0) {
       out += " (parity rewritten)";
+    }
+    if (last.located_mismatches > 0) {
+      // RAID6: the stripes whose one bad chunk P and Q named.
+      std::vector<std::string> named;
+      for (size_t i = 0;
+           i < last.first_located.size() && i < last.first_located_slots.size();
+           ++i) {
+        named.push_back(absl::StrFormat("stripe %d slot %d",
+                                        last.first_located[i],
+                                        last.first_located_slots[i]));
+      }
+      absl::StrAppendFormat(
+          &out, "; P and Q name the bad chunk in %d: %s%s%s",
+          last.located_mismatches, absl::StrJoin(named, ", "),
+          last.located_mismatches > named.size() ? ", ..." : "",
+          last.kind == JobKind::kRepair ? " (that chunk rewritten)" : "");
     }
   }
   if (!last.target.empty()) {

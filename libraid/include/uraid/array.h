@@ -319,6 +319,15 @@ struct JobInfo {
   // counts sectors; this counts stripes) and the first of them.
   uint64_t mismatches = 0;
   std::vector<uint64_t> first_mismatches;  // at most kMaxListedMismatches
+  // Check / repair at level 6, every member present: of `mismatches`, the
+  // stripes whose one bad chunk P and Q locate (mdadm's raid6check: a data
+  // chunk, P or Q, every mismatched byte naming the same one), the first
+  // of them and, parallel, the slot holding that chunk. Repair rewrote the
+  // located chunk in these stripes and recomputed P and Q from the data
+  // (md's repair) in the others. Always 0 and empty at level 5.
+  uint64_t located_mismatches = 0;
+  std::vector<uint64_t> first_located;        // at most kMaxListedMismatches
+  std::vector<uint64_t> first_located_slots;  // parallel to first_located
   // Recover / replace: target bytes that could not be rebuilt (a source
   // unreadable there too, or listed bad) and were recorded in the target's
   // bad-block log instead, and the first of their array byte offsets
@@ -575,6 +584,10 @@ class URAID_EXPORT Array {
   // stripes whose parity does not match; `first_bad` (may be nullptr) gets
   // up to 16 of their stripe numbers. FailedPrecondition when degraded.
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
+  // The same check, reported as a check job's outcome is (kind kCheck,
+  // result "completed"): the mismatches and, at level 6, the chunks P and
+  // Q locate (JobInfo::located_mismatches and its lists).
+  absl::StatusOr<JobInfo> CheckParityReport();
 
   // Changes the stripe cache's memory bound at any time (0 turns caching
   // off; cached data is written back as entries age).

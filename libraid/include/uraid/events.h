@@ -49,9 +49,11 @@ URAID_EXPORT const char* LogLevelName(LogLevel level);
 //   NewArray        the array as a new subscriber first sees it ("state")
 // and uraid's own: ReadErrorCorrected ("offset": member byte offset),
 // CheckFinished / RepairFinished ("mismatches", "first_mismatches",
-// "result"), ResyncStarted / ResyncFinished, ReshapeStarted /
-// ReshapeFinished, SpareAdded, MemberRemoved, MetadataWriteFailed
-// ("error"), EventsLost ("count"; the control channel's, per subscriber),
+// "located_mismatches", "first_located", "first_located_slots": RAID6's
+// located bad chunks, JobInfo; "result"), ResyncStarted / ResyncFinished,
+// ReshapeStarted / ReshapeFinished, SpareAdded, MemberRemoved,
+// MetadataWriteFailed ("error"), EventsLost ("count"; the control
+// channel's, per subscriber),
 // BadBlocksRecorded (a range of a member recorded in its bad-block log:
 // "first_sector", "sectors", "error", "affects": the array bytes it held),
 // WantReplacement (a member's write error was recorded instead of failing

@@ -501,6 +501,9 @@ absl::Status Array::FailSlot(int slot) {
 absl::StatusOr<uint64_t> Array::CheckParity(std::vector<uint64_t>* first_bad) {
   return impl_->CheckParity(first_bad);
 }
+absl::StatusOr<JobInfo> Array::CheckParityReport() {
+  return impl_->CheckParityReport();
+}
 uint64_t Array::size() const { return impl_->geometry().array_bytes(); }
 const Geometry& Array::geometry() const { return impl_->geometry(); }
 bool Array::read_only() const { return impl_->read_only(); }

@@ -141,6 +141,8 @@ class ArrayImpl : private JobHost,
   // The offline parity check (ScrubJob::CheckParity in the current shape);
   // refused during a reshape (array_jobs.cc).
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
+  // The same as a check job's outcome (ScrubJob::CheckParityReport).
+  absl::StatusOr<JobInfo> CheckParityReport();
   // Marks `slot` faulty (the roster's edit::Fail: with `only_if`, only
   // while that member still holds the slot; an active member with a
   // replace target hands the slot over to it), then lets a spare step in.
@@ -360,6 +362,8 @@ class ArrayImpl : private JobHost,
   void JobMilestone(const JobInfo& job, int percent) override;
   // A job's end as events and log lines (JobEnded's first half).
   void ReportJobEnd(const JobInfo& done, bool ok, double secs);
+  // A scrub's located chunks for its end message ("" when none).
+  std::string LocatedText(const JobInfo& done) const;
   // The first spare, its copy of the bitmap refreshed (a spare that cannot
   // take it is dropped, and the error returned). REQUIRES: the roster's
   // mutex not held.

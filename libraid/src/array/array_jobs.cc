@@ -21,6 +21,14 @@ absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
   return scrub_.CheckParity(CurrentShape(), first_bad);
 }
 
+absl::StatusOr<JobInfo> ArrayImpl::CheckParityReport() {
+  if (reshaping_.load()) {
+    return absl::FailedPreconditionError(
+        "a reshape is in progress: check parity after it ends");
+  }
+  return scrub_.CheckParityReport(CurrentShape());
+}
+
 absl::Status ArrayImpl::StartScrub(bool repair) {
   RETURN_IF_ERROR(CheckUsable(repair));
   if (switched_ro_.load()) {

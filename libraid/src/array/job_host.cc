@@ -162,6 +162,32 @@ void ArrayImpl::JobEnded(const JobInfo& done, const absl::Status& status,
   if (!cancelled) MaybeStartRecovery();
 }
 
+std::string ArrayImpl::LocatedText(const JobInfo& done) const {
+  if (done.located_mismatches == 0) return "";
+  std::vector<std::string> named;
+  for (size_t i = 0; i < done.first_located.size(); ++i) {
+    const int slot = static_cast<int>(done.first_located_slots[i]);
+    std::shared_ptr<Member> m =
+        slot < SlotCount() ? slots_[slot]->member.load() : nullptr;
+    named.push_back(absl::StrFormat("stripe %d slot %d (%s)",
+                                    done.first_located[i], slot,
+                                    m ? m->Name() : "?"));
+  }
+  std::string how;
+  if (done.kind == JobKind::kRepair) {
+    const uint64_t others = done.mismatches - done.located_mismatches;
+    how = others == 0 ? " (that chunk rewritten)"
+                      : absl::StrFormat(
+                            " (that chunk rewritten; P and Q recomputed in "
+                            "the other %d)",
+                            others);
+  }
+  return absl::StrFormat(
+      "; P and Q name the bad chunk in %d of them%s: %s%s",
+      done.located_mismatches, how, absl::StrJoin(named, ", "),
+      done.located_mismatches > done.first_located.size() ? ", ..." : "");
+}
+
 void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
   const bool completed = done.result == "completed";
   // Routine when it completed or was stopped; an error is worth a look.
@@ -175,6 +201,11 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
       e.details.emplace_back("mismatches",
                              static_cast<int64_t>(done.mismatches));
       e.details.emplace_back("first_mismatches", done.first_mismatches);
+      // RAID6: the stripes whose bad chunk P and Q located, and its slot.
+      e.details.emplace_back("located_mismatches",
+                             static_cast<int64_t>(done.located_mismatches));
+      e.details.emplace_back("first_located", done.first_located);
+      e.details.emplace_back("first_located_slots", done.first_located_slots);
       e.details.emplace_back("unchecked_bytes",
                              static_cast<int64_t>(done.unchecked_bytes));
       e.details.emplace_back("first_unchecked", done.first_unchecked);
@@ -193,9 +224,10 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
                  : level,
              std::move(e),
              absl::StrFormat(
-                 "%s: %s after %.1f s: %d stripes with mismatched parity%s%s",
+                 "%s: %s after %.1f s: %d stripes with mismatched parity%s%s%s",
                  JobKindName(done.kind), done.result, secs, done.mismatches,
                  repair && done.mismatches ? " (rewritten)" : "",
+                 LocatedText(done),
                  done.unchecked_bytes == 0 && logs.empty()
                      ? ""
                      : absl::StrFormat(

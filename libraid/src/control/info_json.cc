@@ -141,6 +141,9 @@ void JobFields(Io& io, J& job) {
   io.Str("target", &job.target);
   io.U64("mismatches", &job.mismatches);
   io.Stripes("first_mismatches", &job.first_mismatches);
+  io.U64("located_mismatches", &job.located_mismatches);
+  io.Stripes("first_located", &job.first_located);
+  io.Stripes("first_located_slots", &job.first_located_slots);
   io.U64("unrecovered_bytes", &job.unrecovered_bytes);
   io.Stripes("first_unrecovered", &job.first_unrecovered);
   io.U64("unchecked_bytes", &job.unchecked_bytes);

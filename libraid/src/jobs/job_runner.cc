@@ -291,6 +291,19 @@ void JobRunner::AddMismatches(const std::vector<uint64_t>& stripes) {
   AddListed(stripes.size(), stripes, &job_.mismatches, &job_.first_mismatches);
 }
 
+void JobRunner::AddMismatches(const std::vector<uint64_t>& stripes,
+                              const std::vector<int>& slots) {
+  MutexLock lock(&mu_);
+  AddListed(stripes.size(), stripes, &job_.mismatches, &job_.first_mismatches);
+  for (size_t i = 0; i < stripes.size() && i < slots.size(); ++i) {
+    if (slots[i] < 0) continue;
+    ++job_.located_mismatches;
+    if (job_.first_located.size() >= kMaxListedMismatches) continue;
+    job_.first_located.push_back(stripes[i]);
+    job_.first_located_slots.push_back(static_cast<uint64_t>(slots[i]));
+  }
+}
+
 void JobRunner::AddUnrecovered(uint64_t bytes,
                                const std::vector<uint64_t>& where) {
   MutexLock lock(&mu_);

@@ -163,6 +163,9 @@ class JobRunner {
   void SetTotals(uint64_t total_bytes, uint64_t done_bytes);
   // Adds a scrub's mismatched stripes (the first few are listed).
   void AddMismatches(const std::vector<uint64_t>& stripes);
+  // The same, with each stripe's located bad slot (parallel; -1: none).
+  void AddMismatches(const std::vector<uint64_t>& stripes,
+                     const std::vector<int>& slots);
   // Adds a rebuild's bytes that could not be rebuilt, at array byte
   // offsets `where` (the first few are listed).
   void AddUnrecovered(uint64_t bytes, const std::vector<uint64_t>& where);

@@ -41,6 +41,9 @@ class ScrubJob {
   // of them in `first_bad` (optional).
   absl::StatusOr<uint64_t> CheckParity(const Shape& sh,
                                        std::vector<uint64_t>* first_bad);
+  // The same as a check job's outcome (kind kCheck, result "completed"),
+  // with the chunks RAID6's P and Q locate.
+  absl::StatusOr<JobInfo> CheckParityReport(const Shape& sh);
 
  private:
   StripeScanner& scanner_;

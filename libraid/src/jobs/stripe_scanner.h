@@ -42,8 +42,20 @@ class StripeScanner : private EnginePart {
   // stripe cannot be checked (FailedPrecondition). Rows some member lists
   // in its bad-block log are skipped (neither checked nor rewritten from
   // it); `*skipped` (optional) gets their bytes per member.
+  //
+  // `bad_slot` (optional) asks RAID6 to locate (mdadm's raid6check): with
+  // every member present, P and Q name the stripe's one bad chunk when all
+  // its mismatched rows agree on one slot (data, P's or Q's), and
+  // *bad_slot gets that slot, or -1 when they name none (or nothing
+  // mismatched, or below level 6, or a member is missing). With `repair`
+  // a named chunk is rewritten (a data chunk from P and the other data, P
+  // or Q recomputed), else P and Q are recomputed from the data (md's
+  // repair). Without `bad_slot`, md's repair throughout: resync and
+  // reshape must not locate, since after a crash data newer than P and Q
+  // looks exactly like one bad data chunk and must win.
   absl::Status ScanStripe(const Shape& sh, uint64_t stripe, bool repair,
-                          bool* mismatch, uint64_t* skipped = nullptr);
+                          bool* mismatch, uint64_t* skipped = nullptr,
+                          int* bad_slot = nullptr);
   // Scans stripes [from, from + count) at once (ScanStripe, each under its
   // own lock; a scan moves no front, so they are not held together).
   // Returns how many from `from` were scanned in an unbroken run; fewer
@@ -51,11 +63,15 @@ class StripeScanner : private EnginePart {
   // Appends the scanned stripes whose parity did not match to
   // `*mismatched`, in order, and those with rows skipped for bad blocks to
   // `*skipped_stripes` (optional), adding their bytes to `*skipped_bytes`.
+  // `mismatched_slots` (optional) asks RAID6 to locate, as ScanStripe's
+  // `bad_slot`, and gets each mismatched stripe's bad slot or -1, parallel
+  // to `*mismatched`.
   uint64_t ScanWindow(const Shape& sh, uint64_t from, uint64_t count,
                       bool repair, std::vector<uint64_t>* mismatched,
                       absl::Status* error,
                       std::vector<uint64_t>* skipped_stripes = nullptr,
-                      uint64_t* skipped_bytes = nullptr);
+                      uint64_t* skipped_bytes = nullptr,
+                      std::vector<int>* mismatched_slots = nullptr);
   // The first stripe of `sh` at or after `stripe` that is not a hole on
   // every member (`stripe` itself when unknown).
   uint64_t SkipHoles(const Shape& sh, uint64_t stripe);
@@ -65,10 +81,21 @@ class StripeScanner : private EnginePart {
   // (read into `rows`, `win` bytes a slot by slot number, two spare rows
   // after them): P and Q computed from the data (a lost data slot's rows
   // from P first) and compared; `repair` writes whichever differs.
-  // `missing` is the one slot that cannot serve the stripe, or -1.
+  // `missing` is the one slot that cannot serve the stripe, or -1. With
+  // `located` (and no member missing) it only locates: *located gets the
+  // slot P and Q name as bad, -1 when none, and nothing is written (the
+  // caller repairs with RepairRows6 once the whole chunk is seen).
   absl::Status ScanRows6(const Shape& sh, uint64_t stripe,
                          uint64_t member_offset, uint64_t win, int missing,
-                         uint8_t* rows, bool repair, bool* mismatch);
+                         uint8_t* rows, bool repair, bool* mismatch,
+                         int* located = nullptr);
+  // Repairs one window of rows read as for ScanRows6 with no member
+  // missing: rewrites slot `bad` (a data chunk from P and the other data,
+  // or P or Q from the data), or with `bad` -1 recomputes P and Q and
+  // writes whichever differs (md's repair).
+  absl::Status RepairRows6(const Shape& sh, uint64_t stripe,
+                           uint64_t member_offset, uint64_t win, int bad,
+                           uint8_t* rows);
 
   StripeWriter& writer_;
   TaskPool& pool_;

@@ -351,6 +351,36 @@ absl::Status RecoverPQ(std::span<void* const> slots, void* p, void* q,
   return absl::OkStatus();
 }
 
+PQFault LocatePQFault(std::span<const void* const> slots, const void* p,
+                      const void* q, void* scratch_p, void* scratch_q,
+                      size_t len) {
+  uint8_t* dp = Bytes(scratch_p);
+  uint8_t* dq = Bytes(scratch_q);
+  ComputePQ(slots, dp, dq, len);
+  const bool p_ok = std::memcmp(dp, p, len) == 0;
+  const bool q_ok = std::memcmp(dq, q, len) == 0;
+  if (p_ok && q_ok) return {PQFault::kNone, -1};
+  if (p_ok) return {PQFault::kQ, -1};
+  if (q_ok) return {PQFault::kP, -1};
+  // Both differ: the syndromes P' and Q', then the one slot z that the
+  // first byte where P' != 0 names, then Q' == g^z P' at every byte.
+  XorAccumulate(dp, p, len);
+  XorAccumulate(dq, q, len);
+  size_t i = 0;
+  while (dp[i] == 0) ++i;  // P' is not all zero: P differed
+  if (dq[i] == 0) return {PQFault::kUnknown, -1};
+  const uint8_t ratio = gf_mul(dq[i], gf_inv(dp[i]));
+  // log_g(ratio): g has order 255 and ratio != 0, so one of these matches.
+  int z = 0;
+  for (uint8_t c = 1; c != ratio; c = Mul2Byte(c)) ++z;
+  if (z >= static_cast<int>(slots.size()) || slots[z] == nullptr) {
+    return {PQFault::kUnknown, -1};
+  }
+  GfMul(QCoefficient(z), dp, dp, len);
+  if (std::memcmp(dp, dq, len) != 0) return {PQFault::kUnknown, -1};
+  return {PQFault::kData, z};
+}
+
 void SetRaid6PortableForTesting(bool portable) {
   g_portable.store(portable, std::memory_order_relaxed);
 }

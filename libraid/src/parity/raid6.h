@@ -68,6 +68,29 @@ inline constexpr int kLostQ = -2;
 absl::Status RecoverPQ(std::span<void* const> slots, void* p, void* q,
                        size_t len, std::span<const int> lost);
 
+// What P and Q say about a stripe whose syndromes disagree: mdadm's
+// raid6check. With P' = P ^ (P of the data) and Q' = Q ^ (Q of the data),
+// one bad block explains every byte: P' = 0 everywhere, Q' not (Q is bad);
+// Q' = 0 everywhere, P' not (P is bad); or Q' = g^z P' at every byte for one
+// data slot z (a bad block Dz ^ E gives P' = E, Q' = g^z E). Anything else
+// (two or more bad blocks, or one whose z names no data slot) cannot be
+// located: kUnknown.
+struct PQFault {
+  enum Kind { kNone, kP, kQ, kData, kUnknown };
+  Kind kind = kNone;
+  int slot = -1;  // kData: the bad block's Q slot
+};
+
+// Computes P and Q of `slots` (as ComputePQ) into `scratch_p` and
+// `scratch_q`, `len` bytes each and clobbered, compares them with the
+// stored `p` and `q`, and locates the bad block as above (kNone: both
+// match). A nullptr slot is a zero block and is never named.
+// REQUIRES: slots.size() <= kMaxSyndromeSlots; scratch buffers alias
+// nothing else.
+PQFault LocatePQFault(std::span<const void* const> slots, const void* p,
+                      const void* q, void* scratch_p, void* scratch_q,
+                      size_t len);
+
 // Test-only: forces the portable loops even for aligned buffers (true) or
 // restores ISA-L for them (false). Process-wide; production never calls it.
 void SetRaid6PortableForTesting(bool portable);

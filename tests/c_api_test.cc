@@ -58,7 +58,8 @@ class CApiTest : public ::testing::Test {
   }
 
   // n members named m0..; creates the array over them into array_.
-  std::vector<uraid_member*> Create(int n, const char* layout = nullptr) {
+  std::vector<uraid_member*> Create(int n, const char* layout = nullptr,
+                                    int level = 0) {
     std::vector<uraid_member*> m;
     for (int i = 0; i < n; ++i) m.push_back(NewMember("m" + std::to_string(i)));
     uraid_create_options o;
@@ -68,6 +69,7 @@ class CApiTest : public ::testing::Test {
     o.member_bytes = kMemberBytes;
     o.assume_clean = 1;
     o.layout = layout;
+    o.level = level;
     o.bitmap = URAID_BITMAP_NONE;
     char err[256] = "";
     EXPECT_EQ(
@@ -143,6 +145,45 @@ TEST_F(CApiTest, FailReplaceAndProgress) {
   ASSERT_EQ(uraid_get_member(array_, 0, &mi), 0);
   EXPECT_STREQ(mi.name, "fresh");
   ExpectAll(1, uraid_size(array_));
+}
+
+// RAID6 through the C API: created under a RAID6-only layout name, two
+// members failed under it and every byte still read, a third refused.
+TEST_F(CApiTest, Raid6CreatesUnderItsLayoutsAndSurvivesTwoFailures) {
+  for (const char* layout : {"ddf-N-continue", "left-asymmetric-6", "18"}) {
+    SCOPED_TRACE(layout);
+    if (array_ != nullptr) ASSERT_EQ(uraid_close(array_, nullptr, 0), 0);
+    array_ = nullptr;
+    Create(6, layout, 6);
+    ASSERT_NE(array_, nullptr);
+    uraid_info info;
+    URAID_INIT(&info);
+    ASSERT_EQ(uraid_get_info(array_, &info), 0);
+    EXPECT_EQ(info.level, 6);
+    EXPECT_EQ(info.layout, uraid_parse_layout_level(layout, 6));
+    EXPECT_EQ(uraid_size(array_), 4 * kMemberBytes);
+    WriteAll(6);
+    char err[256] = "";
+    ASSERT_EQ(uraid_fail_slot(array_, 1, err, sizeof err), 0) << err;
+    ASSERT_EQ(uraid_fail_slot(array_, 4, err, sizeof err), 0) << err;
+    ExpectAll(6, uraid_size(array_));
+    EXPECT_EQ(uraid_fail(array_, "m0", err, sizeof err), -EPERM)
+        << "a third failure would fail the array";
+    ExpectAll(6, uraid_size(array_));
+  }
+  // A RAID6-only layout at level 5 is refused, naming it.
+  uraid_member* m[4];
+  for (auto& x : m) x = NewMember("r5");
+  uraid_create_options o;
+  URAID_INIT(&o);
+  o.layout = "parity-first-6";
+  o.level = 5;
+  o.chunk_bytes = kChunk;
+  o.member_bytes = kMemberBytes;
+  uraid_array* a = nullptr;
+  char err[256] = "";
+  EXPECT_EQ(uraid_create_from(m, 4, &o, &a, err, sizeof err), -EINVAL);
+  EXPECT_THAT(err, HasSubstr("parity-first-6"));
 }
 
 TEST_F(CApiTest, ScrubSpeedAndCache) {
@@ -323,6 +364,89 @@ TEST(CApiPure, MapAgreesWithGeometryAndUnmapInverts) {
   EXPECT_EQ(uraid_parse_layout("ls"), URAID_LAYOUT_LEFT_SYMMETRIC);
   EXPECT_EQ(uraid_parse_layout("parity-first"), URAID_LAYOUT_PARITY_FIRST);
   EXPECT_EQ(uraid_parse_layout("zigzag"), -EINVAL);
+}
+
+// Level 6: every md RAID6 layout number maps as Geometry does (P in
+// parity_disk), unmap inverts, and P's and Q's bytes are parity.
+TEST(CApiPure, MapsEveryRaid6Layout) {
+  for (int layout : {0, 1, 2, 3, 4, 5, 8, 9, 10, 16, 17, 18, 19, 20}) {
+    for (int disks : {4, 5, 8}) {
+      SCOPED_TRACE(testing::Message()
+                   << "layout " << layout << " disks " << disks);
+      uraid_geometry g;
+      URAID_INIT(&g);
+      g.level = 6;
+      g.layout = layout;
+      g.chunk_bytes = 4096;
+      g.raid_disks = disks;
+      g.member_bytes = 64 * 4096;
+      auto oracle = uraid::Geometry::Make(6, static_cast<uraid::Layout>(layout),
+                                          4096, disks, 64 * 4096);
+      ASSERT_TRUE(oracle.ok()) << oracle.status();
+      for (uint64_t off = 0; off < oracle->array_bytes(); off += 4096 + 17) {
+        uraid_location loc;
+        char err[256] = "";
+        ASSERT_EQ(uraid_map(&g, off, &loc, err, sizeof err), 0) << err;
+        uraid::Location want = oracle->Map(off);
+        EXPECT_EQ(loc.stripe, want.stripe);
+        EXPECT_EQ(loc.data_index, want.data_index);
+        EXPECT_EQ(loc.disk, want.disk);
+        EXPECT_EQ(loc.parity_disk, want.parity_disk);
+        EXPECT_EQ(loc.member_offset, want.member_offset);
+        uint64_t back = 0;
+        ASSERT_EQ(
+            uraid_unmap(&g, loc.disk, loc.member_offset, &back, nullptr, 0), 0);
+        EXPECT_EQ(back, off);
+        for (int parity : {loc.parity_disk, oracle->QDisk(loc.stripe)}) {
+          EXPECT_EQ(
+              uraid_unmap(&g, parity, loc.member_offset, &back, nullptr, 0),
+              -ENOENT);
+        }
+      }
+    }
+  }
+  // Numbers md has for no level, and RAID6's at level 5, are refused.
+  uraid_geometry g;
+  URAID_INIT(&g);
+  g.chunk_bytes = 4096;
+  g.raid_disks = 5;
+  uraid_location loc;
+  char err[256] = "";
+  for (int level : {5, 6}) {
+    for (int layout : {-1, 6, 7, 11, 21}) {
+      g.level = level;
+      g.layout = layout;
+      EXPECT_EQ(uraid_map(&g, 0, &loc, err, sizeof err), -EINVAL) << layout;
+    }
+  }
+  g.level = 5;
+  g.layout = 8;
+  EXPECT_EQ(uraid_map(&g, 0, &loc, err, sizeof err), -EINVAL);
+  EXPECT_THAT(err, HasSubstr("layout 8"));
+  // mdadm's RAID6 names, by level.
+  EXPECT_EQ(uraid_parse_layout_level("ddf-zero-restart", 6),
+            URAID_LAYOUT_DDF_ZERO_RESTART);
+  EXPECT_EQ(uraid_parse_layout_level("ddf-N-restart", 6),
+            URAID_LAYOUT_DDF_N_RESTART);
+  EXPECT_EQ(uraid_parse_layout_level("ddf-n-continue", 6),
+            URAID_LAYOUT_DDF_N_CONTINUE);
+  EXPECT_EQ(uraid_parse_layout_level("left-asymmetric-6", 6),
+            URAID_LAYOUT_LEFT_ASYMMETRIC_6);
+  EXPECT_EQ(uraid_parse_layout_level("right-asymmetric-6", 6),
+            URAID_LAYOUT_RIGHT_ASYMMETRIC_6);
+  EXPECT_EQ(uraid_parse_layout_level("left-symmetric-6", 6),
+            URAID_LAYOUT_LEFT_SYMMETRIC_6);
+  EXPECT_EQ(uraid_parse_layout_level("right-symmetric-6", 6),
+            URAID_LAYOUT_RIGHT_SYMMETRIC_6);
+  EXPECT_EQ(uraid_parse_layout_level("parity-first-6", 6),
+            URAID_LAYOUT_PARITY_FIRST_6);
+  EXPECT_EQ(uraid_parse_layout_level("20", 6), URAID_LAYOUT_PARITY_FIRST_6);
+  EXPECT_EQ(uraid_parse_layout_level("ls", 6), URAID_LAYOUT_LEFT_SYMMETRIC);
+  EXPECT_EQ(uraid_parse_layout_level("ls", 0), URAID_LAYOUT_LEFT_SYMMETRIC);
+  EXPECT_EQ(uraid_parse_layout_level("parity-first-6", 5), -EINVAL);
+  EXPECT_EQ(uraid_parse_layout_level("8", 5), -EINVAL);
+  EXPECT_EQ(uraid_parse_layout_level("ls", 7), -EINVAL);
+  EXPECT_EQ(uraid_parse_layout_level(nullptr, 6), -EINVAL);
 }
 
 TEST(CApiPure, SuperblockRoundTripsAndRejectsCorruption) {

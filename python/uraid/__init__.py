@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""uraid: md-compatible RAID4/RAID5 arrays in a Python process.
+"""uraid: md-compatible RAID4/RAID5/RAID6 arrays in a Python process.
 
 A thin layer over liburaid's C API (uraid/uraid.h) with ctypes: no compile
 step, and the same ABI C, Rust and Go programs use. Arrays over member
@@ -33,12 +33,19 @@ from . import _capi as _c
 __all__ = [
     "UraidError", "Member", "FaultyMember", "Array", "Control", "create",
     "assemble", "map", "unmap", "Location", "decode_superblock",
-    "encode_superblock", "parse_layout", "version", "LAYOUTS", "JOBS",
+    "encode_superblock", "parse_layout", "version", "LAYOUTS", "LAYOUTS6",
+    "JOBS",
 ]
 
 FUA = 1
 LAYOUTS = ("left-asymmetric", "right-asymmetric", "left-symmetric",
            "right-symmetric", "parity-first", "parity-last")
+# md's RAID6-only layouts by number (algorithm_valid_raid6 takes LAYOUTS'
+# 0..5 too): the DDF ones and the RAID5 -> RAID6 conversion ones.
+LAYOUTS6 = {8: "ddf-zero-restart", 9: "ddf-N-restart", 10: "ddf-N-continue",
+            16: "left-asymmetric-6", 17: "right-asymmetric-6",
+            18: "left-symmetric-6", 19: "right-symmetric-6",
+            20: "parity-first-6"}
 JOBS = ("idle", "resync", "recover", "replace", "check", "repair", "reshape")
 _SLOT_STATES = ("active", "faulty", "missing", "rebuilding", "spare")
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical")
@@ -81,15 +88,18 @@ def version():
     return _c.uraid_version().decode()
 
 
-def parse_layout(layout):
-    """md's layout name, alias or number -> 0..5. ValueError if unknown."""
+def parse_layout(layout, level=5):
+    """md's layout name, alias or number -> number, as mdadm parses
+    --layout at `level`: 0..5 at levels 4 and 5; at level 6 also the
+    LAYOUTS6 names and numbers (8-10, 16-20). ValueError if unknown."""
     if isinstance(layout, int):
-        if 0 <= layout <= 5:
+        if 0 <= layout <= 5 or (level == 6 and layout in LAYOUTS6):
             return layout
-        raise ValueError("layout %d is not md's 0..5" % layout)
-    n = _c.uraid_parse_layout(_b(layout))
+        raise ValueError("layout %d is not md's %s" % (
+            layout, "0-5, 8-10 or 16-20" if level == 6 else "0..5"))
+    n = _c.uraid_parse_layout_level(_b(layout), level)
     if n < 0:
-        raise ValueError("unknown layout %r" % (layout,))
+        raise ValueError("unknown layout %r at level %d" % (layout, level))
     return n
 
 
@@ -237,7 +247,9 @@ def create(members, level=5, layout=None, chunk=0, name=None,
            bitmap="internal", bitmap_chunk=0, cache=None, log=None,
            log_level="info"):
     """Writes new md v1.2 superblocks to `members` (Member, path or URI;
-    None = a missing slot) and opens the array. chunk 0 = 512 KiB; bitmap
+    None = a missing slot) and opens the array. level 4, 5 or 6; layout
+    md's name or number as mdadm takes it at that level (parse_layout;
+    None = left-symmetric, parity-last at level 4). chunk 0 = 512 KiB; bitmap
     "internal", "none" or a file path; cache bytes (0 = off, None =
     64 MiB); log(level_name, message) receives the array's log lines."""
     opened = []
@@ -576,7 +588,7 @@ Location = namedtuple("Location", "stripe data_index disk parity_disk "
 def _geometry(disks, layout, chunk, level, member_bytes):
     g = _c.sized(_c.Geometry)
     g.level = level
-    g.layout = parse_layout(layout)
+    g.layout = parse_layout(layout, level)
     g.chunk_bytes = chunk
     g.raid_disks = disks
     g.member_bytes = member_bytes
@@ -586,7 +598,9 @@ def _geometry(disks, layout, chunk, level, member_bytes):
 def map(offset, disks, layout="left-symmetric", chunk=512 << 10, level=5,
         member_bytes=0):
     """Where md puts array byte `offset`: a Location (member_offset counts
-    from the data offset). member_bytes 0 = unbounded."""
+    from the data offset; at level 6 parity_disk is P's disk). level 4, 5
+    or 6, layout as parse_layout takes it at that level. member_bytes 0 =
+    unbounded."""
     g = _geometry(disks, layout, chunk, level, member_bytes)
     loc = _c.Location()
     _call(_c.uraid_map, ctypes.byref(g), offset, ctypes.byref(loc))

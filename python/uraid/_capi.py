@@ -219,6 +219,8 @@ uraid_control_start = _fn("uraid_control_start", c_int, _P, c_char_p, _PP,
                           *_E)
 uraid_control_stop = _fn("uraid_control_stop", None, _P)
 uraid_parse_layout = _fn("uraid_parse_layout", c_int, c_char_p)
+uraid_parse_layout_level = _fn("uraid_parse_layout_level", c_int, c_char_p,
+                               c_int)
 uraid_map = _fn("uraid_map", c_int, ctypes.POINTER(Geometry), c_u64,
                 ctypes.POINTER(Location), *_E)
 uraid_unmap = _fn("uraid_unmap", c_int, ctypes.POINTER(Geometry), c_int,

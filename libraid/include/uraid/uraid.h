@@ -120,10 +120,11 @@ enum {
  * what you need: every zero field means "the default". */
 typedef struct uraid_create_options {
   size_t struct_size; /* sizeof(uraid_create_options), or 0 */
-  /** 4 or 5; 0 = 5. */
+  /** 4, 5 or 6; 0 = 5. */
   int level;
-  /** md's name ("left-symmetric", "ls", ...) or "0".."5"; NULL =
-   * left-symmetric (parity-last for level 4, its only layout). */
+  /** md's name ("left-symmetric", "ls", ...) or number, as mdadm parses
+   * --layout at `level` (uraid_parse_layout_level); NULL = left-symmetric
+   * (parity-last for level 4, its only layout). */
   const char* layout;
   /** A power of two, 4 KiB..16 MiB; 0 = 512 KiB. */
   uint64_t chunk_bytes;
@@ -288,8 +289,8 @@ enum {
 typedef struct uraid_info {
   size_t struct_size;   /* sizeof(uraid_info), or 0; set on return to the
                            bytes filled */
-  int level;            /* 4 or 5 */
-  int layout;           /* md's number 0..5 */
+  int level;            /* 4, 5 or 6 */
+  int layout;           /* md's number (URAID_LAYOUT_*) */
   char layout_name[24]; /* md's name, e.g. "left-symmetric" */
   uint64_t chunk_bytes;
   int raid_disks;
@@ -576,8 +577,10 @@ URAID_EXPORT void uraid_control_stop(uraid_control* server);
 /** An array's shape for the pure functions below (no array needed). */
 typedef struct uraid_geometry {
   size_t struct_size; /* sizeof(uraid_geometry), or 0 */
-  int level;          /* 4 or 5; 0 = 5 */
-  int layout;         /* md's number 0..5 (URAID_LAYOUT_*) */
+  int level;          /* 4, 5 or 6; 0 = 5 */
+  /* md's number (URAID_LAYOUT_*): 0..5, and at level 6 also 8..10 and
+   * 16..20 */
+  int layout;
   uint64_t chunk_bytes;
   int raid_disks;
   /** Data bytes per member; 0 = as large as offsets need (2^62, chunk
@@ -592,6 +595,18 @@ enum {
   URAID_LAYOUT_RIGHT_SYMMETRIC = 3,
   URAID_LAYOUT_PARITY_FIRST = 4,
   URAID_LAYOUT_PARITY_LAST = 5,
+  /* RAID6 only (md's algorithm_valid_raid6): the DDF layouts, whose Q
+   * covers every disk by physical index, */
+  URAID_LAYOUT_DDF_ZERO_RESTART = 8,
+  URAID_LAYOUT_DDF_N_RESTART = 9,
+  URAID_LAYOUT_DDF_N_CONTINUE = 10,
+  /* and the RAID5 layouts over all disks but the last, which holds Q (the
+   * shape of md's RAID5 -> RAID6 conversion). */
+  URAID_LAYOUT_LEFT_ASYMMETRIC_6 = 16,
+  URAID_LAYOUT_RIGHT_ASYMMETRIC_6 = 17,
+  URAID_LAYOUT_LEFT_SYMMETRIC_6 = 18,
+  URAID_LAYOUT_RIGHT_SYMMETRIC_6 = 19,
+  URAID_LAYOUT_PARITY_FIRST_6 = 20,
 };
 
 /** Where md puts one logical byte. */
@@ -599,12 +614,19 @@ typedef struct uraid_location {
   uint64_t stripe;        /* chunk row */
   int data_index;         /* 0..data disks-1 within the stripe */
   int disk;               /* slot holding the byte */
-  int parity_disk;        /* slot holding the stripe's parity */
+  int parity_disk;        /* slot holding the stripe's parity (RAID6: P) */
   uint64_t member_offset; /* bytes from the data offset on `disk` */
 } uraid_location;
 
-/** md's layout name or number -> number; -EINVAL if unknown. */
+/** md's layout name or number -> number; -EINVAL if unknown. As mdadm
+ * parses --layout at level 5: the "-6" names and numbers 8-20 are
+ * refused, and the ddf names are mdadm's RAID5 aliases. */
 URAID_EXPORT int uraid_parse_layout(const char* name);
+/** The same at `level` (4, 5 or 6; 0 = 5), as mdadm parses --layout for
+ * it: level 6 also takes "ddf-zero-restart", "ddf-N-restart",
+ * "ddf-N-continue", "left-asymmetric-6" ... "parity-first-6" and the
+ * numbers 8-10 and 16-20. -EINVAL if unknown at that level. */
+URAID_EXPORT int uraid_parse_layout_level(const char* name, int level);
 /** Maps array byte `offset`. -EINVAL for a bad geometry (the message names
  * the parameter) or an offset past the end. Pure; thread-safe. */
 URAID_EXPORT int uraid_map(const uraid_geometry* geometry, uint64_t offset,

@@ -129,7 +129,9 @@ absl::Status ToOptions(const uraid_create_options* in, uraid::CreateOptions* c,
   }
   if (o.level != 0) c->level = o.level;
   if (o.layout != nullptr) {
-    absl::StatusOr<uraid::Layout> layout = uraid::ParseLayout(o.layout);
+    // As mdadm parses --layout for the level: RAID6's names at level 6.
+    absl::StatusOr<uraid::Layout> layout =
+        uraid::ParseLayout(o.layout, c->level);
     if (!layout.ok()) return layout.status();
     c->layout = *layout;
   } else if (c->level == 4) {

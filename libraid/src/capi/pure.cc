@@ -31,6 +31,14 @@ static_assert(URAID_LAYOUT_PARITY_LAST ==
               static_cast<int>(uraid::Layout::kParityLast));
 static_assert(URAID_LAYOUT_LEFT_SYMMETRIC ==
               static_cast<int>(uraid::Layout::kLeftSymmetric));
+static_assert(URAID_LAYOUT_DDF_ZERO_RESTART ==
+              static_cast<int>(uraid::Layout::kDdfZeroRestart));
+static_assert(URAID_LAYOUT_DDF_N_CONTINUE ==
+              static_cast<int>(uraid::Layout::kDdfNContinue));
+static_assert(URAID_LAYOUT_LEFT_ASYMMETRIC_6 ==
+              static_cast<int>(uraid::Layout::kLeftAsymmetric6));
+static_assert(URAID_LAYOUT_PARITY_FIRST_6 ==
+              static_cast<int>(uraid::Layout::kParityFirst6));
 
 // Member bytes when the caller gives none: large enough for any offset a
 // test asks about, and a multiple of every valid chunk.
@@ -43,9 +51,11 @@ absl::StatusOr<uraid::Geometry> ToGeometry(const uraid_geometry* in) {
       !s.ok()) {
     return s;
   }
-  if (g.layout < 0 || g.layout > URAID_LAYOUT_PARITY_LAST) {
+  // Which numbers a level takes is Geometry::Make's to say (with the
+  // numbers in its message); negative ones are no md layout at all.
+  if (g.layout < 0) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("layout %d is not md's 0..5", g.layout));
+        absl::StrFormat("layout %d is not one of md's", g.layout));
   }
   return uraid::Geometry::Make(
       g.level == 0 ? 5 : g.level, static_cast<uraid::Layout>(g.layout),
@@ -61,6 +71,17 @@ int uraid_parse_layout(const char* name) {
   if (name == nullptr) return -EINVAL;
   try {
     absl::StatusOr<uraid::Layout> l = uraid::ParseLayout(name);
+    return l.ok() ? static_cast<int>(*l) : -EINVAL;
+  } catch (...) {
+    return -ENOMEM;
+  }
+}
+
+int uraid_parse_layout_level(const char* name, int level) {
+  if (name == nullptr) return -EINVAL;
+  try {
+    absl::StatusOr<uraid::Layout> l =
+        uraid::ParseLayout(name, level == 0 ? 5 : level);
     return l.ok() ? static_cast<int>(*l) : -EINVAL;
   } catch (...) {
     return -ENOMEM;

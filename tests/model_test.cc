@@ -9,7 +9,8 @@
 // and read errors (see below); RecoveryModelBugs.* are the reduced
 // reproductions of the library bugs it found. Seeded: set URAID_SEED to
 // replay; the seed is printed on failure (with the events and the array's
-// log for RecoveryModelTest).
+// log for RecoveryModelTest). Raid6ModelTest runs the model at level 6
+// with two members failing under the writer and two spares rebuilt.
 
 #include <algorithm>
 #include <chrono>
@@ -48,12 +49,15 @@ struct Config {
   uint64_t chunk;
   int disks;
   int cache;  // 0: off, 1: tiny (4 stripes: constant eviction), 2: default
+  int level = 5;
 };
+
+int DataDisks(const Config& c) { return c.disks - (c.level == 6 ? 2 : 1); }
 
 CacheOptions CacheFor(const Config& c) {
   CacheOptions o;
   if (c.cache == 0) o.bytes = 0;
-  if (c.cache == 1) o.bytes = 4 * c.chunk * (c.disks - 1);
+  if (c.cache == 1) o.bytes = 4 * c.chunk * DataDisks(c);
   return o;
 }
 
@@ -67,13 +71,13 @@ class ModelRun {
           absl::StrFormat("m%d", i), kDataOffset + member_bytes_));
       faulty_.push_back(std::make_shared<FaultyMember>(mem));
     }
-    ref_.assign(member_bytes_ * (c.disks - 1), 0);
+    ref_.assign(member_bytes_ * DataDisks(c), 0);
   }
 
-  std::vector<std::unique_ptr<Member>> Members(int skip = -1) {
+  std::vector<std::unique_ptr<Member>> Members(int skip = -1, int skip2 = -1) {
     std::vector<std::unique_ptr<Member>> v;
     for (int i = 0; i < c_.disks; ++i) {
-      if (i != skip) v.push_back(ShareMember(faulty_[i]));
+      if (i != skip && i != skip2) v.push_back(ShareMember(faulty_[i]));
     }
     // Assembly must not depend on order.
     std::shuffle(v.begin(), v.end(), rng_);
@@ -82,6 +86,7 @@ class ModelRun {
 
   void Create() {
     CreateOptions o;
+    o.level = c_.level;
     o.layout = c_.layout;
     o.chunk_bytes = c_.chunk;
     o.data_offset_bytes = kDataOffset;
@@ -96,17 +101,19 @@ class ModelRun {
     ASSERT_EQ(array_->size(), ref_.size());
   }
 
-  void Reassemble(int skip) {
+  // Without `skip` and `skip2` (-1: none); two left out needs --run.
+  void Reassemble(int skip, int skip2 = -1) {
     array_.reset();
     AssembleOptions o;
     o.cache = CacheFor(c_);
-    auto a = Array::Assemble(Members(skip), o);
+    o.run = skip2 >= 0;
+    auto a = Array::Assemble(Members(skip, skip2), o);
     ASSERT_TRUE(a.ok()) << a.status();
     array_ = std::move(*a);
   }
 
   uint64_t RandomLen() {
-    const uint64_t sd = c_.chunk * (c_.disks - 1);
+    const uint64_t sd = c_.chunk * DataDisks(c_);
     switch (rng_() % 6) {
       case 0:
         return 1 + rng_() % 600;  // sub-sector
@@ -151,7 +158,7 @@ class ModelRun {
     } else if (op < 95) {
       ASSERT_TRUE(array_->Trim(len, off, false).ok());
       // Whole stripes inside the range read back as zeros; the rest stays.
-      const uint64_t sd = c_.chunk * (c_.disks - 1);
+      const uint64_t sd = c_.chunk * DataDisks(c_);
       uint64_t first = (off + sd - 1) / sd, end = (off + len) / sd;
       for (uint64_t s = first; s < end; ++s) {
         std::memset(ref_.data() + s * sd, 0, sd);
@@ -240,14 +247,113 @@ std::vector<Config> AllConfigs() {
   return v;
 }
 
+// A configuration's test name: layout, chunk, disks, cache.
+std::string ConfigName(const testing::TestParamInfo<Config>& p) {
+  return absl::StrFormat("L%d_C%dK_N%d_cache%d",
+                         static_cast<int>(p.param.layout), p.param.chunk / 1024,
+                         p.param.disks, p.param.cache);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllLayouts, ModelTest, testing::ValuesIn(AllConfigs()),
-                         [](const testing::TestParamInfo<Config>& p) {
-                           return absl::StrFormat(
-                               "L%d_C%dK_N%d_cache%d",
-                               static_cast<int>(p.param.layout),
-                               p.param.chunk / 1024, p.param.disks,
-                               p.param.cache);
-                         });
+                         ConfigName);
+
+// --------------------------------------------------------------------------
+// RAID6: the same model with two members failing at random points under the
+// writer (mid-request: each dies after a random number of its own I/Os), a
+// restart with both left out, then two spares rebuilt while the writer goes
+// on. Every read equals the model throughout; after the rebuild P and Q
+// check clean.
+
+class Raid6ModelTest : public testing::TestWithParam<Config> {};
+
+TEST_P(Raid6ModelTest, TwoFailuresUnderTheWriterThenSparesRebuild) {
+  const Config c = GetParam();
+  const uint64_t seed = Seed() ^ (static_cast<uint64_t>(c.layout) << 40) ^
+                        (c.chunk << 8) ^ static_cast<uint64_t>(c.disks) ^
+                        (uint64_t{6} << 56);
+  SCOPED_TRACE(absl::StrFormat("seed=%d (URAID_SEED=%d)", seed, Seed()));
+  ModelRun run(c, seed);
+  ASSERT_NO_FATAL_FAILURE(run.Create());
+  constexpr int kOps = 240;
+  for (int i = 0; i < kOps / 4; ++i) ASSERT_NO_FATAL_FAILURE(run.Step());
+  ASSERT_TRUE(run.array_->WaitForJob().ok());  // the initial resync
+  ASSERT_NO_FATAL_FAILURE(run.CheckParity());
+
+  // Two victims, each failing at its own random I/O from a random step on.
+  const int v1 = static_cast<int>(run.rng_() % c.disks);
+  const int v2 =
+      (v1 + 1 + static_cast<int>(run.rng_() % (c.disks - 1))) % c.disks;
+  const int at1 = static_cast<int>(run.rng_() % (kOps / 4));
+  const int at2 = at1 + 1 + static_cast<int>(run.rng_() % (kOps / 4));
+  for (int i = 0; i < kOps; ++i) {
+    if (i == at1 || i == at2) {
+      FaultPlan plan;
+      plan.fail_after_ios = run.rng_() % 40;
+      run.faulty_[i == at1 ? v1 : v2]->SetPlan(plan);
+    }
+    ASSERT_NO_FATAL_FAILURE(run.Step());
+  }
+  // A victim the writer never reached is failed outright.
+  for (int v : {v1, v2}) run.faulty_[v]->SetFailed(true);
+  for (int i = 0; i < 20; ++i) ASSERT_NO_FATAL_FAILURE(run.Step());
+  ArrayInfo info = run.array_->Info();
+  ASSERT_TRUE(info.degraded);
+  ASSERT_FALSE(info.failed);
+  ASSERT_NO_FATAL_FAILURE(run.VerifyAll());
+
+  // Restart with both left out: the same bytes.
+  for (int v : {v1, v2}) {
+    run.faulty_[v]->SetPlan({});
+    run.faulty_[v]->SetFailed(false);
+  }
+  ASSERT_NO_FATAL_FAILURE(run.Reassemble(v1, v2));
+  ASSERT_TRUE(run.array_->Info().degraded);
+  ASSERT_NO_FATAL_FAILURE(run.VerifyAll());
+  for (int i = 0; i < kOps / 4; ++i) ASSERT_NO_FATAL_FAILURE(run.Step());
+
+  // Two spares rebuild while the writer goes on.
+  for (int k = 0; k < 2; ++k) {
+    const absl::Status added = run.array_->AddMember(std::unique_ptr<Member>(
+        NewMemoryMember(absl::StrFormat("spare%d", k),
+                        ModelRun::kDataOffset + run.member_bytes_)));
+    ASSERT_TRUE(added.ok()) << added;
+    for (int i = 0; i < kOps / 8; ++i) ASSERT_NO_FATAL_FAILURE(run.Step());
+  }
+  for (int rounds = 0; rounds < 8; ++rounds) {
+    (void)run.array_->WaitForJob();
+    if (run.array_->Info().job.kind == JobKind::kNone &&
+        !run.array_->Info().degraded) {
+      break;
+    }
+    for (int i = 0; i < 10; ++i) ASSERT_NO_FATAL_FAILURE(run.Step());
+  }
+  info = run.array_->Info();
+  ASSERT_FALSE(info.degraded) << "two spares did not rebuild";
+  ASSERT_NO_FATAL_FAILURE(run.VerifyAll());
+  ASSERT_NO_FATAL_FAILURE(run.CheckParity());
+}
+
+std::vector<Config> Raid6Configs() {
+  std::vector<Config> v;
+  const Layout layouts[] = {Layout::kLeftSymmetric,   Layout::kLeftAsymmetric,
+                            Layout::kRightAsymmetric, Layout::kRightSymmetric,
+                            Layout::kParityFirst,     Layout::kParityLast,
+                            Layout::kDdfZeroRestart,  Layout::kDdfNRestart,
+                            Layout::kDdfNContinue,    Layout::kLeftSymmetric6,
+                            Layout::kParityFirst6};
+  for (const Layout l : layouts) {
+    for (uint64_t chunk : {4096ull, 65536ull}) {
+      for (int disks : {4, 6}) {
+        v.push_back(Config{l, chunk, disks, static_cast<int>(v.size() % 3),
+                           /*level=*/6});
+      }
+    }
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Raid6Layouts, Raid6ModelTest,
+                         testing::ValuesIn(Raid6Configs()), ConfigName);
 
 // --------------------------------------------------------------------------
 // The same model with members coming and going: a member fails at a random
@@ -893,14 +999,7 @@ std::vector<Config> RecoveryConfigs() {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllLayouts, RecoveryModelTest,
-                         testing::ValuesIn(RecoveryConfigs()),
-                         [](const testing::TestParamInfo<Config>& p) {
-                           return absl::StrFormat(
-                               "L%d_C%dK_N%d_cache%d",
-                               static_cast<int>(p.param.layout),
-                               p.param.chunk / 1024, p.param.disks,
-                               p.param.cache);
-                         });
+                         testing::ValuesIn(RecoveryConfigs()), ConfigName);
 
 // --------------------------------------------------------------------------
 // LIBRARY BUGS found by RecoveryModelTest, reduced to the smallest

@@ -528,7 +528,25 @@ absl::Status StripeReader::ReconstructLocked(const Shape& sh, uint64_t stripe,
       lost = rs;
     }
   }
+  // A source that failed here and was failed for it (it stopped answering)
+  // was usable when planned: RAID6 may still rebuild the rows from the
+  // others, so plan again without it (the checks above refuse once too
+  // many are gone; each retry needs a newly failed slot, so it ends).
+  const auto source_failed = [&] {
+    if (sh.geo.parity_disks() < 2) return false;  // RAID5: nothing left
+    for (const MemberIo& io : ios) {
+      if (!io.status.ok() && !io.to_replacement &&
+          !slots_.UsableAt(io.slot, stripe)) {
+        return true;
+      }
+    }
+    return false;
+  };
   if (!lost.ok()) {
+    if (source_failed() && host_.CheckUsable(false).ok()) {
+      return ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst,
+                               record_sources);
+    }
     return absl::DataLossError(
         absl::StrFormat("cannot reconstruct slot %d at member offset %d: %s",
                         slot, sh.data_offset + member_offset, lost.message()));
@@ -536,6 +554,10 @@ absl::Status StripeReader::ReconstructLocked(const Shape& sh, uint64_t stripe,
   bool slot_failed;
   absl::Status st = host_.AbsorbFailures(ios, &slot_failed);
   if (!st.ok()) {
+    if (source_failed() && host_.CheckUsable(false).ok()) {
+      return ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst,
+                               record_sources);
+    }
     return absl::UnavailableError(
         absl::StrFormat("cannot reconstruct slot %d at member offset %d: %s",
                         slot, sh.data_offset + member_offset, st.message()));

@@ -48,6 +48,7 @@ constexpr uint64_t kArea = kSb12OffsetBytes + 4096;
 
 using Shared = std::shared_ptr<Member>;
 using testutil::Handles;
+using testutil::LogLines;
 using testutil::Pattern;
 
 std::vector<Shared> MakeMembers(int n, const std::string& prefix = "m") {
@@ -442,25 +443,6 @@ void WriteWholeFile(const std::string& path, const std::vector<uint8_t>& b) {
   out.write(reinterpret_cast<const char*>(b.data()), b.size());
   ASSERT_TRUE(out.good()) << path;
 }
-
-// Collects log lines (thread-safe, as the Logger contract asks).
-struct LogLines {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  Logger logger() {
-    return [this](const std::string& l) {
-      std::lock_guard<std::mutex> lock(mu);
-      lines.push_back(l);
-    };
-  }
-  bool Has(const std::string& part) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& l : lines) {
-      if (l.find(part) != std::string::npos) return true;
-    }
-    return false;
-  }
-};
 
 class ArrayBitmapFile : public ::testing::Test {
  protected:

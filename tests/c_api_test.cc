@@ -324,34 +324,47 @@ TEST_F(CApiTest, ControlServerStartsAndStops) {
   std::filesystem::remove_all(dir);
 }
 
+// uraid_map of every offset step of `level`/`layout` over `disks` agrees
+// with Geometry (the oracle), uraid_unmap inverts it, and the stripe's
+// parity bytes (P, and Q at level 6) are parity to uraid_unmap.
+void ExpectMapAgrees(int level, int layout, int disks) {
+  SCOPED_TRACE(testing::Message() << "level " << level << " layout " << layout
+                                  << " disks " << disks);
+  uraid_geometry g;
+  URAID_INIT(&g);
+  g.level = level;
+  g.layout = layout;
+  g.chunk_bytes = 4096;
+  g.raid_disks = disks;
+  g.member_bytes = 64 * 4096;
+  auto oracle = uraid::Geometry::Make(level, static_cast<uraid::Layout>(layout),
+                                      4096, disks, 64 * 4096);
+  ASSERT_TRUE(oracle.ok()) << oracle.status();
+  for (uint64_t off = 0; off < oracle->array_bytes(); off += 4096 + 17) {
+    uraid_location loc;
+    char err[256] = "";
+    ASSERT_EQ(uraid_map(&g, off, &loc, err, sizeof err), 0) << err;
+    uraid::Location want = oracle->Map(off);
+    EXPECT_EQ(loc.stripe, want.stripe);
+    EXPECT_EQ(loc.data_index, want.data_index);
+    EXPECT_EQ(loc.disk, want.disk);
+    EXPECT_EQ(loc.parity_disk, want.parity_disk);
+    EXPECT_EQ(loc.member_offset, want.member_offset);
+    uint64_t back = 0;
+    ASSERT_EQ(uraid_unmap(&g, loc.disk, loc.member_offset, &back, nullptr, 0),
+              0);
+    EXPECT_EQ(back, off);
+    for (int parity : {loc.parity_disk, oracle->QDisk(loc.stripe)}) {
+      if (parity < 0) continue;  // no Q below level 6
+      EXPECT_EQ(uraid_unmap(&g, parity, loc.member_offset, &back, nullptr, 0),
+                -ENOENT);
+    }
+  }
+}
+
 TEST(CApiPure, MapAgreesWithGeometryAndUnmapInverts) {
   for (int layout = 0; layout <= 3; ++layout) {
-    for (int disks : {3, 5, 8}) {
-      uraid_geometry g;
-      URAID_INIT(&g);
-      g.layout = layout;
-      g.chunk_bytes = 4096;
-      g.raid_disks = disks;
-      g.member_bytes = 64 * 4096;
-      auto oracle = uraid::Geometry::Make(5, static_cast<uraid::Layout>(layout),
-                                          4096, disks, 64 * 4096);
-      ASSERT_TRUE(oracle.ok());
-      for (uint64_t off = 0; off < oracle->array_bytes(); off += 4096 + 17) {
-        uraid_location loc;
-        ASSERT_EQ(uraid_map(&g, off, &loc, nullptr, 0), 0);
-        uraid::Location want = oracle->Map(off);
-        EXPECT_EQ(loc.disk, want.disk);
-        EXPECT_EQ(loc.parity_disk, want.parity_disk);
-        EXPECT_EQ(loc.member_offset, want.member_offset);
-        uint64_t back = 0;
-        ASSERT_EQ(
-            uraid_unmap(&g, loc.disk, loc.member_offset, &back, nullptr, 0), 0);
-        EXPECT_EQ(back, off);
-        EXPECT_EQ(uraid_unmap(&g, loc.parity_disk, loc.member_offset, &back,
-                              nullptr, 0),
-                  -ENOENT);
-      }
-    }
+    for (int disks : {3, 5, 8}) ExpectMapAgrees(5, layout, disks);
   }
   uraid_geometry bad;
   URAID_INIT(&bad);
@@ -370,40 +383,7 @@ TEST(CApiPure, MapAgreesWithGeometryAndUnmapInverts) {
 // parity_disk), unmap inverts, and P's and Q's bytes are parity.
 TEST(CApiPure, MapsEveryRaid6Layout) {
   for (int layout : {0, 1, 2, 3, 4, 5, 8, 9, 10, 16, 17, 18, 19, 20}) {
-    for (int disks : {4, 5, 8}) {
-      SCOPED_TRACE(testing::Message()
-                   << "layout " << layout << " disks " << disks);
-      uraid_geometry g;
-      URAID_INIT(&g);
-      g.level = 6;
-      g.layout = layout;
-      g.chunk_bytes = 4096;
-      g.raid_disks = disks;
-      g.member_bytes = 64 * 4096;
-      auto oracle = uraid::Geometry::Make(6, static_cast<uraid::Layout>(layout),
-                                          4096, disks, 64 * 4096);
-      ASSERT_TRUE(oracle.ok()) << oracle.status();
-      for (uint64_t off = 0; off < oracle->array_bytes(); off += 4096 + 17) {
-        uraid_location loc;
-        char err[256] = "";
-        ASSERT_EQ(uraid_map(&g, off, &loc, err, sizeof err), 0) << err;
-        uraid::Location want = oracle->Map(off);
-        EXPECT_EQ(loc.stripe, want.stripe);
-        EXPECT_EQ(loc.data_index, want.data_index);
-        EXPECT_EQ(loc.disk, want.disk);
-        EXPECT_EQ(loc.parity_disk, want.parity_disk);
-        EXPECT_EQ(loc.member_offset, want.member_offset);
-        uint64_t back = 0;
-        ASSERT_EQ(
-            uraid_unmap(&g, loc.disk, loc.member_offset, &back, nullptr, 0), 0);
-        EXPECT_EQ(back, off);
-        for (int parity : {loc.parity_disk, oracle->QDisk(loc.stripe)}) {
-          EXPECT_EQ(
-              uraid_unmap(&g, parity, loc.member_offset, &back, nullptr, 0),
-              -ENOENT);
-        }
-      }
-    }
+    for (int disks : {4, 5, 8}) ExpectMapAgrees(6, layout, disks);
   }
   // Numbers md has for no level, and RAID6's at level 5, are refused.
   uraid_geometry g;
@@ -424,22 +404,18 @@ TEST(CApiPure, MapsEveryRaid6Layout) {
   EXPECT_EQ(uraid_map(&g, 0, &loc, err, sizeof err), -EINVAL);
   EXPECT_THAT(err, HasSubstr("layout 8"));
   // mdadm's RAID6 names, by level.
-  EXPECT_EQ(uraid_parse_layout_level("ddf-zero-restart", 6),
-            URAID_LAYOUT_DDF_ZERO_RESTART);
-  EXPECT_EQ(uraid_parse_layout_level("ddf-N-restart", 6),
-            URAID_LAYOUT_DDF_N_RESTART);
-  EXPECT_EQ(uraid_parse_layout_level("ddf-n-continue", 6),
-            URAID_LAYOUT_DDF_N_CONTINUE);
-  EXPECT_EQ(uraid_parse_layout_level("left-asymmetric-6", 6),
-            URAID_LAYOUT_LEFT_ASYMMETRIC_6);
-  EXPECT_EQ(uraid_parse_layout_level("right-asymmetric-6", 6),
-            URAID_LAYOUT_RIGHT_ASYMMETRIC_6);
-  EXPECT_EQ(uraid_parse_layout_level("left-symmetric-6", 6),
-            URAID_LAYOUT_LEFT_SYMMETRIC_6);
-  EXPECT_EQ(uraid_parse_layout_level("right-symmetric-6", 6),
-            URAID_LAYOUT_RIGHT_SYMMETRIC_6);
-  EXPECT_EQ(uraid_parse_layout_level("parity-first-6", 6),
-            URAID_LAYOUT_PARITY_FIRST_6);
+  const std::pair<const char*, int> kRaid6Names[] = {
+      {"ddf-zero-restart", URAID_LAYOUT_DDF_ZERO_RESTART},
+      {"ddf-N-restart", URAID_LAYOUT_DDF_N_RESTART},
+      {"ddf-n-continue", URAID_LAYOUT_DDF_N_CONTINUE},
+      {"left-asymmetric-6", URAID_LAYOUT_LEFT_ASYMMETRIC_6},
+      {"right-asymmetric-6", URAID_LAYOUT_RIGHT_ASYMMETRIC_6},
+      {"left-symmetric-6", URAID_LAYOUT_LEFT_SYMMETRIC_6},
+      {"right-symmetric-6", URAID_LAYOUT_RIGHT_SYMMETRIC_6},
+      {"parity-first-6", URAID_LAYOUT_PARITY_FIRST_6}};
+  for (const auto& [name, number] : kRaid6Names) {
+    EXPECT_EQ(uraid_parse_layout_level(name, 6), number) << name;
+  }
   EXPECT_EQ(uraid_parse_layout_level("20", 6), URAID_LAYOUT_PARITY_FIRST_6);
   EXPECT_EQ(uraid_parse_layout_level("ls", 6), URAID_LAYOUT_LEFT_SYMMETRIC);
   EXPECT_EQ(uraid_parse_layout_level("ls", 0), URAID_LAYOUT_LEFT_SYMMETRIC);

@@ -29,32 +29,13 @@ constexpr uint64_t kOffset = 1 << 20;
 
 using Shared = std::shared_ptr<Member>;
 
-// The array's log lines, for the end-of-job messages.
-struct LogLines {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  Logger logger() {
-    return [this](const std::string& l) {
-      std::lock_guard<std::mutex> lock(mu);
-      lines.push_back(l);
-    };
-  }
-  bool Has(const std::string& s) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& l : lines) {
-      if (l.find(s) != std::string::npos) return true;
-    }
-    return false;
-  }
-};
-
 // A RAID6 array over `disks` fresh memory members, P and Q made by the
 // initial resync, filled with a pattern and flushed.
 struct Fixture {
   std::vector<Shared> m;
   std::unique_ptr<Array> a;
   std::vector<uint8_t> data;
-  LogLines log;
+  testutil::LogLines log;  // for the end-of-job messages
 
   Fixture(Layout layout, int disks, uint64_t chunk, uint64_t stripes) {
     m = testutil::MakeMembers(disks, kOffset + stripes * chunk);

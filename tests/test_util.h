@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -131,6 +132,26 @@ inline uint64_t Mismatches(Array& a) {
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *r : ~0ull;
 }
+
+// The lines an array logs (its Logger), for tests that look for one.
+struct LogLines {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  Logger logger() {
+    return [this](const std::string& l) {
+      std::lock_guard<std::mutex> lock(mu);
+      lines.push_back(l);
+    };
+  }
+  // Whether a line logged so far contains `s`.
+  bool Has(const std::string& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& l : lines) {
+      if (l.find(s) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
 
 // Runs a shell command and returns its stdout (its exit status in
 // `*status`), or nullopt if it could not run.

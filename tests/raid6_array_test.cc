@@ -7,12 +7,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <random>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/sync.h"
 #include "test_util.h"
 #include "uraid/array.h"
+#include "uraid/member.h"
+#include "uraid/superblock.h"
 
 namespace uraid {
 namespace {
@@ -135,6 +142,320 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout::kRightAsymmetric, Layout::kParityFirst,
                     Layout::kDdfNContinue, Layout::kDdfZeroRestart,
                     Layout::kLeftSymmetric6, Layout::kRightAsymmetric6));
+
+// In-memory members behind FaultyMembers (counting every call): `m` for
+// the array, `f` to look at or inject.
+struct Counted {
+  std::vector<std::shared_ptr<FaultyMember>> f;
+  std::vector<Shared> m;
+};
+Counted CountedMembers(int n) {
+  Counted c;
+  for (const Shared& x : testutil::MakeMembers(n, kOffset + kMemberBytes)) {
+    c.f.push_back(std::make_shared<FaultyMember>(x));
+    c.m.push_back(c.f.back());
+  }
+  return c;
+}
+
+// Creates a RAID6 on m[0, disks) (clean), writes pattern `seed` over all of
+// it into `ref`, and adds m[disks, m.size()) while whole: they join as
+// spares. Closed again, flushed.
+void CreateWithSpares(const std::vector<Shared>& m, int disks, Layout layout,
+                      uint32_t seed, std::vector<uint8_t>* ref) {
+  std::vector<Shared> first(m.begin(), m.begin() + disks);
+  auto a = testutil::MustCreate(first, Opts6(layout, true));
+  ASSERT_NE(a, nullptr);
+  *ref = testutil::Pattern(a->size(), seed);
+  ASSERT_TRUE(a->Write(ref->data(), ref->size(), 0).ok());
+  for (size_t i = disks; i < m.size(); ++i) {
+    ASSERT_TRUE(a->AddMember(ShareMember(m[i])).ok());
+  }
+  ASSERT_TRUE(a->Flush().ok());
+}
+
+// Two spares rebuild two lost slots of a RAID6 in one pass (md recovers
+// both at once): every survivor is read at most once per stripe, both
+// targets are written, and P and Q agree afterwards. Rebuilding them one
+// after the other reads the survivors about twice and fails the count.
+// A pair of one data slot and the slot after it covers data+data,
+// data+P, data+Q and P+Q lost somewhere in the rotation.
+TEST(Raid6Recovery, TwoSparesRebuildInOnePassReadingSurvivorsOnce) {
+  constexpr int kDisks = 6;
+  constexpr uint64_t kStripes = kMemberBytes / kChunk;
+  for (const int lost : {0, 3}) {
+    SCOPED_TRACE(testing::Message()
+                 << "lost slots " << lost << ", " << (lost + 1) % kDisks);
+    auto [f, m] = CountedMembers(kDisks + 2);
+    std::vector<uint8_t> ref;
+    CreateWithSpares(m, kDisks, Layout::kLeftSymmetric, 33 + lost, &ref);
+    if (HasFatalFailure()) return;
+    // Two slots left out (pulled), the spares given: both are rebuilt.
+    const int b2 = (lost + 1) % kDisks;
+    std::vector<Shared> given;
+    for (int i = 0; i < kDisks + 2; ++i) {
+      if (i != lost && i != b2) given.push_back(m[i]);
+    }
+    AssembleOptions ao;
+    ao.run = true;
+    auto b = Array::Assemble(testutil::Handles(given), ao);
+    ASSERT_TRUE(b.ok()) << b.status();
+    for (auto& x : f) x->ResetCounters();
+    (*b)->StartBackground();
+    ASSERT_TRUE((*b)->WaitForJob().ok());
+    const JobInfo job = (*b)->Info().last_job;
+    EXPECT_EQ(job.result, "completed");
+    EXPECT_EQ(std::min(job.slot, job.second_slot), lost < b2 ? lost : b2);
+    EXPECT_EQ(std::max(job.slot, job.second_slot), lost < b2 ? b2 : lost);
+    for (int i = 0; i < kDisks; ++i) {
+      if (i == lost || i == b2) continue;
+      EXPECT_LE(f[i]->counters().reads, kStripes) << "survivor slot " << i;
+      EXPECT_GT(f[i]->counters().reads, 0u) << "survivor slot " << i;
+    }
+    for (const int s : {kDisks, kDisks + 1}) {
+      EXPECT_EQ(f[s]->counters().reads, 0u);
+      EXPECT_GE(f[s]->counters().writes, kStripes) << "target " << s;
+    }
+    EXPECT_FALSE((*b)->Info().degraded);
+    EXPECT_EQ(testutil::Mismatches(**b), 0u);
+    testutil::ExpectContents(**b, ref);
+    // The rebuilt pair alone carries the data: two others failed.
+    ASSERT_TRUE((*b)->FailSlot((b2 + 1) % kDisks).ok());
+    ASSERT_TRUE((*b)->FailSlot((b2 + 2) % kDisks).ok());
+    testutil::ExpectContents(**b, ref);
+  }
+}
+
+// A crash (the members' images taken mid-pass, as kill -9 leaves them) in
+// a two-slot rebuild: each target's superblock claims its own checkpointed
+// recovery_offset, assembly resumes both from there in one pass, and the
+// result is whole.
+TEST(Raid6Recovery, TwoSlotRebuildResumesFromEachCheckpointAfterACrash) {
+  constexpr int kDisks = 5;
+  std::vector<Shared> m =
+      testutil::MakeMembers(kDisks + 2, kOffset + kMemberBytes);
+  std::vector<uint8_t> ref;
+  std::vector<testutil::Image> images;
+  CreateWithSpares(m, kDisks, Layout::kLeftAsymmetric, 77, &ref);
+  if (HasFatalFailure()) return;
+  std::vector<Shared> given = {m[0], m[2], m[4], m[kDisks], m[kDisks + 1]};
+  {
+    AssembleOptions ao;
+    ao.run = true;
+    auto a = Array::Assemble(testutil::Handles(given), ao);
+    ASSERT_TRUE(a.ok()) << a.status();
+    // 64 KiB/s: a stripe (16 KiB) a quarter second; a checkpoint a second.
+    (*a)->SetSpeedLimits({.min_kib_s = 64, .max_kib_s = 64});
+    (*a)->StartBackground();
+    const auto claimed = [&](int i) {
+      return testutil::SuperOf(*m[i]).recovery_offset;
+    };
+    for (int t = 0; t < 400 && (claimed(kDisks) < 8 * kChunk / 512 ||
+                                claimed(kDisks + 1) < 8 * kChunk / 512);
+         ++t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    for (const Shared& x : m) images.push_back(testutil::Snapshot(*x));
+  }  // the pass is abandoned: only the images count
+  std::vector<Shared> t;
+  for (size_t i = 0; i < images.size(); ++i) {
+    t.push_back(testutil::FromImage(images[i], static_cast<int>(i)));
+  }
+  uint64_t claimed[2];
+  for (int k = 0; k < 2; ++k) {
+    const Superblock sb = testutil::SuperOf(*t[kDisks + k]);
+    EXPECT_TRUE(sb.feature_map & kFeatureRecoveryOffset);
+    claimed[k] = sb.recovery_offset * 512;
+    EXPECT_GE(claimed[k], 8 * kChunk) << "target " << k;
+    EXPECT_LT(claimed[k], kMemberBytes) << "target " << k;
+  }
+  std::vector<Shared> again = {t[0], t[2], t[4], t[kDisks], t[kDisks + 1]};
+  std::vector<std::string> lines;
+  auto b = Array::Assemble(testutil::Handles(again), {},
+                           [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(b.ok()) << b.status();
+  ArrayInfo info = (*b)->Info();
+  EXPECT_EQ(info.slots[1].state, SlotState::kRebuilding);
+  EXPECT_EQ(info.slots[3].state, SlotState::kRebuilding);
+  EXPECT_EQ(info.slots[1].recovery_bytes + info.slots[3].recovery_bytes,
+            claimed[0] + claimed[1]);
+  // Reads are right before the rebuild resumes.
+  testutil::ExpectContents(**b, ref);
+  (*b)->StartBackground();
+  ASSERT_TRUE((*b)->WaitForJob().ok());
+  EXPECT_EQ((*b)->Info().last_job.result, "completed");
+  EXPECT_LT((*b)->Info().counters.recovered_stripes, kMemberBytes / kChunk);
+  bool one_pass = false;
+  for (const std::string& l : lines) {
+    one_pass |=
+        l.find("in one pass from stripe " +
+               std::to_string(std::min(claimed[0], claimed[1]) / kChunk)) !=
+        std::string::npos;
+  }
+  EXPECT_TRUE(one_pass);
+  EXPECT_FALSE((*b)->Info().degraded);
+  EXPECT_EQ(testutil::Mismatches(**b), 0u);
+  testutil::ExpectContents(**b, ref);
+}
+
+// A source that cannot be read under a two-slot rebuild: those rows are
+// recorded bad on both targets (and on the source), as a single rebuild
+// records them on its target; the pass goes on and every other byte is
+// right.
+TEST(Raid6Recovery, SourceReadErrorRecordsBadBlocksOnBothTargets) {
+  constexpr int kDisks = 6;
+  constexpr uint64_t kStripeData = (kDisks - 2) * kChunk;
+  auto [f, m] = CountedMembers(kDisks + 2);
+  std::vector<uint8_t> ref;
+  CreateWithSpares(m, kDisks, Layout::kLeftSymmetric, 5, &ref);
+  if (HasFatalFailure()) return;
+  // Slot 3's 4 KiB at 4 KiB into stripe 6 never reads.
+  FaultPlan plan;
+  plan.rules.push_back(FaultRule{.op = FaultOp::kRead,
+                                 .offset = kOffset + 6 * kChunk + 4096,
+                                 .len = 4096});
+  plan.error_code = absl::StatusCode::kDataLoss;
+  f[3]->SetPlan(plan);
+  std::vector<Shared> given = {m[2], m[3],      m[4],
+                               m[5], m[kDisks], m[kDisks + 1]};
+  AssembleOptions ao;
+  ao.run = true;
+  auto b = Array::Assemble(testutil::Handles(given), ao);
+  ASSERT_TRUE(b.ok()) << b.status();
+  (*b)->StartBackground();
+  ASSERT_TRUE((*b)->WaitForJob().ok());
+  const ArrayInfo info = (*b)->Info();
+  EXPECT_EQ(info.last_job.result, "completed");
+  EXPECT_EQ(info.last_job.second_slot >= 0, true);
+  EXPECT_EQ(info.last_job.unrecovered_bytes, 2 * 4096u);
+  for (const int slot : {0, 1, 3}) {
+    EXPECT_EQ(info.slots[slot].state, SlotState::kActive);
+    EXPECT_EQ(info.slots[slot].bad_sectors, 8u) << "slot " << slot;
+  }
+  // Everything outside stripe 6 reads right; stripe 6 as a whole does not.
+  std::vector<uint8_t> got(6 * kStripeData);
+  ASSERT_TRUE((*b)->Read(got.data(), got.size(), 0).ok());
+  EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size()));
+  got.assign(ref.size() - 7 * kStripeData, 0);
+  ASSERT_TRUE((*b)->Read(got.data(), got.size(), 7 * kStripeData).ok());
+  EXPECT_EQ(0,
+            std::memcmp(got.data(), ref.data() + 7 * kStripeData, got.size()));
+  got.assign(kStripeData, 0);
+  EXPECT_FALSE((*b)->Read(got.data(), got.size(), 6 * kStripeData).ok());
+}
+
+// A replace under way (stopped part-way) and a member failing with a hot
+// spare in the pool: one pass rebuilds the failed slot onto the spare and
+// finishes the replace, each survivor read at most once per stripe.
+TEST(Raid6Recovery, SpareAndReplaceInOnePass) {
+  constexpr int kDisks = 6;
+  constexpr uint64_t kStripes = kMemberBytes / kChunk;
+  auto [f, m] = CountedMembers(kDisks + 2);
+  std::vector<Shared> first(m.begin(), m.begin() + kDisks);
+  auto a = testutil::MustCreate(first, Opts6(Layout::kRightAsymmetric, true));
+  ASSERT_NE(a, nullptr);
+  std::vector<uint8_t> ref = testutil::Pattern(a->size(), 9);
+  ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
+  a->StartBackground();
+  a->SetSpeedLimits({.min_kib_s = 64, .max_kib_s = 64});
+  ASSERT_TRUE(a->ReplaceMember(m[2]->Name(), ShareMember(m[kDisks])).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  ASSERT_TRUE(a->StopJob().ok());
+  ASSERT_TRUE(a->WaitForJob().ok());
+  EXPECT_EQ(a->Info().last_job.result, "interrupted");
+  a->SetSpeedLimits({});
+  ASSERT_TRUE(a->AddMember(ShareMember(m[kDisks + 1])).ok());  // a spare
+  for (auto& x : f) x->ResetCounters();
+  ASSERT_TRUE(a->FailSlot(4).ok());
+  ASSERT_TRUE(a->WaitForJob().ok());
+  const ArrayInfo info = a->Info();
+  EXPECT_EQ(info.last_job.result, "completed");
+  EXPECT_EQ(info.last_job.slot, 4);
+  EXPECT_EQ(info.last_job.second_slot, 2);
+  EXPECT_FALSE(info.degraded);
+  EXPECT_EQ(info.slots[2].name, m[kDisks]->Name());
+  EXPECT_EQ(info.slots[4].name, m[kDisks + 1]->Name());
+  for (const int i : {0, 1, 3, 5}) {
+    EXPECT_LE(f[i]->counters().reads, kStripes) << "survivor slot " << i;
+  }
+  EXPECT_EQ(testutil::Mismatches(*a), 0u);
+  testutil::ExpectContents(*a, ref);
+  ASSERT_TRUE(a->FailSlot(0).ok());
+  ASSERT_TRUE(a->FailSlot(1).ok());
+  testutil::ExpectContents(*a, ref);
+}
+
+// One target of a two-slot rebuild fails mid-pass (a second failure): the
+// pass ends there, the other target keeps its front, and the next pass
+// rebuilds it on from there beside a third spare from stripe 0.
+TEST(Raid6Recovery, TargetFailingMidPassLeavesTheOtherToGoOn) {
+  constexpr int kDisks = 6;
+  std::vector<Shared> m =
+      testutil::MakeMembers(kDisks + 3, kOffset + kMemberBytes);
+  auto bad = std::make_shared<FaultyMember>(m[kDisks]);
+  auto other = std::make_shared<FaultyMember>(m[kDisks + 1]);
+  m[kDisks] = bad;
+  m[kDisks + 1] = other;
+  std::vector<uint8_t> ref;
+  CreateWithSpares(m, kDisks, Layout::kParityFirst, 11, &ref);
+  if (HasFatalFailure()) return;
+  // Its writes from stripe 40 on fail: the pass gets that far, whichever
+  // order the workers finish in.
+  FaultPlan plan;
+  plan.rules.push_back(FaultRule{.op = FaultOp::kWrite,
+                                 .offset = kOffset + 40 * kChunk,
+                                 .len = kMemberBytes});
+  bad->SetPlan(plan);
+  std::vector<Shared> given = {m[0],      m[2],          m[3],         m[5],
+                               m[kDisks], m[kDisks + 1], m[kDisks + 2]};
+  std::vector<std::string> lines;
+  Mutex mu;
+  AssembleOptions ao;
+  ao.run = true;
+  auto b =
+      Array::Assemble(testutil::Handles(given), ao, [&](const std::string& l) {
+        MutexLock lock(&mu);
+        lines.push_back(l);
+      });
+  ASSERT_TRUE(b.ok()) << b.status();
+  // Windows of 10 stripes (100 ms at the limit): the one that meets the
+  // failure starts at stripe 40, and the stripes in flight beside it
+  // never run ahead of it (with a whole-array window a stripe below it
+  // may still be in flight when the target fails, and the front, which
+  // moves only over an unbroken run, stays below that one).
+  (*b)->SetSpeedLimits({.min_kib_s = 1600, .max_kib_s = 1600});
+  (*b)->StartBackground();
+  ASSERT_TRUE((*b)->WaitForJob().ok());
+  EXPECT_GT(bad->counters().errors, 0u);
+  const ArrayInfo info = (*b)->Info();
+  EXPECT_FALSE(info.degraded);
+  EXPECT_EQ(info.last_job.result, "completed");
+  EXPECT_GE(info.last_job.second_slot, 0);
+  for (const SlotInfo& si : info.slots) {
+    if (si.slot >= 0) {
+      EXPECT_EQ(si.state, SlotState::kActive) << si.slot;
+      EXPECT_NE(si.name, bad->Name()) << si.slot;
+    }
+  }
+  // Two passes; the second took the first's surviving target on from its
+  // front (the job's start event names it), not from stripe 0.
+  int passes = 0;
+  uint64_t resumed_at = 0;
+  {
+    MutexLock lock(&mu);
+    const std::string start = "onto " + other->Name() + " from stripe ";
+    for (const std::string& l : lines) {
+      passes += l.find("in one pass from stripe") != std::string::npos;
+      if (const size_t at = l.find(start); at != std::string::npos) {
+        resumed_at = std::stoull(l.substr(at + start.size()));
+      }
+    }
+  }
+  EXPECT_EQ(passes, 2);
+  EXPECT_EQ(resumed_at, 40u);
+  EXPECT_EQ(testutil::Mismatches(**b), 0u);
+  testutil::ExpectContents(**b, ref);
+}
 
 TEST(Raid6Create, RefusesThreeMissingAndPpl) {
   std::vector<Shared> m = testutil::MakeMembers(3, kOffset + kMemberBytes);

@@ -315,6 +315,11 @@ struct JobInfo {
   // Recover / replace: the slot being rebuilt and the target's name.
   int slot = -1;
   std::string target;
+  // Recover at RAID6: a second slot rebuilt in the same pass (a second
+  // spare, or a replace under way) and its target's name; -1 and empty
+  // otherwise.
+  int second_slot = -1;
+  std::string second_target;
   // Check / repair: stripes whose parity did not match (md's mismatch_cnt
   // counts sectors; this counts stripes) and the first of them.
   uint64_t mismatches = 0;

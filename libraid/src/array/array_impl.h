@@ -378,6 +378,11 @@ class ArrayImpl : private JobHost,
   // The first active slot that wants replacement and has no replace
   // target yet, or -1.
   int SlotWantingReplacement() const;
+  // RAID6: the slot a recovery of `slot` rebuilds in the same pass (another
+  // slot rebuilding onto a spare, else an active one being copied onto a
+  // replace target), or -1. Not beside a re-added member (its bitmap
+  // regions are rebuilt alone), nor at other levels.
+  int PairedRecoverySlot(int slot) const;
   std::shared_ptr<Member> FindByName(const std::string& name, int* slot,
                                      int* spare) const;
   // Checks a member about to join (size, not ours already, not another

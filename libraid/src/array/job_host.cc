@@ -9,6 +9,7 @@
 // keep reading and writing everywhere while it runs.
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -55,8 +56,19 @@ bool ArrayImpl::PrepareJob(JobRequest* req, JobInfo* info) {
   const JobKind kind = req->kind;
   if (kind == JobKind::kRecover && slot < 0) {
     // Find the slot to recover: one already rebuilding resumes, else the
-    // gone slot gets a spare.
-    const int disks = CurrentShape().geo.raid_disks();
+    // gone slot gets a spare. RAID6: every gone slot gets a spare first
+    // (md adds every spare it can before recovery starts), so two are
+    // rebuilt in one pass.
+    const Geometry& geo = CurrentShape().geo;
+    const int disks = geo.raid_disks();
+    if (geo.parity_disks() == 2) {
+      for (int i = 0; i < disks; ++i) {
+        const SlotState st = slots_[i]->state.load();
+        if (st != SlotState::kActive && st != SlotState::kRebuilding) {
+          (void)PromoteSpare(i);
+        }
+      }
+    }
     for (int i = 0; i < disks && slot < 0; ++i) {
       if (slots_[i]->state.load() == SlotState::kRebuilding) slot = i;
     }
@@ -67,6 +79,7 @@ bool ArrayImpl::PrepareJob(JobRequest* req, JobInfo* info) {
       }
     }
     if (slot < 0 || roster_.failed()) return false;  // nothing to do
+    req->second_slot = PairedRecoverySlot(slot);
   }
   if (kind == JobKind::kReplace && slot < 0) {
     // A member that wants replacement (WantReplacement), onto a spare.
@@ -89,7 +102,35 @@ bool ArrayImpl::PrepareJob(JobRequest* req, JobInfo* info) {
                                     : slots_[slot]->member.load();
     info->target = t ? t->Name() : "";
   }
+  if (req->second_slot >= 0) {
+    const Slot& s = *slots_[req->second_slot];
+    std::shared_ptr<Member> t = s.state.load() == SlotState::kActive
+                                    ? s.replacement.load()
+                                    : s.member.load();
+    info->second_slot = req->second_slot;
+    info->second_target = t ? t->Name() : "";
+  }
   return true;
+}
+
+int ArrayImpl::PairedRecoverySlot(int slot) const {
+  const Geometry& geo = CurrentShape().geo;
+  if (geo.parity_disks() != 2 || slots_[slot]->partial.load()) return -1;
+  for (int i = 0; i < geo.raid_disks(); ++i) {
+    const Slot& s = *slots_[i];
+    if (i != slot && s.state.load() == SlotState::kRebuilding &&
+        !s.partial.load()) {
+      return i;
+    }
+  }
+  for (int i = 0; i < geo.raid_disks(); ++i) {
+    const Slot& s = *slots_[i];
+    if (i != slot && s.state.load() == SlotState::kActive &&
+        s.replacement.load() != nullptr) {
+      return i;
+    }
+  }
+  return -1;
 }
 
 absl::Status ArrayImpl::RunJob(const JobRequest& req) {
@@ -99,6 +140,9 @@ absl::Status ArrayImpl::RunJob(const JobRequest& req) {
     case JobKind::kReplace:
       // A job works in one shape: the current one when it starts (fronts
       // and checkpoints are in its stripes).
+      if (req.second_slot >= 0) {
+        return recovery_.RunPair(CurrentShape(), req.slot, req.second_slot);
+      }
       return recovery_.Run(CurrentShape(), req.slot,
                            req.kind == JobKind::kReplace);
     case JobKind::kCheck:
@@ -126,18 +170,24 @@ void ArrayImpl::JobStarted(const JobRequest& req) {
   switch (kind) {
     case JobKind::kRecover:
     case JobKind::kReplace: {
-      Slot& s = *slots_[slot];
-      std::shared_ptr<Member> t =
-          kind == JobKind::kReplace ? s.replacement.load() : s.member.load();
-      const std::string name = t ? t->Name() : "";
-      Event e = MakeEvent("RebuildStarted", name, slot);
-      e.details.emplace_back("kind", std::string(JobKindName(kind)));
-      const uint64_t from =
-          kind == JobKind::kReplace ? s.repl_front.load() : s.front.load();
-      e.details.emplace_back("from_stripe", static_cast<int64_t>(from));
-      Report(LogLevel::kNotice, std::move(e),
-             absl::StrFormat("%s: rebuilding slot %d onto %s from stripe %d",
-                             JobKindName(kind), slot, name, from));
+      // One event per slot, also for the second of a RAID6 pair (an active
+      // one is being copied onto its replace target).
+      for (const int i : {slot, req.second_slot}) {
+        if (i < 0 || i >= SlotCount()) continue;
+        Slot& s = *slots_[i];
+        const bool repl = kind == JobKind::kReplace ||
+                          (i != slot && s.state.load() == SlotState::kActive);
+        std::shared_ptr<Member> t =
+            repl ? s.replacement.load() : s.member.load();
+        const std::string name = t ? t->Name() : "";
+        Event e = MakeEvent("RebuildStarted", name, i);
+        e.details.emplace_back("kind", std::string(JobKindName(kind)));
+        const uint64_t from = repl ? s.repl_front.load() : s.front.load();
+        e.details.emplace_back("from_stripe", static_cast<int64_t>(from));
+        Report(LogLevel::kNotice, std::move(e),
+               absl::StrFormat("%s: rebuilding slot %d onto %s from stripe %d",
+                               JobKindName(kind), i, name, from));
+      }
       return;
     }
     case JobKind::kReshape:
@@ -250,25 +300,31 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
     }
     case JobKind::kRecover:
     case JobKind::kReplace: {
-      Event e = MakeEvent("RebuildFinished", done.target, done.slot);
-      e.details.emplace_back("kind", std::string(JobKindName(done.kind)));
-      e.details.emplace_back("result", done.result);
-      Report(level, std::move(e),
-             absl::StrFormat("%s of slot %d onto %s: %s after %.1f s (%.1f "
-                             "MB/s)",
-                             JobKindName(done.kind), done.slot, done.target,
-                             done.result, secs, done.bytes_per_s / 1e6));
-      if (!completed || done.slot < 0 || done.slot >= SlotCount()) return;
-      const Slot& s = *slots_[done.slot];
-      std::shared_ptr<Member> m = s.member.load();
-      if (m != nullptr && m->Name() == done.target &&
-          s.state.load() == SlotState::kActive) {
-        Report(LogLevel::kNotice,
-               MakeEvent("SpareActive", done.target, done.slot),
-               absl::StrFormat("%s is now active in slot %d", done.target,
-                               done.slot));
-        CheckSpares();
+      // Each slot of the pass (two for a RAID6 pair) is reported.
+      bool spare_active = false;
+      for (const auto& [slot, target] :
+           {std::pair{done.slot, done.target},
+            std::pair{done.second_slot, done.second_target}}) {
+        if (slot < 0) continue;
+        Event e = MakeEvent("RebuildFinished", target, slot);
+        e.details.emplace_back("kind", std::string(JobKindName(done.kind)));
+        e.details.emplace_back("result", done.result);
+        Report(level, std::move(e),
+               absl::StrFormat("%s of slot %d onto %s: %s after %.1f s (%.1f "
+                               "MB/s)",
+                               JobKindName(done.kind), slot, target,
+                               done.result, secs, done.bytes_per_s / 1e6));
+        if (!completed || slot >= SlotCount()) continue;
+        const Slot& s = *slots_[slot];
+        std::shared_ptr<Member> m = s.member.load();
+        if (m != nullptr && m->Name() == target &&
+            s.state.load() == SlotState::kActive) {
+          Report(LogLevel::kNotice, MakeEvent("SpareActive", target, slot),
+                 absl::StrFormat("%s is now active in slot %d", target, slot));
+          spare_active = true;
+        }
       }
+      if (spare_active) CheckSpares();
       return;
     }
     case JobKind::kResync:

@@ -567,6 +567,41 @@ absl::Status StripeReader::ReconstructLocked(const Shape& sh, uint64_t stripe,
   return absl::OkStatus();
 }
 
+absl::Status StripeReader::ReconstructPairLocked(const Shape& sh,
+                                                 uint64_t stripe, int a, int b,
+                                                 uint64_t chunk_offset,
+                                                 size_t len, uint8_t* dst,
+                                                 size_t b_at) {
+  if (sh.geo.parity_disks() != 2 || a == b) {
+    return absl::FailedPreconditionError("a pair is rebuilt only at level 6");
+  }
+  RETURN_IF_ERROR(host_.CheckUsable(false));
+  const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
+  const SlotGens gens = slots_.CaptureGens();  // before the health (as above)
+  for (int i = 0; i < sh.geo.raid_disks(); ++i) {
+    if (i == a || i == b) continue;
+    if (!slots_.UsableAt(i, stripe) ||
+        slots_.BadAt(i, sh.data_offset + member_offset, len)) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("slot %d cannot help at member offset %d", i,
+                          sh.data_offset + member_offset));
+    }
+  }
+  const ReadPlan plan =
+      PlanReconstructPair(sh.geo, stripe, a, b, chunk_offset, len, b_at);
+  ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
+  std::vector<MemberIo> ios = PlannedMemberIos(sh, MemberIo::kRead, stripe,
+                                               plan.reads, scratch.data(), dst);
+  io_.Submit(sh, ios, &gens);
+  for (const MemberIo& io : ios) {
+    if (io.stale) return absl::AbortedError("a member changed hands");
+    if (!io.status.ok()) return io.status;
+  }
+  ComputeRead(plan, scratch.data(), dst);
+  counters_.reconstructions.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
 absl::Status StripeReader::ReadStripeDegradedLocked(
     const Shape& sh, uint64_t stripe, std::span<const ReadPiece> pieces,
     uint8_t* client) {

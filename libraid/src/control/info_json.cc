@@ -139,6 +139,8 @@ void JobFields(Io& io, J& job) {
   io.Double("bytes_per_s", &job.bytes_per_s);
   io.Int("slot", &job.slot);
   io.Str("target", &job.target);
+  io.Int("second_slot", &job.second_slot);
+  io.Str("second_target", &job.second_target);
   io.U64("mismatches", &job.mismatches);
   io.Stripes("first_mismatches", &job.first_mismatches);
   io.U64("located_mismatches", &job.located_mismatches);

@@ -44,6 +44,9 @@ inline constexpr uint64_t kJobDepth = 8;
 struct JobRequest {
   JobKind kind = JobKind::kNone;
   int slot = -1;  // recover/replace; -1: the host picks (recovery)
+  // Recover at RAID6: a second slot rebuilt in the same pass (the host
+  // picks it), or -1.
+  int second_slot = -1;
 };
 
 // Where a throttled job stands against the speed limits (Throttle).

@@ -54,11 +54,29 @@ class RecoveryJob {
   // the target takes the slot) and the superblocks say so. Aborted when
   // the target failed or was removed.
   absl::Status Run(const Shape& sh, int slot, bool replace);
+  // RAID6: slots `a` and `b` rebuilt in one pass, each stripe's survivors
+  // read once and both targets written (md recovers both at once). Each is
+  // either rebuilding onto its member (a spare) or, active, being copied
+  // onto its replace target (whose rows are then rebuilt from the others
+  // rather than copied). The pass starts at the lower front; a target
+  // whose front is further on is left alone below it. Both fronts are
+  // checkpointed together (one superblock update carrying each member's
+  // recovery_offset, after a flush of both); at the end a rebuilt slot
+  // turns active and a replace target takes its slot, as in Run. Aborted
+  // when either target failed or was removed: the array then recovers
+  // again (the survivor from its front, a new spare from 0).
+  absl::Status RunPair(const Shape& sh, int a, int b);
 
  private:
   // Flushes the rebuilding member of `slot`, then records its front as
   // durable in the superblocks (md's recovery_offset).
   absl::Status Checkpoint(int slot);
+  // Checkpoint for both slots of a pair (those still rebuilding), one
+  // flush and one superblock update.
+  absl::Status CheckpointPair(int a, int b);
+  // Hands what the rebuilder could not rebuild (recorded bad on a target)
+  // to the job's info.
+  void TakeUnrecovered();
 
   RecoveryHost& host_;
   Roster& roster_;

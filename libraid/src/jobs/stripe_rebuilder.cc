@@ -86,6 +86,54 @@ uint64_t StripeRebuilder::SkipWindow(const Shape& sh, int slot, uint64_t from,
   return ok ? count : 0;
 }
 
+uint64_t StripeRebuilder::SkipPairWindow(const Shape& sh,
+                                         const RebuildTarget (&pair)[2],
+                                         uint64_t from, uint64_t count) {
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t base = sh.data_offset;
+  count = std::min(count, sh.geo.stripe_count() - from);
+  if (count == 0) return 0;
+  const auto held = [&]() {
+    for (const RebuildTarget& t : pair) {
+      bool to_repl;
+      if (!Holds(t, &to_repl) || to_repl ||
+          slots_[t.slot]->front.load() != from) {
+        return false;
+      }
+    }
+    return true;
+  };
+  // Holes on every member that can serve and on both targets.
+  const auto holes = [&]() {
+    for (int i = 0; i < sh.geo.raid_disks(); ++i) {
+      const bool target = i == pair[0].slot || i == pair[1].slot;
+      if (!target && !slots_.Usable(i)) continue;
+      std::shared_ptr<Member> m = slots_[i]->member.load();
+      if (m == nullptr) return false;
+      absl::StatusOr<uint64_t> d = m->NextDataOffset(base + from * C);
+      if (!d.ok() || *d < base + (from + count) * C) return false;
+    }
+    return true;
+  };
+  if (!held() || !holes()) return 0;
+  // Again with the window's stripes locked (SkipWindow's reasoning).
+  for (uint64_t st = from; st < from + count; ++st) {
+    locks_.Lock(LockKey(sh, st));
+  }
+  bool ok = held() && holes();
+  // The roster moves each front only while its member still holds the
+  // slot there; a target lost in between is seen by the next window.
+  for (int k = 0; ok && k < 2; ++k) {
+    ok = roster_.SkipFront(pair[k].slot, pair[k].member, from, from + count,
+                           /*need_partial=*/false) ||
+         k == 1;
+  }
+  for (uint64_t st = from; st < from + count; ++st) {
+    locks_.Unlock(LockKey(sh, st));
+  }
+  return ok ? count : 0;
+}
+
 absl::Status StripeRebuilder::RebuildStripeLocked(const Shape& sh, int slot,
                                                   uint64_t stripe, uint8_t* buf,
                                                   size_t buf_len,
@@ -103,16 +151,7 @@ absl::Status StripeRebuilder::RebuildStripeLocked(const Shape& sh, int slot,
       *target_gone = true;
       return absl::OkStatus();
     }
-    // Replace copies from the old member (parity steps in if it fails);
-    // recovery rebuilds from the others.
-    absl::Status rs =
-        replace ? reader_.ReadPieceDegraded(sh, stripe, slot, w, len, buf)
-                : reader_.ReconstructLocked(sh, stripe, slot, w, len, buf);
-    if (rs.code() == absl::StatusCode::kDataLoss &&
-        host_.CheckUsable(false).ok()) {
-      rs = RebuildAroundLossLocked(sh, slot, stripe, w, len, buf, replace);
-    }
-    RETURN_IF_ERROR(rs);
+    RETURN_IF_ERROR(FillPieceLocked(sh, slot, stripe, w, len, buf, replace));
     // The old member may have failed while being read: its replacement is
     // then the slot's member, rebuilding.
     const bool to_repl =
@@ -127,6 +166,106 @@ absl::Status StripeRebuilder::RebuildStripeLocked(const Shape& sh, int slot,
     io[0].keep_sparse = true;  // the caller holds the stripe lock
     io_.Submit(sh, io);
     if (!io[0].status.ok()) {
+      bool slot_failed;
+      (void)host_.AbsorbFailures(io, &slot_failed);
+      *target_gone = true;
+      return absl::OkStatus();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StripeRebuilder::FillPieceLocked(const Shape& sh, int slot,
+                                              uint64_t stripe, uint64_t w,
+                                              size_t len, uint8_t* buf,
+                                              bool replace) {
+  // Replace copies from the old member (parity steps in if it fails);
+  // recovery rebuilds from the others.
+  absl::Status rs =
+      replace ? reader_.ReadPieceDegraded(sh, stripe, slot, w, len, buf)
+              : reader_.ReconstructLocked(sh, stripe, slot, w, len, buf);
+  if (rs.code() == absl::StatusCode::kDataLoss &&
+      host_.CheckUsable(false).ok()) {
+    rs = RebuildAroundLossLocked(sh, slot, stripe, w, len, buf, replace);
+  }
+  return rs;
+}
+
+bool StripeRebuilder::Holds(const RebuildTarget& t, bool* to_repl) const {
+  const Slot& s = *slots_[t.slot];
+  const SlotState st = s.state.load();
+  if (st == SlotState::kRebuilding && s.member.load().get() == t.member) {
+    *to_repl = false;
+    return true;
+  }
+  *to_repl = true;
+  return st == SlotState::kActive && s.replacement.load().get() == t.member;
+}
+
+absl::Status StripeRebuilder::RebuildPairStripeLocked(
+    const Shape& sh, const RebuildTarget (&pair)[2], uint64_t stripe,
+    uint8_t* buf, size_t buf_len, bool* target_gone) {
+  *target_gone = false;
+  const uint64_t C = sh.geo.chunk_bytes();
+  RETURN_IF_ERROR(host_.CheckUsable(false));
+  for (uint64_t w = 0; w < C; w += buf_len) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(buf_len, C - w));
+    // The targets this stripe still needs: a front already past it (a
+    // target resumed further on) means it is in sync there.
+    struct Need {
+      int t;  // index in `pair`
+      int slot;
+      bool to_repl;
+      uint8_t* at;
+    };
+    Need need[2];
+    int n = 0;
+    for (int k = 0; k < 2; ++k) {
+      const Slot& s = *slots_[pair[k].slot];
+      bool to_repl;
+      if (!Holds(pair[k], &to_repl)) {
+        *target_gone = true;
+        return absl::OkStatus();
+      }
+      if (stripe < (to_repl ? s.repl_front.load() : s.front.load())) continue;
+      need[n++] = Need{k, pair[k].slot, to_repl, buf + k * buf_len};
+    }
+    if (n == 0) return absl::OkStatus();
+    // Both at once, each survivor read once: a replace target's slot is
+    // rebuilt too rather than copied (its old member's read would be a
+    // second pass over that member). Anything in the way (a third slot that
+    // cannot help, a bad block, a read error) falls back to one target at
+    // a time, which corrects, records or fails as a single rebuild does.
+    const bool joint =
+        n == 2 &&
+        reader_
+            .ReconstructPairLocked(sh, stripe, need[0].slot, need[1].slot, w,
+                                   len, need[0].at,
+                                   static_cast<size_t>(need[1].at - need[0].at))
+            .ok();
+    if (!joint) {
+      for (int k = 0; k < n; ++k) {
+        RETURN_IF_ERROR(FillPieceLocked(sh, need[k].slot, stripe, w, len,
+                                        need[k].at, need[k].to_repl));
+      }
+    }
+    std::vector<MemberIo> io;
+    for (int k = 0; k < n; ++k) {
+      // A replace target may have taken over its failed slot meanwhile: it
+      // is then the slot's member.
+      bool to_repl;
+      if (!Holds(pair[need[k].t], &to_repl)) {
+        *target_gone = true;
+        return absl::OkStatus();
+      }
+      io.push_back(MemberIo{
+          MemberIo::kWrite, need[k].slot, need[k].at, len, stripe * C + w, {}});
+      io.back().to_replacement = to_repl;
+      io.back().keep_sparse = true;  // the caller holds the stripe lock
+    }
+    io_.Submit(sh, io);
+    if (std::any_of(io.begin(), io.end(),
+                    [](const MemberIo& x) { return !x.status.ok(); })) {
       bool slot_failed;
       (void)host_.AbsorbFailures(io, &slot_failed);
       *target_gone = true;
@@ -194,11 +333,57 @@ uint64_t StripeRebuilder::RebuildStripes(const Shape& sh, int slot,
                                          uint8_t* bufs, size_t buf_len,
                                          absl::Status* error,
                                          bool* target_gone) {
+  Slot& s = *slots_[slot];
+  return SlideWindow(
+      sh, from, count,
+      [&](uint64_t stripe, uint64_t worker, bool* gone) {
+        return RebuildStripeLocked(sh, slot, stripe, bufs + worker * buf_len,
+                                   buf_len, gone);
+      },
+      [&](uint64_t front) {
+        if (s.state.load() == SlotState::kRebuilding) {
+          s.front.store(front, std::memory_order_release);
+        } else {
+          s.repl_front.store(front, std::memory_order_release);
+        }
+      },
+      error, target_gone);
+}
+
+uint64_t StripeRebuilder::RebuildPair(const Shape& sh,
+                                      const RebuildTarget (&pair)[2],
+                                      uint64_t from, uint64_t count,
+                                      uint8_t* bufs, size_t buf_len,
+                                      absl::Status* error, bool* target_gone) {
+  return SlideWindow(
+      sh, from, count,
+      [&](uint64_t stripe, uint64_t worker, bool* gone) {
+        return RebuildPairStripeLocked(
+            sh, pair, stripe, bufs + worker * 2 * buf_len, buf_len, gone);
+      },
+      [&](uint64_t front) {
+        // Only this pass moves the fronts; one resumed further on stays.
+        for (const RebuildTarget& t : pair) {
+          Slot& s = *slots_[t.slot];
+          bool to_repl;
+          if (!Holds(t, &to_repl)) continue;
+          std::atomic<uint64_t>& f = to_repl ? s.repl_front : s.front;
+          if (f.load() < front) f.store(front, std::memory_order_release);
+        }
+      },
+      error, target_gone);
+}
+
+uint64_t StripeRebuilder::SlideWindow(
+    const Shape& sh, uint64_t from, uint64_t count,
+    const std::function<absl::Status(uint64_t stripe, uint64_t worker,
+                                     bool* gone)>& one,
+    const std::function<void(uint64_t front)>& advance, absl::Status* error,
+    bool* target_gone) {
   *error = absl::OkStatus();
   *target_gone = false;
   count = std::min(count, sh.geo.stripe_count() - from);
   if (count == 0) return 0;
-  Slot& s = *slots_[slot];
   // A sliding window: kJobDepth workers claim the window's stripes in
   // order, each taking the next as soon as its last is done, so one
   // stripe's write overlaps the next stripes' reads and the members only
@@ -236,11 +421,7 @@ uint64_t StripeRebuilder::RebuildStripes(const Shape& sh, int slot,
     const uint64_t was = w.prefix;
     while (w.prefix < count && w.state[w.prefix] == 1) ++w.prefix;
     if (w.prefix == was) return;
-    if (s.state.load() == SlotState::kRebuilding) {
-      s.front.store(from + w.prefix, std::memory_order_release);
-    } else {
-      s.repl_front.store(from + w.prefix, std::memory_order_release);
-    }
+    advance(from + w.prefix);
     counters_.recovered_stripes.fetch_add(w.prefix - was,
                                           std::memory_order_relaxed);
     for (uint64_t k = was; k < w.prefix; ++k) {
@@ -249,7 +430,6 @@ uint64_t StripeRebuilder::RebuildStripes(const Shape& sh, int slot,
   };
   const uint64_t workers = std::min<uint64_t>(count, kJobDepth);
   pool_.RunEach(workers, [&](uint64_t worker) {
-    uint8_t* buf = bufs + worker * buf_len;
     uint64_t i = worker == 0 ? 0 : count;  // worker 0 starts with stripe 0
     for (;;) {
       if (i == count) {
@@ -262,8 +442,7 @@ uint64_t StripeRebuilder::RebuildStripes(const Shape& sh, int slot,
         i = w.next++;
       }
       bool gone = false;
-      absl::Status st =
-          RebuildStripeLocked(sh, slot, from + i, buf, buf_len, &gone);
+      absl::Status st = one(from + i, worker, &gone);
       finish(i, std::move(st), gone);
       i = count;
     }

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,6 +28,16 @@
 #include "stripe/stripe_locks.h"
 
 namespace uraid {
+
+// One of the two targets of a pass that rebuilds two slots at once
+// (RAID6): the slot and the member the pass writes there, which must keep
+// holding it (rebuilding, or as the slot's replace target; a replace
+// target that takes over its failed slot still counts) for the pass to go
+// on writing it.
+struct RebuildTarget {
+  int slot = -1;
+  const Member* member = nullptr;
+};
 
 // Thread-safe. Holds references to the array's parts, which outlive it.
 class StripeRebuilder : private EnginePart {
@@ -51,6 +62,20 @@ class StripeRebuilder : private EnginePart {
   uint64_t RebuildStripes(const Shape& sh, int slot, uint64_t from,
                           uint64_t count, uint8_t* bufs, size_t buf_len,
                           absl::Status* error, bool* target_gone);
+  // RebuildStripes for two targets at once (RAID6 recovery of two slots, or
+  // of one beside a replace): each stripe's survivors are read once and
+  // both targets written (a target whose front is already past a stripe is
+  // left alone there). `bufs` holds 2 * `buf_len` bytes per worker. Both
+  // fronts move together; `*target_gone` when either target no longer
+  // holds its slot or its write failed.
+  uint64_t RebuildPair(const Shape& sh, const RebuildTarget (&pair)[2],
+                       uint64_t from, uint64_t count, uint8_t* bufs,
+                       size_t buf_len, absl::Status* error, bool* target_gone);
+  // SkipWindow for a pair of rebuilding targets whose fronts are both at
+  // `from`: holes on every member and on both targets. Never skips for a
+  // replace target.
+  uint64_t SkipPairWindow(const Shape& sh, const RebuildTarget (&pair)[2],
+                          uint64_t from, uint64_t count);
   // Marks stripes [from, from + count) rebuilt on `slot` when the target
   // needs nothing there: they are holes on every member and on the target,
   // or (a re-added member) their bitmap regions are clear. Returns how many
@@ -75,6 +100,29 @@ class StripeRebuilder : private EnginePart {
   absl::Status RebuildStripeLocked(const Shape& sh, int slot, uint64_t stripe,
                                    uint8_t* buf, size_t buf_len,
                                    bool* target_gone);
+
+  // One stripe of RebuildPair, its lock held by the caller.
+  absl::Status RebuildPairStripeLocked(const Shape& sh,
+                                       const RebuildTarget (&pair)[2],
+                                       uint64_t stripe, uint8_t* buf,
+                                       size_t buf_len, bool* target_gone);
+  // `slot`'s piece [w, w + len) of `stripe` into `buf`: copied from the old
+  // member (`replace`) or rebuilt from the others, rows that cannot be
+  // recorded bad on the target (RebuildAroundLossLocked).
+  absl::Status FillPieceLocked(const Shape& sh, int slot, uint64_t stripe,
+                               uint64_t w, size_t len, uint8_t* buf,
+                               bool replace);
+  // Whether `t.member` still holds `t.slot`, and (`*to_repl`) whether as
+  // its replace target.
+  bool Holds(const RebuildTarget& t, bool* to_repl) const;
+  // The sliding window both RebuildStripes and RebuildPair run: `one`
+  // works a stripe (its lock held), `advance` records an unbroken run
+  // done below the new front it is given.
+  uint64_t SlideWindow(const Shape& sh, uint64_t from, uint64_t count,
+                       const std::function<absl::Status(
+                           uint64_t stripe, uint64_t worker, bool* gone)>& one,
+                       const std::function<void(uint64_t front)>& advance,
+                       absl::Status* error, bool* target_gone);
 
   StripeReader& reader_;
   TaskPool& pool_;

@@ -303,6 +303,12 @@ ReadPlan PlanReconstruct(const Geometry& geo, uint64_t stripe, int slot,
   return PlanRebuild(geo, stripe, slot, x, len, 0, {});
 }
 
+ReadPlan PlanReconstructPair(const Geometry& geo, uint64_t stripe, int a, int b,
+                             uint64_t x, uint64_t len, uint64_t b_client) {
+  return plan_internal::PlanReconstructPair6(geo, stripe, a, b, x, len,
+                                             b_client);
+}
+
 void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client) {
   for (const ReadPlan::Copy& c : plan.copies) {
     std::memcpy(scratch + c.to_scratch, client + c.from_client, c.len);

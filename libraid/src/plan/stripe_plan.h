@@ -170,6 +170,13 @@ ReadPlan PlanDegradedRead(const Geometry& geo, uint64_t stripe,
 ReadPlan PlanReconstruct(const Geometry& geo, uint64_t stripe, int slot,
                          uint64_t x, uint64_t len, int also_missing = -1);
 
+// RAID6 only: slots `a` and `b` (distinct; data, P or Q) rebuilt together
+// over their bytes [x, x + len), a's into client offset 0 and b's into
+// client offset `b_client` (>= len): every other slot's rows are read once
+// (a recovery writing two targets in one pass). REQUIRES geo.level() == 6.
+ReadPlan PlanReconstructPair(const Geometry& geo, uint64_t stripe, int a, int b,
+                             uint64_t x, uint64_t len, uint64_t b_client);
+
 // Once the plan's reads are done: the copies, then the rebuild.
 void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client);
 

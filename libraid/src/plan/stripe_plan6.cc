@@ -348,6 +348,16 @@ ReadPlan PlanReconstruct6(const Geometry& geo, uint64_t stripe, int slot,
   return PlanRecover(geo, stripe, slot, also_missing, x, len, on, dest);
 }
 
+ReadPlan PlanReconstructPair6(const Geometry& geo, uint64_t stripe, int a,
+                              int b, uint64_t x, uint64_t len,
+                              uint64_t b_client) {
+  std::vector<const ReadPiece*> on(geo.raid_disks(), nullptr);
+  std::vector<std::optional<PlanRef>> dest(geo.raid_disks());
+  dest[a] = Client(0);
+  dest[b] = Client(b_client);
+  return PlanRecover(geo, stripe, a, b, x, len, on, dest);
+}
+
 void ComputeRead6(const ReadPlan& plan, uint8_t* scratch, uint8_t* client) {
   const ReadPlan::Syndrome& sy = *plan.pq;
   std::vector<void*> slots(sy.slots.size(), nullptr);

@@ -51,6 +51,9 @@ ReadPlan PlanDegradedRead6(const Geometry& geo, uint64_t stripe,
                            int second_missing_slot);
 ReadPlan PlanReconstruct6(const Geometry& geo, uint64_t stripe, int slot,
                           uint64_t x, uint64_t len, int also_missing);
+ReadPlan PlanReconstructPair6(const Geometry& geo, uint64_t stripe, int a,
+                              int b, uint64_t x, uint64_t len,
+                              uint64_t b_client);
 // The rebuild of a plan with `pq` set (after its copies), then its outs.
 void ComputeRead6(const ReadPlan& plan, uint8_t* scratch, uint8_t* client);
 

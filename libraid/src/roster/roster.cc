@@ -6,6 +6,7 @@
 #include "roster/roster.h"
 
 #include <algorithm>
+#include <utility>
 #include <variant>
 
 #include "absl/strings/str_format.h"
@@ -380,13 +381,17 @@ bool Roster::DecideLocked(const edit::StartReplace& e, Applied* a) {
 }
 
 bool Roster::DecideLocked(const edit::CheckpointRebuild& e, Applied* a) {
-  Slot& s = *slots_[e.slot];
-  if (s.state.load() != SlotState::kRebuilding) {
-    a->outcome = Applied::kRefused;
-    return false;
+  bool any = false;
+  for (const auto& [slot, front] :
+       {std::pair{e.slot, e.front}, std::pair{e.other_slot, e.other_front}}) {
+    if (slot < 0) continue;
+    Slot& s = *slots_[slot];
+    if (s.state.load() != SlotState::kRebuilding) continue;
+    s.durable_front.store(front);
+    any = true;
   }
-  s.durable_front.store(e.front);
-  return true;
+  if (!any) a->outcome = Applied::kRefused;
+  return any;
 }
 
 bool Roster::DecideLocked(const edit::FinishRebuild& e, Applied* a) {

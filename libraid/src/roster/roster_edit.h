@@ -77,10 +77,16 @@ struct StartReplace {
 };
 
 // A rebuilding `slot` is durable on its member below `front`: the
-// superblocks may claim it (recovery_offset).
+// superblocks may claim it (recovery_offset). A pass rebuilding two slots
+// (RAID6) names the second in `other_slot` (-1: none) with its own front,
+// so both recovery_offsets go out in one superblock update; a slot no
+// longer rebuilding is left out, and the edit is refused only when
+// neither is.
 struct CheckpointRebuild {
   int slot = -1;
   uint64_t front = 0;
+  int other_slot = -1;
+  uint64_t other_front = 0;
 };
 
 // A rebuilding `slot` has every one of its `stripes`: it turns active.

@@ -190,7 +190,7 @@ TEST(ControlProtocol, RefusesHostileInput) {
       {R"({"cmd":"grow","chunk":"64K"})", k,
        "\"chunk\" must be a number (bytes), not a string"},
       {R"({"cmd":"grow","chunk":65536.5})", k, "without a fraction"},
-      {R"({"cmd":"grow","level":6})", k, "\"level\" must be between 4 and 5"},
+      {R"({"cmd":"grow","level":7})", k, "\"level\" must be between 4 and 6"},
       {R"({"cmd":"grow","level":"5"})", k, "\"level\" must be a number"},
       {R"({"cmd":"grow","raid_devices":2})", k,
        "\"raid_devices\" must be between 3 and 64"},
@@ -466,7 +466,9 @@ TEST(InfoJson, RefusesWrongTypesNamingTheField) {
   };
   const Case cases[] = {
       {"/level", "5", "field level must be an integer"},
-      {"/layout", 9, "layout 9 is not one of md's 0-5"},
+      // 9 is a RAID6 layout; the sample is a RAID5.
+      {"/layout", 9, "bad geometry: layout 9 not supported (0-5)"},
+      {"/layout", 21, "layout 21 is not one of md's (0-5, 8-10, 16-20)"},
       {"/chunk_bytes", 1000, "bad geometry"},
       {"/events", -1, "field events must be an unsigned integer"},
       {"/slots/2/state", "exploded", "field slots[2].state must be active"},
@@ -482,7 +484,7 @@ TEST(InfoJson, RefusesWrongTypesNamingTheField) {
       {"/reshape/active", "yes", "field reshape.active must be a boolean"},
       {"/reshape/position_bytes", -5,
        "field reshape.position_bytes must be an unsigned integer"},
-      {"/reshape/to/layout", 9, "reshape.to: layout 9 is not one of md's"},
+      {"/reshape/to/layout", 21, "reshape.to: layout 21 is not one of md's"},
       {"/reshape/from/chunk_bytes", 1000, "reshape.from: bad geometry"},
       {"/reshape/to", "5 disks", "field reshape.to must be an object"},
   };

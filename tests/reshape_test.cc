@@ -132,6 +132,7 @@ constexpr uint64_t kMemberBytes = 48 * kChunk;  // 3 MiB
 constexpr uint64_t kSize = kOffset + kMemberBytes;
 
 using Shared = std::shared_ptr<Member>;
+using testutil::CutHandles;
 using testutil::ExpectContents;
 using testutil::Handles;
 using testutil::Mismatches;
@@ -288,6 +289,28 @@ TEST(Reshape, LayoutChunkAndLevelChanges) {
          return g;
        },
        5, Layout::kParityLast, kChunk},
+      // RAID6: the copier writes P and Q of each new stripe.
+      {"raid6 layout ls->ra", 6, Layout::kLeftSymmetric,
+       [] {
+         GrowOptions g;
+         g.layout = Layout::kRightAsymmetric;
+         return g;
+       },
+       6, Layout::kRightAsymmetric, kChunk},
+      {"raid6 layout ddf-N-continue->ls-6", 6, Layout::kDdfNContinue,
+       [] {
+         GrowOptions g;
+         g.layout = Layout::kLeftSymmetric6;
+         return g;
+       },
+       6, Layout::kLeftSymmetric6, kChunk},
+      {"raid6 chunk 64K->32K", 6, Layout::kLeftAsymmetric,
+       [] {
+         GrowOptions g;
+         g.chunk_bytes = 32 << 10;
+         return g;
+       },
+       6, Layout::kLeftAsymmetric, 32 << 10},
   };
   uint32_t seed = 10;
   for (const ShapeCase& c : cases) {
@@ -469,6 +492,8 @@ struct ModelCase {
   GrowOptions (*make)(const std::vector<Shared>& extra);
   int extra;
   bool fail_one;
+  int level = 5;
+  Layout layout = Layout::kLeftSymmetric;
 };
 
 TEST(Reshape, ModelStepsTheReshapeUnderRandomIo) {
@@ -491,6 +516,17 @@ TEST(Reshape, ModelStepsTheReshapeUnderRandomIo) {
          return g;
        },
        1, true},
+      {"raid6 grow 4->6 with a failure", 4,
+       [](const std::vector<Shared>& x) { return AddDevices(6, x); }, 2, true,
+       6, Layout::kLeftSymmetric},
+      {"raid6 layout ra->la-6, chunk 64K->16K", 5,
+       [](const std::vector<Shared>&) {
+         GrowOptions g;
+         g.layout = Layout::kLeftAsymmetric6;
+         g.chunk_bytes = 16 << 10;
+         return g;
+       },
+       0, true, 6, Layout::kRightAsymmetric},
   };
   // URAID_RESHAPE_SEEDS=N runs seeds 1..N (a long run); CI runs two.
   const char* env = std::getenv("URAID_RESHAPE_SEEDS");
@@ -501,7 +537,7 @@ TEST(Reshape, ModelStepsTheReshapeUnderRandomIo) {
       std::mt19937_64 rng(seed);
       auto m = MakeMembers(c.disks);
       auto extra = MakeMembers(c.extra, "x");
-      auto a = MustCreate(m);
+      auto a = MustCreate(m, c.level, c.layout);
       ASSERT_NE(a, nullptr);
       const uint64_t old_bytes = a->Info().geometry.array_bytes();
       std::vector<uint8_t> ref = Pattern(old_bytes, seed);
@@ -579,63 +615,27 @@ TEST(Reshape, ModelStepsTheReshapeUnderRandomIo) {
 
 // ----------------------------------------------------------- power cuts
 
-// A member whose writes stop reaching it once a budget shared by all the
-// array's members runs out: a power cut at one point of the write order.
-// Everything before it is on the member, nothing after.
-class CutMember : public Member {
- public:
-  CutMember(Shared target, std::shared_ptr<std::atomic<int64_t>> budget)
-      : t_(std::move(target)), budget_(std::move(budget)) {}
-  absl::Status Read(void* buf, size_t len, uint64_t offset) override {
-    if (budget_->load() <= 0) return absl::DataLossError("power cut");
-    return t_->Read(buf, len, offset);
-  }
-  absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
-    if (budget_->fetch_sub(1) <= 0) return absl::DataLossError("power cut");
-    return t_->Write(buf, len, offset);
-  }
-  absl::Status Flush() override {
-    if (budget_->load() <= 0) return absl::DataLossError("power cut");
-    return t_->Flush();
-  }
-  absl::Status Discard(size_t len, uint64_t offset) override {
-    if (budget_->fetch_sub(1) <= 0) return absl::DataLossError("power cut");
-    return t_->Discard(len, offset);
-  }
-  bool DiscardZeroes() const override { return t_->DiscardZeroes(); }
-  uint64_t Size() const override { return t_->Size(); }
-  const std::string& Name() const override { return t_->Name(); }
-
- private:
-  Shared t_;
-  std::shared_ptr<std::atomic<int64_t>> budget_;
-};
-
-std::vector<std::unique_ptr<Member>> CutHandles(
-    const std::vector<Shared>& v,
-    const std::shared_ptr<std::atomic<int64_t>>& budget) {
-  std::vector<std::unique_ptr<Member>> out;
-  for (const auto& m : v) out.push_back(std::make_unique<CutMember>(m, budget));
-  return out;
-}
-
-// Power cuts at random points of grows 3->4, 4->5 and a layout change;
-// after each, the members reassemble, the reshape resumes (resyncing what
-// the cut may have torn), and every byte and every stripe's parity is
-// right. A cut before the reshape's first superblock leaves the old array.
+// Power cuts at random points of grows 3->4, 4->5 and a layout change at
+// RAID5, and of a grow 4->5 and a layout change at RAID6; after each, the
+// members reassemble, the reshape resumes (resyncing what the cut may have
+// torn), and every byte and every stripe's parity (P and Q) is right. A
+// cut before the reshape's first superblock leaves the old array.
 TEST(Reshape, PowerCutsAnywhereResumeAndVerify) {
   std::mt19937 rng(99);
   int resumed = 0, rounds = 0;
-  for (int kind = 0; kind < 3; ++kind) {
+  // Kinds 3 and 4 are RAID6's: a grow 4->5 and a layout change.
+  for (int kind = 0; kind < 5; ++kind) {
     for (int round = 0; round < 10; ++round, ++rounds) {
       SCOPED_TRACE(absl::StrFormat("kind %d round %d", kind, round));
+      const bool raid6 = kind >= 3;
+      const bool relayout = kind == 2 || kind == 4;
       const int disks = kind == 0 ? 3 : 4;
       auto m = MakeMembers(disks);
-      auto extra = MakeMembers(kind == 2 ? 0 : 1, "x");
+      auto extra = MakeMembers(relayout ? 0 : 1, "x");
       std::vector<uint8_t> data;
       {
         auto a =
-            MustCreate(m, 5, Layout::kLeftSymmetric,
+            MustCreate(m, raid6 ? 6 : 5, Layout::kLeftSymmetric,
                        round % 2 ? BitmapMode::kNone : BitmapMode::kInternal);
         ASSERT_NE(a, nullptr);
         data = Pattern(a->Info().geometry.array_bytes(), 100 + round);
@@ -648,7 +648,7 @@ TEST(Reshape, PowerCutsAnywhereResumeAndVerify) {
         auto a = Array::Assemble(CutHandles(m, budget), {});
         ASSERT_TRUE(a.ok()) << a.status();
         GrowOptions g;
-        if (kind == 2) {
+        if (relayout) {
           g.layout = Layout::kRightSymmetric;
         } else {
           g.raid_devices = disks + 1;

@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -152,6 +153,47 @@ struct LogLines {
     return false;
   }
 };
+
+// A member whose writes stop reaching it once a budget shared by all the
+// array's members runs out: a power cut at one point of the write order.
+// Everything before it is on the member, nothing after.
+class CutMember : public Member {
+ public:
+  CutMember(std::shared_ptr<Member> target,
+            std::shared_ptr<std::atomic<int64_t>> budget)
+      : t_(std::move(target)), budget_(std::move(budget)) {}
+  absl::Status Read(void* buf, size_t len, uint64_t offset) override {
+    if (budget_->load() <= 0) return absl::DataLossError("power cut");
+    return t_->Read(buf, len, offset);
+  }
+  absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
+    if (budget_->fetch_sub(1) <= 0) return absl::DataLossError("power cut");
+    return t_->Write(buf, len, offset);
+  }
+  absl::Status Flush() override {
+    if (budget_->load() <= 0) return absl::DataLossError("power cut");
+    return t_->Flush();
+  }
+  absl::Status Discard(size_t len, uint64_t offset) override {
+    if (budget_->fetch_sub(1) <= 0) return absl::DataLossError("power cut");
+    return t_->Discard(len, offset);
+  }
+  bool DiscardZeroes() const override { return t_->DiscardZeroes(); }
+  uint64_t Size() const override { return t_->Size(); }
+  const std::string& Name() const override { return t_->Name(); }
+
+ private:
+  std::shared_ptr<Member> t_;
+  std::shared_ptr<std::atomic<int64_t>> budget_;
+};
+
+inline std::vector<std::unique_ptr<Member>> CutHandles(
+    const std::vector<std::shared_ptr<Member>>& v,
+    const std::shared_ptr<std::atomic<int64_t>>& budget) {
+  std::vector<std::unique_ptr<Member>> out;
+  for (const auto& m : v) out.push_back(std::make_unique<CutMember>(m, budget));
+  return out;
+}
 
 // Runs a shell command and returns its stdout (its exit status in
 // `*status`), or nullopt if it could not run.

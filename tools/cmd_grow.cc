@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // `uraid grow`: reshape an array (md's --grow): more members, or another
-// layout, chunk size or level (RAID4 <-> RAID5), restriped in place with
-// Array::Grow. On a served array (--control SOCKET) the server runs the
+// layout, chunk size or level (RAID4 <-> RAID5 <-> RAID6), restriped in place
+// with Array::Grow. On a served array (--control SOCKET) the server runs the
 // reshape while it keeps serving; --wait / --watch follow it. Offline
 // (MEMBER...) this process assembles the array writable, runs the reshape
 // to its end with a progress line on stderr and closes the array clean.
@@ -86,10 +86,23 @@ absl::StatusOr<uint64_t> ParseChunk(const std::string& text) {
   return *bytes;
 }
 
+// --layout as mdadm reads it at `level` (at level 6 it takes RAID6's names
+// too, and "ddf-N-restart" is not left-asymmetric as it is at level 5).
+absl::StatusOr<Layout> LayoutAt(const std::string& text, int level) {
+  return ParseLayout(text, level == 6 ? 6 : 5);
+}
+
+// The validator's: a layout name valid at some level (the level is known
+// once the array is open).
+absl::StatusOr<Layout> ParseAnyLayout(std::string_view text) {
+  absl::StatusOr<Layout> l = ParseLayout(text, 6);
+  return l.ok() ? l : ParseLayout(text);
+}
+
 Change ChangeOf(const GrowArgs& args) {
   Change c;
   if (args.raid_devices != 0) c.raid_devices = args.raid_devices;
-  if (!args.layout.empty()) c.layout = *ParseLayout(args.layout);
+  if (!args.layout.empty()) c.layout = *ParseAnyLayout(args.layout);
   if (!args.chunk.empty()) c.chunk_bytes = *ParseChunk(args.chunk);
   if (args.level != 0) c.level = args.level;
   return c;
@@ -222,12 +235,26 @@ int RunPolicy(const GrowArgs& args) {
 
 // ------------------------------------------------------------- online
 
-int RunRemote(const GrowArgs& args, const Change& change) {
+// `change` with --layout read at the level the array will have.
+absl::StatusOr<Change> AtLevel(const GrowArgs& args, Change change,
+                               int current_level) {
+  if (args.layout.empty()) return change;
+  absl::StatusOr<Layout> l =
+      LayoutAt(args.layout, args.level ? args.level : current_level);
+  if (!l.ok()) return l.status();
+  change.layout = *l;
+  return change;
+}
+
+int RunRemote(const GrowArgs& args, const Change& asked) {
   absl::StatusOr<std::unique_ptr<ControlClient>> client =
       ControlClient::Connect(args.control);
   if (!client.ok()) return Fail(client.status());
   absl::StatusOr<ArrayInfo> before = (*client)->Detail();
   if (!before.ok()) return Fail(before.status());
+  absl::StatusOr<Change> at = AtLevel(args, asked, before->geometry.level());
+  if (!at.ok()) return Usage(std::string(at.status().message()));
+  const Change& change = *at;
   if (int rc = CheckAddCount(args, change, before->geometry.raid_disks())) {
     return rc;
   }
@@ -245,8 +272,24 @@ int RunRemote(const GrowArgs& args, const Change& change) {
   absl::StatusOr<ArrayInfo> now = (*client)->Detail();
   if (!now.ok()) return Fail(now.status());
   if (!now->reshape.active) {
-    // A level change with parity-last moves nothing: done at once.
+    // A takeover (RAID4 <-> RAID5 parity-last, RAID5 <-> RAID6) moves
+    // nothing: done at once; to RAID6 the recovery job then rebuilds Q.
     std::printf("%s\n", Done(before->geometry, now->geometry).c_str());
+    if (now->geometry.level() != 6 || before->geometry.level() == 6) return 0;
+    if (!args.wait && !args.watch) {
+      std::printf(
+          "Q is being rebuilt onto the new member: follow it with uraid "
+          "detail --control %s --watch\n",
+          args.control.c_str());
+      return 0;
+    }
+    absl::StatusOr<ArrayInfo> info =
+        WaitForJobs(**client, args.watch, &before->last_job);
+    if (!info.ok()) return Fail(info.status());
+    if (!JobSucceeded(info->last_job) || info->degraded) {
+      return Fail(absl::StrCat("rebuilding Q: ", JobOutcome(info->last_job)));
+    }
+    std::printf("Q rebuilt: the array has two members of redundancy\n");
     return 0;
   }
   std::printf("reshape started: %s -> %s\n",
@@ -297,7 +340,7 @@ bool FollowOffline(Array& array) {
   return stopping;
 }
 
-int RunOffline(const GrowArgs& args, const Change& change) {
+int RunOffline(const GrowArgs& args, const Change& asked) {
   // Writable and locked (flock), as any writer of the members; a served
   // array's members are locked by its server, so this refuses them.
   absl::StatusOr<std::vector<std::unique_ptr<Member>>> members =
@@ -317,6 +360,9 @@ int RunOffline(const GrowArgs& args, const Change& change) {
   if (!assembled.ok()) return Fail(assembled.status());
   Array& array = **assembled;
   const ArrayInfo before = array.Info();
+  absl::StatusOr<Change> at = AtLevel(args, asked, before.geometry.level());
+  if (!at.ok()) return Usage(std::string(at.status().message()));
+  const Change& change = *at;
   const std::string resume_hint = absl::StrFormat(
       "it resumes where it stopped at the next assembly: when the array is "
       "served, or with uraid grow --continue %s",
@@ -395,7 +441,7 @@ void AddGrowCommand(CLI::App& app, Action* action) {
   CLI::App* sub = app.add_subcommand(
       "grow",
       "Reshape an array (md's --grow): add members, or change layout, "
-      "chunk or level (4 <-> 5). On a served array with --control (it "
+      "chunk or level (4 <-> 5 <-> 6). On a served array with --control (it "
       "keeps serving), or offline on MEMBER...; crash-safe, resumable");
   sub->add_option("--raid-devices,-n", args->raid_devices,
                   "The new member count (more than now: grow; each new one "
@@ -406,18 +452,22 @@ void AddGrowCommand(CLI::App& app, Action* action) {
                   "device, in slot order")
       ->allow_extra_args(false);
   sub->add_option("--layout,-p", args->layout,
-                  "The new layout: left-asymmetric, right-asymmetric, "
+                  "The new layout, md's names or numbers at the array's "
+                  "(new) level: left-asymmetric, right-asymmetric, "
                   "left-symmetric, right-symmetric, parity-first, "
-                  "parity-last or 0-5")
-      ->check(StatusValidator(
-          static_cast<absl::StatusOr<Layout> (*)(std::string_view)>(
-              ParseLayout),
-          "LAYOUT"));
+                  "parity-last or 0-5; at level 6 also ddf-zero-restart, "
+                  "ddf-N-restart, ddf-N-continue, left-asymmetric-6, "
+                  "right-asymmetric-6, left-symmetric-6, right-symmetric-6, "
+                  "parity-first-6 (8-10, 16-20)")
+      ->check(StatusValidator(ParseAnyLayout, "LAYOUT"));
   sub->add_option("--chunk,-c", args->chunk,
                   "The new chunk size, a power of two from 4K to 16M")
       ->check(StatusValidator(ParseChunk, "SIZE"));
-  sub->add_option("--level,-l", args->level, "The new level: 4 or 5")
-      ->check(CLI::IsMember({4, 5}));
+  sub->add_option("--level,-l", args->level,
+                  "The new level: 4, 5 or 6 (RAID5 <-> RAID6 as md's "
+                  "takeover: to 6 with --raid-devices N+1 --add Q-MEMBER, "
+                  "to 5 from a layout with Q last)")
+      ->check(CLI::IsMember({4, 5, 6}));
   sub->add_option("--consistency-policy,-k", args->consistency_policy,
                   "Switch the consistency policy (md's words; no reshape, "
                   "nothing else changes): ppl (a partial parity log, RAID5 "

@@ -1734,6 +1734,90 @@ def case_raid6_interop(c):
     md_stop(md)
 
 
+def case_raid6_takeover_reshape(c):
+    """RAID5 -> RAID6 -> a bigger RAID6 -> RAID5, judged by md at each
+    step. uraid converts a served RAID5 of four to RAID6 (md's takeover:
+    left-symmetric-6, the fifth member rebuilt as Q), grows the RAID6 to six
+    members and is killed mid-reshape; md assembles the six, finishes
+    uraid's RAID6 reshape, and its check finds P and Q right (Q as uraid
+    rebuilt and restriped it). uraid then converts the array back to RAID5
+    offline (Q is last in left-symmetric-6, so the sixth member becomes a
+    spare), and md assembles that RAID5 and reads the same bytes."""
+    p, devs, md = c.params, c.devs, c.md
+    r5 = devs[:4]
+    uraid(*create_args(p), *r5)
+    size = uraid_detail(r5)["array_bytes"]
+    image = Image(size)
+    ctl = os.path.join(c.tmp, "ctl.sock")
+    srv = Server(c.tmp, r5, [f"control={ctl}"])
+    h = srv.connect()
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
+                  range(size // BLK))
+    h.flush()
+    uraid("grow", "--control", ctl, "--level", "6", "--raid-devices", "5",
+          "--add", devs[4], "--wait")
+    d = uraid_json("detail", "--control", ctl)
+    check(d["level"] == 6 and d["layout"] == "left-symmetric-6"
+          and not d["degraded"],
+          f"after the takeover: level {d['level']} layout {d['layout']} "
+          f"degraded {d['degraded']}")
+    image.verify(lambda o, k: h.pread(k, o), "uraid after its takeover")
+    uraid("set", "--control", ctl, "--speed-min", "2000", "--speed-max",
+          "2000")
+    uraid("grow", "--control", ctl, "--raid-devices", "6", "--add", devs[5])
+
+    def progress():
+        j = uraid_json("detail", "--control", ctl)
+        pct = (j.get("job") or {}).get("percent") or 0
+        return pct if 20 <= pct <= 70 else 0
+    pct = wait_for(progress, 120, "the RAID6 reshape to reach 20%")
+    srv.stop(signal.SIGKILL)
+    log(f"killed nbdkit at {pct}% of the RAID6 reshape")
+    ex = md_examine(devs[0])
+    check("Reshape pos'n" in ex, f"no reshape in progress after the kill: {ex}")
+    out = md_assemble(md, devs)
+    log(f"mdadm --assemble: {out or 'ok'}; kernel: "
+        f"{' | '.join(dmesg_md(md)[-4:])}")
+    md_readwrite(md)
+    md_wait_idle(md, timeout=600, what="md finishing uraid's RAID6 reshape")
+    check(md_attr(md, "level") == "raid6", f"level {md_attr(md, 'level')}")
+    check(int(md_attr(md, "raid_disks")) == 6,
+          f"raid_disks {md_attr(md, 'raid_disks')} after md's reshape")
+    check(md_attr(md, "reshape_position") == "none",
+          f"reshape_position {md_attr(md, 'reshape_position')}")
+    new_size = md_size(md)
+    check(new_size == size * 4 // 3, f"{md}: size {new_size} after growing "
+          f"the RAID6 of {size} from 3 data members to 4")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md after finishing uraid's RAID6 reshape",
+                 new_size)
+    dev.close()
+    mm = md_check(md)
+    check(mm == 0, f"md check after the RAID6 reshape: mismatch_cnt {mm}")
+    md_stop(md)
+    compare_superblocks(devs, "after md's RAID6 reshape")
+    uraid_check(devs, "after md's RAID6 reshape")
+    uraid("grow", "--level", "5", *devs)
+    ex = md_examine_all(devs)
+    check("spare" in ex[devs[5]].get("Device Role", "").lower(),
+          f"{devs[5]} after the conversion to RAID5: "
+          f"{ex[devs[5]].get('Device Role')}")
+    out = md_assemble(md, devs)
+    check(md_attr(md, "level") == "raid5", f"level {md_attr(md, 'level')}: "
+          f"{out}")
+    check(int(md_attr(md, "raid_disks")) == 5,
+          f"raid_disks {md_attr(md, 'raid_disks')} after uraid's takeover")
+    check(md_size(md) == new_size, f"{md}: size {md_size(md)}, want "
+          f"{new_size}")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md reading the RAID5 uraid converted back",
+                 new_size)
+    dev.close()
+    mm = md_check(md)
+    check(mm == 0, f"md check of the RAID5: mismatch_cnt {mm}")
+    md_stop(md)
+
+
 KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "kill9_bitmap": case_kill9_bitmap, "kill9_ppl": case_kill9_ppl,
          "ppl_md_crashed": case_ppl_md_crashed,
@@ -1743,7 +1827,8 @@ KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "bad_blocks_uraid_to_md": case_bad_blocks_uraid_to_md,
          "bad_blocks_create_log": case_bad_blocks_create_log,
          "raid6_md_layout": case_raid6_md_layout,
-         "raid6_interop": case_raid6_interop}
+         "raid6_interop": case_raid6_interop,
+         "raid6_takeover_reshape": case_raid6_takeover_reshape}
 
 
 class Case:

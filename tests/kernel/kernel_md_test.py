@@ -141,7 +141,13 @@ def raid6_cases(full):
     # layout whose Q order is not the data index.
     out = [raid6_md(["left-asymmetric", "ddf-N-continue", "left-symmetric-6"],
                     [5], "64K"),
-           raid6_interop("left-asymmetric", 5, "64K")]
+           raid6_interop("left-asymmetric", 5, "64K"),
+           # RAID5 -> RAID6 (takeover, Q rebuilt) -> a RAID6 grow killed in
+           # uraid and finished by md -> RAID5 again.
+           case("raid6/takeover-5to6/grow-killed-in-uraid/finished-by-md/"
+                "takeover-6to5", "raid6_takeover_reshape", 6,
+                layout="left-symmetric", chunk="64K", bitmap="none",
+                assume_clean=True)]
     if full:
         chunks = ["4K", "16K", "64K", "128K", "512K"]
         out += [raid6_md(f, [4, 5, 7], chunks[i % len(chunks)])

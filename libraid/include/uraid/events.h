@@ -51,9 +51,10 @@ URAID_EXPORT const char* LogLevelName(LogLevel level);
 // CheckFinished / RepairFinished ("mismatches", "first_mismatches",
 // "located_mismatches", "first_located", "first_located_slots": RAID6's
 // located bad chunks, JobInfo; "result"), ResyncStarted / ResyncFinished,
-// ReshapeStarted / ReshapeFinished, SpareAdded, MemberRemoved,
-// MetadataWriteFailed ("error"), EventsLost ("count"; the control
-// channel's, per subscriber),
+// ReshapeStarted / ReshapeFinished, LevelChanged (a RAID5 <-> RAID6
+// takeover: the member that holds or held Q, its slot), SpareAdded,
+// MemberRemoved, MetadataWriteFailed ("error"), EventsLost ("count"; the
+// control channel's, per subscriber),
 // BadBlocksRecorded (a range of a member recorded in its bad-block log:
 // "first_sector", "sectors", "error", "affects": the array bytes it held),
 // WantReplacement (a member's write error was recorded instead of failing

@@ -114,6 +114,9 @@ class ArrayImpl : private JobHost,
   // Starts a reshape to `to` (validated by the caller of Grow) with
   // `add` joining as the new slots.
   absl::Status Grow(GrowOptions options);
+  // md's RAID5 <-> RAID6 takeover (takeover.cc), from Grow once the array
+  // is known healthy and idle: `level` is the new level.
+  absl::Status Takeover(const Shape& from, int level, GrowOptions options);
   // Assembly found a reshape in progress: the array is in `from` (current
   // shape) below nothing yet moved and in `to` below `front_bytes`.
   // `unclean`: the array was not shut down cleanly, so the moved part's
@@ -245,21 +248,19 @@ class ArrayImpl : private JobHost,
   EngineContext Engine() { return {*this, slots_, io_, locks_, counters_}; }
   // --- the request router (here and reshape_router.cc) ---
   enum class ReqKind { kRead, kWrite, kTrim, kZero };
-  // Runs a client request on the plain path unless a reshape runs. The
-  // counter lets a starting reshape wait out plain requests already
-  // running: they count themselves before they look at reshaping_, and the
-  // reshape sets reshaping_ before it waits for the count to drain.
+  // Runs a client request on the plain path unless a reshape runs. A plain
+  // request holds a pass of plain_epochs_ while it runs in the shape it
+  // read, so a starting reshape (which sets reshaping_ first) and a
+  // takeover (which publishes the new shape first) can wait out the
+  // requests that began before them, however busy the array is.
   template <typename F>
   absl::Status Route(ReqKind kind, void* buf, size_t len, uint64_t offset,
                      bool fua, F plain) {
     if (kind == ReqKind::kRead || kind == ReqKind::kWrite) jobs_.NoteClientIo();
-    plain_inflight_.fetch_add(1);
-    if (!reshaping_.load()) {
-      absl::Status st = plain();
-      plain_inflight_.fetch_sub(1);
-      return st;
+    {
+      const WriteEpochs::Pass pass = plain_epochs_.Enter();
+      if (!reshaping_.load()) return plain();
     }
-    plain_inflight_.fetch_sub(1);
     return RouteDuringReshape(kind, buf, len, offset, fua);
   }
   // Runs one request of `kind` in shape `*shaped`, or, when null, through
@@ -495,9 +496,10 @@ class ArrayImpl : private JobHost,
   std::vector<std::unique_ptr<ReshapeState>> reshapes_;
   std::atomic<ReshapeState*> reshape_{nullptr};
   std::atomic<bool> reshaping_{false};
-  // Client requests on the plain (no reshape) path; a reshape starts
-  // copying only once those that began before it have finished.
-  std::atomic<int64_t> plain_inflight_{0};
+  // Client requests on the plain (no reshape) path, by epoch (Route); a
+  // reshape starts copying, and a takeover lets a new member in, only once
+  // those that began before it have finished.
+  WriteEpochs plain_epochs_;
 
   // The write half of the stripe engine: last, after everything it refers
   // to (the bitmap, the PPL log, the shapes and the resync front).

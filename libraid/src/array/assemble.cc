@@ -148,10 +148,14 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
         members[fresh]->Name(), top.level));
   }
   const bool reshaping = top.feature_map & kFeatureReshapeActive;
-  if (reshaping && (top.level == 6 || top.new_level == 6)) {
+  if (reshaping && static_cast<uint32_t>(top.level) != top.new_level &&
+      (top.level == 6 || top.new_level == 6)) {
+    // md converts between RAID5 and RAID6 by takeover (no reshape) and
+    // restripes at level 6; a reshape that changes the level to or from 6
+    // is none of uraid's and not one mdadm starts either.
     return absl::UnimplementedError(absl::StrFormat(
-        "%s: a reshape to or from RAID6 is in progress (level %d -> %d); "
-        "uraid does not resume RAID6 reshapes yet: let md finish it",
+        "%s: a reshape from level %d to %d is in progress; uraid resumes "
+        "RAID6 reshapes that stay at level 6 only: let md finish it",
         members[fresh]->Name(), top.level, top.new_level));
   }
   // Members the array may lose and still serve every byte.
@@ -162,9 +166,12 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
     // superblock; the freshest superblock's shape is the one the data is
     // in (no data moves before every member has the reshape's first
     // superblock, nor after the last window), so it is not compared.
+    // Likewise a takeover (RAID4 <-> RAID5 parity-last, RAID5 <-> RAID6):
+    // one superblock update changes the level, and no data moves.
     const bool reshape_edge =
         sbs[i].events + 1 == top.events &&
-        (reshaping || (sbs[i].feature_map & kFeatureReshapeActive));
+        (reshaping || (sbs[i].feature_map & kFeatureReshapeActive) ||
+         sbs[i].level != top.level);
     if (i != fresh && !reshape_edge) {
       RETURN_IF_ERROR(CompareShape(*members[fresh], top, *members[i], sbs[i]));
     }
@@ -221,7 +228,7 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
                                   ? Layout::kParityLast
                                   : static_cast<Layout>(top.new_layout);
     absl::StatusOr<Geometry> g =
-        top.new_layout > 5
+        top.new_layout > 5 && new_level != 6
             ? absl::InvalidArgumentError("new layout > 5")
             : Geometry::Make(new_level, new_layout,
                              uint64_t{top.new_chunk} * 512, n, top.size * 512);

@@ -164,13 +164,20 @@ class SlotTable {
   }
   void Append(std::unique_ptr<Slot> slot) {
     const size_t n = n_.load();
+    // A slot dropped by PopBack stays alive for the array's lifetime.
+    if (slots_[n] != nullptr) retired_.push_back(std::move(slots_[n]));
     slots_[n] = std::move(slot);
     n_.store(n + 1, std::memory_order_release);
   }
+  // Drops the last slot (md's RAID6 -> RAID5 takeover). Requests still
+  // holding the old shape may index it, so it stays allocated where it is.
+  // Serialised with Append by the caller.
+  void PopBack() { n_.store(n_.load() - 1, std::memory_order_release); }
 
  private:
   std::array<std::unique_ptr<Slot>, kMaxDisks> slots_;
   std::atomic<size_t> n_{0};
+  std::vector<std::unique_ptr<Slot>> retired_;
 };
 
 // Scope of a change of who holds `slot`: bumps the slot's generation to odd

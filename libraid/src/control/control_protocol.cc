@@ -217,15 +217,20 @@ absl::Status ParseGrow(const Json& j, Request* r) {
           "\"layout\" must be a string such as \"left-symmetric\", not %s",
           TypeName(*it)));
     }
+    // Level 6's parser: it takes every RAID5 name too, and the canonical
+    // names clients send (LayoutName) include RAID6's.
     absl::StatusOr<Layout> layout =
-        ParseLayout(it->get_ref<const std::string&>());
+        ParseLayout(it->get_ref<const std::string&>(), 6);
     if (!layout.ok()) {
       // Not ParseLayout's message: that quotes the input uncut.
       return absl::InvalidArgumentError(absl::StrCat(
           "\"layout\": unknown layout ",
           Quote(it->get_ref<const std::string&>()),
           " (expected left-asymmetric, right-asymmetric, left-symmetric, "
-          "right-symmetric, parity-first, parity-last or 0-5)"));
+          "right-symmetric, parity-first, parity-last, ddf-zero-restart, "
+          "ddf-N-restart, ddf-N-continue, "
+          "left-asymmetric-6, right-asymmetric-6, left-symmetric-6, "
+          "right-symmetric-6, parity-first-6)"));
     }
     r->layout = *layout;
   }
@@ -240,7 +245,7 @@ absl::Status ParseGrow(const Json& j, Request* r) {
     r->chunk_bytes = *v;
   }
   if (auto it = j.find("level"); it != j.end()) {
-    absl::StatusOr<uint64_t> v = GetNumber(*it, "level", 4, 5, "RAID level");
+    absl::StatusOr<uint64_t> v = GetNumber(*it, "level", 4, 6, "RAID level");
     if (!v.ok()) return v.status();
     r->level = static_cast<int>(*v);
   }

@@ -367,9 +367,12 @@ absl::StatusOr<Geometry> ReadGeometry(const Json& j, const std::string& path) {
   r.U64("member_bytes", &member_bytes, true);
   if (!status.ok()) return status;
   const std::string where = path.empty() ? "" : path + ": ";
-  if (layout < 0 || layout > static_cast<int>(Layout::kParityLast)) {
+  // md's numbers: 0-5, and at level 6 also 8-10 and 16-20 (Make checks
+  // the layout against the level).
+  if (layout < 0 || layout > static_cast<int>(Layout::kParityFirst6)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "detail: %slayout %d is not one of md's 0-5", where, layout));
+        "detail: %slayout %d is not one of md's (0-5, 8-10, 16-20)", where,
+        layout));
   }
   absl::StatusOr<Geometry> g = Geometry::Make(
       level, static_cast<Layout>(layout), chunk, disks, member_bytes);

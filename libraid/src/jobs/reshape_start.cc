@@ -48,13 +48,6 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
         "--consistency-policy resync)");
   }
   const Shape& from = *shape_.load();
-  // RAID6 reshapes (by members, layout or chunk, and 5 <-> 6) need the
-  // copier and the crash records to carry Q: not built yet.
-  if (from.geo.level() == 6 || options.level == 6) {
-    return absl::UnimplementedError(
-        "reshaping to or from RAID6 is not supported yet (a RAID6 array "
-        "keeps its members, layout and chunk; md can reshape it offline)");
-  }
   if (resync_stripe_.load() < from.geo.stripe_count()) {
     return absl::FailedPreconditionError(
         "the array is resyncing: wait for it to finish before reshaping");
@@ -63,6 +56,11 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "a %s job is running: wait for it (or stop it) before reshaping",
         JobKindName(*busy)));
+  }
+  const int level = options.level ? options.level : from.geo.level();
+  if ((level == 6) != (from.geo.level() == 6)) {
+    // RAID5 <-> RAID6 is md's takeover: no data moves (takeover.cc).
+    return Takeover(from, level, std::move(options));
   }
   const int disks =
       options.raid_devices ? options.raid_devices : from.geo.raid_disks();
@@ -81,10 +79,9 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
   for (const auto& m : options.add) {
     if (m == nullptr) return absl::InvalidArgumentError("no member given");
   }
-  const int level = options.level ? options.level : from.geo.level();
-  if (level != 4 && level != 5) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("level %d: only RAID4 and RAID5 are supported", level));
+  if (level != 4 && level != 5 && level != 6) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "level %d: only RAID4, RAID5 and RAID6 are supported", level));
   }
   Layout layout = options.layout.value_or(from.geo.layout());
   if (level == 4 && !options.layout.has_value()) layout = Layout::kParityLast;
@@ -153,7 +150,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
   reshaping_.store(true);
   // Requests that took the plain path before reshaping_ was set finish in
   // the old shape, perhaps through the cache; then the cache goes out.
-  while (plain_inflight_.load() > 0) std::this_thread::yield();
+  plain_epochs_.Drain();
   absl::Status st = writer_.WritebackAll();
   if (st.ok()) st = WriteSuperblocks(std::nullopt);
   r.gate.Open();

@@ -99,6 +99,26 @@ void Roster::SetLevelLocked(const Geometry& to) {
   sb_.layout = MdLayout(to);
 }
 
+void Roster::TakeoverLocked(const Geometry& to) {
+  const int n = SlotCount();
+  if (to.raid_disks() == n + 1) {
+    slots_.Append(std::make_unique<Slot>());  // kMissing, no member
+  } else if (to.raid_disks() == n - 1) {
+    Slot& s = *slots_[n - 1];
+    std::shared_ptr<Member> m;
+    ChangeSlot(s, [&] {
+      m = s.member.exchange(nullptr);
+      s.state.store(SlotState::kMissing);
+    });
+    if (m != nullptr) spares_.push_back(Spare{m, s.id});
+    slots_.PopBack();
+  }
+  sb_.level = to.level();
+  sb_.layout = MdLayout(to);
+  sb_.raid_disks = static_cast<uint32_t>(to.raid_disks());
+  host_.SlotHealthChanged();
+}
+
 void Roster::SetPolicyFieldsLocked(uint32_t feature_map,
                                    int32_t bitmap_offset) {
   sb_.feature_map = feature_map;

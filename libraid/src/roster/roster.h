@@ -135,6 +135,11 @@ class Roster {
   // a change of level with the same placement (RAID4 <-> RAID5
   // parity-last: md's takeover);
   void SetLevelLocked(const Geometry& to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // md's RAID5 <-> RAID6 takeover to `to`, one slot more or fewer than now:
+  // the level, layout and raid_disks; RAID6 gains an empty last slot (Q,
+  // for a spare to rebuild), RAID5 loses the last slot, whose member joins
+  // the spares (as md leaves it). Written by the next edit::Persist.
+  void TakeoverLocked(const Geometry& to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // the consistency policy's feature bits and the bitmap/PPL union
   // (Superblock::bitmap_offset).
   void SetPolicyFieldsLocked(uint32_t feature_map, int32_t bitmap_offset)

@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -94,6 +95,47 @@ TEST(PrometheusText, FamiliesAreContiguous) {
     EXPECT_EQ(name, current) << line;
   }
   EXPECT_GT(types.size(), 20u);
+}
+
+// Per-member errors and latency: a counter family each (samples labelled
+// by device, member and slot), the time in seconds; spares have none.
+TEST(PrometheusText, MemberErrorsAndLatency) {
+  ServedArray a = Served("home");
+  SlotInfo& m1 = a.info->slots[1];
+  m1.read_errors = 3;
+  m1.write_errors = 2;
+  m1.corrected_read_errors = 1;
+  m1.bad_block_records = 4;
+  m1.ios = 1000;
+  m1.io_ns = 2'500'000'000;  // 2.5 s over 1000 I/Os
+  m1.latency_ns = 1'500'000;
+  SlotInfo spare;
+  spare.slot = -1;
+  spare.state = SlotState::kSpare;
+  spare.name = "/s";
+  a.info->spares.push_back(spare);
+  const std::string text = PrometheusText({a});
+  const std::string m = "{device=\"home\",member=\"/m1\",slot=\"1\"} ";
+  const std::vector<std::string> lines = {
+      "# TYPE uraid_member_read_errors_total counter\n",
+      "uraid_member_read_errors_total" + m + "3\n",
+      "# TYPE uraid_member_write_errors_total counter\n",
+      "uraid_member_write_errors_total" + m + "2\n",
+      "# TYPE uraid_member_corrected_read_errors_total counter\n",
+      "uraid_member_corrected_read_errors_total" + m + "1\n",
+      "# TYPE uraid_member_bad_block_records_total counter\n",
+      "uraid_member_bad_block_records_total" + m + "4\n",
+      "# TYPE uraid_member_ios_total counter\n",
+      "uraid_member_ios_total" + m + "1000\n",
+      "# TYPE uraid_member_io_seconds_total counter\n",
+      "uraid_member_io_seconds_total" + m + "2.5\n",
+      "# TYPE uraid_member_latency_seconds gauge\n",
+      "uraid_member_latency_seconds" + m + "0.0015\n",
+      std::string("uraid_member_read_errors_total{device=\"home\","
+                  "member=\"/m0\",slot=\"0\"} 0\n")};
+  for (const std::string& line : lines) EXPECT_THAT(text, HasSubstr(line));
+  EXPECT_THAT(text, Not(HasSubstr("uraid_member_ios_total{device=\"home\","
+                                  "member=\"/s\"")));
 }
 
 TEST(PrometheusText, NotServedAndUnreadable) {

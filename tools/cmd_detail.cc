@@ -213,14 +213,21 @@ void PrintText(const ArrayInfo& info, bool live) {
   }
   std::printf("\n    Slot   State     Device\n");
   for (const SlotInfo& s : info.slots) {
-    std::printf("    %4d   %-8s  %s%s%s\n", s.slot, SlotStateText(s, g).c_str(),
-                s.name.empty() ? "-" : s.name.c_str(),
-                s.bad_blocks == 0
-                    ? ""
-                    : absl::StrFormat("  (bad blocks: %d, %d sectors)",
-                                      s.bad_blocks, s.bad_sectors)
-                          .c_str(),
-                s.want_replacement ? "  (want replacement)" : "");
+    // Errors the live engine saw (md's per-device counters), when any.
+    const std::string errors =
+        s.read_errors + s.write_errors + s.corrected_read_errors == 0
+            ? ""
+            : absl::StrFormat("  (errors: %d read, %d write, %d corrected)",
+                              s.read_errors, s.write_errors,
+                              s.corrected_read_errors);
+    std::printf(
+        "    %4d   %-8s  %s%s%s%s\n", s.slot, SlotStateText(s, g).c_str(),
+        s.name.empty() ? "-" : s.name.c_str(),
+        s.bad_blocks == 0 ? ""
+                          : absl::StrFormat("  (bad blocks: %d, %d sectors)",
+                                            s.bad_blocks, s.bad_sectors)
+                                .c_str(),
+        errors.c_str(), s.want_replacement ? "  (want replacement)" : "");
   }
   for (const SlotInfo& s : info.spares) {
     std::printf("       -   %-8s  %s\n", SlotStateName(s.state),

@@ -156,7 +156,8 @@ void AddServed(Exposition& e, const ServedArray& a) {
   e.Add("uraid_array_clean", kGauge,
         "1 when the superblocks say clean (md's clean flag).", d,
         info.clean ? 1 : 0);
-  e.Add("uraid_array_read_only", kGauge, "1 when served read-only.", d,
+  e.Add("uraid_array_read_only", kGauge,
+        "1 when read-only: served so, or switched by uraid readonly.", d,
         info.read_only ? 1 : 0);
   e.Add("uraid_array_size_bytes", kGauge, "Bytes the array exports.", d,
         static_cast<double>(g.array_bytes()));
@@ -233,6 +234,44 @@ void AddServed(Exposition& e, const ServedArray& a) {
           "1 when a write error was recorded instead of failing the member: "
           "replace it.",
           dm, s.want_replacement ? 1 : 0);
+    if (s.slot < 0) return;  // a spare does no I/O
+    const struct {
+      const char* name;
+      const char* help;
+      uint64_t value;
+    } counts[] = {
+        {"uraid_member_read_errors_total",
+         "Reads of the member that failed after the engine's retry, since "
+         "it took the slot.",
+         s.read_errors},
+        {"uraid_member_write_errors_total",
+         "Writes, flushes and discards of the member that failed after the "
+         "engine's retry, since it took the slot.",
+         s.write_errors},
+        {"uraid_member_corrected_read_errors_total",
+         "Read errors corrected by rewriting from parity (md's per-device "
+         "errors), since the member took the slot.",
+         s.corrected_read_errors},
+        {"uraid_member_bad_block_records_total",
+         "Ranges recorded in the member's bad-block log since it took the "
+         "slot.",
+         s.bad_block_records},
+        {"uraid_member_ios_total",
+         "Data reads and writes of the member that succeeded, since it took "
+         "the slot.",
+         s.ios},
+    };
+    for (const auto& c : counts) {
+      e.Add(c.name, kCounter, c.help, dm, static_cast<double>(c.value));
+    }
+    e.Add("uraid_member_io_seconds_total", kCounter,
+          "Time the member's successful data reads and writes took; over "
+          "uraid_member_ios_total, their mean latency.",
+          dm, static_cast<double>(s.io_ns) / 1e9);
+    e.Add("uraid_member_latency_seconds", kGauge,
+          "Moving average of the member's data I/O time (the last few "
+          "dozen I/Os).",
+          dm, static_cast<double>(s.latency_ns) / 1e9);
   };
   for (const SlotInfo& s : info.slots) member(s);
   for (const SlotInfo& s : info.spares) member(s);

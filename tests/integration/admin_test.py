@@ -290,6 +290,18 @@ class StatusStopMetrics(unittest.TestCase):
                                member=self.members["b"][1]), 1)
         self.assertEqual(value("uraid_member_bad_blocks", device=a,
                                member=self.members["a"][0]), 0)
+        # Per member: the fill's I/O, timed; no errors on a healthy one.
+        m0 = self.members["a"][0]
+        for name in ("uraid_member_ios_total",
+                     "uraid_member_io_seconds_total",
+                     "uraid_member_latency_seconds"):
+            self.assertGreater(value(name, device=a, member=m0), 0, name)
+        for name in ("uraid_member_read_errors_total",
+                     "uraid_member_write_errors_total",
+                     "uraid_member_corrected_read_errors_total",
+                     "uraid_member_bad_block_records_total"):
+            self.assertEqual(value(name, device=a, member=m0), 0, name)
+        self.assertEqual(fams["uraid_member_write_errors"].type, "counter")
         # Counters lose "_total" in the parser's family name.
         self.assertEqual(fams["uraid_member_writes"].type, "counter")
         self.assertGreater(value("uraid_member_writes_total", device=c), 0)

@@ -228,6 +228,20 @@ struct SlotInfo {
   // (md's want_replacement): it should be replaced (a spare in the pool
   // starts the copy by itself).
   bool want_replacement = false;
+  // Since this member took the slot (reset when another one does; zero for
+  // spares, and the replace target's own I/O is not counted): member I/O
+  // that failed after the engine's retry, reads and the rest (writes,
+  // flushes, discards); read errors corrected by rewriting from parity
+  // (md's per-device "errors"); ranges recorded in its bad-block log; the
+  // data reads and writes that succeeded, their total time and a moving
+  // average of it (1/8 weight per I/O).
+  uint64_t read_errors = 0;
+  uint64_t write_errors = 0;
+  uint64_t corrected_read_errors = 0;
+  uint64_t bad_block_records = 0;
+  uint64_t ios = 0;
+  uint64_t io_ns = 0;
+  uint64_t latency_ns = 0;
 };
 
 // Member-I/O and request counters, monotonic since the array was opened.

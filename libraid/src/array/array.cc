@@ -427,6 +427,15 @@ ArrayInfo ArrayImpl::Info() const {
       si.bad_blocks = s.bad.size();
       si.bad_sectors = s.bad.sectors();
       si.want_replacement = s.want_replacement.load();
+      constexpr auto kRelaxed = std::memory_order_relaxed;
+      si.read_errors = s.stats.read_errors.load(kRelaxed);
+      si.write_errors = s.stats.write_errors.load(kRelaxed);
+      si.corrected_read_errors = s.read_errors.load(kRelaxed);
+      si.bad_block_records = s.stats.bad_block_records.load(kRelaxed);
+      si.ios = s.stats.ios.load(kRelaxed);
+      si.io_ns = s.stats.io_ns.load(kRelaxed);
+      si.latency_ns = static_cast<uint64_t>(
+          std::max<int64_t>(s.stats.latency_ns.load(kRelaxed), 0));
       gone += si.state != SlotState::kActive;
       info.slots.push_back(si);
       if (std::shared_ptr<Member> r = s.replacement.load(); r != nullptr) {

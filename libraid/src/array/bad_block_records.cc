@@ -90,7 +90,11 @@ absl::Status ArrayImpl::RecordBadBlocks(int slot, bool replacement,
     added = list.Add(first, sectors);
     if (added) {
       st = WriteBadBlockLogLocked(*m, list);
-      if (!st.ok()) list.Reset(before);
+      if (!st.ok()) {
+        list.Reset(before);
+      } else if (!replacement) {
+        s.stats.bad_block_records.fetch_add(1, std::memory_order_relaxed);
+      }
     }
   }
   if (!st.ok()) {

@@ -159,15 +159,33 @@ void IoExecutor::RunIo(MemberIo& io) {
   // The member changed under the I/O: whatever it did went to a member that
   // no longer holds the slot (or read from one that does not yet).
   if (stale()) return;
+  MemberStats* stats = io.to_replacement ? nullptr : &slot.stats;
+  if (!io.status.ok()) {
+    if (stats != nullptr) {
+      (io.kind == MemberIo::kRead ? stats->read_errors : stats->write_errors)
+          .fetch_add(1, std::memory_order_relaxed);
+    }
+    return;
+  }
   // Flushes and discards say nothing about per-I/O latency.
   if (io.kind == MemberIo::kFlush || io.kind == MemberIo::kDiscard) return;
-  // Moving average of data I/O latency (1/8 weight per sample). Racy
-  // updates lose a sample now and then, which is harmless.
+  // Moving averages of data I/O latency, the array's and the member's (1/8
+  // weight per sample). Racy updates lose a sample now and then, which is
+  // harmless.
   const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now() - start)
                          .count();
-  const int64_t old = io_latency_ns_.load(std::memory_order_relaxed);
-  io_latency_ns_.store(old + (ns - old) / 8, std::memory_order_relaxed);
+  const auto average = [ns](std::atomic<int64_t>& avg) {
+    const int64_t old = avg.load(std::memory_order_relaxed);
+    avg.store(old + (ns - old) / 8, std::memory_order_relaxed);
+  };
+  average(io_latency_ns_);
+  if (stats != nullptr) {
+    stats->ios.fetch_add(1, std::memory_order_relaxed);
+    stats->io_ns.fetch_add(static_cast<uint64_t>(ns),
+                           std::memory_order_relaxed);
+    average(stats->latency_ns);
+  }
 }
 
 void IoExecutor::Submit(const Shape& sh, std::vector<MemberIo>& ios,

@@ -27,6 +27,32 @@ struct DeviceId {
   uint64_t data_size_sectors = 0;  // this device's data_size
 };
 
+// What the engine saw of a slot's member since it took the slot: member
+// I/O through the executor that failed after its retry (reads; writes,
+// flushes and discards), bad-block ranges recorded for it, and its data
+// I/O time. Relaxed atomics bumped on the data path (IoExecutor::RunIo),
+// read by Info; reset when another member takes the slot (with
+// Slot::read_errors). The replace target's own I/O is not counted here:
+// it counts once it holds the slot.
+struct MemberStats {
+  std::atomic<uint64_t> read_errors{0};
+  std::atomic<uint64_t> write_errors{0};
+  std::atomic<uint64_t> bad_block_records{0};
+  std::atomic<uint64_t> ios{0};    // data reads and writes that succeeded,
+  std::atomic<uint64_t> io_ns{0};  // their time in total
+  // A moving average of their time (1/8 weight per sample; a racy update
+  // loses a sample now and then, which is harmless).
+  std::atomic<int64_t> latency_ns{0};
+
+  void Reset() {
+    for (auto* c :
+         {&read_errors, &write_errors, &bad_block_records, &ios, &io_ns}) {
+      c->store(0, std::memory_order_relaxed);
+    }
+    latency_ns.store(0, std::memory_order_relaxed);
+  }
+};
+
 struct Slot {
   // The member in this slot (null when missing). Recovery and replace swap
   // it while I/O runs: the data path loads its own reference for each I/O,
@@ -54,6 +80,8 @@ struct Slot {
   std::atomic<uint64_t> flushed_upto{0};
   // Read errors corrected by rewriting (md's corrected read errors).
   std::atomic<uint32_t> read_errors{0};
+  // Error counts and latency of `member` (see MemberStats).
+  MemberStats stats;
   // Bumped (to odd) before and (to even) after every change of `member`
   // that happens without the stripe locks (replace hand-over, a replace
   // target taking over a failed slot, a spare stepping in, removal), so
@@ -223,6 +251,7 @@ inline void TakeReplacementBadBlocks(Slot& s) {
   s.repl_bad.Reset({});
   s.repl_bad.flag_durable.store(false);
   s.want_replacement.store(false);
+  s.stats.Reset();
 }
 
 // A member that belongs to the array without a slot.

@@ -129,6 +129,14 @@ void SlotFields(Io& io, S& s) {
   io.U64("bad_blocks", &s.bad_blocks);
   io.U64("bad_sectors", &s.bad_sectors);
   io.Bool("want_replacement", &s.want_replacement);
+  // Error counts and latency (absent from older servers: zero).
+  io.U64("read_errors", &s.read_errors);
+  io.U64("write_errors", &s.write_errors);
+  io.U64("corrected_read_errors", &s.corrected_read_errors);
+  io.U64("bad_block_records", &s.bad_block_records);
+  io.U64("ios", &s.ios);
+  io.U64("io_ns", &s.io_ns);
+  io.U64("latency_ns", &s.latency_ns);
 }
 
 template <typename Io, typename J>

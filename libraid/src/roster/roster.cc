@@ -202,6 +202,7 @@ void Roster::StartRebuildLocked(Slot& s, const std::shared_ptr<Member>& m,
   s.front.store(0);
   s.durable_front.store(0);
   s.read_errors.store(0);
+  s.stats.Reset();
   s.partial.store(partial);
   // A new member's list starts empty: it gets entries only for rows the
   // rebuild cannot make (never the old member's). A re-added member with
@@ -454,6 +455,7 @@ bool Roster::DecideLocked(const edit::SwapInReplacement& e, Applied* a) {
     TakeReplacementBadBlocks(s);
   }
   s.read_errors.store(0);
+  s.stats.Reset();
   host_.Log(LogLevel::kNotice,
             absl::StrFormat("replace: %s now holds slot %d; %s is released",
                             r->Name(), e.slot, a->old ? a->old->Name() : "?"));
@@ -477,6 +479,7 @@ bool Roster::DecideLocked(const edit::Remove& e, Applied* a) {
     s.member.store(nullptr);
     s.bad.Reset({});
     s.want_replacement.store(false);
+    s.stats.Reset();
     s.partial.store(false);
     s.state.store(SlotState::kMissing);
   }

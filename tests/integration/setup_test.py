@@ -9,11 +9,11 @@ before apt-get and hands apt-get what is left of the bound
 PATH that report one package missing and record their calls; and
 setup.sh wants only the demo's packages unless asked for the tests'
 (--tests, which test.sh passes), while demo.sh builds only the tool and
-the plugin."""
+the plugin. As root, setup.sh also waits out a real apt-get that holds the
+machine's dpkg locks for a minute and installs nothing (RealAptGet)."""
 
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -32,6 +32,34 @@ fcntl.lockf(f, fcntl.LOCK_EX)
 print("locked", flush=True)
 time.sleep(float(sys.argv[2]))
 """
+
+
+def stand_ins(tmp):
+    """Stand-ins for dpkg-query (every package installed but jq) and
+    apt-get (records its arguments, one call a line, in the calls file)
+    in tmp/bin: setup.sh run with that first on PATH changes nothing.
+    Returns (bin directory, calls file)."""
+    bin_dir = os.path.join(tmp, "bin")
+    os.makedirs(bin_dir)
+    calls = os.path.join(tmp, "apt-get.calls")
+    stubs = {
+        "dpkg-query": """#!/bin/bash
+case "$*" in
+  *Provides*) exit 0 ;;
+  *" jq") exit 1 ;;
+  *) printf 'install ok installed' ;;
+esac
+""",
+        "apt-get": f"""#!/bin/bash
+echo "$*" >>{calls}
+""",
+    }
+    for name, text in stubs.items():
+        p = os.path.join(bin_dir, name)
+        with open(p, "w") as f:
+            f.write(text)
+        os.chmod(p, 0o755)
+    return bin_dir, calls
 
 
 class LockHolder:
@@ -97,26 +125,7 @@ class AptLock(unittest.TestCase):
         """setup.sh with one package missing (a stand-in dpkg-query) and
         apt-get a stand-in that records its arguments: it waits for the
         lock, then runs apt-get update and install with the time left."""
-        bin_dir = os.path.join(self.tmp, "bin")
-        os.makedirs(bin_dir)
-        calls = os.path.join(self.tmp, "apt-get.calls")
-        stubs = {
-            "dpkg-query": """#!/bin/bash
-case "$*" in
-  *Provides*) exit 0 ;;
-  *" jq") exit 1 ;;
-  *) printf 'install ok installed' ;;
-esac
-""",
-            "apt-get": f"""#!/bin/bash
-echo "$*" >>{calls}
-""",
-        }
-        for name, text in stubs.items():
-            p = os.path.join(bin_dir, name)
-            with open(p, "w") as f:
-                f.write(text)
-            os.chmod(p, 0o755)
+        bin_dir, calls = stand_ins(self.tmp)
         env = dict(self.env, PATH=f"{bin_dir}:{os.environ['PATH']}",
                    URAID_APT_LOCK_TIMEOUT="120")
         if os.getuid() != 0:
@@ -144,6 +153,108 @@ echo "$*" >>{calls}
             self.assertEqual(opt, "DPkg::Lock::Timeout")
             self.assertTrue(100 <= int(left) <= 118, line)
             self.assertEqual(" ".join(words[2:]), rest)
+
+
+class RealAptGet(unittest.TestCase):
+    """The issue's check with a real apt-get holding the machine's dpkg
+    locks for about a minute (URAID_APT_HOLD_SECONDS, default 60): it
+    "installs" a one-file package built here whose DPkg::Pre-Invoke hook
+    sleeps and then fails, so apt-get takes /var/lib/dpkg/lock-frontend and
+    lock as for any install, holds them through the sleep, and gives up
+    before dpkg runs: nothing is installed (checked with dpkg -s), nothing
+    is downloaded (--no-download). Meanwhile setup.sh, with the stand-ins
+    for dpkg-query and apt-get of AptLock (so it changes nothing itself)
+    and the real lock list, must wait for it, name it, and go on once it
+    is gone. Root only (apt-get locks nothing otherwise); skipped when
+    another apt already holds the locks or the probe package exists."""
+
+    PKG = "uraid-lock-probe"
+
+    def setUp(self):
+        if os.getuid() != 0:
+            self.skipTest("a real apt-get takes the dpkg locks only as root")
+        for tool in ("apt-get", "dpkg-deb", "dpkg"):
+            if shutil.which(tool) is None:
+                self.skipTest(f"{tool} is not installed")
+        if subprocess.run(["dpkg", "-s", self.PKG],
+                          capture_output=True).returncode == 0:
+            self.skipTest(f"{self.PKG} is installed: not ours to touch")
+        free = subprocess.run([os.path.join(SCRIPTS, "wait_for_apt.sh"), "0"],
+                              capture_output=True, text=True)
+        if free.returncode != 0:
+            self.skipTest("another apt holds the package lock: "
+                          + free.stderr.strip())
+        self.tmp = tempfile.mkdtemp(prefix="uraid-realapt-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def build_probe(self):
+        root = os.path.join(self.tmp, "pkg")
+        os.makedirs(os.path.join(root, "DEBIAN"))
+        with open(os.path.join(root, "DEBIAN", "control"), "w") as f:
+            f.write(f"Package: {self.PKG}\nVersion: 0\nArchitecture: all\n"
+                    "Maintainer: uraid tests <nobody@invalid>\n"
+                    "Description: never installed: uraid's setup test "
+                    "holds apt's lock with it\n")
+        deb = os.path.join(self.tmp, f"{self.PKG}.deb")
+        subprocess.run(["dpkg-deb", "--build", root, deb], check=True,
+                       capture_output=True)
+        return deb
+
+    def locked_by(self, pid):
+        with open("/proc/locks") as f:
+            return any(line.split()[4] == str(pid) for line in f
+                       if len(line.split()) > 5 and line.split()[1] != "->")
+
+    def test_setup_waits_for_a_real_apt_get(self):
+        hold = int(os.environ.get("URAID_APT_HOLD_SECONDS", "60"))
+        deb = self.build_probe()
+        log = open(os.path.join(self.tmp, "apt-get.log"), "w")
+        self.addCleanup(log.close)
+        apt = subprocess.Popen(
+            ["apt-get", "install", "-y", "--no-download",
+             "-o", f"DPkg::Pre-Invoke::=sleep {hold}; exit 1", deb],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=dict(os.environ, LC_ALL="C", DEBIAN_FRONTEND="noninteractive"))
+
+        def stop_apt():
+            if apt.poll() is None:
+                os.killpg(apt.pid, 9)
+            apt.wait()
+        self.addCleanup(stop_apt)
+        deadline = time.monotonic() + 120
+        while not self.locked_by(apt.pid):
+            self.assertIsNone(apt.poll(), "apt-get ended before locking")
+            self.assertLess(time.monotonic(), deadline, "apt-get never locked")
+            time.sleep(0.2)
+        locked_at = time.monotonic()
+
+        # setup.sh as in AptLock, but on the machine's own lock files.
+        bin_dir, calls = stand_ins(self.tmp)
+        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}",
+                   URAID_APT_LOCK_TIMEOUT="300")
+        env.pop("URAID_APT_LOCKS", None)
+        r = subprocess.run([os.path.join(SCRIPTS, "setup.sh")],
+                           capture_output=True, text=True, env=env,
+                           timeout=hold + 240)
+        waited = time.monotonic() - locked_at
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"waiting for the package lock, held by pid {apt.pid} "
+                      "(apt-get install", r.stderr)
+        self.assertIn("the package lock is free after", r.stderr)
+        self.assertIn("installing for the demo: jq", r.stdout)
+        # It went on only once apt-get had let go, at the hook's end (apt
+        # drops its locks a moment before it exits).
+        self.assertGreaterEqual(waited, hold - 5, r.stderr)
+        self.assertEqual(apt.wait(timeout=60), 100)
+        with open(calls) as f:
+            self.assertEqual(len(f.read().splitlines()), 2)
+        # apt-get gave up in the hook, before dpkg: nothing was installed.
+        with open(log.name) as f:
+            out = f.read()
+        self.assertIn("Pre-Invoke", out)
+        self.assertNotEqual(subprocess.run(["dpkg", "-s", self.PKG],
+                                           capture_output=True).returncode, 0)
 
 
 class Packages(unittest.TestCase):

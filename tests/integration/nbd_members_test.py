@@ -622,6 +622,87 @@ class NbdMembersTest(unittest.TestCase):
         finally:
             srv.stop()
 
+    @needs_filters("error")
+    def test_two_failures_under_a_writer_then_forced_assembly(self):
+        """md's last resort (issue 31, point 5): a member fails under a
+        writer (the array goes on degraded), then a second one (a cable, a
+        controller): the array fails and says so in the survivors'
+        superblocks (detail --test exits 2). With both members back,
+        assembly is refused naming --force; forced, it takes back the
+        member that failed last, leaves out the first, and every byte
+        acknowledged before the second failure reads back."""
+        fail = [os.path.join(self.tmp, f"fail-m{i}") for i in range(4)]
+        servers = self.members(
+            filters=["--filter=error"],
+            params=lambda i: ["error-rate=100%", f"error-file={fail[i]}"])
+        uris = [s.uri for s in servers]
+        run_tool("create", "--assume-clean", "--chunk", "64K", *uris)
+        srv, ctl = self.serve_with_control(uris)
+        import nbd
+        h = nbd.NBD()
+        h.connect_unix(srv.sock)
+        size = h.get_size()
+        ref = bytearray(size)
+        rng = random.Random(31)
+        unknown = []  # ranges of writes that failed: old or new bytes
+
+        def write_some(count):
+            for _ in range(count):
+                n = BLOCK * rng.randint(1, 32)
+                off = BLOCK * rng.randrange((size - n) // BLOCK)
+                data = rng.randbytes(n)
+                try:
+                    h.pwrite(data, off)
+                except nbd.Error as e:
+                    unknown.append((off, n))
+                    return e
+                ref[off:off + n] = data
+            h.flush()
+            return None
+
+        self.assertIsNone(write_some(200))
+        open(fail[1], "w").close()  # the first member goes
+        self.assertIsNone(write_some(200), srv.output()[-3000:])
+        d = self.tool_detail(ctl)
+        self.assertTrue(d["degraded"] and not d["failed"], d)
+        open(fail[2], "w").close()  # then the second, under the writer
+        err = write_some(200)
+        self.assertIsNotNone(err, "writes went on with two members gone")
+        d = self.tool_detail(ctl)
+        self.assertTrue(d["failed"], d)
+        h.shutdown()
+        srv.stop()
+        # The survivors' superblocks say the array failed.
+        survivors = [uris[0], uris[3]]
+        r = run_tool("detail", "--test", *survivors, check=False)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        # The cables are back: both members answer again.
+        os.unlink(fail[1])
+        os.unlink(fail[2])
+        out = harness.start_fails(self.tmp, uris)
+        self.assertIn("--force", out)
+        srv = self.serve(uris, ["force=true", f"control={ctl}"])
+        log = srv.output()
+        self.assertIn("forced assembly", log)
+        self.assertIn(uris[2], log)
+        d = self.tool_detail(ctl)
+        self.assertFalse(d["failed"], d)
+        self.assertTrue(d["degraded"], d)
+        states = {s["name"]: s["state"] for s in d["slots"] if s["name"]}
+        self.assertEqual(states.get(uris[2]), "active", d["slots"])
+        self.assertNotEqual(states.get(uris[1]), "active", d["slots"])
+        h = srv.connect()
+        for off in range(0, size, MIB):
+            n = min(MIB, size - off)
+            got = bytearray(h.pread(n, off))
+            for u_off, u_n in unknown:
+                lo, hi = max(off, u_off), min(off + n, u_off + u_n)
+                if lo < hi:
+                    got[lo - off:hi - off] = ref[lo:hi]
+            self.assertEqual(bytes(got), bytes(ref[off:off + n]),
+                             f"after the forced assembly at {off}+{n}")
+        h.shutdown()
+
     def test_uraid_serve_daemonised_over_nbd_members(self):
         servers = self.members()
         uris = [s.uri for s in servers]

@@ -1045,15 +1045,17 @@ def case_reshape_uraid_killed(c):
 
 
 def case_reshape_md_crashed(c):
-    """Boot 1: md grows 3->4 and the guest is crashed (sysrq-b) mid-reshape.
-    Boot 2: `uraid grow --continue` finishes it; data intact in uraid and
-    then in md."""
+    """Boot 1: md grows 3->4 (RAID6: 4->5) and the guest is crashed
+    (sysrq-b) mid-reshape. Boot 2: `uraid grow --continue` finishes it;
+    data intact in uraid and then in md."""
     p, devs, md = c.params, c.devs, c.md
+    level = p.get("level", 5)
+    n0 = 3 if level == 5 else 4         # two data members before, three after
     if c.step == 0:
         sh("mdadm", "--create", f"/dev/{md}", "--run", "--metadata=1.2",
-           "--level=5", "--raid-devices=3", f"--chunk={p['chunk']}",
-           f"--bitmap={p.get('bitmap', 'none')}", "--assume-clean",
-           "--name=k", *devs[:3])
+           f"--level={level}", f"--raid-devices={n0}",
+           f"--chunk={p['chunk']}", f"--bitmap={p.get('bitmap', 'none')}",
+           "--assume-clean", "--name=k", *devs[:n0])
         size = md_size(md)
         image = Image(size)
         dev = Direct(f"/dev/{md}", write=True)
@@ -1062,12 +1064,12 @@ def case_reshape_md_crashed(c):
         ex = md_examine(devs[0])
         log(f"md's member: data offset {ex.get('Data Offset')}, unused "
             f"{ex.get('Unused Space')}")
-        sh("mdadm", f"/dev/{md}", "--add", devs[3])
+        sh("mdadm", f"/dev/{md}", "--add", devs[n0])
         with open("/proc/sys/dev/raid/speed_limit_max", "w") as f:
             f.write("2000")
         with open("/proc/sys/dev/raid/speed_limit_min", "w") as f:
             f.write("2000")
-        r = sh("mdadm", "--grow", f"/dev/{md}", "--raid-devices=4")
+        r = sh("mdadm", "--grow", f"/dev/{md}", f"--raid-devices={n0 + 1}")
         log(f"mdadm --grow: {(r.stdout + r.stderr).strip()}")
         md_readwrite(md)
 
@@ -1101,16 +1103,17 @@ def case_reshape_md_crashed(c):
     r = uraid("grow", "--continue", *devs)
     log(f"uraid grow --continue: {(r.stdout + r.stderr).strip()[-300:]}")
     d = uraid_detail(devs)
-    check(d["raid_devices"] == 4 and not d["reshape"]["active"],
+    check(d["raid_devices"] == n0 + 1 and not d["reshape"]["active"],
           f"after uraid grow --continue: {d['raid_devices']} devices, "
           f"reshape {d['reshape']}")
     new_size = d["array_bytes"]
-    check(new_size == size * 3 // 2, f"size {new_size} after 3->4 of {size}")
+    check(new_size == size * 3 // 2,
+          f"size {new_size} after {n0}->{n0 + 1} of {size}")
     uraid_check(devs, "after uraid finished md's reshape")
     uraid_read_all(c.tmp, devs, image, "uraid after finishing md's reshape",
                    new_size)
     out = md_assemble(md, devs)
-    check(int(md_attr(md, "raid_disks")) == 4 and
+    check(int(md_attr(md, "raid_disks")) == n0 + 1 and
           md_attr(md, "reshape_position") == "none",
           f"md sees raid_disks {md_attr(md, 'raid_disks')}, reshape "
           f"{md_attr(md, 'reshape_position')}: {out}")
@@ -1818,6 +1821,113 @@ def case_raid6_takeover_reshape(c):
     md_stop(md)
 
 
+def case_raid6_takeover_handover(c):
+    """RAID5 -> RAID6 handed over while Q is rebuilt, both ways. uraid
+    converts a served RAID5 of four (left-symmetric-6, Q on the fifth
+    member) and is killed while it rebuilds Q; md assembles the five,
+    finishes the recovery from uraid's recovery_offset, reads every byte
+    and its check gives mismatch_cnt 0. Then md converts a RAID5 of four
+    (mdadm --grow --level=6 --layout=preserve) and is stopped while it
+    rebuilds Q; uraid serves the five, finishes the recovery from md's
+    recovery_offset, reads every byte, and its check and md's both find P
+    and Q right."""
+    p, devs, md = c.params, c.devs, c.md
+    r5 = devs[:4]
+    uraid(*create_args(p), *r5)
+    size = uraid_detail(r5)["array_bytes"]
+    image = Image(size)
+    ctl = os.path.join(c.tmp, "ctl.sock")
+    srv = Server(c.tmp, r5, [f"control={ctl}"])
+    h = srv.connect()
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
+                  range(size // BLK))
+    h.flush()
+    uraid("set", "--control", ctl, "--speed-min", "1000", "--speed-max",
+          "1000")
+    uraid("grow", "--control", ctl, "--level", "6", "--raid-devices", "5",
+          "--add", devs[4])
+
+    def progress():
+        j = uraid_json("detail", "--control", ctl)
+        pct = (j.get("job") or {}).get("percent") or 0
+        return pct if 20 <= pct <= 70 else 0
+    pct = wait_for(progress, 120, "uraid's rebuild of Q to reach 20%")
+    srv.stop(signal.SIGKILL)
+    log(f"killed nbdkit at {pct}% of the rebuild of Q")
+    ex = md_examine(devs[4])
+    check("Recovery Offset" in ex, f"{devs[4]}: no recovery offset after "
+          f"the kill: {ex}")
+    out = md_assemble(md, devs[:5])
+    log(f"mdadm --assemble: {out or 'ok'}")
+    check(md_attr(md, "level") == "raid6", f"level {md_attr(md, 'level')}")
+    md_readwrite(md)
+    md_wait_idle(md, timeout=600, what="md finishing uraid's rebuild of Q")
+    check(int(md_attr(md, "degraded")) == 0,
+          f"{md}: degraded {md_attr(md, 'degraded')} after the recovery")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md after finishing uraid's rebuild of Q")
+    dev.close()
+    mm = md_check(md)
+    check(mm == 0, f"md check after finishing uraid's Q: mismatch_cnt {mm}")
+    md_stop(md)
+
+    zero_members(devs[:5])
+    sh("mdadm", "--create", f"/dev/{md}", "--run", "--metadata=1.2",
+       "--level=5", "--raid-devices=4", f"--chunk={p['chunk']}",
+       "--layout=left-symmetric", "--bitmap=none", "--assume-clean",
+       "--name=k", *r5)
+    size = md_size(md)
+    image = Image(size)
+    dev = Direct(f"/dev/{md}", write=True)
+    write_pattern(dev.write, image, 2, range(size // BLK))
+    dev.close()
+    sh("mdadm", f"/dev/{md}", "--add", devs[4])
+    with open("/proc/sys/dev/raid/speed_limit_max", "w") as f:
+        f.write("1000")
+    with open("/proc/sys/dev/raid/speed_limit_min", "w") as f:
+        f.write("1000")
+    r = sh("mdadm", "--grow", f"/dev/{md}", "--level=6", "--raid-devices=5",
+           "--layout=preserve", ok=False)
+    log(f"mdadm --grow --level=6: {(r.stdout + r.stderr).strip()}")
+    check(md_attr(md, "level") == "raid6",
+          f"md's takeover: level {md_attr(md, 'level')}")
+    md_readwrite(md)
+
+    def mid():
+        done = md_attr(md, "sync_completed")
+        if done in ("none", "delayed"):
+            return False
+        a, b = (int(x) for x in done.split("/"))
+        return 0.2 * b <= a <= 0.7 * b
+    wait_for(mid, 300, "md's rebuild of Q to reach 20%")
+    md_stop(md)
+    with open("/proc/sys/dev/raid/speed_limit_max", "w") as f:
+        f.write("200000")
+    with open("/proc/sys/dev/raid/speed_limit_min", "w") as f:
+        f.write("1000")
+    ex = md_examine(devs[4])
+    log(f"md stopped mid-recovery: {devs[4]} Recovery Offset "
+        f"{ex.get('Recovery Offset')}, Layout {ex.get('Layout')}")
+    check("Recovery Offset" in ex, f"{devs[4]}: md left no recovery offset")
+    srv = Server(c.tmp, devs[:5], [f"control={ctl}"])
+    h = srv.connect()
+    check(h.get_size() == size, f"uraid serves {h.get_size()}, md {size}")
+    uraid("set", "--control", ctl, "--speed-min", "100000", "--speed-max",
+          "200000")
+    wait_for(lambda: not uraid_json("detail", "--control", ctl)["degraded"],
+             300, "uraid finishing md's rebuild of Q")
+    image.verify(lambda o, k: h.pread(k, o), "uraid after finishing md's Q")
+    h.shutdown()
+    srv.stop()
+    uraid_check(devs[:5], "after uraid finished md's rebuild of Q")
+    md_assemble(md, devs[:5])
+    check(int(md_attr(md, "degraded")) == 0,
+          f"{md}: degraded {md_attr(md, 'degraded')} after uraid's recovery")
+    mm = md_check(md)
+    check(mm == 0, f"md check after uraid's Q: mismatch_cnt {mm}")
+    md_stop(md)
+
+
 KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "kill9_bitmap": case_kill9_bitmap, "kill9_ppl": case_kill9_ppl,
          "ppl_md_crashed": case_ppl_md_crashed,
@@ -1828,7 +1938,8 @@ KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "bad_blocks_create_log": case_bad_blocks_create_log,
          "raid6_md_layout": case_raid6_md_layout,
          "raid6_interop": case_raid6_interop,
-         "raid6_takeover_reshape": case_raid6_takeover_reshape}
+         "raid6_takeover_reshape": case_raid6_takeover_reshape,
+         "raid6_takeover_handover": case_raid6_takeover_handover}
 
 
 class Case:

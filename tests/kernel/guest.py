@@ -991,31 +991,42 @@ def wait_for(cond, timeout, what):
         time.sleep(0.1)
 
 
+def serve_written(c, devs):
+    """uraid creates an array on `devs` (the case's create_args), serves it
+    with a control socket and writes every block of it. Returns (server,
+    open handle, control socket, Image)."""
+    uraid(*create_args(c.params), *devs)
+    image = Image(uraid_detail(devs)["array_bytes"])
+    ctl = os.path.join(c.tmp, "ctl.sock")
+    srv = Server(c.tmp, devs, [f"control={ctl}"])
+    h = srv.connect()
+    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
+                  range(image.size // BLK))
+    h.flush()
+    return srv, h, ctl, image
+
+
+def kill_mid_job(srv, ctl, what):
+    """Waits until the served array's job is 20-70% done, then kills its
+    nbdkit with SIGKILL (the job limited beforehand so that it lasts)."""
+    def progress():
+        j = uraid_json("detail", "--control", ctl)
+        pct = (j.get("job") or {}).get("percent") or 0
+        return pct if 20 <= pct <= 70 else 0
+    pct = wait_for(progress, 120, f"{what} to reach 20%")
+    srv.stop(signal.SIGKILL)
+    log(f"killed nbdkit at {pct}% of {what}")
+
+
 def case_reshape_uraid_killed(c):
     """uraid grows 3->4 and is killed mid-reshape; md assembles the four
     members, finishes the reshape, and the data is intact."""
-    p, devs, md = c.params, c.devs, c.md
-    old = devs[:3]
-    uraid(*create_args(p), *old)
-    size = uraid_detail(old)["array_bytes"]
-    image = Image(size)
-    ctl = os.path.join(c.tmp, "ctl.sock")
-    srv = Server(c.tmp, old, [f"control={ctl}"])
-    h = srv.connect()
-    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
-                  range(size // BLK))
-    h.flush()
+    devs, md = c.devs, c.md
+    srv, h, ctl, image = serve_written(c, devs[:3])
+    size = image.size
     uraid("set", "--control", ctl, "--speed-min", "2000", "--speed-max", "2000")
     uraid("grow", "--control", ctl, "--raid-devices", "4", "--add", devs[3])
-
-    def progress():
-        j = uraid_json("detail", "--control", ctl)
-        job = j.get("job") or {}
-        pct = job.get("percent") or 0
-        return pct if 20 <= pct <= 70 else 0
-    pct = wait_for(progress, 120, "the reshape to reach 20%")
-    srv.stop(signal.SIGKILL)
-    log(f"killed nbdkit at {pct}% of the reshape")
+    kill_mid_job(srv, ctl, "the reshape")
     ex = md_examine(devs[0])
     check("Reshape pos'n" in ex, f"no reshape in progress after the kill: {ex}")
     out = md_assemble(md, devs)
@@ -1746,17 +1757,9 @@ def case_raid6_takeover_reshape(c):
     rebuilt and restriped it). uraid then converts the array back to RAID5
     offline (Q is last in left-symmetric-6, so the sixth member becomes a
     spare), and md assembles that RAID5 and reads the same bytes."""
-    p, devs, md = c.params, c.devs, c.md
-    r5 = devs[:4]
-    uraid(*create_args(p), *r5)
-    size = uraid_detail(r5)["array_bytes"]
-    image = Image(size)
-    ctl = os.path.join(c.tmp, "ctl.sock")
-    srv = Server(c.tmp, r5, [f"control={ctl}"])
-    h = srv.connect()
-    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
-                  range(size // BLK))
-    h.flush()
+    devs, md = c.devs, c.md
+    srv, h, ctl, image = serve_written(c, devs[:4])
+    size = image.size
     uraid("grow", "--control", ctl, "--level", "6", "--raid-devices", "5",
           "--add", devs[4], "--wait")
     d = uraid_json("detail", "--control", ctl)
@@ -1768,14 +1771,7 @@ def case_raid6_takeover_reshape(c):
     uraid("set", "--control", ctl, "--speed-min", "2000", "--speed-max",
           "2000")
     uraid("grow", "--control", ctl, "--raid-devices", "6", "--add", devs[5])
-
-    def progress():
-        j = uraid_json("detail", "--control", ctl)
-        pct = (j.get("job") or {}).get("percent") or 0
-        return pct if 20 <= pct <= 70 else 0
-    pct = wait_for(progress, 120, "the RAID6 reshape to reach 20%")
-    srv.stop(signal.SIGKILL)
-    log(f"killed nbdkit at {pct}% of the RAID6 reshape")
+    kill_mid_job(srv, ctl, "the RAID6 reshape")
     ex = md_examine(devs[0])
     check("Reshape pos'n" in ex, f"no reshape in progress after the kill: {ex}")
     out = md_assemble(md, devs)
@@ -1833,27 +1829,12 @@ def case_raid6_takeover_handover(c):
     and Q right."""
     p, devs, md = c.params, c.devs, c.md
     r5 = devs[:4]
-    uraid(*create_args(p), *r5)
-    size = uraid_detail(r5)["array_bytes"]
-    image = Image(size)
-    ctl = os.path.join(c.tmp, "ctl.sock")
-    srv = Server(c.tmp, r5, [f"control={ctl}"])
-    h = srv.connect()
-    write_pattern(lambda data, off: h.pwrite(data, off), image, 1,
-                  range(size // BLK))
-    h.flush()
+    srv, h, ctl, image = serve_written(c, r5)
     uraid("set", "--control", ctl, "--speed-min", "1000", "--speed-max",
           "1000")
     uraid("grow", "--control", ctl, "--level", "6", "--raid-devices", "5",
           "--add", devs[4])
-
-    def progress():
-        j = uraid_json("detail", "--control", ctl)
-        pct = (j.get("job") or {}).get("percent") or 0
-        return pct if 20 <= pct <= 70 else 0
-    pct = wait_for(progress, 120, "uraid's rebuild of Q to reach 20%")
-    srv.stop(signal.SIGKILL)
-    log(f"killed nbdkit at {pct}% of the rebuild of Q")
+    kill_mid_job(srv, ctl, "uraid's rebuild of Q")
     ex = md_examine(devs[4])
     check("Recovery Offset" in ex, f"{devs[4]}: no recovery offset after "
           f"the kill: {ex}")
@@ -1861,9 +1842,11 @@ def case_raid6_takeover_handover(c):
     log(f"mdadm --assemble: {out or 'ok'}")
     check(md_attr(md, "level") == "raid6", f"level {md_attr(md, 'level')}")
     md_readwrite(md)
+    # md may not have started the recovery yet (sync_action still idle):
+    # wait for the member to be in sync, not for idle alone.
+    wait_for(lambda: int(md_attr(md, "degraded")) == 0, 600,
+             "md finishing uraid's rebuild of Q")
     md_wait_idle(md, timeout=600, what="md finishing uraid's rebuild of Q")
-    check(int(md_attr(md, "degraded")) == 0,
-          f"{md}: degraded {md_attr(md, 'degraded')} after the recovery")
     dev = Direct(f"/dev/{md}")
     image.verify(dev.read, "md after finishing uraid's rebuild of Q")
     dev.close()

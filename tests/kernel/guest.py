@@ -252,6 +252,18 @@ def md_wait_idle(md, timeout=600, what="sync"):
         time.sleep(0.2)
 
 
+def md_wait_sync(md, what, timeout=600):
+    """Waits for md's first sync (resync, recovery) to have run and ended.
+    md starts it a moment after the array goes read-write, so idle alone
+    may be seen before it began (a loaded guest did: last_sync_action was
+    still 'none'). Returns the last_sync_action md reports."""
+    wait_for(lambda: md_attr(md, "last_sync_action") != "none" or
+             md_attr(md, "sync_action") != "idle", 60,
+             f"{what} to start")
+    md_wait_idle(md, timeout=timeout, what=what)
+    return md_attr(md, "last_sync_action")
+
+
 def md_readwrite(md):
     """md starts arrays auto-read-only (no sync runs until the first
     write): make it writable, as a user would by writing."""
@@ -613,8 +625,7 @@ def case_md_to_uraid(c):
     if not p.get("assume_clean", True):
         # md's initial build of parity: a "recovery" onto the last slot.
         md_readwrite(md)
-        md_wait_idle(md, what="initial recovery")
-        last = md_attr(md, "last_sync_action")
+        last = md_wait_sync(md, "initial recovery")
         check(last == "recovery", f"{md}: initial sync was {last!r}, "
               f"expected md's recovery")
     size = md_size(md)
@@ -1624,8 +1635,7 @@ def case_raid6_md_layout(c):
                "--level=6", f"--raid-devices={n}", f"--chunk={p['chunk']}",
                f"--layout={layout}", "--bitmap=none", "--name=k", *devs)
             md_readwrite(md)
-            md_wait_idle(md, what=f"{what}: initial resync")
-            last = md_attr(md, "last_sync_action")
+            last = md_wait_sync(md, f"{what}: initial resync")
             check(last == "resync", f"{what}: initial sync was {last!r}, "
                   f"expected md's resync of P and Q")
             size = md_size(md)

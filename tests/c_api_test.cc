@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -184,6 +185,135 @@ TEST_F(CApiTest, Raid6CreatesUnderItsLayoutsAndSurvivesTwoFailures) {
   char err[256] = "";
   EXPECT_EQ(uraid_create_from(m, 4, &o, &a, err, sizeof err), -EINVAL);
   EXPECT_THAT(err, HasSubstr("parity-first-6"));
+}
+
+// uraid_grow reads --layout at the level the array will have: a RAID6
+// name converts a RAID5 to RAID6 (level 6 asked) and restripes a RAID6
+// (the array's level), then back to RAID5. Parsed at level 5, the "-6"
+// names are unknown and each grow is refused.
+TEST_F(CApiTest, GrowParsesTheLayoutAtTheTargetLevel) {
+  Create(4, "right-asymmetric", 5);
+  WriteAll(12);
+  const uint64_t bytes = uraid_size(array_);
+  uraid_member* q = NewMember("q");
+  char err[256] = "";
+  const auto info = [&] {
+    uraid_info i;
+    URAID_INIT(&i);
+    EXPECT_EQ(uraid_get_info(array_, &i), 0);
+    return i;
+  };
+  uraid_grow_options g;
+  URAID_INIT(&g);
+  g.level = 6;
+  g.raid_devices = 5;
+  g.layout = "right-asymmetric-6";
+  g.add = &q;
+  g.n_add = 1;
+  ASSERT_EQ(uraid_grow(array_, &g, err, sizeof err), 0) << err;
+  ASSERT_EQ(uraid_wait_job(array_, err, sizeof err), 0) << err;
+  EXPECT_EQ(info().level, 6);
+  EXPECT_STREQ(info().layout_name, "right-asymmetric-6");
+  ExpectAll(12, bytes);
+  // The array's level (6) when none is asked: md's RAID6 names restripe.
+  URAID_INIT(&g);
+  g.layout = "left-symmetric-6";
+  g.manual = 1;
+  ASSERT_EQ(uraid_grow(array_, &g, err, sizeof err), 0) << err;
+  int done = 0;
+  for (int steps = 0; !done && steps < 10000; ++steps) {
+    ASSERT_EQ(uraid_reshape_step(array_, &done, err, sizeof err), 0) << err;
+  }
+  EXPECT_STREQ(info().layout_name, "left-symmetric-6");
+  ExpectAll(12, bytes);
+  // A RAID6-only name with level 5 asked is refused, naming it.
+  URAID_INIT(&g);
+  g.level = 5;
+  g.layout = "left-symmetric-6";
+  EXPECT_EQ(uraid_grow(array_, &g, err, sizeof err), -EINVAL);
+  EXPECT_THAT(err, HasSubstr("left-symmetric-6"));
+  g.layout = "left-symmetric";
+  ASSERT_EQ(uraid_grow(array_, &g, err, sizeof err), 0) << err;
+  EXPECT_EQ(info().level, 5);
+  EXPECT_EQ(info().raid_disks, 4);
+  ExpectAll(12, bytes);
+}
+
+// Level 6 in uraid_progress: a check names the stripe and the slot of a
+// chunk P and Q locate, and a rebuild of two slots names both.
+TEST_F(CApiTest, Raid6ProgressNamesTheLocatedChunkAndThePair) {
+  std::vector<uraid_member*> m = Create(6, "left-symmetric", 6);
+  WriteAll(13);
+  uraid_info info;
+  URAID_INIT(&info);
+  ASSERT_EQ(uraid_get_info(array_, &info), 0);
+  // Array byte 3 chunks + 5 stripes in: corrupt 4 KiB of it on its member.
+  uraid_geometry geo;
+  URAID_INIT(&geo);
+  geo.level = 6;
+  geo.layout = info.layout;
+  geo.chunk_bytes = kChunk;
+  geo.raid_disks = 6;
+  geo.member_bytes = kMemberBytes;
+  uraid_location where[2];
+  char err[256] = "";
+  ASSERT_EQ(uraid_map(&geo, (5 * 4 + 3) * kChunk, &where[0], err, sizeof err),
+            0)
+      << err;
+  ASSERT_EQ(uraid_map(&geo, (9 * 4 + 1) * kChunk, &where[1], err, sizeof err),
+            0)
+      << err;
+  const std::vector<uint8_t> junk(4096, 0x5a);
+  for (const uraid_location& w : where) {
+    ASSERT_EQ(
+        uraid_member_write(m[w.disk], junk.data(), junk.size(),
+                           kOffset + w.member_offset + 8192, err, sizeof err),
+        0)
+        << err;
+  }
+  ASSERT_EQ(uraid_check(array_, 0, err, sizeof err), 0) << err;
+  ASSERT_EQ(uraid_wait_job(array_, err, sizeof err), 0) << err;
+  uraid_progress p;
+  URAID_INIT(&p);
+  ASSERT_EQ(uraid_get_progress(array_, &p), 0);
+  EXPECT_EQ(p.struct_size, sizeof p);
+  EXPECT_EQ(p.last_kind, URAID_JOB_CHECK);
+  EXPECT_EQ(p.last_mismatches, 2u);
+  EXPECT_EQ(p.last_located_mismatches, 2u);
+  ASSERT_EQ(p.last_n_located, 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(p.last_located_stripes[i], where[i].stripe);
+    EXPECT_EQ(p.last_located_slots[i], where[i].disk);
+  }
+  EXPECT_EQ(p.second_slot, -1) << "idle";
+  // Repair rewrites the located chunks: the data reads right again.
+  ASSERT_EQ(uraid_check(array_, 1, err, sizeof err), 0) << err;
+  ASSERT_EQ(uraid_wait_job(array_, err, sizeof err), 0) << err;
+  ExpectAll(13, uraid_size(array_));
+  EXPECT_EQ(p.last_slot, -1) << "a check has no slot";
+  // Slots 1 and 4 left out at assembly, two spares given: one pass
+  // rebuilds both (md adds every spare before recovery starts).
+  for (const char* name : {"s0", "s1"}) {
+    ASSERT_EQ(uraid_add(array_, NewMember(name), err, sizeof err), 0) << err;
+  }
+  ASSERT_EQ(uraid_close(array_, err, sizeof err), 0) << err;
+  array_ = nullptr;
+  std::vector<uraid_member*> given = {m[0], m[2], m[3], m[5]};
+  given.insert(given.end(), members_.end() - 2, members_.end());
+  uraid_assemble_options ao;
+  URAID_INIT(&ao);
+  ao.run = 1;
+  ASSERT_EQ(uraid_assemble_from(given.data(), given.size(), &ao, &array_, err,
+                                sizeof err),
+            0)
+      << err;
+  ASSERT_EQ(uraid_wait_job(array_, err, sizeof err), 0) << err;
+  ASSERT_EQ(uraid_get_progress(array_, &p), 0);
+  EXPECT_EQ(p.last_kind, URAID_JOB_RECOVER);
+  EXPECT_STREQ(p.last_result, "completed");
+  EXPECT_EQ(std::min(p.last_slot, p.last_second_slot), 1);
+  EXPECT_EQ(std::max(p.last_slot, p.last_second_slot), 4);
+  ExpectAll(13, uraid_size(array_));
 }
 
 TEST_F(CApiTest, ScrubSpeedAndCache) {
@@ -525,7 +655,7 @@ TEST(CApiStructs, LayoutIsStable) {
   EXPECT_EQ(sizeof(uraid_assemble_options), 72u);
   EXPECT_EQ(sizeof(uraid_info), 536u);
   EXPECT_EQ(sizeof(uraid_member_info), 1048u);
-  EXPECT_EQ(sizeof(uraid_progress), 360u);
+  EXPECT_EQ(sizeof(uraid_progress), 584u);
   EXPECT_EQ(sizeof(uraid_grow_options), 64u);
   EXPECT_EQ(sizeof(uraid_event), 48u);
   EXPECT_EQ(sizeof(uraid_geometry), 40u);

@@ -504,6 +504,12 @@ class Array:
         _call(_c.uraid_wait_job, self._live())
 
     def progress(self):
+        """The running job and the last one's outcome. At level 6:
+        second_slot (a second slot rebuilt in the same pass, else -1),
+        located / last_located (of the mismatches, stripes whose one bad
+        chunk P and Q located) and last_located_list, [(stripe, slot)] of
+        the first of those (repair rewrote that slot's chunk); last_slot
+        and last_second_slot, the slots the last recovery rebuilt."""
         p = _c.sized(_c.Progress)
         _check(_c.uraid_get_progress(self._live(), ctypes.byref(p)), None,
                "uraid_get_progress")
@@ -512,9 +518,17 @@ class Array:
                 "speed": p.bytes_per_s,
                 "eta": None if p.eta_seconds < 0 else p.eta_seconds,
                 "slot": p.slot, "mismatches": p.mismatches,
+                "second_slot": p.second_slot,
+                "located": p.located_mismatches,
                 "last_job": JOBS[p.last_kind],
                 "last_result": p.last_result.decode("utf-8", "replace"),
-                "last_mismatches": p.last_mismatches}
+                "last_mismatches": p.last_mismatches,
+                "last_slot": p.last_slot,
+                "last_second_slot": p.last_second_slot,
+                "last_located": p.last_located_mismatches,
+                "last_located_list": [
+                    (p.last_located_stripes[i], p.last_located_slots[i])
+                    for i in range(p.last_n_located)]}
 
     def set_speed(self, min_kib_s=0, max_kib_s=0):
         _call(_c.uraid_set_speed, self._live(), min_kib_s, max_kib_s)

@@ -46,6 +46,7 @@ class AssembleOptions(ctypes.Structure):
 
 
 MAX_DISKS = 64
+MAX_LISTED = 16  # URAID_MAX_LISTED
 
 
 class Info(ctypes.Structure):
@@ -79,7 +80,14 @@ class Progress(ctypes.Structure):
                 ("bytes_per_s", c_double), ("eta_seconds", c_double),
                 ("slot", c_int), ("mismatches", c_u64),
                 ("last_kind", c_int), ("last_result", ctypes.c_char * 256),
-                ("last_mismatches", c_u64)]
+                ("last_mismatches", c_u64),
+                # Level 6, appended (uraid.h).
+                ("second_slot", c_int), ("last_n_located", c_int),
+                ("located_mismatches", c_u64),
+                ("last_located_mismatches", c_u64),
+                ("last_located_stripes", c_u64 * MAX_LISTED),
+                ("last_located_slots", c_int * MAX_LISTED),
+                ("last_slot", c_int), ("last_second_slot", c_int)]
 
 
 class GrowOptions(ctypes.Structure):

@@ -218,6 +218,39 @@ def test_check_and_repair(md_array):
     a.stop()  # nothing running: fine
 
 
+def test_raid6_check_names_the_slot_and_grow_takes_raid6_layouts(md_array):
+    a = md_array(disks=6, level=6, layout="left-symmetric", chunk=CHUNK)
+    data = pattern(a.size, 11)
+    a.write(data, 0)
+    base = a.info()["data_offset"]
+    # Array byte 2 chunks + 3 stripes in, corrupted on its member.
+    loc = uraid.map((3 * 4 + 2) * CHUNK, 6, layout="left-symmetric",
+                    chunk=CHUNK, level=6)
+    a.memory[loc.disk].write(b"\x5a" * 4096, base + loc.member_offset)
+    a.check()
+    a.wait()
+    p = a.progress()
+    assert p["last_mismatches"] == 1
+    assert p["last_located"] == 1
+    assert p["last_located_list"] == [(loc.stripe, loc.disk)]
+    assert p["second_slot"] == -1 and p["last_slot"] == -1
+    a.repair()
+    a.wait()
+    assert a.read(a.size, 0) == data
+    # The array is level 6: md's RAID6 names restripe it.
+    a.grow(layout="left-symmetric-6", manual=True)
+    while not a.reshape_step():
+        pass
+    assert a.info()["layout"] == "left-symmetric-6"
+    # To level 5: a RAID6 name is refused there.
+    with pytest.raises(uraid.UraidError) as e:
+        a.grow(level=5, layout="left-symmetric-6")
+    assert e.value.errno == errno.EINVAL
+    a.grow(level=5, layout="left-symmetric")
+    assert a.info()["level"] == 5
+    assert a.read(a.size, 0) == data
+
+
 def test_grow_reshape(md_array):
     a = md_array(disks=4)
     data = pattern(a.size, 6)

@@ -382,9 +382,9 @@ struct BitmapInfo {
 // A reshape (Array::Grow): the new shape. Unset fields keep the array's.
 struct GrowOptions {
   int raid_devices = 0;          // 0: unchanged; more than now: grow
-  std::optional<Layout> layout;  // a RAID5 layout, or kParityLast
+  std::optional<Layout> layout;  // md's, valid at the target level
   uint64_t chunk_bytes = 0;      // 0: unchanged
-  int level = 0;                 // 0: unchanged; 4 or 5 (RAID4 <-> RAID5)
+  int level = 0;  // 0: unchanged; 4, 5 or 6 (md: 4 <-> 5, 5 <-> 6)
   // New members (one per added device), given slots raid_disks.. in order.
   std::vector<std::unique_ptr<Member>> add;
   // false: no background job; the caller copies the windows itself with

@@ -450,6 +450,9 @@ URAID_EXPORT int uraid_replace(uraid_array* array, const char* old_name,
 
 /* --------------------------------------------------------------- jobs */
 
+/** The most stripes a job's outcome lists (uraid_progress). */
+#define URAID_MAX_LISTED 16
+
 /** Background jobs, md's sync_action words (uraid_progress::kind). */
 enum {
   URAID_JOB_NONE = 0, /* "idle" */
@@ -476,6 +479,19 @@ typedef struct uraid_progress {
   int last_kind;         /* the last finished job, URAID_JOB_* */
   char last_result[256]; /* "completed", "interrupted" or the error */
   uint64_t last_mismatches;
+  /* Level 6 (appended; absent from callers built against older headers). */
+  int second_slot;    /* recover: a second slot rebuilt in the same pass; -1 */
+  int last_n_located; /* entries used in last_located_* below */
+  /* check/repair: of `mismatches`, stripes whose one bad chunk P and Q
+   * located (mdadm's raid6check); repair rewrote that chunk there. */
+  uint64_t located_mismatches;
+  uint64_t last_located_mismatches; /* the same for the last job */
+  /* The last job's first located stripes (chunk rows, as uraid_map's
+   * stripe) and, parallel, the slot holding the bad chunk in each. */
+  uint64_t last_located_stripes[URAID_MAX_LISTED];
+  int last_located_slots[URAID_MAX_LISTED];
+  int last_slot;        /* the last recover/replace: its slot, else -1 */
+  int last_second_slot; /* and its second slot at level 6, else -1 */
 } uraid_progress;
 
 /** Fills *progress up to its struct_size. Thread-safe; cheap to poll. */
@@ -504,9 +520,11 @@ URAID_EXPORT int uraid_set_cache_bytes(uraid_array* array, uint64_t bytes);
 typedef struct uraid_grow_options {
   size_t struct_size; /* sizeof(uraid_grow_options), or 0 */
   int raid_devices;   /* more than now: grow by add[] */
-  const char* layout; /* md's name or "0".."5" */
+  /* md's name or number, as mdadm reads --layout at the target level
+   * (`level` if set, else the array's): RAID6's names only at level 6. */
+  const char* layout;
   uint64_t chunk_bytes;
-  int level; /* 4 or 5 */
+  int level; /* 4, 5 or 6 (md's takeovers: 4 <-> 5, 5 <-> 6) */
   /** New members, one per added device, given slots in order. The array
    * takes its own references. */
   uraid_member* const* add;
@@ -672,8 +690,8 @@ typedef struct uraid_superblock {
   uint32_t cnt_corrected_read;
   uint8_t device_uuid[16];
   uint8_t devflags;
-  uint8_t bblog_shift; /* the bad-block log: units of 2^shift sectors, */
-  uint16_t bblog_size; /* its size in sectors, */
+  uint8_t bblog_shift;  /* the bad-block log: units of 2^shift sectors, */
+  uint16_t bblog_size;  /* its size in sectors, */
   int32_t bblog_offset; /* its offset from the superblock, sectors */
   uint64_t utime;
   uint64_t events;

@@ -2,6 +2,7 @@
 // The C API (uraid/uraid.h), part three: background jobs and their
 // progress, reshape (grow), event listeners and the control server.
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <memory>
@@ -28,6 +29,7 @@ using uraid::capi::CopyMessage;
 using uraid::capi::Guarded;
 using uraid::capi::NullArgument;
 
+static_assert(uraid::kMaxListedMismatches == URAID_MAX_LISTED);
 static_assert(static_cast<int>(uraid::JobKind::kNone) == URAID_JOB_NONE);
 static_assert(static_cast<int>(uraid::JobKind::kResync) == URAID_JOB_RESYNC);
 static_assert(static_cast<int>(uraid::JobKind::kRecover) == URAID_JOB_RECOVER);
@@ -65,6 +67,20 @@ int uraid_get_progress(const uraid_array* array, uraid_progress* out) {
     c.last_kind = static_cast<int>(info.last_job.kind);
     CopyMessage(info.last_job.result, c.last_result, sizeof(c.last_result));
     c.last_mismatches = info.last_job.mismatches;
+    c.second_slot = j.second_slot;
+    c.located_mismatches = j.located_mismatches;
+    c.last_located_mismatches = info.last_job.located_mismatches;
+    c.last_slot = info.last_job.slot;
+    c.last_second_slot = info.last_job.second_slot;
+    const size_t listed = std::min({info.last_job.first_located.size(),
+                                    info.last_job.first_located_slots.size(),
+                                    static_cast<size_t>(URAID_MAX_LISTED)});
+    c.last_n_located = static_cast<int>(listed);
+    for (size_t i = 0; i < listed; ++i) {
+      c.last_located_stripes[i] = info.last_job.first_located[i];
+      c.last_located_slots[i] =
+          static_cast<int>(info.last_job.first_located_slots[i]);
+    }
     return uraid::capi::WriteInfo(c, out);
   } catch (...) {
     return -ENOMEM;
@@ -128,7 +144,13 @@ int uraid_grow(uraid_array* array, const uraid_grow_options* options, char* err,
     uraid::GrowOptions g;
     g.raid_devices = o.raid_devices;
     if (o.layout != nullptr) {
-      absl::StatusOr<uraid::Layout> layout = uraid::ParseLayout(o.layout);
+      // As mdadm reads --layout: at the level the array will have (a RAID6
+      // name is valid only there, and "ddf-N-restart" means another layout
+      // at level 5), so the level option if given, else the array's.
+      const int level =
+          o.level != 0 ? o.level : array->array->Info().geometry.level();
+      absl::StatusOr<uraid::Layout> layout =
+          uraid::ParseLayout(o.layout, level == 6 ? 6 : 5);
       if (!layout.ok()) return layout.status();
       g.layout = *layout;
     }

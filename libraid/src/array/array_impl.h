@@ -384,6 +384,13 @@ class ArrayImpl : private JobHost,
   // replace target), or -1. Not beside a re-added member (its bitmap
   // regions are rebuilt alone), nor at other levels.
   int PairedRecoverySlot(int slot) const;
+  // RAID6: while `slot` is rebuilt alone, a second slot became
+  // recoverable (gone, with a spare in the pool): the single pass hands
+  // over to a pair pass (RunRecovery). Never beside a re-added member.
+  bool SecondSlotRecoverable(int slot) const;
+  // Recovery of req.slot (alone, or with req.second_slot); a single RAID6
+  // rebuild that a second recoverable slot stops goes on as a pair.
+  absl::Status RunRecovery(const JobRequest& req);
   std::shared_ptr<Member> FindByName(const std::string& name, int* slot,
                                      int* spare) const;
   // Checks a member about to join (size, not ours already, not another

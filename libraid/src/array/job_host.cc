@@ -133,18 +133,65 @@ int ArrayImpl::PairedRecoverySlot(int slot) const {
   return -1;
 }
 
+bool ArrayImpl::SecondSlotRecoverable(int slot) const {
+  const Geometry& geo = CurrentShape().geo;
+  if (geo.parity_disks() != 2 || slots_[slot]->partial.load() ||
+      roster_.failed()) {
+    return false;
+  }
+  MutexLock lock(roster_.mu());
+  if (roster_.SparesLocked().empty()) return false;
+  for (int i = 0; i < geo.raid_disks(); ++i) {
+    const SlotState st = slots_[i]->state.load();
+    if (i != slot && st != SlotState::kActive && st != SlotState::kRebuilding) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status ArrayImpl::RunRecovery(const JobRequest& req) {
+  // A job works in one shape: the current one when it starts (fronts and
+  // checkpoints are in its stripes).
+  if (req.second_slot >= 0) {
+    return recovery_.RunPair(CurrentShape(), req.slot, req.second_slot);
+  }
+  if (req.kind == JobKind::kReplace) {
+    return recovery_.Run(CurrentShape(), req.slot, /*replace=*/true);
+  }
+  // RAID6: a second member failing (or a spare arriving for a gone one)
+  // while this slot is rebuilt alone stops this pass at its front; the
+  // rest goes on as one pass over both, so the survivors are read once
+  // for the stripes still ahead rather than twice in two passes.
+  bool paired = false;
+  RETURN_IF_ERROR(recovery_.Run(
+      CurrentShape(), req.slot, /*replace=*/false,
+      [&] { return SecondSlotRecoverable(req.slot); }, &paired));
+  if (!paired) return absl::OkStatus();
+  for (int i = 0; i < CurrentShape().geo.raid_disks(); ++i) {
+    const SlotState st = slots_[i]->state.load();
+    if (i != req.slot && st != SlotState::kActive &&
+        st != SlotState::kRebuilding) {
+      (void)PromoteSpare(i);
+    }
+  }
+  const int second = PairedRecoverySlot(req.slot);
+  if (second < 0) {
+    // The spare went (dropped, or taken by another slot): on alone.
+    return recovery_.Run(CurrentShape(), req.slot, /*replace=*/false);
+  }
+  std::shared_ptr<Member> t = slots_[second]->member.load();
+  jobs_.SetSecondSlot(second, t ? t->Name() : "");
+  JobStarted(JobRequest{JobKind::kRecover, second});  // its RebuildStarted
+  return recovery_.RunPair(CurrentShape(), req.slot, second);
+}
+
 absl::Status ArrayImpl::RunJob(const JobRequest& req) {
   ScratchOrOwned::EnableThreadScratch();
   switch (req.kind) {
     case JobKind::kRecover:
     case JobKind::kReplace:
-      // A job works in one shape: the current one when it starts (fronts
-      // and checkpoints are in its stripes).
-      if (req.second_slot >= 0) {
-        return recovery_.RunPair(CurrentShape(), req.slot, req.second_slot);
-      }
-      return recovery_.Run(CurrentShape(), req.slot,
-                           req.kind == JobKind::kReplace);
+      return RunRecovery(req);
     case JobKind::kCheck:
     case JobKind::kRepair:
       // A job works in one shape: the current one when it starts (no

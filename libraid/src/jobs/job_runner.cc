@@ -271,6 +271,12 @@ void JobRunner::SetTotals(uint64_t total_bytes, uint64_t done_bytes) {
   job_.done_bytes = done_bytes;
 }
 
+void JobRunner::SetSecondSlot(int slot, const std::string& target) {
+  MutexLock lock(&mu_);
+  job_.second_slot = slot;
+  job_.second_target = target;
+}
+
 namespace {
 
 // Adds `amount` to a job's `total` and lists the first `items` in `listed`,

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -164,6 +165,8 @@ class JobRunner {
   // Sets the running job's totals (a job that knows them only once it
   // runs: reshape).
   void SetTotals(uint64_t total_bytes, uint64_t done_bytes);
+  // A recovery that goes on as a RAID6 pair: its second slot and target.
+  void SetSecondSlot(int slot, const std::string& target);
   // Adds a scrub's mismatched stripes (the first few are listed).
   void AddMismatches(const std::vector<uint64_t>& stripes);
   // The same, with each stripe's located bad slot (parallel; -1: none).

@@ -171,7 +171,10 @@ absl::Status RecoveryJob::RunPair(const Shape& sh, int a, int b) {
   return result;
 }
 
-absl::Status RecoveryJob::Run(const Shape& sh, int slot, bool replace) {
+absl::Status RecoveryJob::Run(const Shape& sh, int slot, bool replace,
+                              const std::function<bool()>& pair_ready,
+                              bool* paired) {
+  if (paired != nullptr) *paired = false;
   Slot& s = *roster_.slots()[slot];
   const uint64_t C = sh.geo.chunk_bytes();
   const uint64_t stripes = sh.geo.stripe_count();
@@ -194,6 +197,10 @@ absl::Status RecoveryJob::Run(const Shape& sh, int slot, bool replace) {
   StripePass pass;
   pass.stripe_work = C;  // the limits count stripes rebuilt, not skipped
   pass.max_window = kRecoveryWindowStripes;
+  bool pair_stop = false;
+  if (pair_ready != nullptr && paired != nullptr && !replace) {
+    pass.stopped = [&] { return pair_stop = pair_ready(); };
+  }
   pass.skip = [&](uint64_t at) {
     if (s.state.load() != SlotState::kRebuilding) return at;
     return at + rebuilder_.SkipWindow(sh, slot, at, kHoleWindowStripes);
@@ -233,8 +240,11 @@ absl::Status RecoveryJob::Run(const Shape& sh, int slot, bool replace) {
   runner_.Progress(stripe * C);
   RETURN_IF_ERROR(runner_.RunStripePass(pass, stripes, &stripe));
   if (stripe < stripes) {
-    // Stopped: keep the position for the next run (or assembly).
-    return Checkpoint(slot);
+    // Stopped (or handing over to a pair pass): keep the position for the
+    // next run (or assembly).
+    RETURN_IF_ERROR(Checkpoint(slot));
+    if (pair_stop) *paired = true;
+    return absl::OkStatus();
   }
   std::vector<bool> which(roster_.SlotCount(), false);
   which[slot] = true;

@@ -9,6 +9,7 @@
 #ifndef URAID_SRC_JOBS_RECOVERY_JOB_H_
 #define URAID_SRC_JOBS_RECOVERY_JOB_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -53,7 +54,15 @@ class RecoveryJob {
   // runner's clock and when stopped; at the end the slot turns active (or
   // the target takes the slot) and the superblocks say so. Aborted when
   // the target failed or was removed.
-  absl::Status Run(const Shape& sh, int slot, bool replace);
+  //
+  // With `pair_ready` (RAID6, a rebuild onto a spare): asked before each
+  // window; true stops the pass there, the front checkpointed as for a
+  // stop, and sets *paired: the caller goes on with RunPair, whose pass
+  // rebuilds both slots from this front on and the other one below it
+  // too (md restarts its recovery with both devices).
+  absl::Status Run(const Shape& sh, int slot, bool replace,
+                   const std::function<bool()>& pair_ready = nullptr,
+                   bool* paired = nullptr);
   // RAID6: slots `a` and `b` rebuilt in one pass, each stripe's survivors
   // read once and both targets written (md recovers both at once). Each is
   // either rebuilding onto its member (a spare) or, active, being copied

@@ -18,7 +18,7 @@
 //                  flag); the export is read-only
 //   cache=SIZE     stripe cache bound (write gathering), 0 = off
 //   cache-age=MS   longest a cached write waits for its stripe to fill
-//   stats=FILE     write the member-I/O counters to FILE as JSON at exit
+//   stats=FILE     write the array's counters to FILE as JSON at exit
 //   control=SOCKET serve the live control channel (uraid/control.h) on a
 //                  unix socket, mode 0600: `uraid detail|fail|add|...
 //                  --control SOCKET`
@@ -59,6 +59,7 @@
 #include "uraid/config_file.h"
 #include "uraid/control.h"
 #include "uraid/events.h"
+#include "uraid/info_json.h"
 #include "uraid/member.h"
 #include "uraid/member_scan.h"
 #include "uraid/superblock.h"
@@ -410,29 +411,15 @@ void WriteStats(const uraid::Counters& c, const std::string& path) {
     nbdkit_error("uraid: stats=%s: %m", path.c_str());
     return;
   }
-  std::fprintf(f,
-               "{\"member_reads\": %llu, \"member_read_bytes\": %llu, "
-               "\"member_writes\": %llu, \"member_write_bytes\": %llu, "
-               "\"member_flushes\": %llu, \"member_fua_writes\": %llu, "
-               "\"full_stripe_writes\": %llu, "
-               "\"rmw_writes\": %llu, \"rcw_writes\": %llu, "
-               "\"degraded_writes\": %llu, \"reconstructions\": %llu, "
-               "\"cached_writes\": %llu, \"cache_writebacks\": %llu, "
-               "\"cache_evictions\": %llu}\n",
-               (unsigned long long)c.member_reads,
-               (unsigned long long)c.member_read_bytes,
-               (unsigned long long)c.member_writes,
-               (unsigned long long)c.member_write_bytes,
-               (unsigned long long)c.member_flushes,
-               (unsigned long long)c.member_fua_writes,
-               (unsigned long long)c.full_stripe_writes,
-               (unsigned long long)c.rmw_writes,
-               (unsigned long long)c.rcw_writes,
-               (unsigned long long)c.degraded_writes,
-               (unsigned long long)c.reconstructions,
-               (unsigned long long)c.cached_writes,
-               (unsigned long long)c.cache_writebacks,
-               (unsigned long long)c.cache_evictions);
+  // Every counter (uraid/counters.h), as one line of JSON in Python's
+  // json.dumps spacing (the form this file has always had).
+  const char* sep = "{";
+  for (const auto& [name, field] : uraid::CounterFields()) {
+    std::fprintf(f, "%s\"%s\": %llu", sep, name,
+                 static_cast<unsigned long long>(c.*field));
+    sep = ", ";
+  }
+  std::fputs("}\n", f);
   std::fclose(f);
 }
 

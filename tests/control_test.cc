@@ -424,6 +424,27 @@ TEST(InfoJson, RoundTripsEveryField) {
   ExpectSameReshape(b->reshape, a.reshape);
 }
 
+// The counters' names and order are the wire format (clients, the fuzz
+// corpus, bench.py and Prometheus queries name them): pinned here as text,
+// not through CounterFields(), so a renamed, dropped or moved counter in
+// uraid/counters.h fails.
+TEST(InfoJson, CountersKeepTheirNamesAndOrder) {
+  const std::string text = InfoToJsonText(SampleInfo());
+  EXPECT_THAT(
+      text,
+      HasSubstr("\"counters\":{\"member_reads\":1,\"member_read_bytes\":0,"
+                "\"member_writes\":0,\"member_write_bytes\":0,"
+                "\"member_flushes\":0,\"member_fua_writes\":0,"
+                "\"full_stripe_writes\":0,\"rmw_writes\":0,\"rcw_writes\":0,"
+                "\"degraded_writes\":0,\"reconstructions\":0,"
+                "\"resynced_stripes\":0,\"resync_repairs\":0,"
+                "\"cached_writes\":0,\"cache_writebacks\":0,"
+                "\"cache_evictions\":15,\"read_errors_corrected\":0,"
+                "\"recovered_stripes\":0,\"scrubbed_stripes\":0,"
+                "\"resync_bitmap_chunks\":0,\"resync_bytes\":0,"
+                "\"cache_full_writes\":0}"));
+}
+
 TEST(InfoJson, RoundTripsAReshapeJobAndNoReshape) {
   ArrayInfo a = SampleInfo();
   a.job.kind = JobKind::kReshape;

@@ -97,6 +97,24 @@ TEST(PrometheusText, FamiliesAreContiguous) {
   EXPECT_GT(types.size(), 20u);
 }
 
+// The engine's counters as uraid_<name>_total, one family each, with the
+// HELP that points at `uraid detail` (dashboards query these names).
+TEST(PrometheusText, EngineCounters) {
+  ServedArray a = Served("home");
+  a.info->counters.rmw_writes = 7;
+  a.info->counters.cache_full_writes = 2;
+  const std::string text = PrometheusText({a});
+  for (const std::string line :
+       {"# HELP uraid_member_reads_total Engine counter since the server "
+        "opened the array (uraid detail lists them).\n",
+        "# TYPE uraid_member_reads_total counter\n"
+        "uraid_member_reads_total{device=\"home\"} 0\n",
+        "uraid_rmw_writes_total{device=\"home\"} 7\n",
+        "uraid_cache_full_writes_total{device=\"home\"} 2\n"}) {
+    EXPECT_THAT(text, HasSubstr(line));
+  }
+}
+
 // Per-member errors and latency: a counter family each (samples labelled
 // by device, member and slot), the time in seconds; spares have none.
 TEST(PrometheusText, MemberErrorsAndLatency) {

@@ -65,6 +65,7 @@
 #include "absl/status/statusor.h"
 #include "uraid/clock.h"
 #include "uraid/consistency_policy.h"
+#include "uraid/counters.h"
 #include "uraid/events.h"
 #include "uraid/export.h"
 #include "uraid/geometry.h"
@@ -246,32 +247,11 @@ struct SlotInfo {
 
 // Member-I/O and request counters, monotonic since the array was opened.
 // Each is read atomically, but a snapshot is not one instant across fields.
+// The fields, what each counts and their order: uraid/counters.h.
 struct Counters {
-  uint64_t member_reads = 0;
-  uint64_t member_read_bytes = 0;
-  uint64_t member_writes = 0;
-  uint64_t member_write_bytes = 0;
-  uint64_t member_flushes = 0;
-  // Of member_writes, those written with FUA (durable when done, no flush
-  // needed): a PPL stripe alone in its log batch.
-  uint64_t member_fua_writes = 0;
-  uint64_t full_stripe_writes = 0;  // stripes written with no reads
-  uint64_t rmw_writes = 0;          // stripes updated by read-modify-write
-  uint64_t rcw_writes = 0;          // stripes updated by reconstruct-write
-  uint64_t degraded_writes = 0;     // stripes written around a missing member
-  uint64_t reconstructions = 0;     // read pieces rebuilt from parity
-  uint64_t resynced_stripes = 0;    // stripes checked by resync
-  uint64_t resync_repairs = 0;      // stripes whose parity resync rewrote
-  uint64_t cached_writes = 0;       // write pieces gathered in the cache
-  uint64_t cache_writebacks = 0;    // cache entries written to members
-  uint64_t cache_evictions = 0;     // writebacks forced by a full cache
-  uint64_t read_errors_corrected = 0;  // rebuilt from parity and rewritten
-  uint64_t recovered_stripes = 0;      // stripes rebuilt onto a new member
-  uint64_t scrubbed_stripes = 0;       // stripes read by check/repair
-  uint64_t resync_bitmap_chunks = 0;   // bitmap chunks resync went through
-  uint64_t resync_bytes = 0;           // member bytes resync read, per member
-  // Write pieces the cache would have gathered but, full, wrote through.
-  uint64_t cache_full_writes = 0;
+#define URAID_COUNTER_FIELD(name, help) uint64_t name = 0;
+  URAID_COUNTERS(URAID_COUNTER_FIELD)
+#undef URAID_COUNTER_FIELD
 };
 
 // A run of the array's bytes (Array::Extents): `zero` when every byte of

@@ -71,8 +71,9 @@ URAID_EXPORT std::string ArrayStateText(const ArrayInfo& info);
 // "active", "faulty", "missing", "rebuilding", "spare".
 URAID_EXPORT const char* SlotStateName(SlotState state);
 
-// Every Counters field with its JSON name, in display order: the one list
-// the JSON codec and the tool's counter table both use.
+// Every Counters field with its JSON name, in display order: the list of
+// uraid/counters.h as member pointers, for the JSON codec, the tool's
+// counter table, its Prometheus metrics and the plugin's stats=FILE.
 URAID_EXPORT std::vector<std::pair<const char*, uint64_t Counters::*>>
 CounterFields();
 URAID_EXPORT std::optional<SlotState> SlotStateFromName(std::string_view name);

@@ -418,28 +418,9 @@ void ReadReshape(const Json* j, ReshapeInfo* out, absl::Status* status) {
 // Every counter by name, for both directions.
 std::vector<std::pair<const char*, uint64_t Counters::*>> CounterFields() {
   return {
-      {"member_reads", &Counters::member_reads},
-      {"member_read_bytes", &Counters::member_read_bytes},
-      {"member_writes", &Counters::member_writes},
-      {"member_write_bytes", &Counters::member_write_bytes},
-      {"member_flushes", &Counters::member_flushes},
-      {"member_fua_writes", &Counters::member_fua_writes},
-      {"full_stripe_writes", &Counters::full_stripe_writes},
-      {"rmw_writes", &Counters::rmw_writes},
-      {"rcw_writes", &Counters::rcw_writes},
-      {"degraded_writes", &Counters::degraded_writes},
-      {"reconstructions", &Counters::reconstructions},
-      {"resynced_stripes", &Counters::resynced_stripes},
-      {"resync_repairs", &Counters::resync_repairs},
-      {"cached_writes", &Counters::cached_writes},
-      {"cache_writebacks", &Counters::cache_writebacks},
-      {"cache_evictions", &Counters::cache_evictions},
-      {"read_errors_corrected", &Counters::read_errors_corrected},
-      {"recovered_stripes", &Counters::recovered_stripes},
-      {"scrubbed_stripes", &Counters::scrubbed_stripes},
-      {"resync_bitmap_chunks", &Counters::resync_bitmap_chunks},
-      {"resync_bytes", &Counters::resync_bytes},
-      {"cache_full_writes", &Counters::cache_full_writes},
+#define URAID_COUNTER_ENTRY(name, help) {#name, &Counters::name},
+      URAID_COUNTERS(URAID_COUNTER_ENTRY)
+#undef URAID_COUNTER_ENTRY
   };
 }
 

@@ -289,19 +289,17 @@ int ConfigComplete() {
                                  : config.config_file;
     absl::StatusOr<uraid::ConfigFile> cf = uraid::LoadConfigFile(path);
     if (!cf.ok()) return Fail("config", cf.status());
-    const uraid::ConfigArray* entry =
-        uraid::FindConfigArray(*cf, config.array_ref);
-    if (entry != nullptr && ApplyArrayTags(*entry) == -1) return -1;
-    absl::StatusOr<std::array<uint8_t, 16>> uuid =
-        entry != nullptr ? entry->uuid : uraid::ParseUuid(config.array_ref);
-    if (!uuid.ok()) {
+    absl::StatusOr<uraid::ArrayRef> ref =
+        uraid::ResolveArrayRef(*cf, config.array_ref);
+    if (!ref.ok()) {
       nbdkit_error("uraid: array=%s: no such ARRAY in %s, and not a uuid",
                    config.array_ref.c_str(), path.c_str());
       return -1;
     }
-    absl::StatusOr<uraid::MemberSelection> sel = uraid::SelectMembers(
-        uraid::ScanCandidates(uraid::ExpandDevices(cf->devices), MemberOpts()),
-        *uuid);
+    const std::optional<uraid::ConfigArray>& entry = ref->entry;
+    if (entry.has_value() && ApplyArrayTags(*entry) == -1) return -1;
+    absl::StatusOr<uraid::MemberSelection> sel =
+        uraid::FindConfiguredMembers(*cf, ref->uuid, MemberOpts());
     if (!sel.ok()) {
       nbdkit_error("uraid: array=%s: %s (DEVICE lines of %s)",
                    config.array_ref.c_str(),
@@ -315,10 +313,10 @@ int ConfigComplete() {
       LogLine(r);
     }
     config.members = sel->members;
-    if (entry != nullptr && config.bitmap.empty() && !entry->bitmap.empty()) {
+    if (entry.has_value() && config.bitmap.empty() && !entry->bitmap.empty()) {
       if (AbsolutePath(entry->bitmap.c_str(), &config.bitmap) == -1) return -1;
     }
-    if (entry != nullptr && entry->readonly) config.read_only = true;
+    if (entry.has_value() && entry->readonly) config.read_only = true;
   }
   if (config.members.empty()) {
     nbdkit_error("uraid: no members: give member=PATH once per member");

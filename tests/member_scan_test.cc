@@ -179,6 +179,70 @@ TEST_F(ScanFiles, GlobsRealpathsAndSuperblocks) {
   EXPECT_THAT(skipped[1], HasSubstr(tiny + ": too small"));
 }
 
+// The array= / `uraid serve NAME` lookup the tool and the plugin share:
+// the ARRAY line by name or uuid, else a bare uuid, else NotFound.
+TEST(ResolveArrayRef, NameUuidBareUuidOrNotFound) {
+  ConfigFile config;
+  config.path = "/etc/uraid/uraid.conf";
+  ConfigArray home;
+  home.name = "home";
+  home.uuid = Uuid(7);
+  config.arrays.push_back(home);
+
+  absl::StatusOr<ArrayRef> by_name = ResolveArrayRef(config, "home");
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  ASSERT_TRUE(by_name->entry.has_value());
+  EXPECT_EQ(by_name->entry->name, "home");
+  EXPECT_EQ(by_name->uuid, Uuid(7));
+
+  absl::StatusOr<ArrayRef> by_uuid =
+      ResolveArrayRef(config, FormatUuid(Uuid(7)));
+  ASSERT_TRUE(by_uuid.ok()) << by_uuid.status();
+  ASSERT_TRUE(by_uuid->entry.has_value());
+  EXPECT_EQ(by_uuid->entry->name, "home");
+
+  absl::StatusOr<ArrayRef> bare = ResolveArrayRef(config, FormatUuid(Uuid(9)));
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_FALSE(bare->entry.has_value());
+  EXPECT_EQ(bare->uuid, Uuid(9));
+
+  absl::StatusOr<ArrayRef> none = ResolveArrayRef(config, "work");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(none.status().message(),
+            "no ARRAY named 'work' in /etc/uraid/uraid.conf and not a uuid");
+}
+
+// The DEVICE lines expanded, scanned and selected from; the candidate
+// count is given on success and on failure (the tool's message has it).
+TEST_F(ScanFiles, FindConfiguredMembersCountsCandidates) {
+  Superblock sb;
+  sb.set_uuid = Uuid(7);
+  sb.raid_disks = 3;
+  sb.chunksize = 128;
+  sb.data_offset = 2048;
+  sb.data_size = 4096;
+  sb.size = 4096;
+  sb.dev_roles = {0, 1, 2};
+  const std::string a = Write("a.img", EncodeSuperblock(sb), 64 << 10);
+  Write("junk.img", std::vector<uint8_t>(16, 0xAB), 64 << 10);
+  ConfigFile config;
+  config.devices = {dir_ + "/*.img"};
+
+  size_t candidates = 0;
+  absl::StatusOr<MemberSelection> sel =
+      FindConfiguredMembers(config, Uuid(7), MemberOptions{}, &candidates);
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  EXPECT_THAT(sel->members, ElementsAre(a));
+  EXPECT_EQ(candidates, 2u);
+
+  candidates = 0;
+  sel = FindConfiguredMembers(config, Uuid(8), MemberOptions{}, &candidates);
+  ASSERT_FALSE(sel.ok());
+  EXPECT_EQ(sel.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(candidates, 2u);
+}
+
 // mdadm's `DEVICE partitions` is every device of /proc/partitions, never a
 // file of that name in the working directory (which a glob would take).
 TEST(ExpandDevices, PartitionsIsMdadmsWordNotAGlob) {

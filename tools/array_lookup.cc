@@ -26,16 +26,16 @@ bool LooksLikeArrayRef(const std::string& arg) {
 
 absl::StatusOr<ConfigArray> FindArrayRef(const ConfigFile& config,
                                          const std::string& ref) {
-  if (const ConfigArray* a = FindConfigArray(config, ref)) return *a;
-  absl::StatusOr<std::array<uint8_t, 16>> uuid = ParseUuid(ref);
-  if (!uuid.ok()) {
+  absl::StatusOr<ArrayRef> r = ResolveArrayRef(config, ref);
+  if (!r.ok()) {
     return absl::NotFoundError(absl::StrCat(
         "no ARRAY named '", ref, "' in ", config.path,
         " and no member file of that name (give a member path, an ARRAY "
         "name, or a uuid)"));
   }
+  if (r->entry.has_value()) return *r->entry;
   ConfigArray a;
-  a.uuid = *uuid;
+  a.uuid = r->uuid;
   return a;
 }
 
@@ -50,16 +50,15 @@ absl::StatusOr<std::vector<std::string>> FindMembers(const ConfigFile& config,
                      "of ",
                      label));
   }
-  const std::vector<std::string> candidates = ExpandDevices(config.devices);
-  const std::vector<ScannedMember> scanned =
-      ScanCandidates(candidates, MemberOptions{});
-  absl::StatusOr<MemberSelection> sel = SelectMembers(scanned, array.uuid);
+  size_t candidates = 0;
+  absl::StatusOr<MemberSelection> sel =
+      FindConfiguredMembers(config, array.uuid, MemberOptions{}, &candidates);
   if (!sel.ok()) {
     return absl::Status(
         sel.status().code(),
         absl::StrCat(label, ": ", sel.status().message(), " (DEVICE ",
                      absl::StrJoin(config.devices, " "), " in ", config.path,
-                     ": ", candidates.size(), " candidate(s))"));
+                     ": ", candidates, " candidate(s))"));
   }
   for (const std::string& why : sel->left_out) {
     std::fprintf(stderr, "uraid: %s: leaving out %s\n", label.c_str(),

@@ -5,21 +5,23 @@
 // `mdadm --assemble --scan`): expand DEVICE globs, read each candidate's
 // v1.2 superblock, and pick the members of one array uuid.
 //
-// ExpandDevices and ScanCandidates do I/O (glob, realpath, one 4 KiB read
-// per candidate, read-only and without a lock, so a served member can be
-// looked at); SelectMembers is pure. Used by the `uraid` tool (serve,
-// examine --scan) and the plugin (array= config=); public so that they
-// need only the installed headers. Thread-compatible; no state.
+// ExpandDevices, ScanCandidates and FindConfiguredMembers do I/O (glob,
+// realpath, one 4 KiB read per candidate, read-only and without a lock, so a
+// served member can be looked at); SelectMembers is pure. Used by the `uraid`
+// tool (serve, examine --scan) and the plugin (array= config=); public so that
+// they need only the installed headers. Thread-compatible; no state.
 
 #ifndef URAID_MEMBER_SCAN_H_
 #define URAID_MEMBER_SCAN_H_
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "uraid/config_file.h"
 #include "uraid/export.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
@@ -69,6 +71,29 @@ struct MemberSelection {
 URAID_EXPORT absl::StatusOr<MemberSelection> SelectMembers(
     const std::vector<ScannedMember>& scanned,
     const std::array<uint8_t, 16>& uuid);
+
+// An array named by the user (`uraid serve NAME|UUID`, the plugin's
+// array=NAME|UUID): its ARRAY line when the config has one, and its uuid.
+struct ArrayRef {
+  std::optional<ConfigArray> entry;
+  std::array<uint8_t, 16> uuid{};
+};
+
+// `ref` as an ARRAY name or uuid of `config` (FindConfigArray), else as a
+// bare uuid (an array the config does not list, found by its members).
+// Neither: NotFound, "no ARRAY named 'REF' in PATH and not a uuid"; the
+// tool and the plugin word their own message from the code.
+URAID_EXPORT absl::StatusOr<ArrayRef> ResolveArrayRef(const ConfigFile& config,
+                                                      const std::string& ref);
+
+// The members of array `uuid` among the DEVICE candidates of `config`:
+// ExpandDevices, ScanCandidates with `options`, SelectMembers, whose
+// status is returned as it is (the caller names the array and the
+// config). *candidates, when given, is set to the number of candidates
+// looked at, also on error.
+URAID_EXPORT absl::StatusOr<MemberSelection> FindConfiguredMembers(
+    const ConfigFile& config, const std::array<uint8_t, 16>& uuid,
+    const MemberOptions& options, size_t* candidates = nullptr);
 
 }  // namespace uraid
 

@@ -192,4 +192,25 @@ absl::StatusOr<MemberSelection> SelectMembers(
   return sel;
 }
 
+absl::StatusOr<ArrayRef> ResolveArrayRef(const ConfigFile& config,
+                                         const std::string& ref) {
+  if (const ConfigArray* a = FindConfigArray(config, ref)) {
+    return ArrayRef{.entry = *a, .uuid = a->uuid};
+  }
+  absl::StatusOr<std::array<uint8_t, 16>> uuid = ParseUuid(ref);
+  if (!uuid.ok()) {
+    return absl::NotFoundError(absl::StrCat("no ARRAY named '", ref, "' in ",
+                                            config.path, " and not a uuid"));
+  }
+  return ArrayRef{.entry = std::nullopt, .uuid = *uuid};
+}
+
+absl::StatusOr<MemberSelection> FindConfiguredMembers(
+    const ConfigFile& config, const std::array<uint8_t, 16>& uuid,
+    const MemberOptions& options, size_t* candidates) {
+  const std::vector<std::string> specs = ExpandDevices(config.devices);
+  if (candidates != nullptr) *candidates = specs.size();
+  return SelectMembers(ScanCandidates(specs, options), uuid);
+}
+
 }  // namespace uraid

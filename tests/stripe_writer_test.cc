@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: MIT
+// The write half of the stripe engine on its own (array/stripe_writer.h),
+// without an array: a fake EngineHost over memory members (FaultyMembers)
+// records what the writer tells its host when a member fails mid-write,
+// and the bytes are checked on the members (data and parity, by parity
+// math) and read back through the StripeReader.
+#include "array/stripe_writer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "array/engine_host.h"
+#include "array/engine_part.h"
+#include "array/stripe_reader.h"
+#include "base/locked_shared_ptr.h"
+#include "base/write_epochs.h"
+#include "control/array_reporter.h"
+#include "meta/array_bitmap.h"
+#include "meta/ppl_log.h"
+#include "stripe/stripe_cache.h"
+#include "stripe/stripe_locks.h"
+#include "stripe/survivor_cache.h"
+#include "uraid/member.h"
+
+namespace uraid {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Each;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+constexpr uint64_t kChunk = 64 * 1024;
+constexpr uint64_t kMemberBytes = 16 * kChunk;
+// Room for the v1.2 superblock block the writer probes a failing member
+// with (4 KiB at 4 KiB).
+constexpr uint64_t kDataOffset = 8192;
+constexpr int kDisks = 4;
+
+// The host's side of the contract (array/engine_host.h), as the array keeps
+// it but with every call recorded: a failed member's slot turns faulty, a
+// bad range joins the slot's bad-block list (both inside a generation
+// change, as the Roster makes them), and writes are bracketed.
+class FakeHost : public EngineHost {
+ public:
+  explicit FakeHost(const SlotTable& slots) : slots_(slots) {}
+
+  absl::Status CheckUsable(bool /*write*/) const override {
+    if (slots_.Gone() > 1) return absl::UnavailableError("array failed");
+    return absl::OkStatus();
+  }
+  absl::Status FailSlot(int slot, const std::string& /*why*/,
+                        const Member* only_if) override {
+    Slot& s = *slots_[slot];
+    if (only_if != nullptr && s.member.load().get() != only_if) {
+      return absl::OkStatus();
+    }
+    Record(&failed_, slot);
+    ChangeSlot(s, [&] { s.state.store(SlotState::kFaulty); });
+    return absl::OkStatus();
+  }
+  // As ArrayImpl::AbsorbFailures: the first error, each failed member's
+  // slot failed, *slot_failed so the writer plans the stripe again.
+  absl::Status AbsorbFailures(std::vector<MemberIo>& ios,
+                              bool* slot_failed) override {
+    *slot_failed = false;
+    absl::Status first;
+    for (MemberIo& io : ios) {
+      if (io.status.ok()) continue;
+      Record(&absorbed_, io.slot);
+      if (first.ok()) first = io.status;
+      if (io.stale || io.to_replacement) {
+        *slot_failed = *slot_failed || io.stale;
+        continue;
+      }
+      if (slots_.Present(io.slot)) {
+        RecordBackgroundError(FailSlot(io.slot, "", io.used), "fail");
+      }
+      *slot_failed = true;
+    }
+    return first;
+  }
+  absl::Status RecordBadBlocks(int slot, bool /*replacement*/,
+                               const Member* /*only_if*/, uint64_t at,
+                               uint64_t len,
+                               const std::string& /*why*/) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      recorded_.push_back({slot, at, len});
+    }
+    Slot& s = *slots_[slot];
+    ChangeSlot(s, [&] { s.bad.Add(at / 512, len / 512); });
+    return absl::OkStatus();
+  }
+  void WantReplacement(int slot, const Member* /*only_if*/,
+                       const std::string& /*why*/) override {
+    Record(&want_replacement_, slot);
+  }
+  absl::Status ClearBadBlocks(int slot, const Member* /*only_if*/, uint64_t at,
+                              uint64_t len) override {
+    Slot& s = *slots_[slot];
+    ChangeSlot(s, [&] { s.bad.Clear(at / 512, len / 512); });
+    return absl::OkStatus();
+  }
+  absl::Status BeginWrite() override {
+    ++begun_;
+    return absl::OkStatus();
+  }
+  void EndWrite() override { ++ended_; }
+  void RecordBackgroundError(const absl::Status& st,
+                             absl::string_view /*what*/) override {
+    if (!st.ok()) ++background_errors_;
+  }
+
+  struct Recorded {
+    int slot;
+    uint64_t at;
+    uint64_t len;
+  };
+  std::vector<int> failed() const { return Get(failed_); }
+  std::vector<int> absorbed() const { return Get(absorbed_); }
+  std::vector<int> want_replacement() const { return Get(want_replacement_); }
+  std::vector<Recorded> recorded() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return recorded_;
+  }
+  int begun() const { return begun_; }
+  int ended() const { return ended_; }
+  int background_errors() const { return background_errors_; }
+
+ private:
+  void Record(std::vector<int>* v, int slot) {
+    std::lock_guard<std::mutex> lock(mu_);
+    v->push_back(slot);
+  }
+  std::vector<int> Get(const std::vector<int>& v) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return v;
+  }
+
+  const SlotTable& slots_;
+  mutable std::mutex mu_;
+  std::vector<int> failed_;
+  std::vector<int> absorbed_;
+  std::vector<int> want_replacement_;
+  std::vector<Recorded> recorded_;
+  std::atomic<int> begun_{0};
+  std::atomic<int> ended_{0};
+  std::atomic<int> background_errors_{0};
+};
+
+// No bitmap is attached, so ArrayBitmap never calls its host.
+class NoBitmapHost : public BitmapHost {
+ public:
+  std::vector<Carrier> BitmapCarriers() const override { return {}; }
+  std::vector<absl::Status> WriteDurablyOn(std::span<const Carrier>,
+                                           const void*, size_t,
+                                           uint64_t) override {
+    return {};
+  }
+  absl::Status FlushAllSlots() override { return absl::OkStatus(); }
+  void BitmapCarrierFailed(const Carrier&, const std::string&) override {}
+  std::vector<std::string> MemberNames() const override { return {}; }
+  void Report(LogLevel, Event, const std::string&) const override {}
+  void Log(LogLevel, const std::string&) const override {}
+};
+
+// RAID5 left-symmetric over four memory members, write-through (no stripe
+// cache, no bitmap, no PPL), parity trusted everywhere (no resync).
+class StripeWriterTest : public ::testing::Test {
+ protected:
+  StripeWriterTest()
+      : shape_{*Geometry::Make(5, Layout::kLeftSymmetric, kChunk, kDisks,
+                               kMemberBytes),
+               kDataOffset, 0, 0},
+        slots_(MakeSlots()),
+        host_(slots_),
+        io_(slots_, counters_, kDisks - 1,
+            [](const std::string&, int, const absl::Status&) {}),
+        cache_(shape_.geo.stripe_data_bytes(), 0),
+        reporter_(nullptr, "uuid", "test"),
+        reader_(Engine(), cache_, survivors_, reporter_, /*read_only=*/false),
+        bitmap_(&bitmap_host_, /*read_only=*/false),
+        current_(&shape_),
+        resync_stripe_(shape_.geo.stripe_count()),
+        writer_(Engine(), cache_, reader_, bitmap_, ppl_, ppl_epochs_, current_,
+                reshaping_, resync_stripe_,
+                /*bypass_flush_ns=*/0) {}
+
+  std::vector<std::unique_ptr<Slot>> MakeSlots() {
+    std::vector<std::unique_ptr<Slot>> slots;
+    for (int i = 0; i < kDisks; ++i) {
+      auto m = std::make_shared<FaultyMember>(
+          NewMemoryMember("m" + std::to_string(i), kDataOffset + kMemberBytes));
+      members_.push_back(m);
+      auto s = std::make_unique<Slot>();
+      s->member.store(m);
+      s->state.store(SlotState::kActive);
+      slots.push_back(std::move(s));
+    }
+    return slots;
+  }
+  EngineContext Engine() { return {host_, slots_, io_, locks_, counters_}; }
+
+  // Distinct bytes for each offset of the array's first `len` bytes.
+  static std::vector<uint8_t> Pattern(size_t len, uint8_t seed) {
+    std::vector<uint8_t> v(len);
+    for (size_t i = 0; i < len; ++i) {
+      v[i] = static_cast<uint8_t>(i * 131 + i / 4096 + seed);
+    }
+    return v;
+  }
+
+  // What disk `disk` must hold for rows [x, x + len) of stripe 0 when the
+  // array's first stripe holds `data`: its data chunk, or their parity.
+  std::vector<uint8_t> Expected(const std::vector<uint8_t>& data, int disk,
+                                uint64_t x, size_t len) const {
+    std::vector<uint8_t> out(len, 0);
+    for (int k = 0; k < shape_.geo.data_disks(); ++k) {
+      const uint8_t* chunk = data.data() + k * kChunk + x;
+      if (shape_.geo.DataDisk(0, k) == disk) {
+        return std::vector<uint8_t>(chunk, chunk + len);
+      }
+      for (size_t i = 0; i < len; ++i) out[i] ^= chunk[i];
+    }
+    EXPECT_EQ(shape_.geo.ParityDisk(0), disk);
+    return out;
+  }
+  // Rows [x, x + len) of stripe 0 as member `disk` holds them.
+  std::vector<uint8_t> OnMember(int disk, uint64_t x, size_t len) {
+    std::vector<uint8_t> out(len);
+    EXPECT_TRUE(members_[disk]->Read(out.data(), len, kDataOffset + x).ok());
+    return out;
+  }
+  std::vector<uint8_t> ReadBack(size_t len) {
+    std::vector<uint8_t> out(len);
+    EXPECT_TRUE(reader_.Read(shape_, out.data(), len, 0).ok());
+    return out;
+  }
+
+  Shape shape_;
+  AtomicCounters counters_;
+  std::vector<std::shared_ptr<FaultyMember>> members_;
+  SlotTable slots_;
+  FakeHost host_;
+  IoExecutor io_;
+  StripeLocks locks_;
+  StripeCache cache_;
+  SurvivorCache survivors_;
+  ArrayReporter reporter_;
+  StripeReader reader_;
+  NoBitmapHost bitmap_host_;
+  ArrayBitmap bitmap_;
+  LockedSharedPtr<PplLog> ppl_;
+  WriteEpochs ppl_epochs_;
+  std::atomic<const Shape*> current_;
+  std::atomic<bool> reshaping_{false};
+  std::atomic<uint64_t> resync_stripe_;
+  StripeWriter writer_;
+};
+
+TEST_F(StripeWriterTest,
+       AHealthyFullStripeWriteTellsTheHostNothingButTheBracket) {
+  const std::vector<uint8_t> data = Pattern(shape_.geo.stripe_data_bytes(), 1);
+  ASSERT_TRUE(writer_.Write(shape_, data.data(), data.size(), 0, false).ok());
+  EXPECT_THAT(host_.absorbed(), IsEmpty());
+  EXPECT_THAT(host_.failed(), IsEmpty());
+  EXPECT_EQ(host_.begun(), 1);
+  EXPECT_EQ(host_.ended(), 1);
+  EXPECT_EQ(counters_.full_stripe_writes.load(), 1u);
+  for (int d = 0; d < kDisks; ++d) {
+    EXPECT_EQ(OnMember(d, 0, kChunk), Expected(data, d, 0, kChunk)) << d;
+  }
+}
+
+// A member that dies during the stripe's member writes (it answers nothing
+// more, not even the superblock probe): the writer hands the failed I/O to
+// the host, which fails the slot, and writes the stripe again around it.
+// The client's bytes are on the others, parity included, and read back
+// rebuilt through the reader.
+TEST_F(StripeWriterTest,
+       AMemberDyingMidWriteIsFailedByTheHostAndWrittenAround) {
+  const int dying = 2;
+  members_[dying]->SetPlan(FaultPlan{.fail_after_ios = 0});
+  const std::vector<uint8_t> data = Pattern(shape_.geo.stripe_data_bytes(), 7);
+  const absl::Status st =
+      writer_.Write(shape_, data.data(), data.size(), 0, false);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(members_[dying]->failed());
+  EXPECT_THAT(host_.absorbed(), ElementsAre(dying));
+  EXPECT_THAT(host_.failed(), ElementsAre(dying));
+  EXPECT_THAT(host_.recorded(), IsEmpty());  // dead, not a bad block
+  EXPECT_EQ(host_.background_errors(), 0);
+  EXPECT_EQ(slots_[dying]->state.load(), SlotState::kFaulty);
+  // The failed full-stripe attempt, then the stripe again around the slot.
+  EXPECT_EQ(counters_.full_stripe_writes.load(), 1u);
+  EXPECT_EQ(counters_.degraded_writes.load(), 1u);
+  EXPECT_EQ(host_.begun(), 1);
+  EXPECT_EQ(host_.ended(), 1);
+  for (int d = 0; d < kDisks; ++d) {
+    if (d == dying) continue;
+    EXPECT_EQ(OnMember(d, 0, kChunk), Expected(data, d, 0, kChunk)) << d;
+  }
+  // What the dead member held follows from the others (parity math) ...
+  std::vector<uint8_t> rebuilt(kChunk, 0);
+  for (int d = 0; d < kDisks; ++d) {
+    if (d == dying) continue;
+    const std::vector<uint8_t> m = OnMember(d, 0, kChunk);
+    for (size_t i = 0; i < kChunk; ++i) rebuilt[i] ^= m[i];
+  }
+  EXPECT_EQ(rebuilt, Expected(data, dying, 0, kChunk));
+  // ... and the reader serves it so.
+  EXPECT_EQ(ReadBack(data.size()), data);
+}
+
+// md's rule for a member that still answers: a write error is a bad
+// block, not a failed member. The failed range is written again block by
+// block; the block that keeps failing is recorded with the host (which
+// keeps it in the slot's list), the member is asked to be replaced, and
+// the stripe is written again around the entry. The member stays.
+TEST_F(StripeWriterTest, AWriteErrorOnALiveMemberIsRecordedNotFailed) {
+  const int sick = 1;
+  const uint64_t bad_at = kDataOffset + 3 * 4096;
+  members_[sick]->SetPlan(FaultPlan{.rules = {FaultRule{
+                                        .op = FaultOp::kWrite,
+                                        .offset = bad_at,
+                                        .len = 4096,
+                                    }}});
+  const std::vector<uint8_t> data = Pattern(shape_.geo.stripe_data_bytes(), 3);
+  const absl::Status st =
+      writer_.Write(shape_, data.data(), data.size(), 0, false);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_THAT(host_.failed(), IsEmpty());
+  ASSERT_EQ(host_.recorded().size(), 1u);
+  EXPECT_EQ(host_.recorded()[0].slot, sick);
+  EXPECT_EQ(host_.recorded()[0].at, bad_at);
+  EXPECT_EQ(host_.recorded()[0].len, 4096u);
+  // At least once, for that member only (the host reports it once; the
+  // writer asks again when its attempt to make the block good fails).
+  EXPECT_THAT(host_.want_replacement(), AllOf(Not(IsEmpty()), Each(sick)));
+  EXPECT_EQ(slots_[sick]->state.load(), SlotState::kActive);
+  EXPECT_TRUE(slots_.BadAt(sick, bad_at, 4096));
+  // Every other block of every member holds its data or parity.
+  for (int d = 0; d < kDisks; ++d) {
+    for (uint64_t x = 0; x < kChunk; x += 4096) {
+      if (d == sick && kDataOffset + x == bad_at) continue;
+      EXPECT_EQ(OnMember(d, x, 4096), Expected(data, d, x, 4096))
+          << "disk " << d << " at " << x;
+    }
+  }
+  // The bad block is never read: the reader rebuilds it from the others.
+  EXPECT_EQ(ReadBack(data.size()), data);
+}
+
+}  // namespace
+}  // namespace uraid

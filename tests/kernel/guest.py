@@ -511,6 +511,8 @@ def create_args(p):
     if p.get("level", 5) == 4:
         a += ["--level", "4"]
     else:
+        if p.get("level", 5) == 6:
+            a += ["--level", "6"]
         a += ["--layout", p.get("layout", "left-symmetric")]
     if p.get("assume_clean", True):
         a.append("--assume-clean")
@@ -1921,6 +1923,104 @@ def case_raid6_takeover_handover(c):
     md_stop(md)
 
 
+def case_raid6_two_failures(c):
+    """Two members of uraid's RAID6 fail under writes and two spares are
+    rebuilt in one pass; md judges the result. uraid creates and serves a
+    RAID6 of n members, writes every block, and takes two spares; while a
+    writer keeps writing, one member is failed (the recovery onto the first
+    spare starts, held slow) and then a second: the running recovery takes
+    the second slot on (detail's job names both slots, one job). Once
+    whole, uraid reads the writer's bytes, and md assembles the n members
+    (the two rebuilt spares in the failed members' slots) with nothing to
+    recover, reads the same bytes, and its check gives mismatch_cnt 0."""
+    import random
+    p, devs, md = c.params, c.devs, c.md
+    n = p["disks"]
+    members, spares = devs[:n], devs[n:n + 2]
+    gone = [members[1], members[n - 2]]
+    srv, h, ctl, image = serve_written(c, members)
+    uraid("add", "--control", ctl, *spares)
+    # 200 KiB/s: the first slot's rebuild alone lasts half a minute, so the
+    # second failure lands mid-pass however slow the guest is.
+    uraid("set", "--control", ctl, "--speed-min", "200", "--speed-max",
+          "200")
+    nblocks = image.size // BLK
+    rng = random.Random(c.seed)
+    stop = threading.Event()
+    errors = []
+    writes = [0]
+
+    def writer():
+        gen = 100
+        try:
+            while not stop.is_set():
+                b = rng.randrange(nblocks - 8)
+                k = rng.randint(1, 8)
+                gen += 1
+                h.pwrite(b"".join(block_bytes(gen, x)
+                                  for x in range(b, b + k)), b * BLK)
+                for x in range(b, b + k):
+                    image.set(x, gen)
+                writes[0] += 1
+        except Exception as e:  # a client error fails the case below
+            errors.append(repr(e))
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        time.sleep(0.5)
+        uraid("fail", "--control", ctl, gone[0])
+
+        def job():
+            return uraid_json("detail", "--control", ctl)["job"]
+        first = wait_for(lambda: (lambda j: j if j["kind"] == "recover"
+                                  and j["done_bytes"] > 0 else None)(job()),
+                         120, "the recovery of the first failed slot")
+        uraid("fail", "--control", ctl, gone[1])
+        both = wait_for(lambda: (lambda j: j if j["kind"] == "recover"
+                                 and j["second_slot"] >= 0 else None)(job()),
+                        120, "the running recovery to take the second slot")
+        log(f"first slot {first['slot']} at {first['done_bytes']} bytes; "
+            f"then slots {both['slot']} and {both['second_slot']} in one "
+            f"pass")
+        uraid("set", "--control", ctl, "--speed-min", "100000",
+              "--speed-max", "200000")
+        wait_for(lambda: uraid_json("detail", "--control", ctl)["job"]
+                 ["kind"] == "idle", 600, "uraid's rebuild of both slots")
+    finally:
+        stop.set()
+        t.join()
+    check(not errors, f"the writer got an error: {errors}")
+    check(writes[0] > 0, "the writer wrote nothing")
+    d = uraid_json("detail", "--control", ctl)
+    lj = d["last_job"]
+    check(not d["degraded"] and lj["kind"] == "recover"
+          and lj["result"] == "completed"
+          and sorted([lj["slot"], lj["second_slot"]]) == [1, n - 2],
+          f"after the rebuild: degraded {d['degraded']}, last job "
+          f"{lj['kind']} {lj['result']} slots {lj['slot']} "
+          f"{lj['second_slot']}")
+    image.verify(lambda o, k: h.pread(k, o),
+                 "uraid after rebuilding two slots")
+    h.shutdown()
+    srv.stop()
+    final = [m for m in members if m not in gone] + spares
+    uraid_check(final, "uraid's RAID6 after two rebuilt slots")
+    compare_superblocks(final, "after two rebuilt slots")
+    out = md_assemble(md, final)
+    log(f"mdadm --assemble: {out or 'ok'}; {writes[0]} writes during the "
+        f"failures and the rebuild")
+    check(md_attr(md, "level") == "raid6", f"level {md_attr(md, 'level')}")
+    check(int(md_attr(md, "degraded")) == 0,
+          f"{md}: degraded {md_attr(md, 'degraded')} after uraid's rebuild")
+    dev = Direct(f"/dev/{md}")
+    image.verify(dev.read, "md reading uraid's two rebuilt slots")
+    dev.close()
+    mm = md_check(md)
+    check(mm == 0, f"md check after uraid rebuilt two slots: mismatch_cnt "
+          f"{mm}")
+    md_stop(md)
+
+
 KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "kill9_bitmap": case_kill9_bitmap, "kill9_ppl": case_kill9_ppl,
          "ppl_md_crashed": case_ppl_md_crashed,
@@ -1932,7 +2032,8 @@ KINDS = {"uraid_to_md": case_uraid_to_md, "md_to_uraid": case_md_to_uraid,
          "raid6_md_layout": case_raid6_md_layout,
          "raid6_interop": case_raid6_interop,
          "raid6_takeover_reshape": case_raid6_takeover_reshape,
-         "raid6_takeover_handover": case_raid6_takeover_handover}
+         "raid6_takeover_handover": case_raid6_takeover_handover,
+         "raid6_two_failures": case_raid6_two_failures}
 
 
 class Case:

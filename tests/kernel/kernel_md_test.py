@@ -135,6 +135,16 @@ def raid6_interop(layout, disks, chunk):
                 chunk=chunk)
 
 
+def raid6_two_failures(layout, disks, chunk):
+    """uraid's RAID6 loses two members under writes and rebuilds two spares
+    in one pass; md assembles, reads the same bytes, check 0
+    (guest.py's case_raid6_two_failures)."""
+    return case(f"raid6/two-failures/{layout}/{chunk}/{disks}disks/"
+                "two-spares-one-pass/md-check", "raid6_two_failures",
+                disks + 2, size_mib=8, disks=disks, level=6, layout=layout,
+                chunk=chunk, bitmap="none", assume_clean=True)
+
+
 def raid6_cases(full):
     # CI: one layout case, an md layout whose slot order is not the data
     # index, a DDF one and a -6 one, on 5 disks; and one interop case on a
@@ -152,7 +162,12 @@ def raid6_cases(full):
            # finished by md, md's by uraid.
            case("raid6/takeover-5to6/handed-over-mid-rebuild/both-ways",
                 "raid6_takeover_handover", 5, layout="left-symmetric",
-                chunk="64K", bitmap="none", assume_clean=True)]
+                chunk="64K", bitmap="none", assume_clean=True),
+           # Two members failed under writes, two spares rebuilt by uraid
+           # in one pass (the second joins the running recovery); md
+           # assembles them, reads the same bytes, check 0. 22-30 s of
+           # guest time, 8 disks in the first boot.
+           raid6_two_failures("right-asymmetric", 6, "64K")]
     if full:
         chunks = ["4K", "16K", "64K", "128K", "512K"]
         out += [raid6_md(f, [4, 5, 7], chunks[i % len(chunks)])
@@ -246,7 +261,7 @@ def special_cases(full):
 
 
 def default_cases():
-    # CI's subset (23 cases, about 8 minutes under TCG): chunks 4K..512K, 3..8
+    # CI's subset (24 cases, about 8 minutes under TCG): chunks 4K..512K, 3..8
     # disks, bitmap on and off, with and without --assume-clean, RAID4, both
     # directions (md -> uraid with md's initial recovery and without, and
     # degraded), then one of each special case (the two bad-block cases

@@ -174,6 +174,31 @@ void CreateWithSpares(const std::vector<Shared>& m, int disks, Layout layout,
   ASSERT_TRUE(a->Flush().ok());
 }
 
+// After two slots were rebuilt: P and Q agree, every byte reads right, and
+// still does with slots `x` and `y` failed (the rebuilt pair carries the
+// data with the others).
+void ExpectWholeThroughTwoMoreFailures(Array& a,
+                                       const std::vector<uint8_t>& ref, int x,
+                                       int y) {
+  EXPECT_EQ(testutil::Mismatches(a), 0u);
+  testutil::ExpectContents(a, ref);
+  ASSERT_TRUE(a.FailSlot(x).ok());
+  ASSERT_TRUE(a.FailSlot(y).ok());
+  testutil::ExpectContents(a, ref);
+}
+
+// The last job completed one pass over `slot` and `second`, which `onto`
+// and `second_onto` now hold, and the array is whole.
+void ExpectPairDone(const ArrayInfo& info, int slot, const Member& onto,
+                    int second, const Member& second_onto) {
+  EXPECT_EQ(info.last_job.result, "completed");
+  EXPECT_EQ(info.last_job.slot, slot);
+  EXPECT_EQ(info.last_job.second_slot, second);
+  EXPECT_FALSE(info.degraded);
+  EXPECT_EQ(info.slots[slot].name, onto.Name());
+  EXPECT_EQ(info.slots[second].name, second_onto.Name());
+}
+
 // Two spares rebuild two lost slots of a RAID6 in one pass (md recovers
 // both at once): every survivor is read at most once per stripe, both
 // targets are written, and P and Q agree afterwards. Rebuilding them one
@@ -217,13 +242,56 @@ TEST(Raid6Recovery, TwoSparesRebuildInOnePassReadingSurvivorsOnce) {
       EXPECT_GE(f[s]->counters().writes, kStripes) << "target " << s;
     }
     EXPECT_FALSE((*b)->Info().degraded);
-    EXPECT_EQ(testutil::Mismatches(**b), 0u);
-    testutil::ExpectContents(**b, ref);
-    // The rebuilt pair alone carries the data: two others failed.
-    ASSERT_TRUE((*b)->FailSlot((b2 + 1) % kDisks).ok());
-    ASSERT_TRUE((*b)->FailSlot((b2 + 2) % kDisks).ok());
-    testutil::ExpectContents(**b, ref);
+    ExpectWholeThroughTwoMoreFailures(**b, ref, (b2 + 1) % kDisks,
+                                      (b2 + 2) % kDisks);
   }
+}
+
+// Members again from their crash images (testutil::FromImage).
+std::vector<Shared> FromImages(const std::vector<testutil::Image>& images) {
+  std::vector<Shared> t;
+  for (size_t i = 0; i < images.size(); ++i) {
+    t.push_back(testutil::FromImage(images[i], static_cast<int>(i)));
+  }
+  return t;
+}
+
+// Assembles `given`, members imaged mid-way through a rebuild of slots 1
+// and 3 whose targets claim `claimed` bytes (in either order): both slots
+// rebuilding from their claims, every byte read right before the rebuild
+// resumes, then one pass over both from the lower claim, and the array
+// whole. *out keeps the array for more checks.
+void ExpectPairResumes(const std::vector<Shared>& given,
+                       const uint64_t (&claimed)[2],
+                       const std::vector<uint8_t>& ref,
+                       std::unique_ptr<Array>* out) {
+  std::vector<std::string> lines;
+  auto b = Array::Assemble(testutil::Handles(given), {},
+                           [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(b.ok()) << b.status();
+  ArrayInfo info = (*b)->Info();
+  EXPECT_EQ(info.slots[1].state, SlotState::kRebuilding);
+  EXPECT_EQ(info.slots[3].state, SlotState::kRebuilding);
+  EXPECT_EQ(
+      std::minmax(info.slots[1].recovery_bytes, info.slots[3].recovery_bytes),
+      std::minmax(claimed[0], claimed[1]));
+  testutil::ExpectContents(**b, ref);
+  (*b)->StartBackground();
+  ASSERT_TRUE((*b)->WaitForJob().ok());
+  EXPECT_EQ((*b)->Info().last_job.result, "completed");
+  EXPECT_GE((*b)->Info().last_job.second_slot, 0);
+  bool one_pass = false;
+  for (const std::string& l : lines) {
+    one_pass |=
+        l.find("in one pass from stripe " +
+               std::to_string(std::min(claimed[0], claimed[1]) / kChunk)) !=
+        std::string::npos;
+  }
+  EXPECT_TRUE(one_pass);
+  EXPECT_FALSE((*b)->Info().degraded);
+  EXPECT_EQ(testutil::Mismatches(**b), 0u);
+  testutil::ExpectContents(**b, ref);
+  *out = std::move(*b);
 }
 
 // A crash (the members' images taken mid-pass, as kill -9 leaves them) in
@@ -257,10 +325,7 @@ TEST(Raid6Recovery, TwoSlotRebuildResumesFromEachCheckpointAfterACrash) {
     }
     for (const Shared& x : m) images.push_back(testutil::Snapshot(*x));
   }  // the pass is abandoned: only the images count
-  std::vector<Shared> t;
-  for (size_t i = 0; i < images.size(); ++i) {
-    t.push_back(testutil::FromImage(images[i], static_cast<int>(i)));
-  }
+  std::vector<Shared> t = FromImages(images);
   uint64_t claimed[2];
   for (int k = 0; k < 2; ++k) {
     const Superblock sb = testutil::SuperOf(*t[kDisks + k]);
@@ -269,33 +334,11 @@ TEST(Raid6Recovery, TwoSlotRebuildResumesFromEachCheckpointAfterACrash) {
     EXPECT_GE(claimed[k], 8 * kChunk) << "target " << k;
     EXPECT_LT(claimed[k], kMemberBytes) << "target " << k;
   }
-  std::vector<Shared> again = {t[0], t[2], t[4], t[kDisks], t[kDisks + 1]};
-  std::vector<std::string> lines;
-  auto b = Array::Assemble(testutil::Handles(again), {},
-                           [&](const std::string& l) { lines.push_back(l); });
-  ASSERT_TRUE(b.ok()) << b.status();
-  ArrayInfo info = (*b)->Info();
-  EXPECT_EQ(info.slots[1].state, SlotState::kRebuilding);
-  EXPECT_EQ(info.slots[3].state, SlotState::kRebuilding);
-  EXPECT_EQ(info.slots[1].recovery_bytes + info.slots[3].recovery_bytes,
-            claimed[0] + claimed[1]);
-  // Reads are right before the rebuild resumes.
-  testutil::ExpectContents(**b, ref);
-  (*b)->StartBackground();
-  ASSERT_TRUE((*b)->WaitForJob().ok());
-  EXPECT_EQ((*b)->Info().last_job.result, "completed");
-  EXPECT_LT((*b)->Info().counters.recovered_stripes, kMemberBytes / kChunk);
-  bool one_pass = false;
-  for (const std::string& l : lines) {
-    one_pass |=
-        l.find("in one pass from stripe " +
-               std::to_string(std::min(claimed[0], claimed[1]) / kChunk)) !=
-        std::string::npos;
-  }
-  EXPECT_TRUE(one_pass);
-  EXPECT_FALSE((*b)->Info().degraded);
-  EXPECT_EQ(testutil::Mismatches(**b), 0u);
-  testutil::ExpectContents(**b, ref);
+  std::unique_ptr<Array> b;
+  ExpectPairResumes({t[0], t[2], t[4], t[kDisks], t[kDisks + 1]}, claimed, ref,
+                    &b);
+  if (HasFatalFailure()) return;
+  EXPECT_LT(b->Info().counters.recovered_stripes, kMemberBytes / kChunk);
 }
 
 // Polls `done` every 25 ms for up to `seconds`; true once it holds.
@@ -347,14 +390,8 @@ TEST(Raid6Recovery, SecondFailureMidRebuildJoinsThePass) {
   EXPECT_LT(handed_at, kStripes / 4);
   a->SetSpeedLimits({});
   ASSERT_TRUE(a->WaitForJob().ok());
-  const ArrayInfo info = a->Info();
-  EXPECT_EQ(info.last_job.kind, JobKind::kRecover);
-  EXPECT_EQ(info.last_job.result, "completed");
-  EXPECT_EQ(info.last_job.slot, 1);
-  EXPECT_EQ(info.last_job.second_slot, 4);
-  EXPECT_FALSE(info.degraded);
-  EXPECT_EQ(info.slots[1].name, m[kDisks]->Name());
-  EXPECT_EQ(info.slots[4].name, m[kDisks + 1]->Name());
+  EXPECT_EQ(a->Info().last_job.kind, JobKind::kRecover);
+  ExpectPairDone(a->Info(), 1, *m[kDisks], 4, *m[kDisks + 1]);
   for (const int i : {0, 2, 3, 5}) {
     EXPECT_LE(f[i]->counters().reads, kStripes + kStripes / 4)
         << "survivor slot " << i;
@@ -367,12 +404,7 @@ TEST(Raid6Recovery, SecondFailureMidRebuildJoinsThePass) {
     }
     EXPECT_EQ(pair_passes, 1);
   }
-  EXPECT_EQ(testutil::Mismatches(*a), 0u);
-  testutil::ExpectContents(*a, ref);
-  // The rebuilt pair alone carries the data: two others failed.
-  ASSERT_TRUE(a->FailSlot(0).ok());
-  ASSERT_TRUE(a->FailSlot(5).ok());
-  testutil::ExpectContents(*a, ref);
+  ExpectWholeThroughTwoMoreFailures(*a, ref, 0, 5);
 }
 
 // A crash (the members' images taken as kill -9 leaves them) after such a
@@ -410,10 +442,7 @@ TEST(Raid6Recovery, HandedOverPairResumesFromEachCheckpointAfterACrash) {
     EXPECT_TRUE(WaitUntil([&] { return claimed(kDisks + 1) >= kChunk; }, 5));
     for (const Shared& x : m) images.push_back(testutil::Snapshot(*x));
   }  // the pass is abandoned: only the images count
-  std::vector<Shared> t;
-  for (size_t i = 0; i < images.size(); ++i) {
-    t.push_back(testutil::FromImage(images[i], static_cast<int>(i)));
-  }
+  std::vector<Shared> t = FromImages(images);
   uint64_t at[2];
   for (int k = 0; k < 2; ++k) {
     const Superblock sb = testutil::SuperOf(*t[kDisks + k]);
@@ -425,30 +454,8 @@ TEST(Raid6Recovery, HandedOverPairResumesFromEachCheckpointAfterACrash) {
   EXPECT_GE(at[0], 4 * kChunk);
   EXPECT_GE(at[1], kChunk);
   EXPECT_LT(at[1], at[0]) << "the second target started from 0";
-  std::vector<Shared> again = {t[0], t[2], t[4], t[kDisks], t[kDisks + 1]};
-  std::vector<std::string> lines;
-  auto b = Array::Assemble(testutil::Handles(again), {},
-                           [&](const std::string& l) { lines.push_back(l); });
-  ASSERT_TRUE(b.ok()) << b.status();
-  ArrayInfo info = (*b)->Info();
-  EXPECT_EQ(info.slots[1].state, SlotState::kRebuilding);
-  EXPECT_EQ(info.slots[3].state, SlotState::kRebuilding);
-  EXPECT_EQ(info.slots[1].recovery_bytes, at[0]);
-  EXPECT_EQ(info.slots[3].recovery_bytes, at[1]);
-  testutil::ExpectContents(**b, ref);
-  (*b)->StartBackground();
-  ASSERT_TRUE((*b)->WaitForJob().ok());
-  EXPECT_EQ((*b)->Info().last_job.result, "completed");
-  EXPECT_GE((*b)->Info().last_job.second_slot, 0);
-  bool one_pass = false;
-  for (const std::string& l : lines) {
-    one_pass |= l.find("in one pass from stripe " +
-                       std::to_string(at[1] / kChunk)) != std::string::npos;
-  }
-  EXPECT_TRUE(one_pass);
-  EXPECT_FALSE((*b)->Info().degraded);
-  EXPECT_EQ(testutil::Mismatches(**b), 0u);
-  testutil::ExpectContents(**b, ref);
+  std::unique_ptr<Array> b;
+  ExpectPairResumes({t[0], t[2], t[4], t[kDisks], t[kDisks + 1]}, at, ref, &b);
 }
 
 // A source that cannot be read under a two-slot rebuild: those rows are
@@ -521,21 +528,11 @@ TEST(Raid6Recovery, SpareAndReplaceInOnePass) {
   for (auto& x : f) x->ResetCounters();
   ASSERT_TRUE(a->FailSlot(4).ok());
   ASSERT_TRUE(a->WaitForJob().ok());
-  const ArrayInfo info = a->Info();
-  EXPECT_EQ(info.last_job.result, "completed");
-  EXPECT_EQ(info.last_job.slot, 4);
-  EXPECT_EQ(info.last_job.second_slot, 2);
-  EXPECT_FALSE(info.degraded);
-  EXPECT_EQ(info.slots[2].name, m[kDisks]->Name());
-  EXPECT_EQ(info.slots[4].name, m[kDisks + 1]->Name());
+  ExpectPairDone(a->Info(), 4, *m[kDisks + 1], 2, *m[kDisks]);
   for (const int i : {0, 1, 3, 5}) {
     EXPECT_LE(f[i]->counters().reads, kStripes) << "survivor slot " << i;
   }
-  EXPECT_EQ(testutil::Mismatches(*a), 0u);
-  testutil::ExpectContents(*a, ref);
-  ASSERT_TRUE(a->FailSlot(0).ok());
-  ASSERT_TRUE(a->FailSlot(1).ok());
-  testutil::ExpectContents(*a, ref);
+  ExpectWholeThroughTwoMoreFailures(*a, ref, 0, 1);
 }
 
 // One target of a two-slot rebuild fails mid-pass (a second failure): the

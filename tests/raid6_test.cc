@@ -2,9 +2,9 @@
 // Tests for parity/raid6.h: md's P and Q with ISA-L and the portable loops,
 // read-modify-write, and recovery of every one or two lost blocks.
 //
-// The reference is written here, byte by byte and slowly: GF(2^8)
-// multiplication by shift-and-add with polynomial 0x11d (no tables, nothing
-// taken from md), and Q = XOR of g^slot * D with g^slot built by repeated
+// The reference is written here, byte by byte and slowly: Q = XOR of
+// g^slot * D over gf256_reference.h's field (shift-and-add with polynomial
+// 0x11d, no tables, nothing taken from md), g^slot by repeated
 // multiplication by {02}. Every stripe test runs twice: through ISA-L where
 // the buffers allow it, and with the portable loops forced.
 
@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "base/aligned_buffer.h"
+#include "gf256_reference.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "uraid/geometry.h"
@@ -27,24 +28,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// GF(2^8) product, polynomial x^8 + x^4 + x^3 + x^2 + 1 (0x11d), by
-// shift-and-add.
-uint8_t SlowMul(uint8_t a, uint8_t b) {
-  unsigned r = 0, x = a;
-  for (int bit = 0; bit < 8; ++bit) {
-    if (b & (1u << bit)) r ^= x;
-    x <<= 1;
-    if (x & 0x100) x ^= 0x11d;
-  }
-  return static_cast<uint8_t>(r);
-}
-
-uint8_t SlowPow2(int e) {
-  uint8_t r = 1;
-  for (int i = 0; i < e; ++i) r = SlowMul(r, 2);
-  return r;
-}
-
 // P and Q of `slots` (nullptr: zeros), byte by byte.
 void SlowPQ(const std::vector<const uint8_t*>& slots, size_t len,
             std::vector<uint8_t>* p, std::vector<uint8_t>* q) {
@@ -52,10 +35,10 @@ void SlowPQ(const std::vector<const uint8_t*>& slots, size_t len,
   q->assign(len, 0);
   for (size_t j = 0; j < slots.size(); ++j) {
     if (slots[j] == nullptr) continue;
-    const uint8_t c = SlowPow2(static_cast<int>(j));
+    const uint8_t c = gf256::Pow2(static_cast<int>(j));
     for (size_t i = 0; i < len; ++i) {
       (*p)[i] ^= slots[j][i];
-      (*q)[i] ^= SlowMul(c, slots[j][i]);
+      (*q)[i] ^= gf256::Mul(c, slots[j][i]);
     }
   }
 }
@@ -94,9 +77,9 @@ TEST(Raid6KnownAnswerTest, Coefficients) {
   EXPECT_EQ(QCoefficient(8), 0x1d);
   EXPECT_EQ(QCoefficient(254), 0x8e);
   EXPECT_EQ(QCoefficient(255), 1);
-  for (int e = 0; e < 300; ++e) EXPECT_EQ(QCoefficient(e), SlowPow2(e)) << e;
-  EXPECT_EQ(SlowMul(0x80, 2), 0x1d);
-  EXPECT_EQ(SlowMul(0x8e, 2), 1);
+  for (int e = 0; e < 300; ++e) EXPECT_EQ(QCoefficient(e), gf256::Pow2(e)) << e;
+  EXPECT_EQ(gf256::Mul(0x80, 2), 0x1d);
+  EXPECT_EQ(gf256::Mul(0x8e, 2), 1);
 }
 
 // Three slots of constant bytes, in 64-byte blocks: P and Q worked by hand.
@@ -118,7 +101,8 @@ TEST_P(Raid6Test, KnownAnswerStripe) {
   // 1, 3, 4 of five gives Q = 2*01 ^ 8*80 ^ 16*ff.
   const void* ddf[] = {nullptr, d0.data(), nullptr, d1.data(), d2.data()};
   ComputePQ(ddf, p.data(), q.data(), kLen);
-  const uint8_t want = SlowMul(2, 0x01) ^ SlowMul(8, 0x80) ^ SlowMul(16, 0xff);
+  const uint8_t want =
+      gf256::Mul(2, 0x01) ^ gf256::Mul(8, 0x80) ^ gf256::Mul(16, 0xff);
   // 2*01 = 02; 8*80 = 2*3a = 74; 16*ff = 2*(2*db) = 2*ab = 4b.
   EXPECT_EQ(want, 0x02 ^ 0x74 ^ 0x4b);
   for (size_t i = 0; i < kLen; ++i) {
@@ -179,20 +163,21 @@ TEST_P(Raid6Test, GfMulAndMulXorMatchReference) {
         std::vector<uint8_t> orig(dst.data(), dst.data() + len);
         GfMulXor(static_cast<uint8_t>(c), src.data(), dst.data(), len);
         for (size_t i = 0; i < len; ++i) {
-          ASSERT_EQ(dst.data()[i],
-                    orig[i] ^ SlowMul(static_cast<uint8_t>(c), src.data()[i]))
+          ASSERT_EQ(dst.data()[i], orig[i] ^ gf256::Mul(static_cast<uint8_t>(c),
+                                                        src.data()[i]))
               << "c " << c << " len " << len << " at " << i;
         }
         GfMul(static_cast<uint8_t>(c), src.data(), dst.data(), len);
         for (size_t i = 0; i < len; ++i) {
           ASSERT_EQ(dst.data()[i],
-                    SlowMul(static_cast<uint8_t>(c), src.data()[i]));
+                    gf256::Mul(static_cast<uint8_t>(c), src.data()[i]));
         }
         // In place.
         std::vector<uint8_t> before(src.data(), src.data() + len);
         GfMul(static_cast<uint8_t>(c), src.data(), src.data(), len);
         for (size_t i = 0; i < len; ++i) {
-          ASSERT_EQ(src.data()[i], SlowMul(static_cast<uint8_t>(c), before[i]));
+          ASSERT_EQ(src.data()[i],
+                    gf256::Mul(static_cast<uint8_t>(c), before[i]));
         }
       }
     }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/aligned_buffer.h"
+#include "gf256_reference.h"
 #include "plan/stripe_plan.h"
 
 namespace uraid {
@@ -35,36 +36,6 @@ Geometry Geo6(int disks, uint64_t chunk = 64 * K,
   return *Geometry::Make(6, layout, chunk, disks, chunk * 64);
 }
 
-// GF(2^8) over 0x11d, by shift and add: slow, obviously right; tabled
-// once so the random cases stay quick.
-uint8_t GfMulSlow(uint8_t a, uint8_t b) {
-  uint8_t r = 0;
-  while (b != 0) {
-    if (b & 1) r ^= a;
-    a = static_cast<uint8_t>((a << 1) ^ ((a & 0x80) ? 0x1d : 0));
-    b >>= 1;
-  }
-  return r;
-}
-uint8_t GfMul(uint8_t a, uint8_t b) {
-  static const std::vector<uint8_t> table = [] {
-    std::vector<uint8_t> t(256 * 256);
-    for (int x = 0; x < 256; ++x) {
-      for (int y = 0; y < 256; ++y) {
-        t[x * 256 + y] =
-            GfMulSlow(static_cast<uint8_t>(x), static_cast<uint8_t>(y));
-      }
-    }
-    return t;
-  }();
-  return table[a * 256 + b];
-}
-uint8_t GPow(int n) {
-  uint8_t r = 1;
-  for (int i = 0; i < n; ++i) r = GfMul(r, 2);
-  return r;
-}
-
 struct Stripe {
   std::vector<std::vector<uint8_t>> chunk;  // by slot
 };
@@ -77,10 +48,10 @@ void Syndrome(const Geometry& geo, uint64_t stripe,
   p.assign(C, 0);
   q.assign(C, 0);
   for (int k = 0; k < geo.data_disks(); ++k) {
-    const uint8_t g = GPow(geo.QSlot(stripe, geo.DataDisk(stripe, k)));
+    const uint8_t g = gf256::Pow2(geo.QSlot(stripe, geo.DataDisk(stripe, k)));
     for (uint64_t i = 0; i < C; ++i) {
       p[i] ^= data[k][i];
-      q[i] ^= GfMul(g, data[k][i]);
+      q[i] ^= gf256::TabledMul(g, data[k][i]);
     }
   }
 }

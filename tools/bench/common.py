@@ -1,0 +1,382 @@
+# SPDX-License-Identifier: MIT
+"""What every part of the bench shares: servers (nbdkit with the file
+plugin or uraid), fio runs and their summaries, the control socket, arrays
+made and filled in a work directory, and the peers' measurements (one
+member's read, a rebuild's member I/O alone)."""
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MIB = 1 << 20
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def owned_tempdir(prefix, directory):
+    """mkdtemp in `directory` with an owner.pid naming this process. First
+    removes the `prefix`'s earlier directories whose owner is gone: members
+    on /dev/shm are memory, and a bench stopped by SIGKILL (or by a session
+    ending) leaves gigabytes there that starve the next build or CI run of
+    memory (the compiler was OOM-killed on such a machine). Directories
+    without an owner.pid are left alone: not provably ours."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        names = []
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(os.path.join(path, "owner.pid")) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # alive: not ours to remove
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        log(f"bench: removing {path}, left by process {pid} that is gone")
+        shutil.rmtree(path, ignore_errors=True)
+    work = tempfile.mkdtemp(prefix=prefix, dir=directory)
+    with open(os.path.join(work, "owner.pid"), "w") as f:
+        f.write(f"{os.getpid()}\n")
+    return work
+
+
+def exit_on_signal(signum, frame):
+    """SIGTERM and SIGHUP end the bench through SystemExit, so that every
+    finally: block stops its servers and removes its member files (Python's
+    default for SIGTERM kills without running them)."""
+    sys.exit(128 + signum)
+
+
+class Server:
+    def __init__(self, args, name, plugin_args, workdir):
+        self.sock = os.path.join(workdir, f"{name}.sock")
+        self.pidfile = os.path.join(workdir, f"{name}.pid")
+        for f in (self.sock, self.pidfile):
+            if os.path.exists(f):
+                os.unlink(f)
+        cmd = ["nbdkit", "-U", self.sock, "-P", self.pidfile, "-f",
+               "--exit-with-parent"] + plugin_args
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+        deadline = time.time() + 30
+        while not os.path.exists(self.pidfile):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"{name} did not start: "
+                                   f"{self.proc.stderr.read().decode()}")
+            time.sleep(0.02)
+        self.uri = f"nbd+unix:///?socket={self.sock}"
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    def peak_rss_mib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=120)
+
+
+def fio(uri, jobs, runtime, size):
+    """Runs fio jobs (a list of dicts of options, one section each)
+    concurrently against `uri`; returns the parsed JSON."""
+    lines = ["[global]", "ioengine=nbd", f"uri={uri}", "time_based=1",
+             f"runtime={runtime}", "ramp_time=1", "group_reporting=0",
+             f"size={size}"]
+    for i, job in enumerate(jobs):
+        lines.append(f"[job{i}]")
+        lines += [f"{k}={v}" for k, v in job.items()]
+    with tempfile.NamedTemporaryFile("w", suffix=".fio", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+        path = f.name
+    try:
+        out = subprocess.run(["fio", "--output-format=json", path],
+                             capture_output=True, text=True, check=True)
+    finally:
+        os.unlink(path)
+    text = out.stdout
+    return json.loads(text[text.index("{"):])
+
+
+def summarize(result, measured):
+    """MB/s, IOPS and p99 (µs) over the jobs in `measured` (indices)."""
+    bw = iops = 0.0
+    p99 = []
+    ios = 0
+    for i in measured:
+        job = result["jobs"][i]
+        for d in ("read", "write"):
+            bw += job[d]["bw_bytes"] / 1e6
+            iops += job[d]["iops"]
+            ios += job[d]["total_ios"]
+            pct = job[d]["clat_ns"].get("percentile", {})
+            if job[d]["total_ios"] and "99.000000" in pct:
+                p99.append(pct["99.000000"] / 1000)
+        sync = job.get("sync", {})
+        if sync.get("total_ios"):
+            pct = sync["lat_ns"].get("percentile", {})
+            if "99.000000" in pct:
+                p99.append(pct["99.000000"] / 1000)
+    return {"mbs": bw, "iops": iops, "p99_us": max(p99) if p99 else 0.0,
+            "ios": ios}
+
+
+# --- Bitmap cost, rebuild, resync after a crash, scrub ----------------------
+#
+# Each part below runs on arrays of its own, created here in the bench's work
+# directory, whose members are filled with data (so that recovery, resync
+# and scrub cannot skip holes), and compares uraid with a peer measured in
+# the same run: the same array without a bitmap, or one member's sequential
+# read bandwidth. Each part is named in EXTRA_PARTS; --only TEXT keeps the
+# parts whose name contains TEXT, like the workloads above.
+
+EXTRA_PARTS = [
+    "bitmap cost: seq write 1M qd8",
+    "bitmap cost: rand write 4K qd32",
+    "ppl cost: seq write 1M qd8",
+    "ppl cost: rand write 4K qd32",
+    "rebuild: unthrottled",
+    "rebuild: throttled",
+    "rebuild: under client load",
+    "rebuild: default limits beside a 1M stream",
+    "scrub: check",
+    "scrub: repair",
+    "resync after crash: bitmap",
+    "resync after crash: no bitmap",
+    "reshape: grow unthrottled",
+    "reshape: client during grow",
+    # RAID6 against RAID5 on the same number of members of the same size
+    # (issue 33); bench_raid6.
+    "raid6: seq read 1M qd8",
+    "raid6: seq write 1M qd8",
+    "raid6: rand write 4K qd32",
+    "raid6: degraded seq read 1M qd8",
+    "raid6: rebuild",
+]
+# Speed limits as `uraid set` takes them (KiB/s per member); the highest the
+# control protocol accepts (1 TiB/s) means unthrottled.
+UNTHROTTLED_KIB_S = 1 << 30
+
+
+def wanted(args, name):
+    return not args.only or args.only in name
+
+
+def run_tool(tool, *argv):
+    """Runs `uraid ARGV...`; returns stdout, raises with its stderr."""
+    p = subprocess.run([tool, *argv], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"uraid {' '.join(argv)}: exit {p.returncode}: "
+                           f"{p.stderr.strip()}")
+    return p.stdout
+
+
+def ctl_request(path, request):
+    """One request on a control socket (JSON lines); returns the reply."""
+    import socket
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(30)
+        s.connect(path)
+        s.sendall(json.dumps(request).encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(1 << 16)
+            if not chunk:
+                break
+            buf += chunk
+    reply = json.loads(buf)
+    if not reply.get("ok"):
+        raise RuntimeError(f"control {request}: {reply}")
+    return reply
+
+
+class CtlServer:
+    """nbdkit serving a uraid array with control=SOCKET; its stderr (the
+    array's log lines) goes to NAME.log in `workdir`."""
+
+    def __init__(self, plugin_args, workdir, name):
+        self.sock = os.path.join(workdir, f"{name}.sock")
+        self.pidfile = os.path.join(workdir, f"{name}.pid")
+        self.ctl = os.path.join(workdir, f"{name}.ctl")
+        self.log = os.path.join(workdir, f"{name}.log")
+        for f in (self.sock, self.pidfile):
+            if os.path.exists(f):
+                os.unlink(f)
+        # A stale control socket of a killed server stays: the plugin must
+        # replace it.
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(
+                ["nbdkit", "-U", self.sock, "-P", self.pidfile, "-f",
+                 "--exit-with-parent"] + plugin_args + [f"control={self.ctl}"],
+                stderr=log)
+        self.uri = f"nbd+unix:///?socket={self.sock}"
+        deadline = time.time() + 30
+        while True:
+            if self.proc.poll() is not None or time.time() > deadline:
+                with open(self.log) as f:
+                    raise RuntimeError(f"{name} did not start: {f.read()}")
+            if os.path.exists(self.pidfile):
+                try:
+                    self.detail()
+                    break
+                except (OSError, ValueError):
+                    pass
+            time.sleep(0.01)
+
+    def detail(self):
+        return ctl_request(self.ctl, {"cmd": "detail"})["detail"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=300)
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait(timeout=60)
+
+
+def make_array(tool, directory, args, size_mib, bitmap=True, policy=None):
+    """Creates args.members sparse member files of size_mib MiB in
+    `directory` and an array on them (with --consistency-policy POLICY when
+    given); returns (members, offline detail)."""
+    os.makedirs(directory, exist_ok=True)
+    members = []
+    for i in range(args.members):
+        p = os.path.join(directory, f"m{i}.img")
+        with open(p, "wb") as f:
+            f.truncate(size_mib * MIB)
+        members.append(p)
+    run_tool(tool, "create", "--force", "--chunk", args.chunk,
+             *([] if bitmap or policy else ["--bitmap", "none"]),
+             *(["--consistency-policy", policy] if policy else []), *members)
+    info = json.loads(run_tool(tool, "detail", "--json", *members))
+    return members, info
+
+
+def member_args(plugin, members, args, extra=()):
+    return ([plugin] + [f"member={m}" for m in members] +
+            list(args.uraid_arg) + list(extra))
+
+
+def fill_array(args, plugin, members, work, size):
+    s = Server(args, "fill", member_args(plugin, members, args), work)
+    try:
+        fio(s.uri, [dict(rw="write", bs="1m", iodepth=8, time_based=0)], 600,
+            size)
+    finally:
+        s.stop()
+
+
+def member_read_mbs(path, runtime, repeat):
+    """One member's sequential read bandwidth: fio, ioengine=psync, bs=1M,
+    on the member file itself (buffered; O_DIRECT does not exist on tmpfs);
+    median MB/s of `repeat` runs of `runtime` seconds."""
+    vals = []
+    for _ in range(repeat):
+        out = subprocess.run(
+            ["fio", "--output-format=json", "--name=member", f"--filename={path}",
+             "--ioengine=psync", "--rw=read", "--bs=1m",
+             f"--size={os.path.getsize(path)}", "--time_based=1",
+             f"--runtime={runtime}"],
+            capture_output=True, text=True, check=True).stdout
+        r = json.loads(out[out.index("{"):])
+        vals.append(r["jobs"][0]["read"]["bw_bytes"] / 1e6)
+    return statistics.median(vals)
+
+
+def rebuild_io_ceiling_mbs(sources, scratch, repeat):
+    """What a rebuild's member I/O alone runs at on these members: fio
+    reading each source member once, sequentially (psync, 512K pieces like
+    the rebuild's), while writing a fresh sparse file of the same size, one
+    job per file, all at once; median over `repeat` runs of member size /
+    time of the slowest job. That is the most a rebuild that copies through
+    read()/write() can reach here: on memory members a CPU (copy) bound,
+    not a device one."""
+    size = os.path.getsize(sources[0])
+    vals = []
+    for _ in range(repeat):
+        with open(scratch, "wb") as f:
+            f.truncate(size)
+        jobs = []
+        for i, src in enumerate(sources):
+            jobs += [f"--name=src{i}", "--rw=read", f"--filename={src}"]
+        jobs += ["--name=dst", "--rw=write", f"--filename={scratch}"]
+        out = subprocess.run(
+            ["fio", "--output-format=json", "--ioengine=psync", "--bs=512k",
+             f"--size={size}", *jobs],
+            capture_output=True, text=True, check=True).stdout
+        os.unlink(scratch)
+        r = json.loads(out[out.index("{"):])
+        secs = max(j["job_runtime"] for j in r["jobs"]) / 1e3
+        vals.append(size / secs / 1e6)
+    return statistics.median(vals)
+
+
+def fio_in_background(uri, jobs, runtime, size):
+    """fio() in a thread; returns a function that joins it and returns the
+    parsed JSON (or the exception it raised)."""
+    import threading
+    box = {}
+
+    def run():
+        try:
+            box["r"] = fio(uri, jobs, runtime, size)
+        except Exception as e:  # the server may be killed under it
+            box["r"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+
+    def join(timeout=None):
+        t.join(timeout)
+        return box.get("r")
+    return join
+
+
+def wait_job(srv, kind, before_last, timeout=900, poll=0.02):
+    """Polls until the `kind` job started after `before_last` (the previous
+    last_job) has ended; returns (end time, detail)."""
+    deadline = time.time() + timeout
+    seen = False
+    while time.time() < deadline:
+        d = srv.detail()
+        t = time.time()
+        if d["job"]["kind"] == kind:
+            seen = True
+        elif d["job"]["kind"] == "idle" and (
+                seen or (d["last_job"] != before_last and
+                         d["last_job"]["kind"] == kind)):
+            return t, d
+        time.sleep(poll)
+    raise RuntimeError(f"{kind} did not end within {timeout}s")
+
+
+def sample_done(srv):
+    """(time, job done_bytes, job kind) from one detail request, the time
+    taken half-way through the request."""
+    t0 = time.time()
+    d = srv.detail()
+    t1 = time.time()
+    return (t0 + t1) / 2, d["job"]["done_bytes"], d["job"]["kind"], d

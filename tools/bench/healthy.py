@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: MIT
+"""The healthy-path table: uraid against nbdkit's file plugin over one file
+of the same size, in the same run, and the stripe cache sweep.
+
+For each workload the server is started fresh, so its CPU time
+(utime+stime from /proc) and uraid's member-I/O counters (plugin key
+stats=FILE) belong to that workload alone. Each workload runs `--repeat`
+times (default 3) alternating servers; the table shows medians."""
+
+import json
+import os
+import statistics
+import subprocess
+
+from bench.common import (MIB, Server, fio, log, summarize, wanted)
+
+WORKLOADS = [
+    # name, jobs, measured job indices, degraded[, extra plugin keys]
+    ("seq read 1M qd8", [dict(rw="read", bs="1m", iodepth=8)], [0], False),
+    ("seq read 1M qd8 x2", [dict(rw="read", bs="1m", iodepth=8,
+                                 offset="0%"),
+                            dict(rw="read", bs="1m", iodepth=8,
+                                 offset="50%")], [0, 1], False),
+    ("seq write 1M qd8", [dict(rw="write", bs="1m", iodepth=8)], [0], False),
+    ("seq write 1M qd8 x2", [dict(rw="write", bs="1m", iodepth=8,
+                                  offset="0%", size="50%"),
+                             dict(rw="write", bs="1m", iodepth=8,
+                                  offset="50%", size="50%")], [0, 1], False),
+    ("seq write 64K qd8", [dict(rw="write", bs="64k", iodepth=8)], [0],
+     False),
+    ("rand read 4K qd32", [dict(rw="randread", bs="4k", iodepth=32)], [0],
+     False),
+    ("rand read 4K qd32 x2", [dict(rw="randread", bs="4k", iodepth=32)] * 2,
+     [0, 1], False),
+    ("rand write 4K qd32", [dict(rw="randwrite", bs="4k", iodepth=32)], [0],
+     False),
+    ("rand write 4K qd32 x2", [dict(rw="randwrite", bs="4k", iodepth=32)] * 2,
+     [0, 1], False),
+    ("degraded seq read 1M qd8", [dict(rw="read", bs="1m", iodepth=8)], [0],
+     True),
+    # One stripe per request at the defaults (4 members, chunk 512K): the
+    # rebuild's sources are all the client's own chunks.
+    ("degraded seq read 1.5M qd8", [dict(rw="read", bs="1536k", iodepth=8)],
+     [0], True),
+    # Memory: the stripe cache bound at 256 MiB instead of the default
+    # 64 MiB; the peak RSS column shows what the cache holds beside the
+    # fixed cost (nbdkit, threads, their scratch buffers).
+    ("seq write 1M qd8, cache=256M", [dict(rw="write", bs="1m", iodepth=8)],
+     [0], False, ("cache=256M",)),
+    ("rand write 4K qd32, cache=256M",
+     [dict(rw="randwrite", bs="4k", iodepth=32)], [0], False,
+     ("cache=256M",)),
+    ("4K write+flush qd1, idle", [dict(rw="randwrite", bs="4k", iodepth=1,
+                                       fsync=1)], [0], False),
+    ("4K write+flush qd1, beside a 1M stream",
+     [dict(rw="randwrite", bs="4k", iodepth=1, fsync=1),
+      dict(rw="write", bs="1m", iodepth=8)], [0], False),
+]
+
+
+def run_healthy(args, plugin, tool, work):
+    """The healthy-path workloads (WORKLOADS) and the stripe cache sweep
+    that --only selects, on an array of --members members of
+    --member-size MiB in `work` and the file plugin over one file of
+    the same size; returns (rows, sweep) for report()."""
+    members = []
+    for i in range(args.members):
+        p = os.path.join(work, f"m{i}.img")
+        with open(p, "wb") as f:
+            f.truncate(args.member_size * MIB)
+        members.append(p)
+    subprocess.run([tool, "create", "--force", "--chunk", args.chunk,
+                    *members], check=True, capture_output=True)
+    info = json.loads(subprocess.run(
+        [tool, "detail", "--json", *members], check=True,
+        capture_output=True, text=True).stdout)
+    size = info["array_bytes"]
+    peer = os.path.join(work, "file.img")
+    with open(peer, "wb") as f:
+        f.truncate(size)
+
+    def uraid_args(extra=(), degraded=False):
+        ms = members[1:] if degraded else members
+        # Degraded on purpose (md's --run rule wants it said) and
+        # read-only, so the member left out does not go stale for the
+        # rows after.
+        run = ["run=true", "readonly=true"] if degraded else []
+        return ([plugin] + [f"member={m}" for m in ms] + run +
+                list(args.uraid_arg) + list(extra))
+
+    # Fill both with data so reads read data, not holes.
+    log(f"bench: filling {size // MIB} MiB on each side")
+    for name, pargs in (("file", ["file", peer]),
+                        ("uraid", uraid_args())):
+        s = Server(args, name, pargs, work)
+        fio(s.uri, [dict(rw="write", bs="1m", iodepth=8,
+                         time_based=0)], 600, size)
+        s.stop()
+
+    rows = []
+    for name, jobs, measured, degraded, *extra in WORKLOADS:
+        extra = extra[0] if extra else ()
+        if args.only and args.only not in name:
+            continue
+        samples = {"file": [], "uraid": []}
+        for rep in range(args.repeat):
+            for side in ("file", "uraid"):
+                stats = os.path.join(work, "stats.json")
+                if side == "file":
+                    pargs = ["file", peer]
+                else:
+                    pargs = uraid_args([f"stats={stats}", *extra],
+                                       degraded)
+                s = Server(args, side, pargs, work)
+                cpu0 = s.cpu_seconds()
+                r = fio(s.uri, jobs, args.runtime, size)
+                cpu = s.cpu_seconds() - cpu0
+                rss = s.peak_rss_mib()
+                s.stop()
+                m = summarize(r, measured)
+                all_jobs = summarize(r, range(len(jobs)))
+                gib = max(all_jobs["mbs"] * args.runtime * 1e6 / (1 << 30),
+                          1e-9)
+                m["cpu_s_per_gib"] = cpu / gib
+                m["rss_mib"] = rss
+                if side == "uraid" and os.path.exists(stats):
+                    with open(stats) as f:
+                        c = json.load(f)
+                    os.unlink(stats)
+                    writes = sum(
+                        r["jobs"][i]["write"]["total_ios"]
+                        for i in range(len(jobs)))
+                    if writes:
+                        m["reads_per_write"] = c["member_reads"] / writes
+                        m["writes_per_write"] = c["member_writes"] / writes
+                    read_bytes = sum(
+                        r["jobs"][i]["read"]["io_bytes"]
+                        for i in range(len(jobs)))
+                    if read_bytes and not writes:
+                        # Member bytes read per byte delivered: 1.0 is
+                        # each member byte read once (degraded too).
+                        # fio leaves its 1 s ramp out of io_bytes, the
+                        # counters do not: scaled to the whole run.
+                        whole = read_bytes * (args.runtime + 1) / (
+                            args.runtime)
+                        m["member_bytes_per_byte"] = (
+                            c["member_read_bytes"] / whole)
+                    m["counters"] = c
+                samples[side].append(m)
+        med = {side: {k: statistics.median(x[k] for x in v)
+                      for k in v[0] if k != "counters"}
+               for side, v in samples.items()}
+        row = {"workload": name, "file": med["file"],
+               "uraid": med["uraid"],
+               "counters": samples["uraid"][-1].get("counters", {})}
+        f_, u_ = med["file"], med["uraid"]
+        row["ratio"] = (u_["mbs"] / f_["mbs"]) if f_["mbs"] else 0
+        rows.append(row)
+        log(f"bench: {name}: file {f_['mbs']:.0f} MB/s, uraid "
+            f"{u_['mbs']:.0f} MB/s, ratio {row['ratio']:.2f}")
+
+    sweep = []
+    # Its rows are named "sweep cache=C WORKLOAD"; --only selects them
+    # like any other part.
+    if args.sweep and wanted(args, "sweep cache= seq write 64K qd8 "
+                                   "seq write 1M qd8 rand write 4K qd32"):
+        for cache in args.sweep.split(","):
+            for name, jobs in (
+                    ("seq write 64K qd8",
+                     [dict(rw="write", bs="64k", iodepth=8)]),
+                    ("seq write 1M qd8",
+                     [dict(rw="write", bs="1m", iodepth=8)]),
+                    ("rand write 4K qd32",
+                     [dict(rw="randwrite", bs="4k", iodepth=32)])):
+                vals = []
+                for rep in range(args.repeat):
+                    s = Server(args, "uraid",
+                               uraid_args([f"cache={cache}"]), work)
+                    r = fio(s.uri, jobs, args.runtime, size)
+                    s.stop()
+                    vals.append(summarize(r, [0])["mbs"])
+                sweep.append({"cache": cache, "workload": name,
+                              "mbs": statistics.median(vals)})
+                log(f"bench: sweep cache={cache} {name}: "
+                    f"{statistics.median(vals):.0f} MB/s")
+    return rows, sweep

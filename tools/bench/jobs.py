@@ -1,0 +1,169 @@
+# SPDX-License-Identifier: MIT
+"""Jobs on members that behave like disks (--job-latency-ms): issue 16's
+table, nbdkit file exports behind the rate and delay filters."""
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import time
+
+from bench.common import (Server, fio, log, owned_tempdir, run_tool,
+                          summarize)
+
+
+
+
+# The jobs part's member rate: nbdkit's rate=800M, in MB/s each way.
+JOB_MEMBER_MBS = 100.0
+
+
+def bench_jobs_on_slow_members(args, plugin, tool):
+    """Issue 16's table: jobs_column for every directory of --job-dirs
+    (default: --dir) and every latency of --job-latency-ms, one column
+    each, in member bytes per second against the nominal member rate."""
+    dirs = [d for d in (args.job_dirs or args.dir).split(",") if d]
+    lats = [int(x) for x in str(args.job_latency_ms).split(",") if x != ""]
+    columns = []
+    for d in dirs:
+        fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", d],
+                            check=True, capture_output=True,
+                            text=True).stdout.split("\n")[0].strip()
+        for lat in lats:
+            name = f"{fs} ({d})" + (f" + {lat} ms" if lat else "")
+            columns.append((name, jobs_column(args, plugin, tool, d, lat)))
+    mib = args.job_member_size
+    print(f"\njobs on members like disks: 6 nbdkit file exports per column "
+          f"({mib} MiB each, full of data) behind rate=800M burstiness=0.1 "
+          f"(and the delay filter where a latency is given: delay-read and "
+          f"delay-write), chunk 512K, 4 in the array; member bytes per "
+          f"second against the nominal {JOB_MEMBER_MBS:.0f} MB/s, median of "
+          f"{args.repeat} "
+          f"(wall time from the request to idle):\n")
+    print("| job, 4 members | " + " | ".join(n for n, _ in columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for job in columns[0][1]:
+        cells = []
+        for _, samples in columns:
+            v = samples[job]
+            if not v:
+                cells.append("")
+                continue
+            med = statistics.median(v)
+            cells.append(f"{med:.1f} ({med / JOB_MEMBER_MBS:.2f}x; "
+                         f"{', '.join(f'{x:.0f}' for x in v)})")
+        print(f"| {job} | " + " | ".join(cells) + " |")
+    return columns
+
+
+def jobs_column(args, plugin, tool, directory, lat):
+    """Six nbdkit file exports on `directory`, each behind --filter=rate
+    rate=800M (JOB_MEMBER_MBS each way, the nominal member rate) and, when
+    `lat` is not 0, --filter=delay (`lat` ms per read and write); the array
+    over the first four, served with a control socket. Times, in member
+    bytes per second against the nominal rate: a rebuild onto the fifth
+    (fail + remove + add, until idle), a check (--wait), the resync of a
+    fresh array (uraid create's initial parity over members full of data)
+    and a 4 -> 5 reshape onto the sixth (grow --wait). Returns the
+    samples."""
+    mib = args.job_member_size
+    work = owned_tempdir("uraid-bench-jobs-", directory)
+    servers = []
+    degraded = "degraded seq read 1M qd8 (client MB/s / 3 survivors)"
+    samples = {"rebuild": [], "check": [], "resync": [], "reshape 4->5": [],
+               degraded: []}
+
+    def exports():
+        uris = []
+        for i in range(6):
+            img = os.path.join(work, f"j{i}.img")
+            subprocess.run(["dd", "if=/dev/urandom", f"of={img}", "bs=1M",
+                            f"count={mib}", "status=none"], check=True)
+            delay = ([f"delay-read={lat}ms", f"delay-write={lat}ms"]
+                     if lat else [])
+            s = Server(args, f"j{i}",
+                       ["--filter=rate"] +
+                       (["--filter=delay"] if lat else []) +
+                       ["file", img, "rate=800M",
+                        # No 2 s burst (the default): the members are too
+                        # small to hide it.
+                        "burstiness=0.1"] + delay, work)
+            servers.append(s)
+            uris.append(s.uri)
+        return uris
+
+    def idle(ctl):
+        while True:
+            j = json.loads(subprocess.run(
+                [tool, "detail", "--control", ctl, "--json"], check=True,
+                capture_output=True, text=True).stdout)
+            if (j["job"]["kind"] == "idle" and not j["degraded"] and
+                    not j.get("resyncing")):
+                return j
+            time.sleep(0.02)
+
+    try:
+        for rep in range(args.repeat):
+            for s in servers:
+                s.stop()
+            servers.clear()
+            uris = exports()
+            # Resync: create's initial parity pass over members of data.
+            t0 = time.time()
+            subprocess.run([tool, "create", "--force", "--bitmap", "none",
+                            "--chunk", "512K", *uris[:4]], check=True,
+                           capture_output=True)
+            t = time.time() - t0
+            det = json.loads(subprocess.run(
+                [tool, "detail", "--json", *uris[:4]], check=True,
+                capture_output=True, text=True).stdout)
+            member = det["member_bytes"] if "member_bytes" in det else \
+                det["array_bytes"] // 3
+            samples["resync"].append(member / t / 1e6)
+            # Degraded read (issue 16 point 4): the array without its
+            # second member, read-only (nothing changes for the jobs
+            # below); what the client gets per surviving member, against
+            # the member rate: 1.0x is every survivor byte delivered once.
+            srv = Server(args, "jobs-degraded",
+                         [plugin] + [f"member={u}" for i, u in
+                                     enumerate(uris[:4]) if i != 1] +
+                         ["run=true", "readonly=true"], work)
+            try:
+                res = summarize(fio(srv.uri, [dict(rw="read", bs="1m",
+                                                   iodepth=8)],
+                                    args.runtime, det["array_bytes"]), [0])
+            finally:
+                srv.stop()
+            samples[degraded].append(res["mbs"] / 3)
+            ctl = os.path.join(work, "ctl.sock")
+            srv = Server(args, "jobs-uraid",
+                         [plugin] + [f"member={u}" for u in uris[:4]] +
+                         [f"control={ctl}"], work)
+            try:
+                # Rebuild onto the fifth export.
+                run_tool(tool, "fail", "--control", ctl, uris[1])
+                run_tool(tool, "remove", "--control", ctl, uris[1])
+                t0 = time.time()
+                run_tool(tool, "add", "--control", ctl, uris[4])
+                idle(ctl)
+                samples["rebuild"].append(member / (time.time() - t0) / 1e6)
+                t0 = time.time()
+                run_tool(tool, "check", "--control", ctl, "--wait")
+                samples["check"].append(member / (time.time() - t0) / 1e6)
+                # Reshape 4 -> 5 with the member the rebuild freed.
+                t0 = time.time()
+                run_tool(tool, "grow", "--control", ctl, "--raid-devices",
+                         "5", "--add", uris[5], "--wait")
+                samples["reshape 4->5"].append(
+                    member / (time.time() - t0) / 1e6)
+            finally:
+                srv.stop()
+            log(f"bench: jobs on {directory} + {lat} ms, run {rep + 1}: " +
+                ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in
+                          samples.items()))
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return samples

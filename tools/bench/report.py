@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: MIT
+"""The tables bench.py prints: the healthy-path table and the extra
+parts' tables."""
+
+import os
+import platform
+import subprocess
+import time
+
+from bench.common import MIB
+
+
+def report(rows, sweep, args):
+    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo"],
+                         capture_output=True, text=True).stdout.split(":")[-1]
+    print(f"uraid bench, {time.strftime('%Y-%m-%d %H:%M')} on "
+          f"{platform.node()} ({os.cpu_count()} CPUs,{cpu.strip()}), "
+          f"members on {args.dir}, {args.members} x {args.member_size} MiB, "
+          f"chunk {args.chunk}, {args.runtime}s x {args.repeat} "
+          f"(medians)\n")
+    print("| workload | file MB/s | uraid MB/s | uraid/file | file IOPS | "
+          "uraid IOPS | file p99 µs | uraid p99 µs | CPU s/GiB file | "
+          "CPU s/GiB uraid | member reads/write (read rows: member B/B) | "
+          "member writes/write | uraid peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f, u = r["file"], r["uraid"]
+        rpw = f"{u['reads_per_write']:.2f}" if "reads_per_write" in u else "-"
+        if "member_bytes_per_byte" in u:
+            # Read-only rows: the column shows member bytes per byte read.
+            rpw = f"{u['member_bytes_per_byte']:.2f} B/B"
+        wpw = f"{u['writes_per_write']:.2f}" if "writes_per_write" in u else "-"
+        print(f"| {r['workload']} | {f['mbs']:.0f} | {u['mbs']:.0f} | "
+              f"{r['ratio']:.2f} | {f['iops']:.0f} | {u['iops']:.0f} | "
+              f"{f['p99_us']:.0f} | {u['p99_us']:.0f} | "
+              f"{f['cpu_s_per_gib']:.2f} | {u['cpu_s_per_gib']:.2f} | "
+              f"{rpw} | {wpw} | {u.get('rss_mib', 0):.0f} |")
+    byname = {r["workload"]: r for r in rows}
+    idle = byname.get("4K write+flush qd1, idle")
+    busy = byname.get("4K write+flush qd1, beside a 1M stream")
+    if idle and busy and idle["uraid"]["p99_us"]:
+        print(f"\nlatency isolation: uraid p99 of 4K write+flush beside a "
+              f"1 MiB stream / idle = "
+              f"{busy['uraid']['p99_us'] / idle['uraid']['p99_us']:.1f}x "
+              f"(file plugin: "
+              f"{busy['file']['p99_us'] / max(idle['file']['p99_us'], 1):.1f}x)")
+    for one, two in (("seq read 1M qd8", "seq read 1M qd8 x2"),
+                     ("seq write 1M qd8", "seq write 1M qd8 x2"),
+                     ("rand read 4K qd32", "rand read 4K qd32 x2"),
+                     ("rand write 4K qd32", "rand write 4K qd32 x2")):
+        if one in byname and two in byname:
+            f1, f2 = byname[one]["file"]["mbs"], byname[two]["file"]["mbs"]
+            u1, u2 = byname[one]["uraid"]["mbs"], byname[two]["uraid"]["mbs"]
+            print(f"scaling {one}: 2 jobs / 1 job = file {f2 / f1:.2f}x, "
+                  f"uraid {u2 / u1:.2f}x")
+    peak = max((r["uraid"].get("rss_mib", 0) for r in rows), default=0)
+    print(f"uraid nbdkit peak RSS over all workloads: {peak:.0f} MiB")
+    if sweep:
+        print("\nstripe cache sweep (uraid MB/s):\n")
+        caches = list(dict.fromkeys(s["cache"] for s in sweep))
+        names = list(dict.fromkeys(s["workload"] for s in sweep))
+        print("| workload | " + " | ".join(f"cache={c}" for c in caches) +
+              " |")
+        print("|---|" + "---|" * len(caches))
+        for n in names:
+            vals = {s["cache"]: s["mbs"] for s in sweep if s["workload"] == n}
+            print(f"| {n} | " + " | ".join(f"{vals[c]:.0f}" for c in caches) +
+                  " |")
+
+
+def report_extras(extras, args):
+    rs = extras.get("reshape") or {}
+    if rs.get("rows"):
+        rd = rs.get("member_read_mbs")
+        print(f"\nonline reshape: grow {args.members} -> {args.members + 1} "
+              f"members of {rs['member_mib']} MiB, filled; rate in member "
+              f"bytes per second per member (md's unit)"
+              + (f"; one member's sequential read: {rd:.0f} MB/s" if rd
+                 else "") + ".\n")
+        print("| measurement | MB/s | engine MB/s | / member read | target "
+              "| | how |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rs["rows"]:
+            if "vs_read" in r:
+                ok = "pass" if r["pass"] else "FAIL"
+                print(f"| {r['part']} | {r['mbs']:.0f} | "
+                      f"{r['engine_mbs']:.0f} | {r['vs_read']:.2f} | "
+                      f"{r['target']} | {ok} | {r['how']} |")
+            else:
+                print(f"| {r['part']} | {r['mbs']:.0f} (idle "
+                      f"{r['idle_mbs']:.0f}; p99 {r['p99_us']:.0f} µs, idle "
+                      f"{r['idle_p99_us']:.0f} µs) | - | - | - | "
+                      f"{'' if r['covered'] else 'reshape ended early'} | "
+                      f"{r['how']} |")
+    rows = extras.get("bitmap_cost") or []
+    if rows:
+        print(f"\nwrite-intent bitmap cost: the same array created with the "
+              f"bitmap (default) and with --bitmap none, {args.members} x "
+              f"{args.member_size} MiB each, same run, {args.runtime}s x "
+              f"{args.repeat} (medians):\n")
+        print("| workload | no bitmap MB/s | bitmap MB/s | bitmap/none | "
+              "paired ratio | target | no bitmap p99 µs | bitmap p99 µs | CPU s/GiB none "
+              "| CPU s/GiB bitmap |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            n, b = r["none"], r["bitmap"]
+            ok = "pass" if r["ratio"] >= r["target"] else "FAIL"
+            print(f"| {r['part'].split(': ', 1)[1]} | {n['mbs']:.0f} | "
+                  f"{b['mbs']:.0f} | {r['ratio']:.2f} | {r['paired']:.2f} | "
+                  f"≥ {r['target']:.2f} "
+                  f"{ok} | {n['p99_us']:.0f} | {b['p99_us']:.0f} | "
+                  f"{n['cpu_s_per_gib']:.2f} | {b['cpu_s_per_gib']:.2f} |")
+    rows = extras.get("ppl_cost") or []
+    if rows:
+        print(f"\nconsistency policy ppl against bitmap (the default): the "
+              f"same array created with --consistency-policy ppl and with "
+              f"the bitmap, {args.members} x {args.member_size} MiB each, "
+              f"same run, {args.runtime}s x {args.repeat} (medians); member "
+              f"writes (of which FUA) and flushes per client write from "
+              f"the plugin's counters, which leave out the PPL header "
+              f"writes (one FUA write per log batch):\n")
+        print("| workload | bitmap MB/s | ppl MB/s | ppl/bitmap | paired "
+              "ratio | target | member writes per write bitmap / ppl "
+              "(FUA) | "
+              "member flushes per write bitmap / ppl | bitmap p99 µs | "
+              "ppl p99 µs |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            b, p = r["bitmap"], r["ppl"]
+            ok = "pass" if r["ratio"] >= r["target"] else "FAIL"
+            print(f"| {r['part'].split(': ', 1)[1]} | {b['mbs']:.0f} | "
+                  f"{p['mbs']:.0f} | {r['ratio']:.2f} | {r['paired']:.2f} | "
+                  f"≥ {r['target']:.2f} {ok} | "
+                  f"{b['writes_per_write']:.2f} / {p['writes_per_write']:.2f}"
+                  f" ({p['fua_per_write']:.2f})"
+                  f" | {b['flushes_per_write']:.2f} / "
+                  f"{p['flushes_per_write']:.2f} | {b['p99_us']:.0f} | "
+                  f"{p['p99_us']:.0f} |")
+    rb = extras.get("rebuild") or {}
+    if rb.get("rows"):
+        print(f"\nrebuild and scrub: {args.members} x {rb['member_mib']} MiB "
+              f"members filled with data, rebuild onto a fresh sparse file; "
+              f"rates are member bytes per second (per member, as md's "
+              f"speed limits). One member's sequential read (fio psync "
+              f"bs=1M on the member file, median of {args.repeat} x 3s): "
+              f"{rb['member_read_mbs']:.0f} MB/s. A rebuild's member I/O "
+              f"alone ({args.members - 1} member reads and a write to a "
+              f"fresh file at once, fio psync 512K, no XOR): "
+              f"{rb['rebuild_io_ceiling_mbs']:.0f} MB/s per member.\n")
+        print("| measurement | MB/s | engine MB/s | / member read | limit "
+              "MB/s | vs limit | target | | how |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in rb["rows"]:
+            eng = (f"{r['engine_mbs']:.0f}" if r.get("engine_mbs") is not None
+                   else "-")
+            lim = (f"{r['limit_mbs']:.1f}" if r.get("limit_mbs") else "-")
+            err = (f"{r['error'] * 100:+.1f}%" if r.get("limit_mbs") else "-")
+            ok = {True: "pass", False: "FAIL", None: ""}[r["pass"]]
+            extra = ""
+            if "mismatches" in r:
+                extra = f"; {r['mismatches']} mismatches"
+            if "vs_io_ceiling" in r:
+                extra = (f"; {r['vs_io_ceiling']:.2f}x the member I/O "
+                         f"alone")
+            if "client" in r:
+                extra = (f"; client {r['client']['mbs']:.0f} MB/s, "
+                         f"{r['client']['iops']:.0f} IOPS, p99 "
+                         f"{r['client']['p99_us']:.0f} µs")
+            print(f"| {r['part']} | {r['mbs']:.1f} | {eng} | "
+                  f"{r['vs_read']:.2f} | {lim} | {err} | {r['target']} | "
+                  f"{ok} | {r['how']}{extra} |")
+    r6 = extras.get("raid6") or {}
+    if r6.get("rows"):
+        print(f"\nRAID6 against RAID5 on the same members: two arrays of "
+              f"{r6['members']} x {r6['member_mib']} MiB on {args.dir}, "
+              f"filled, chunk {args.chunk}, the levels alternating:\n")
+        print("| workload | RAID5 MB/s | RAID6 MB/s | RAID6/RAID5 | target "
+              "| | how |")
+        print("|---|---|---|---|---|---|---|")
+        for r in r6["rows"]:
+            t = r["target"]
+            ok = "" if t is None else ("pass" if r["ratio"] >= t else "FAIL")
+            extra = ""
+            if "engine" in r:
+                extra = (f"; engine RAID5 {r['engine'][5]:.0f}, RAID6 "
+                         f"{r['engine'][6]:.0f} MB/s")
+            print(f"| {r['part'].split(': ', 1)[1]} | {r['raid5_mbs']:.0f} | "
+                  f"{r['raid6_mbs']:.0f} | {r['ratio']:.2f} | "
+                  f"{'-' if t is None else f'≥ {t:.2f}'} | {ok} | "
+                  f"{r['how']}{extra} |")
+    rows = extras.get("resync") or []
+    if rows:
+        print(f"\nresync after kill -9 during random 4K writes into "
+              f"{len(args.resync_regions)} regions of {args.members} x "
+              f"{args.member_size} MiB filled members (time: new server "
+              f"start to resyncing=false, median of {args.resync_repeat}; "
+              f"uraid's resync ignores the speed limits):\n")
+        print("| array | dirty bits at kill | bitmap chunk | expected "
+              "MiB/member | resync MiB/member (resync_bytes) | "
+              "resync_bitmap_chunks | stripes resynced | repaired | "
+              "seconds | MB/s | mismatches after |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            secs = r["seconds"]
+            print(f"| {r['part'].split(': ', 1)[1]} | "
+                  f"{'-' if r['dirty_chunks'] is None else r['dirty_chunks']}"
+                  f" | {'-' if not r['bitmap_chunk'] else str(r['bitmap_chunk'] // MIB) + ' MiB'}"
+                  f" | {r['expected_bytes'] / MIB:.0f} | "
+                  f"{r['resync_bytes'] / MIB:.0f} | "
+                  f"{r['resync_bitmap_chunks']} | {r['resynced_stripes']} | "
+                  f"{r['resync_repairs']} | {secs:.2f} | "
+                  f"{r['resync_bytes'] / secs / 1e6:.0f} | "
+                  f"{r['mismatches_after']} |")
+        by = {r["part"]: r for r in rows}
+        a = by.get("resync after crash: bitmap")
+        b = by.get("resync after crash: no bitmap")
+        if a and b and b["resync_bytes"]:
+            print(f"\nbitmap / no bitmap: resync bytes "
+                  f"{a['resync_bytes'] / b['resync_bytes']:.3f}x, time "
+                  f"{a['seconds'] / b['seconds']:.3f}x")

@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+"""Online reshape: a grow by one member, unthrottled, and a client beside
+one."""
+
+import os
+import shutil
+import statistics
+import time
+
+from bench.common import (EXTRA_PARTS, MIB, UNTHROTTLED_KIB_S, CtlServer,
+                          ctl_request, fio, log, make_array, member_args,
+                          member_read_mbs, summarize, wait_job, wanted)
+
+
+def bench_reshape(args, plugin, tool, work):
+    """Online grow by one member of a filled array: the reshape rate
+    (member bytes per second, per member, as md reports it) unthrottled and
+    idle, against one member's sequential read; then a client's sequential
+    1M writes while a grow runs at the default limits, against the same
+    client on the idle array."""
+    parts = [n for n in EXTRA_PARTS
+             if n.startswith("reshape") and wanted(args, n)]
+    if not parts:
+        return {}
+    d = os.path.join(args.dir, "uraid-bench-reshape")
+    out = {"rows": [], "member_mib": args.rebuild_member_size}
+    read_mbs = None
+
+    def filled_server():
+        """A fresh array filled with data (no holes to read fast), served
+        with a control socket, and a sparse file to grow onto: (members,
+        that file, the server, the array's bytes)."""
+        shutil.rmtree(d, ignore_errors=True)
+        members, _ = make_array(tool, d, args, args.rebuild_member_size)
+        extra = os.path.join(d, "new.img")
+        with open(extra, "wb") as f:
+            f.truncate(args.rebuild_member_size * MIB)
+        srv = CtlServer(member_args(plugin, members, args), work, "reshape")
+        try:
+            size = srv.detail()["member_bytes"] * (args.members - 1)
+            fio(srv.uri, [dict(rw="write", bs="1m", iodepth=8,
+                               time_based=0)], 600, size)
+        except BaseException:
+            srv.stop()
+            raise
+        return members, extra, srv, size
+
+    def grow(srv, extra):
+        before = srv.detail()["last_job"]
+        t0 = time.time()
+        ctl_request(srv.ctl, {"cmd": "grow", "raid_devices": args.members + 1,
+                              "add": [extra]})
+        t1, det = wait_job(srv, "reshape", before)
+        lj = det["last_job"]
+        if lj["result"] != "completed":
+            raise RuntimeError(f"reshape: {lj}")
+        return t1 - t0, lj
+
+    try:
+        if wanted(args, "reshape: grow unthrottled"):
+            vals, engine = [], []
+            for _ in range(args.repeat):
+                members, extra, srv, size = filled_server()
+                try:
+                    if read_mbs is None:
+                        read_mbs = member_read_mbs(members[0], 3, args.repeat)
+                    ctl_request(srv.ctl, {"cmd": "set",
+                                          "speed_max": UNTHROTTLED_KIB_S})
+                    secs, lj = grow(srv, extra)
+                    vals.append(lj["total_bytes"] / secs / 1e6)
+                    engine.append(lj["bytes_per_s"] / 1e6)
+                    log(f"bench: reshape {args.members}->{args.members + 1}: "
+                        f"{lj['total_bytes'] // MIB} MiB/member in "
+                        f"{secs:.2f}s = {vals[-1]:.0f} MB/s per member")
+                finally:
+                    srv.stop()
+            mbs = statistics.median(vals)
+            out["rows"].append({
+                "part": "reshape: grow unthrottled", "mbs": mbs,
+                "engine_mbs": statistics.median(engine),
+                "vs_read": mbs / read_mbs, "target": "≥ 0.50",
+                "pass": mbs / read_mbs >= 0.5,
+                "how": f"median of {args.repeat} whole grows "
+                       f"{args.members}->{args.members + 1}, request to "
+                       f"job end, idle array"})
+        if wanted(args, "reshape: client during grow"):
+            members, extra, srv, size = filled_server()
+            try:
+                jobs = [dict(rw="write", bs="1m", iodepth=8)]
+                idle = summarize(fio(srv.uri, jobs, args.runtime, size), [0])
+                before = srv.detail()["last_job"]
+                ctl_request(srv.ctl, {"cmd": "grow",
+                                      "raid_devices": args.members + 1,
+                                      "add": [extra]})
+                during = summarize(fio(srv.uri, jobs, args.runtime, size),
+                                   [0])
+                still = srv.detail()["job"]["kind"] == "reshape"
+                t1, det = wait_job(srv, "reshape", before)
+                out["rows"].append({
+                    "part": "reshape: client during grow",
+                    "mbs": during["mbs"], "idle_mbs": idle["mbs"],
+                    "p99_us": during["p99_us"],
+                    "idle_p99_us": idle["p99_us"],
+                    "covered": still,
+                    "how": f"fio seq write 1M qd8 for {args.runtime}s, "
+                           f"idle vs during a grow at the default speed "
+                           f"limits (the reshape yields to clients down to "
+                           f"its minimum)"})
+            finally:
+                srv.stop()
+        out["member_read_mbs"] = read_mbs
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return out

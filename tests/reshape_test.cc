@@ -396,37 +396,10 @@ TEST(Reshape, ClientsWriteAndReadDuringAGrow) {
     ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
     auto extra = MakeMembers(2, "x");
     ASSERT_TRUE(a->Grow(AddDevices(5, extra)).ok());
-    std::atomic<bool> stop{false};
-    // Serialises writers' ref updates with their writes (std::mutex, which
-    // TSan sees; Debian's absl::Mutex is not instrumented).
-    std::mutex mu;
-    std::atomic<int> errors{0};
-    auto writer = [&](uint32_t seed) {
-      std::mt19937_64 rng(seed);
-      std::vector<uint8_t> buf(256 << 10), got(256 << 10);
-      while (!stop.load()) {
-        const uint64_t len = 4096 * (1 + rng() % 48);
-        const uint64_t off = (rng() % ((bytes - len) / 4096)) * 4096;
-        for (uint64_t i = 0; i < len; ++i) buf[i] = static_cast<uint8_t>(rng());
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!a->Write(buf.data(), len, off).ok()) ++errors;
-          std::memcpy(ref.data() + off, buf.data(), len);
-        }
-        const uint64_t roff = (rng() % ((bytes - len) / 4096)) * 4096;
-        std::lock_guard<std::mutex> lock(mu);
-        if (!a->Read(got.data(), len, roff).ok() ||
-            std::memcmp(got.data(), ref.data() + roff, len) != 0) {
-          ++errors;
-        }
-      }
-    };
-    std::thread w1(writer, 11), w2(writer, 12);
-    ASSERT_TRUE(a->WaitForJob().ok());
-    stop.store(true);
-    w1.join();
-    w2.join();
-    EXPECT_EQ(errors.load(), 0);
+    const int errors = testutil::UnderWriters(
+        *a, ref, [&] { ASSERT_TRUE(a->WaitForJob().ok()); },
+        /*max_blocks=*/48, /*seed=*/11);
+    EXPECT_EQ(errors, 0);
     EXPECT_EQ(a->Info().geometry.raid_disks(), 5);
     ExpectContents(*a, ref);
     EXPECT_EQ(Mismatches(*a), 0u);

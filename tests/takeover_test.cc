@@ -123,40 +123,11 @@ GrowOptions ToLevel(int level, int disks, const std::vector<Shared>& add) {
   return g;
 }
 
-// Two writers with random writes and read-backs against `ref` while `run`
-// goes on; returns the number of wrong reads or failed requests.
+// testutil::UnderWriters with this file's writers: up to 128 KiB, seeds
+// 21 and 22.
 template <typename F>
 int UnderWriters(Array& a, std::vector<uint8_t>& ref, F run) {
-  std::atomic<bool> stop{false};
-  std::mutex mu;  // a write and its ref update, against reads
-  std::atomic<int> errors{0};
-  const uint64_t bytes = ref.size();
-  auto writer = [&](uint32_t seed) {
-    std::mt19937_64 rng(seed);
-    std::vector<uint8_t> buf(128 << 10), got(128 << 10);
-    while (!stop.load()) {
-      const uint64_t len = 4096 * (1 + rng() % 32);
-      const uint64_t off = (rng() % ((bytes - len) / 4096)) * 4096;
-      for (uint64_t i = 0; i < len; ++i) buf[i] = static_cast<uint8_t>(rng());
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!a.Write(buf.data(), len, off).ok()) ++errors;
-        std::memcpy(ref.data() + off, buf.data(), len);
-      }
-      const uint64_t roff = (rng() % ((bytes - len) / 4096)) * 4096;
-      std::lock_guard<std::mutex> lock(mu);
-      if (!a.Read(got.data(), len, roff).ok() ||
-          std::memcmp(got.data(), ref.data() + roff, len) != 0) {
-        ++errors;
-      }
-    }
-  };
-  std::thread w1(writer, 21), w2(writer, 22);
-  run();
-  stop.store(true);
-  w1.join();
-  w2.join();
-  return errors.load();
+  return testutil::UnderWriters(a, ref, run, /*max_blocks=*/32, /*seed=*/21);
 }
 
 // RAID5 -> RAID6 under writers: the new member is rebuilt as Q, and then

@@ -12,12 +12,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -132,6 +134,50 @@ inline uint64_t Mismatches(Array& a) {
   auto r = a.CheckParity(nullptr);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *r : ~0ull;
+}
+
+// Two client threads writing and reading `a` while `run()` goes on (a
+// reshape, a takeover): each writes 4 KiB to `max_blocks` * 4 KiB of
+// random bytes at a random 4 KiB-aligned offset, updating `ref`, then reads
+// a random range back against `ref`. Returns the failed requests and wrong
+// reads. The writers are seeded `seed` and `seed` + 1, so a test's
+// sequence is the same every run. A write and its `ref` update are one
+// step against the reads (std::mutex, which TSan sees; Debian's
+// absl::Mutex is not instrumented).
+template <typename F>
+int UnderWriters(Array& a, std::vector<uint8_t>& ref, F run, int max_blocks,
+                 uint32_t seed) {
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::atomic<int> errors{0};
+  const uint64_t bytes = ref.size();
+  auto writer = [&](uint32_t s) {
+    std::mt19937_64 rng(s);
+    std::vector<uint8_t> buf(uint64_t{4096} * max_blocks);
+    std::vector<uint8_t> got(buf.size());
+    while (!stop.load()) {
+      const uint64_t len = 4096 * (1 + rng() % max_blocks);
+      const uint64_t off = (rng() % ((bytes - len) / 4096)) * 4096;
+      for (uint64_t i = 0; i < len; ++i) buf[i] = static_cast<uint8_t>(rng());
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!a.Write(buf.data(), len, off).ok()) ++errors;
+        std::memcpy(ref.data() + off, buf.data(), len);
+      }
+      const uint64_t roff = (rng() % ((bytes - len) / 4096)) * 4096;
+      std::lock_guard<std::mutex> lock(mu);
+      if (!a.Read(got.data(), len, roff).ok() ||
+          std::memcmp(got.data(), ref.data() + roff, len) != 0) {
+        ++errors;
+      }
+    }
+  };
+  std::thread w1(writer, seed), w2(writer, seed + 1);
+  run();
+  stop.store(true);
+  w1.join();
+  w2.join();
+  return errors.load();
 }
 
 // The lines an array logs (its Logger), for tests that look for one.

@@ -1031,40 +1031,53 @@ def kill_mid_job(srv, ctl, what):
     log(f"killed nbdkit at {pct}% of {what}")
 
 
-def case_reshape_uraid_killed(c):
-    """uraid grows 3->4 and is killed mid-reshape; md assembles the four
-    members, finishes the reshape, and the data is intact."""
+def md_finish_reshape(c, image, level, disks, new_size, what):
+    """The md side of a reshape uraid was killed in (`what` names it):
+    the superblocks say a reshape is in progress; md assembles c.devs,
+    finishes it to `disks` members of RAID `level` (its log says reshape),
+    reads `image` back over the new size `new_size`, and its check finds
+    the parity right. md is then stopped, and the superblocks agree with
+    each other and with uraid's check."""
     devs, md = c.devs, c.md
-    srv, h, ctl, image = serve_written(c, devs[:3])
-    size = image.size
-    uraid("set", "--control", ctl, "--speed-min", "2000", "--speed-max", "2000")
-    uraid("grow", "--control", ctl, "--raid-devices", "4", "--add", devs[3])
-    kill_mid_job(srv, ctl, "the reshape")
     ex = md_examine(devs[0])
     check("Reshape pos'n" in ex, f"no reshape in progress after the kill: {ex}")
     out = md_assemble(md, devs)
     log(f"mdadm --assemble: {out or 'ok'}; kernel: "
         f"{' | '.join(dmesg_md(md)[-4:])}")
     md_readwrite(md)
-    md_wait_idle(md, timeout=600, what="md finishing uraid's reshape")
-    check(int(md_attr(md, "raid_disks")) == 4,
-          f"raid_disks {md_attr(md, 'raid_disks')} after md's reshape")
+    md_wait_idle(md, timeout=600, what=f"md finishing {what}")
+    check(md_attr(md, "level") == f"raid{level}",
+          f"level {md_attr(md, 'level')} after md finished {what}")
+    check(int(md_attr(md, "raid_disks")) == disks,
+          f"raid_disks {md_attr(md, 'raid_disks')} after md finished {what}")
     check(md_attr(md, "reshape_position") == "none",
           f"reshape_position {md_attr(md, 'reshape_position')}")
     msgs = dmesg_md(md)
     check(any("reshape" in m for m in msgs),
           f"md's log does not mention the reshape: {msgs[-10:]}")
-    new_size = md_size(md)
-    check(new_size == size * 3 // 2, f"{md}: size {new_size} after growing "
-          f"{size} 3->4")
+    check(md_size(md) == new_size, f"{md}: size {md_size(md)} after md "
+          f"finished {what}, want {new_size}")
     dev = Direct(f"/dev/{md}")
-    image.verify(dev.read, "md after finishing uraid's reshape", new_size)
+    image.verify(dev.read, f"md after finishing {what}", new_size)
     dev.close()
     mm = md_check(md)
-    check(mm == 0, f"md check after the reshape: mismatch_cnt {mm}")
+    check(mm == 0, f"md check after {what}: mismatch_cnt {mm}")
     md_stop(md)
-    compare_superblocks(devs, "after md's reshape")
-    uraid_check(devs, "after md's reshape")
+    compare_superblocks(devs, f"after md finished {what}")
+    uraid_check(devs, f"after md finished {what}")
+
+
+def case_reshape_uraid_killed(c):
+    """uraid grows 3->4 and is killed mid-reshape; md assembles the four
+    members, finishes the reshape, and the data is intact."""
+    devs = c.devs
+    srv, h, ctl, image = serve_written(c, devs[:3])
+    size = image.size
+    uraid("set", "--control", ctl, "--speed-min", "2000", "--speed-max", "2000")
+    uraid("grow", "--control", ctl, "--raid-devices", "4", "--add", devs[3])
+    kill_mid_job(srv, ctl, "the reshape")
+    new_size = size * 3 // 2
+    md_finish_reshape(c, image, 5, 4, new_size, "uraid's reshape 3->4")
     uraid_read_all(c.tmp, devs, image, "uraid after md's reshape", new_size)
 
 
@@ -1784,30 +1797,9 @@ def case_raid6_takeover_reshape(c):
           "2000")
     uraid("grow", "--control", ctl, "--raid-devices", "6", "--add", devs[5])
     kill_mid_job(srv, ctl, "the RAID6 reshape")
-    ex = md_examine(devs[0])
-    check("Reshape pos'n" in ex, f"no reshape in progress after the kill: {ex}")
-    out = md_assemble(md, devs)
-    log(f"mdadm --assemble: {out or 'ok'}; kernel: "
-        f"{' | '.join(dmesg_md(md)[-4:])}")
-    md_readwrite(md)
-    md_wait_idle(md, timeout=600, what="md finishing uraid's RAID6 reshape")
-    check(md_attr(md, "level") == "raid6", f"level {md_attr(md, 'level')}")
-    check(int(md_attr(md, "raid_disks")) == 6,
-          f"raid_disks {md_attr(md, 'raid_disks')} after md's reshape")
-    check(md_attr(md, "reshape_position") == "none",
-          f"reshape_position {md_attr(md, 'reshape_position')}")
-    new_size = md_size(md)
-    check(new_size == size * 4 // 3, f"{md}: size {new_size} after growing "
-          f"the RAID6 of {size} from 3 data members to 4")
-    dev = Direct(f"/dev/{md}")
-    image.verify(dev.read, "md after finishing uraid's RAID6 reshape",
-                 new_size)
-    dev.close()
-    mm = md_check(md)
-    check(mm == 0, f"md check after the RAID6 reshape: mismatch_cnt {mm}")
-    md_stop(md)
-    compare_superblocks(devs, "after md's RAID6 reshape")
-    uraid_check(devs, "after md's RAID6 reshape")
+    # Three data members before, four after.
+    new_size = size * 4 // 3
+    md_finish_reshape(c, image, 6, 6, new_size, "uraid's RAID6 reshape 5->6")
     uraid("grow", "--level", "5", *devs)
     ex = md_examine_all(devs)
     check("spare" in ex[devs[5]].get("Device Role", "").lower(),

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_test_util.h"
 #include "uraid/member.h"
 
 namespace uraid {
@@ -28,26 +29,13 @@ class IoExecutorTest : public ::testing::Test {
       : shape_{*Geometry::Make(5, Layout::kLeftSymmetric, kChunk, kDisks,
                                kMemberBytes),
                kDataOffset, 0, 0},
-        slots_(MakeSlots()),
+        slots_(testutil::FaultySlots(kDisks, kDataOffset + kMemberBytes,
+                                     &members_)),
         io_(slots_, counters_, kDisks - 1,
             [this](const std::string& name, int slot, const absl::Status&) {
               replacement_failures_.push_back(name + "@" +
                                               std::to_string(slot));
             }) {}
-
-  std::vector<std::unique_ptr<Slot>> MakeSlots() {
-    std::vector<std::unique_ptr<Slot>> slots;
-    for (int i = 0; i < kDisks; ++i) {
-      auto m = std::make_shared<FaultyMember>(
-          NewMemoryMember("m" + std::to_string(i), kDataOffset + kMemberBytes));
-      members_.push_back(m);
-      auto s = std::make_unique<Slot>();
-      s->member.store(m);
-      s->state.store(SlotState::kActive);
-      slots.push_back(std::move(s));
-    }
-    return slots;
-  }
 
   // A replace target for `slot`, holding stripes below `front`.
   std::shared_ptr<FaultyMember> AddReplacement(int slot, uint64_t front) {

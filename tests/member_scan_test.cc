@@ -143,19 +143,23 @@ class ScanFiles : public ::testing::Test {
     f.write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return path;
   }
+  // A 64 KiB member file holding slot 0 of a 3-member array `set`.
+  std::string WriteMember(const std::string& name, uint8_t set) {
+    Superblock sb;
+    sb.set_uuid = Uuid(set);
+    sb.raid_disks = 3;
+    sb.chunksize = 128;
+    sb.data_offset = 2048;
+    sb.data_size = 4096;
+    sb.size = 4096;
+    sb.dev_roles = {0, 1, 2};
+    return Write(name, EncodeSuperblock(sb), 64 << 10);
+  }
   std::string dir_;
 };
 
 TEST_F(ScanFiles, GlobsRealpathsAndSuperblocks) {
-  Superblock sb;
-  sb.set_uuid = Uuid(7);
-  sb.raid_disks = 3;
-  sb.chunksize = 128;
-  sb.data_offset = 2048;
-  sb.data_size = 4096;
-  sb.size = 4096;
-  sb.dev_roles = {0, 1, 2};
-  const std::string a = Write("a.img", EncodeSuperblock(sb), 64 << 10);
+  const std::string a = WriteMember("a.img", 7);
   const std::string junk =
       Write("junk.img", std::vector<uint8_t>(16, 0xAB), 64 << 10);
   const std::string tiny = Write("tiny.img", {}, 100);
@@ -216,15 +220,7 @@ TEST(ResolveArrayRef, NameUuidBareUuidOrNotFound) {
 // The DEVICE lines expanded, scanned and selected from; the candidate
 // count is given on success and on failure (the tool's message has it).
 TEST_F(ScanFiles, FindConfiguredMembersCountsCandidates) {
-  Superblock sb;
-  sb.set_uuid = Uuid(7);
-  sb.raid_disks = 3;
-  sb.chunksize = 128;
-  sb.data_offset = 2048;
-  sb.data_size = 4096;
-  sb.size = 4096;
-  sb.dev_roles = {0, 1, 2};
-  const std::string a = Write("a.img", EncodeSuperblock(sb), 64 << 10);
+  const std::string a = WriteMember("a.img", 7);
   Write("junk.img", std::vector<uint8_t>(16, 0xAB), 64 << 10);
   ConfigFile config;
   config.devices = {dir_ + "/*.img"};

@@ -22,6 +22,7 @@
 #include "base/locked_shared_ptr.h"
 #include "base/write_epochs.h"
 #include "control/array_reporter.h"
+#include "engine_test_util.h"
 #include "meta/array_bitmap.h"
 #include "meta/ppl_log.h"
 #include "stripe/stripe_cache.h"
@@ -181,7 +182,8 @@ class StripeWriterTest : public ::testing::Test {
       : shape_{*Geometry::Make(5, Layout::kLeftSymmetric, kChunk, kDisks,
                                kMemberBytes),
                kDataOffset, 0, 0},
-        slots_(MakeSlots()),
+        slots_(testutil::FaultySlots(kDisks, kDataOffset + kMemberBytes,
+                                     &members_)),
         host_(slots_),
         io_(slots_, counters_, kDisks - 1,
             [](const std::string&, int, const absl::Status&) {}),
@@ -195,19 +197,6 @@ class StripeWriterTest : public ::testing::Test {
                 reshaping_, resync_stripe_,
                 /*bypass_flush_ns=*/0) {}
 
-  std::vector<std::unique_ptr<Slot>> MakeSlots() {
-    std::vector<std::unique_ptr<Slot>> slots;
-    for (int i = 0; i < kDisks; ++i) {
-      auto m = std::make_shared<FaultyMember>(
-          NewMemoryMember("m" + std::to_string(i), kDataOffset + kMemberBytes));
-      members_.push_back(m);
-      auto s = std::make_unique<Slot>();
-      s->member.store(m);
-      s->state.store(SlotState::kActive);
-      slots.push_back(std::move(s));
-    }
-    return slots;
-  }
   EngineContext Engine() { return {host_, slots_, io_, locks_, counters_}; }
 
   // Distinct bytes for each offset of the array's first `len` bytes.

@@ -10,13 +10,41 @@ import subprocess
 import time
 
 from bench.common import (Server, fio, log, owned_tempdir, run_tool,
-                          summarize)
-
-
-
+                          summarize, wanted)
 
 # The jobs part's member rate: nbdkit's rate=800M, in MB/s each way.
 JOB_MEMBER_MBS = 100.0
+# Rows of the RAID6 column part (raid6_slow_column) and their targets
+# against the member rate (issue 33's speed section).
+RAID6_SLOW_DEGRADED = ("RAID6 degraded by two: seq read 1M qd8 (client "
+                       "MB/s / survivors)")
+RAID6_SLOW_REBUILD = "RAID6 rebuild of two spares in one pass (per target)"
+JOB_TARGETS = {RAID6_SLOW_DEGRADED: 0.8, RAID6_SLOW_REBUILD: 0.9}
+
+
+def slow_exports(args, work, count, lat, servers, prefix="j"):
+    """`count` nbdkit file exports of --job-member-size MiB of random data
+    in `work`, each behind --filter=rate rate=800M (JOB_MEMBER_MBS each
+    way) and, when `lat` is not 0, --filter=delay (`lat` ms per read and
+    write); appended to `servers`; returns their URIs."""
+    mib = args.job_member_size
+    uris = []
+    for i in range(count):
+        img = os.path.join(work, f"{prefix}{i}.img")
+        subprocess.run(["dd", "if=/dev/urandom", f"of={img}", "bs=1M",
+                        f"count={mib}", "status=none"], check=True)
+        delay = ([f"delay-read={lat}ms", f"delay-write={lat}ms"]
+                 if lat else [])
+        s = Server(args, f"{prefix}{i}",
+                   ["--filter=rate"] +
+                   (["--filter=delay"] if lat else []) +
+                   ["file", img, "rate=800M",
+                    # No 2 s burst (the default): the members are too
+                    # small to hide it.
+                    "burstiness=0.1"] + delay, work)
+        servers.append(s)
+        uris.append(s.uri)
+    return uris
 
 
 def bench_jobs_on_slow_members(args, plugin, tool):
@@ -32,7 +60,11 @@ def bench_jobs_on_slow_members(args, plugin, tool):
                             text=True).stdout.split("\n")[0].strip()
         for lat in lats:
             name = f"{fs} ({d})" + (f" + {lat} ms" if lat else "")
-            columns.append((name, jobs_column(args, plugin, tool, d, lat)))
+            samples = jobs_column(args, plugin, tool, d, lat)
+            if wanted(args, RAID6_SLOW_DEGRADED + " " + RAID6_SLOW_REBUILD):
+                from bench.raid6 import raid6_slow_column
+                samples.update(raid6_slow_column(args, plugin, tool, d, lat))
+            columns.append((name, samples))
     mib = args.job_member_size
     print(f"\njobs on members like disks: 6 nbdkit file exports per column "
           f"({mib} MiB each, full of data) behind rate=800M burstiness=0.1 "
@@ -40,20 +72,29 @@ def bench_jobs_on_slow_members(args, plugin, tool):
           f"delay-write), chunk 512K, 4 in the array; member bytes per "
           f"second against the nominal {JOB_MEMBER_MBS:.0f} MB/s, median of "
           f"{args.repeat} "
-          f"(wall time from the request to idle):\n")
-    print("| job, 4 members | " + " | ".join(n for n, _ in columns) + " |")
-    print("|---|" + "---|" * len(columns))
+          f"(wall time from the request to idle). The RAID6 rows: "
+          f"{args.raid6_members} more exports like them per column, a RAID6 "
+          f"of {args.raid6_members} created on them, read with two left "
+          f"out (read-only), then two spares rebuilt in one pass:\n")
+    print("| job, 4 members | " + " | ".join(n for n, _ in columns) +
+          " | target |")
+    print("|---|" + "---|" * len(columns) + "---|")
     for job in columns[0][1]:
         cells = []
+        target = JOB_TARGETS.get(job)
         for _, samples in columns:
             v = samples[job]
             if not v:
                 cells.append("")
                 continue
             med = statistics.median(v)
-            cells.append(f"{med:.1f} ({med / JOB_MEMBER_MBS:.2f}x; "
+            ok = ""
+            if target is not None:
+                ok = " pass" if med / JOB_MEMBER_MBS >= target else " FAIL"
+            cells.append(f"{med:.1f} ({med / JOB_MEMBER_MBS:.2f}x{ok}; "
                          f"{', '.join(f'{x:.0f}' for x in v)})")
-        print(f"| {job} | " + " | ".join(cells) + " |")
+        print(f"| {job} | " + " | ".join(cells) + " | " +
+              ("-" if target is None else f"≥ {target:.2f}x") + " |")
     return columns
 
 
@@ -67,31 +108,11 @@ def jobs_column(args, plugin, tool, directory, lat):
     fresh array (uraid create's initial parity over members full of data)
     and a 4 -> 5 reshape onto the sixth (grow --wait). Returns the
     samples."""
-    mib = args.job_member_size
     work = owned_tempdir("uraid-bench-jobs-", directory)
     servers = []
     degraded = "degraded seq read 1M qd8 (client MB/s / 3 survivors)"
     samples = {"rebuild": [], "check": [], "resync": [], "reshape 4->5": [],
                degraded: []}
-
-    def exports():
-        uris = []
-        for i in range(6):
-            img = os.path.join(work, f"j{i}.img")
-            subprocess.run(["dd", "if=/dev/urandom", f"of={img}", "bs=1M",
-                            f"count={mib}", "status=none"], check=True)
-            delay = ([f"delay-read={lat}ms", f"delay-write={lat}ms"]
-                     if lat else [])
-            s = Server(args, f"j{i}",
-                       ["--filter=rate"] +
-                       (["--filter=delay"] if lat else []) +
-                       ["file", img, "rate=800M",
-                        # No 2 s burst (the default): the members are too
-                        # small to hide it.
-                        "burstiness=0.1"] + delay, work)
-            servers.append(s)
-            uris.append(s.uri)
-        return uris
 
     def idle(ctl):
         while True:
@@ -108,7 +129,7 @@ def jobs_column(args, plugin, tool, directory, lat):
             for s in servers:
                 s.stop()
             servers.clear()
-            uris = exports()
+            uris = slow_exports(args, work, 6, lat, servers)
             # Resync: create's initial parity pass over members of data.
             t0 = time.time()
             subprocess.run([tool, "create", "--force", "--bitmap", "none",

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""RAID6 against RAID5 on the same members (issue 33's speed figures)."""
+"""RAID6 against RAID5 on the same members, and RAID6 on members like
+disks (issue 33's speed figures)."""
 
 import json
 import os
@@ -8,7 +9,9 @@ import statistics
 
 from bench.common import (EXTRA_PARTS, MIB, UNTHROTTLED_KIB_S, CtlServer,
                           Server, fill_array, fio, log, member_args,
-                          run_tool, sample_done, summarize, wait_job, wanted)
+                          owned_tempdir, run_tool, sample_done, summarize,
+                          wait_job, wanted)
+from bench.jobs import RAID6_SLOW_DEGRADED, RAID6_SLOW_REBUILD, slow_exports
 
 
 RAID6_JOBS = {
@@ -164,3 +167,73 @@ def raid6_rebuild_row(args, plugin, tool, work, arrays):
             "how": f"median of {args.repeat}; RAID6 two spares in one pass, "
                    f"RAID5 one; MB/s per target member from the limits' "
                    f"lift to the job's end"}
+
+
+def raid6_slow_column(args, plugin, tool, directory, lat):
+    """Issue 33's speed rows on members like disks, for one column of the
+    jobs part: --raid6-members + 2 exports made as jobs_column makes them
+    (rate=800M, `lat` ms of delay), a RAID6 created on the first
+    --raid6-members (parity computed over their random data). Measured:
+    a sequential read with the first two left out (read-only), client
+    MB/s per survivor against the member rate (1.0x: every survivor byte
+    delivered once, as data or as what rebuilds it); and the rebuild of
+    two spares in one pass (they joined while the array was whole, the
+    array then served without its first two members, so that recovery
+    starts with both), member bytes per target per second from the
+    limits' lift to the job's end. Returns the samples per row."""
+    n = args.raid6_members
+    work = owned_tempdir("uraid-bench-r6slow-", directory)
+    servers = []
+    samples = {RAID6_SLOW_DEGRADED: [], RAID6_SLOW_REBUILD: []}
+    try:
+        for rep in range(args.repeat):
+            for s in servers:
+                s.stop()
+            servers.clear()
+            uris = slow_exports(args, work, n + 2, lat, servers, "r")
+            run_tool(tool, "create", "--force", "--level", "6", "--chunk",
+                     "512K", *uris[:n])
+            det = json.loads(run_tool(tool, "detail", "--json", *uris[:n]))
+            srv = Server(args, "r6slow-degraded",
+                         member_args(plugin, uris[2:n], args,
+                                     ["run=true", "readonly=true"]), work)
+            try:
+                res = summarize(fio(srv.uri, [dict(rw="read", bs="1m",
+                                                   iodepth=8)],
+                                    args.runtime, det["array_bytes"]), [0])
+            finally:
+                srv.stop()
+            samples[RAID6_SLOW_DEGRADED].append(res["mbs"] / (n - 2))
+            srv = CtlServer(member_args(plugin, uris[:n], args), work,
+                            "r6slow")
+            try:
+                for u in uris[n:]:
+                    run_tool(tool, "add", "--control", srv.ctl, u)
+            finally:
+                srv.stop()
+            srv = CtlServer(member_args(plugin, uris[2:], args,
+                                        ["run=true"]), work, "r6slow")
+            try:
+                run_tool(tool, "set", "--control", srv.ctl, "--speed-min",
+                         str(UNTHROTTLED_KIB_S), "--speed-max",
+                         str(UNTHROTTLED_KIB_S))
+                t0, done0, _, _ = sample_done(srv)
+                t1, d = wait_job(srv, "recover", None)
+                lj = d["last_job"]
+                if lj["result"] != "completed":
+                    raise RuntimeError(f"raid6 slow rebuild: {lj}")
+                if "second_slot" in lj and lj["second_slot"] < 0:
+                    raise RuntimeError("raid6 slow rebuild: the two spares "
+                                       "were not rebuilt in one pass")
+                samples[RAID6_SLOW_REBUILD].append(
+                    (lj["total_bytes"] - done0) / (t1 - t0) / 1e6)
+            finally:
+                srv.stop()
+            log(f"bench: RAID6 on {directory} + {lat} ms, run {rep + 1}: " +
+                ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in
+                          samples.items()))
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return samples

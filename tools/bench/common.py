@@ -380,3 +380,30 @@ def sample_done(srv):
     d = srv.detail()
     t1 = time.time()
     return (t0 + t1) / 2, d["job"]["done_bytes"], d["job"]["kind"], d
+
+
+# Below this share of one CPU for a busy loop, before or after a row, the
+# machine was too loaded to trust that row's absolute figures.
+LOADED_SHARE = 0.75
+
+
+def machine_share(seconds=0.3):
+    """The share of one CPU a busy loop of this process gets over `seconds`
+    (process CPU time / wall time): about 1.0 on an idle machine, 0.5 when
+    another runnable task shares the core. Measured before and after a
+    row, it says whether the machine was loaded while the row ran."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    x = 0
+    while time.perf_counter() - w0 < seconds:
+        for i in range(10000):
+            x += i
+    return (time.process_time() - c0) / (time.perf_counter() - w0)
+
+
+def load_note(shares):
+    """The row's note on the machine's load from machine_share samples."""
+    low = min(shares)
+    if low < LOADED_SHARE:
+        return (f"LOADED: a busy loop got {low:.2f} of a CPU around the "
+                f"runs; trust the paired ratio, not the MB/s")
+    return f"busy loop {low:.2f} of a CPU around the runs"

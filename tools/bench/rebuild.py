@@ -8,10 +8,15 @@ import statistics
 import time
 
 from bench.common import (EXTRA_PARTS, MIB, UNTHROTTLED_KIB_S, CtlServer,
-                          fill_array, fio, fio_in_background, log,
-                          make_array, member_args, member_read_mbs,
+                          fill_array, fio, fio_in_background, load_note, log,
+                          machine_share, make_array, member_args,
+                          member_read_mbs,
                           rebuild_io_ceiling_mbs, run_tool, sample_done,
                           summarize, wait_job, wanted)
+
+# An unthrottled rebuild against fio doing its member I/O alone (n-1
+# sequential reads and one write at once, rebuild_io_ceiling_mbs).
+REBUILD_VS_IO_CEILING = 0.7
 
 
 def bench_rebuild_scrub(args, plugin, tool, work):
@@ -105,10 +110,11 @@ def bench_rebuild_scrub(args, plugin, tool, work):
     try:
         if wanted(args, "rebuild: unthrottled"):
             set_speed(UNTHROTTLED_KIB_S, UNTHROTTLED_KIB_S)
-            walls, engines = [], []
+            walls, engines, shares = [], [], [machine_share()]
             for _ in range(args.repeat):
                 t0, before = start_rebuild()
                 t1, lj = finish(before)
+                shares.append(machine_share())
                 walls.append(lj["total_bytes"] / (t1 - t0) / 1e6)
                 engines.append(lj["bytes_per_s"] / 1e6)
                 log(f"bench: rebuild unthrottled: {lj['total_bytes'] // MIB}"
@@ -118,11 +124,16 @@ def bench_rebuild_scrub(args, plugin, tool, work):
             out["rows"].append({
                 "part": "rebuild: unthrottled", "mbs": wall,
                 "engine_mbs": statistics.median(engines),
-                "vs_read": wall / read_mbs, "target": "≥ 0.70× member read",
+                # What bounds a rebuild on memory members is the copying
+                # of its member I/O (issue 35), not one member's read: the
+                # target is against fio doing that I/O alone.
+                "vs_read": wall / read_mbs,
+                "target": f"≥ {REBUILD_VS_IO_CEILING:.2f}× member I/O alone",
                 "vs_io_ceiling": wall / ceiling_mbs,
-                "pass": wall / read_mbs >= 0.7, "samples": walls,
+                "pass": wall / ceiling_mbs >= REBUILD_VS_IO_CEILING,
+                "samples": walls, "machine_share": min(shares),
                 "how": f"median of {args.repeat} whole rebuilds, add → "
-                       f"done, polled every 20 ms"})
+                       f"done, polled every 20 ms; {load_note(shares)}"})
         if wanted(args, "rebuild: throttled"):
             lim = args.throttle_kib
             set_speed(min(1000, lim), lim)

@@ -77,19 +77,23 @@ def report_extras(extras, args):
               f"bytes per second per member (md's unit)"
               + (f"; one member's sequential read: {rd:.0f} MB/s" if rd
                  else "") + ".\n")
-        print("| measurement | MB/s | engine MB/s | / member read | target "
-              "| | how |")
-        print("|---|---|---|---|---|---|---|")
+        print("| measurement | MB/s | engine MB/s | / member read | rebuild "
+              "MB/s | / rebuild (paired) | target | | how |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in rs["rows"]:
             if "vs_read" in r:
                 ok = "pass" if r["pass"] else "FAIL"
-                print(f"| {r['part']} | {r['mbs']:.0f} | "
+                samples = ", ".join(f"{x:.0f}" for x in r["samples"])
+                paired = ", ".join(f"{x:.2f}" for x in r["paired"])
+                print(f"| {r['part']} | {r['mbs']:.0f} ({samples}) | "
                       f"{r['engine_mbs']:.0f} | {r['vs_read']:.2f} | "
+                      f"{r['rebuild_mbs']:.0f} | {r['vs_rebuild']:.2f} "
+                      f"({paired}) | "
                       f"{r['target']} | {ok} | {r['how']} |")
             else:
                 print(f"| {r['part']} | {r['mbs']:.0f} (idle "
                       f"{r['idle_mbs']:.0f}; p99 {r['p99_us']:.0f} µs, idle "
-                      f"{r['idle_p99_us']:.0f} µs) | - | - | - | "
+                      f"{r['idle_p99_us']:.0f} µs) | - | - | - | - | - | "
                       f"{'' if r['covered'] else 'reshape ended early'} | "
                       f"{r['how']} |")
     rows = extras.get("bitmap_cost") or []

@@ -57,12 +57,22 @@ WORKLOADS = [
       dict(rw="write", bs="1m", iodepth=8)], [0], False),
 ]
 
+# What --only matches to select the sweep (its rows are "sweep cache=C
+# WORKLOAD").
+SWEEP_NAMES = ("sweep cache= seq write 64K qd8 seq write 1M qd8 rand write "
+               "4K qd32")
+
 
 def run_healthy(args, plugin, tool, work):
     """The healthy-path workloads (WORKLOADS) and the stripe cache sweep
     that --only selects, on an array of --members members of
     --member-size MiB in `work` and the file plugin over one file of
-    the same size; returns (rows, sweep) for report()."""
+    the same size; returns (rows, sweep) for report(). Makes and fills
+    nothing when --only selects none of them: the parts after it get the
+    memory (members on /dev/shm are memory) and the time."""
+    if not any(wanted(args, w[0]) for w in WORKLOADS) and not (
+            args.sweep and wanted(args, SWEEP_NAMES)):
+        return [], []
     members = []
     for i in range(args.members):
         p = os.path.join(work, f"m{i}.img")
@@ -162,8 +172,7 @@ def run_healthy(args, plugin, tool, work):
     sweep = []
     # Its rows are named "sweep cache=C WORKLOAD"; --only selects them
     # like any other part.
-    if args.sweep and wanted(args, "sweep cache= seq write 64K qd8 "
-                                   "seq write 1M qd8 rand write 4K qd32"):
+    if args.sweep and wanted(args, SWEEP_NAMES):
         for cache in args.sweep.split(","):
             for name, jobs in (
                     ("seq write 64K qd8",

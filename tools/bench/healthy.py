@@ -12,7 +12,8 @@ import os
 import statistics
 import subprocess
 
-from bench.common import (MIB, Server, fio, log, summarize, wanted)
+from bench.common import (MIB, Server, fio, log, machine_share,
+                          summarize, wanted)
 
 WORKLOADS = [
     # name, jobs, measured job indices, degraded[, extra plugin keys]
@@ -113,8 +114,14 @@ def run_healthy(args, plugin, tool, work):
         if args.only and args.only not in name:
             continue
         samples = {"file": [], "uraid": []}
+        shares = [machine_share()]
         for rep in range(args.repeat):
-            for side in ("file", "uraid"):
+            if rep:
+                shares.append(machine_share())
+            # A/B alternation: which side goes first flips every repetition
+            # against a neighbour's drift.
+            for side in (("file", "uraid") if rep % 2 == 0 else
+                         ("uraid", "file")):
                 stats = os.path.join(work, "stats.json")
                 if side == "file":
                     pargs = ["file", peer]
@@ -165,6 +172,8 @@ def run_healthy(args, plugin, tool, work):
                "counters": samples["uraid"][-1].get("counters", {})}
         f_, u_ = med["file"], med["uraid"]
         row["ratio"] = (u_["mbs"] / f_["mbs"]) if f_["mbs"] else 0
+        shares.append(machine_share())
+        row["machine_share"] = min(shares)
         rows.append(row)
         log(f"bench: {name}: file {f_['mbs']:.0f} MB/s, uraid "
             f"{u_['mbs']:.0f} MB/s, ratio {row['ratio']:.2f}")

@@ -7,7 +7,7 @@ import platform
 import subprocess
 import time
 
-from bench.common import MIB
+from bench.common import LOADED_SHARE, MIB
 
 
 def report(rows, sweep, args):
@@ -30,11 +30,19 @@ def report(rows, sweep, args):
             # Read-only rows: the column shows member bytes per byte read.
             rpw = f"{u['member_bytes_per_byte']:.2f} B/B"
         wpw = f"{u['writes_per_write']:.2f}" if "writes_per_write" in u else "-"
-        print(f"| {r['workload']} | {f['mbs']:.0f} | {u['mbs']:.0f} | "
+        name = r["workload"]
+        if r.get("machine_share", 1.0) < LOADED_SHARE:
+            name += f" (LOADED {r['machine_share']:.2f})"
+        print(f"| {name} | {f['mbs']:.0f} | {u['mbs']:.0f} | "
               f"{r['ratio']:.2f} | {f['iops']:.0f} | {u['iops']:.0f} | "
               f"{f['p99_us']:.0f} | {u['p99_us']:.0f} | "
               f"{f['cpu_s_per_gib']:.2f} | {u['cpu_s_per_gib']:.2f} | "
               f"{rpw} | {wpw} | {u.get('rss_mib', 0):.0f} |")
+    if any(r.get("machine_share", 1.0) < LOADED_SHARE for r in rows):
+        print(f"\nLOADED x: a busy loop got only x of a CPU between that "
+              f"row's runs (below {LOADED_SHARE}): the machine was busy "
+              f"with other work; its ratio (both sides alternating) is "
+              f"worth more than its MB/s.")
     byname = {r["workload"]: r for r in rows}
     idle = byname.get("4K write+flush qd1, idle")
     busy = byname.get("4K write+flush qd1, beside a 1M stream")

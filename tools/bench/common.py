@@ -120,6 +120,17 @@ def fio(uri, jobs, runtime, size):
     return json.loads(text[text.index("{"):])
 
 
+def seq_read_mbs(args, name, plugin_args, work, size):
+    """MB/s of fio seq read 1M qd8 for --runtime s on a fresh nbdkit with
+    `plugin_args` (a degraded array served read-only, say)."""
+    srv = Server(args, name, plugin_args, work)
+    try:
+        return summarize(fio(srv.uri, [dict(rw="read", bs="1m", iodepth=8)],
+                             args.runtime, size), [0])["mbs"]
+    finally:
+        srv.stop()
+
+
 def summarize(result, measured):
     """MB/s, IOPS and p99 (µs) over the jobs in `measured` (indices)."""
     bw = iops = 0.0

@@ -9,8 +9,8 @@ import statistics
 import subprocess
 import time
 
-from bench.common import (Server, fio, log, owned_tempdir, run_tool,
-                          summarize, wanted)
+from bench.common import (Server, log, owned_tempdir, run_tool,
+                          seq_read_mbs, wanted)
 
 # The jobs part's member rate: nbdkit's rate=800M, in MB/s each way.
 JOB_MEMBER_MBS = 100.0
@@ -20,6 +20,19 @@ RAID6_SLOW_DEGRADED = ("RAID6 degraded by two: seq read 1M qd8 (client "
                        "MB/s / survivors)")
 RAID6_SLOW_REBUILD = "RAID6 rebuild of two spares in one pass (per target)"
 JOB_TARGETS = {RAID6_SLOW_DEGRADED: 0.8, RAID6_SLOW_REBUILD: 0.9}
+
+
+def log_run(what, directory, lat, rep, samples):
+    """One line per repetition of a column: each row's last sample."""
+    log(f"bench: {what} on {directory} + {lat} ms, run {rep + 1}: " +
+        ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in samples.items()))
+
+
+def stop_and_remove(servers, work):
+    """Stops the exports of a column and removes their work directory."""
+    for s in servers:
+        s.stop()
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def slow_exports(args, work, count, lat, servers, prefix="j"):
@@ -146,17 +159,12 @@ def jobs_column(args, plugin, tool, directory, lat):
             # second member, read-only (nothing changes for the jobs
             # below); what the client gets per surviving member, against
             # the member rate: 1.0x is every survivor byte delivered once.
-            srv = Server(args, "jobs-degraded",
-                         [plugin] + [f"member={u}" for i, u in
-                                     enumerate(uris[:4]) if i != 1] +
-                         ["run=true", "readonly=true"], work)
-            try:
-                res = summarize(fio(srv.uri, [dict(rw="read", bs="1m",
-                                                   iodepth=8)],
-                                    args.runtime, det["array_bytes"]), [0])
-            finally:
-                srv.stop()
-            samples[degraded].append(res["mbs"] / 3)
+            mbs = seq_read_mbs(args, "jobs-degraded",
+                               [plugin] + [f"member={u}" for i, u in
+                                           enumerate(uris[:4]) if i != 1] +
+                               ["run=true", "readonly=true"], work,
+                               det["array_bytes"])
+            samples[degraded].append(mbs / 3)
             ctl = os.path.join(work, "ctl.sock")
             srv = Server(args, "jobs-uraid",
                          [plugin] + [f"member={u}" for u in uris[:4]] +
@@ -180,11 +188,7 @@ def jobs_column(args, plugin, tool, directory, lat):
                     member / (time.time() - t0) / 1e6)
             finally:
                 srv.stop()
-            log(f"bench: jobs on {directory} + {lat} ms, run {rep + 1}: " +
-                ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in
-                          samples.items()))
+            log_run("jobs", directory, lat, rep, samples)
     finally:
-        for s in servers:
-            s.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        stop_and_remove(servers, work)
     return samples

@@ -9,9 +9,10 @@ import statistics
 
 from bench.common import (EXTRA_PARTS, MIB, UNTHROTTLED_KIB_S, CtlServer,
                           Server, fill_array, fio, log, member_args,
-                          owned_tempdir, run_tool, sample_done, summarize,
-                          wait_job, wanted)
-from bench.jobs import RAID6_SLOW_DEGRADED, RAID6_SLOW_REBUILD, slow_exports
+                          owned_tempdir, run_tool, sample_done,
+                          seq_read_mbs, summarize, wait_job, wanted)
+from bench.jobs import (RAID6_SLOW_DEGRADED, RAID6_SLOW_REBUILD, log_run,
+                        slow_exports, stop_and_remove)
 
 
 RAID6_JOBS = {
@@ -135,22 +136,9 @@ def raid6_rebuild_row(args, plugin, tool, work, arrays):
             srv = CtlServer(member_args(plugin, keep + spares, args,
                                         ["run=true"]), work, f"r6rb-{level}")
             try:
-                # The recovery starts with the server, at md's default
-                # limits: unthrottled at once, and timed from then.
-                run_tool(tool, "set", "--control", srv.ctl, "--speed-min",
-                         str(UNTHROTTLED_KIB_S), "--speed-max",
-                         str(UNTHROTTLED_KIB_S))
-                t0, done0, _, _ = sample_done(srv)
-                t1, det = wait_job(srv, "recover", None)
-                lj = det["last_job"]
-                if lj["result"] != "completed":
-                    raise RuntimeError(f"raid6: rebuild RAID{level}: {lj}")
-                if level == 6 and lj.get("second_slot", -1) < 0 and \
-                        "second_slot" in lj:
-                    raise RuntimeError("raid6: the two spares were not "
-                                       "rebuilt in one pass")
-                samples[level].append(
-                    (lj["total_bytes"] - done0) / (t1 - t0) / 1e6)
+                rate, lj = timed_recovery(tool, srv, f"RAID{level}",
+                                          level == 6)
+                samples[level].append(rate)
                 engines[level].append(lj["bytes_per_s"] / 1e6)
             finally:
                 srv.stop()
@@ -167,6 +155,24 @@ def raid6_rebuild_row(args, plugin, tool, work, arrays):
             "how": f"median of {args.repeat}; RAID6 two spares in one pass, "
                    f"RAID5 one; MB/s per target member from the limits' "
                    f"lift to the job's end"}
+
+
+def timed_recovery(tool, srv, what, two):
+    """The recovery that started with `srv` (at md's default limits),
+    unthrottled at once and timed from then to its end; `two`: it must
+    have rebuilt two targets in one pass. Returns (member bytes per
+    target per second, the job's last_job)."""
+    run_tool(tool, "set", "--control", srv.ctl, "--speed-min",
+             str(UNTHROTTLED_KIB_S), "--speed-max", str(UNTHROTTLED_KIB_S))
+    t0, done0, _, _ = sample_done(srv)
+    t1, det = wait_job(srv, "recover", None)
+    lj = det["last_job"]
+    if lj["result"] != "completed":
+        raise RuntimeError(f"raid6: rebuild {what}: {lj}")
+    if two and lj.get("second_slot", -1) < 0 and "second_slot" in lj:
+        raise RuntimeError(f"raid6: rebuild {what}: the two spares were "
+                           f"not rebuilt in one pass")
+    return (lj["total_bytes"] - done0) / (t1 - t0) / 1e6, lj
 
 
 def raid6_slow_column(args, plugin, tool, directory, lat):
@@ -194,16 +200,11 @@ def raid6_slow_column(args, plugin, tool, directory, lat):
             run_tool(tool, "create", "--force", "--level", "6", "--chunk",
                      "512K", *uris[:n])
             det = json.loads(run_tool(tool, "detail", "--json", *uris[:n]))
-            srv = Server(args, "r6slow-degraded",
-                         member_args(plugin, uris[2:n], args,
-                                     ["run=true", "readonly=true"]), work)
-            try:
-                res = summarize(fio(srv.uri, [dict(rw="read", bs="1m",
-                                                   iodepth=8)],
-                                    args.runtime, det["array_bytes"]), [0])
-            finally:
-                srv.stop()
-            samples[RAID6_SLOW_DEGRADED].append(res["mbs"] / (n - 2))
+            mbs = seq_read_mbs(args, "r6slow-degraded",
+                               member_args(plugin, uris[2:n], args,
+                                           ["run=true", "readonly=true"]),
+                               work, det["array_bytes"])
+            samples[RAID6_SLOW_DEGRADED].append(mbs / (n - 2))
             srv = CtlServer(member_args(plugin, uris[:n], args), work,
                             "r6slow")
             try:
@@ -214,26 +215,11 @@ def raid6_slow_column(args, plugin, tool, directory, lat):
             srv = CtlServer(member_args(plugin, uris[2:], args,
                                         ["run=true"]), work, "r6slow")
             try:
-                run_tool(tool, "set", "--control", srv.ctl, "--speed-min",
-                         str(UNTHROTTLED_KIB_S), "--speed-max",
-                         str(UNTHROTTLED_KIB_S))
-                t0, done0, _, _ = sample_done(srv)
-                t1, d = wait_job(srv, "recover", None)
-                lj = d["last_job"]
-                if lj["result"] != "completed":
-                    raise RuntimeError(f"raid6 slow rebuild: {lj}")
-                if "second_slot" in lj and lj["second_slot"] < 0:
-                    raise RuntimeError("raid6 slow rebuild: the two spares "
-                                       "were not rebuilt in one pass")
                 samples[RAID6_SLOW_REBUILD].append(
-                    (lj["total_bytes"] - done0) / (t1 - t0) / 1e6)
+                    timed_recovery(tool, srv, "slow RAID6", True)[0])
             finally:
                 srv.stop()
-            log(f"bench: RAID6 on {directory} + {lat} ms, run {rep + 1}: " +
-                ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in
-                          samples.items()))
+            log_run("RAID6", directory, lat, rep, samples)
     finally:
-        for s in servers:
-            s.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        stop_and_remove(servers, work)
     return samples

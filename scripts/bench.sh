@@ -3,9 +3,10 @@
 # Benchmarks uraid against nbdkit's file plugin in the same run and prints
 # one table of ratios, then the write-intent bitmap's cost, the ppl
 # consistency policy against the bitmap, rebuild, scrub
-# and resync-after-crash rates, then rebuild, check, resync and reshape on
-# members behind nbdkit's rate and delay filters (see tools/bench.py for what
-# is measured and how).
+# and resync-after-crash rates, then rebuild, check, resync, reshape and
+# RAID6's degraded read and two-spare rebuild on members behind nbdkit's
+# rate and delay filters (see tools/bench.py and the modules of
+# tools/bench/ for what is measured and how).
 #   scripts/bench.sh [--dir DIR] [--runtime S] [--repeat N] [--only TEXT]
 #                    [--sweep CACHES]
 # Members live on /dev/shm unless --dir names a disk directory. The defaults

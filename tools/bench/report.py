@@ -9,6 +9,32 @@ import time
 
 from bench.common import LOADED_SHARE, MIB
 
+# Issue 35's goals for the healthy paths, as ratios to the file plugin in
+# the same run (what bounds them): uraid/file MB/s at least this, and for
+# the sequential read also CPU per GiB at most 1.2x the file plugin's.
+HEALTHY_TARGETS = {
+    "seq read 1M qd8": 0.9,
+    "seq write 1M qd8": 0.75,  # (n-1)/n of the bytes are data
+    "rand write 4K qd32": 0.5,  # four member I/Os each
+    "degraded seq read 1M qd8": 0.85,
+    "degraded seq read 1.5M qd8": 0.85,
+}
+CPU_READ_TARGET = 1.2
+
+
+def healthy_target(r):
+    """(the target cell, pass) of a healthy row; ("-", None) without."""
+    t = HEALTHY_TARGETS.get(r["workload"])
+    if t is None:
+        return "-", None
+    ok = r["ratio"] >= t
+    cell = f"≥ {t:.2f}"
+    if r["workload"] == "seq read 1M qd8" and r["file"]["cpu_s_per_gib"]:
+        cpu = r["uraid"]["cpu_s_per_gib"] / r["file"]["cpu_s_per_gib"]
+        ok = ok and cpu <= CPU_READ_TARGET
+        cell += f", CPU {cpu:.2f}x ≤ {CPU_READ_TARGET:.1f}x"
+    return f"{cell} {'pass' if ok else 'FAIL'}", ok
+
 
 def report(rows, sweep, args):
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo"],
@@ -21,8 +47,8 @@ def report(rows, sweep, args):
     print("| workload | file MB/s | uraid MB/s | uraid/file | file IOPS | "
           "uraid IOPS | file p99 µs | uraid p99 µs | CPU s/GiB file | "
           "CPU s/GiB uraid | member reads/write (read rows: member B/B) | "
-          "member writes/write | uraid peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "member writes/write | uraid peak RSS MiB | target (uraid/file) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f, u = r["file"], r["uraid"]
         rpw = f"{u['reads_per_write']:.2f}" if "reads_per_write" in u else "-"
@@ -37,7 +63,8 @@ def report(rows, sweep, args):
               f"{r['ratio']:.2f} | {f['iops']:.0f} | {u['iops']:.0f} | "
               f"{f['p99_us']:.0f} | {u['p99_us']:.0f} | "
               f"{f['cpu_s_per_gib']:.2f} | {u['cpu_s_per_gib']:.2f} | "
-              f"{rpw} | {wpw} | {u.get('rss_mib', 0):.0f} |")
+              f"{rpw} | {wpw} | {u.get('rss_mib', 0):.0f} | "
+              f"{healthy_target(r)[0]} |")
     if any(r.get("machine_share", 1.0) < LOADED_SHARE for r in rows):
         print(f"\nLOADED x: a busy loop got only x of a CPU between that "
               f"row's runs (below {LOADED_SHARE}): the machine was busy "
@@ -51,7 +78,8 @@ def report(rows, sweep, args):
               f"1 MiB stream / idle = "
               f"{busy['uraid']['p99_us'] / idle['uraid']['p99_us']:.1f}x "
               f"(file plugin: "
-              f"{busy['file']['p99_us'] / max(idle['file']['p99_us'], 1):.1f}x)")
+              f"{busy['file']['p99_us'] / max(idle['file']['p99_us'], 1):.1f}x)"
+              f"; target ≤ 10x (issue 35)")
     for one, two in (("seq read 1M qd8", "seq read 1M qd8 x2"),
                      ("seq write 1M qd8", "seq write 1M qd8 x2"),
                      ("rand read 4K qd32", "rand read 4K qd32 x2"),

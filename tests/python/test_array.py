@@ -251,6 +251,31 @@ def test_raid6_check_names_the_slot_and_grow_takes_raid6_layouts(md_array):
     assert a.read(a.size, 0) == data
 
 
+def test_raid6_two_failures_rebuild_in_one_pass(md_array):
+    a = md_array(disks=6, level=6, layout="right-symmetric", chunk=CHUNK,
+                 spares=2)
+    data = pattern(a.size, 12)
+    a.write(data, 0)
+    a.set_speed(64, 64)  # the first rebuild is still running at the second
+    a.fail("m1")
+    deadline = time.time() + 10
+    while a.progress()["done"] == 0 and time.time() < deadline:
+        time.sleep(0.02)
+    assert a.progress()["job"] == "recover" and a.progress()["slot"] == 1
+    a.fail("m4")  # joins the running rebuild: one pass over both
+    deadline = time.time() + 10
+    while a.progress()["second_slot"] != 4 and time.time() < deadline:
+        time.sleep(0.02)
+    assert a.progress()["second_slot"] == 4
+    a.set_speed(100000, 1000000)
+    a.wait()
+    p = a.progress()
+    assert p["last_job"] == "recover" and p["last_result"] == "completed"
+    assert (p["last_slot"], p["last_second_slot"]) == (1, 4)
+    assert not a.info()["degraded"]
+    assert a.read(a.size, 0) == data
+
+
 def test_grow_reshape(md_array):
     a = md_array(disks=4)
     data = pattern(a.size, 6)

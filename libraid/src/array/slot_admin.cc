@@ -190,9 +190,17 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
   }
   const Applied a = ApplyEdit(edit::AddSpare{m, id});
   RETURN_IF_ERROR(a.status);
+  // Joined: a spare, or already promoted into a gone slot by a running
+  // recovery (RAID6's hand-over takes a new spare at once; spares are
+  // looked at first, as a promotion moves it from there to a slot). Neither:
+  // the roster dropped it, its superblock write having failed.
   const std::vector<Spare> spares = roster_.Spares();
-  if (std::none_of(spares.begin(), spares.end(),
-                   [&](const Spare& sp) { return sp.member == m; })) {
+  bool joined = std::any_of(spares.begin(), spares.end(),
+                            [&](const Spare& sp) { return sp.member == m; });
+  for (int i = 0; i < SlotCount() && !joined; ++i) {
+    joined = slots_[i]->member.load() == m;
+  }
+  if (!joined) {
     return absl::UnavailableError(absl::StrFormat(
         "%s: writing its superblock failed; not added", m->Name()));
   }

@@ -431,6 +431,10 @@ absl::Status JobRunner::RunStripePass(const StripePass& pass, uint64_t end,
     if (pass.stopped && pass.stopped()) break;
     // The limit is on work done: skipped stripes cost nothing.
     if (!Throttle(throttle, work, pass.honour_cancel)) break;
+    // Again after the throttle's rest, which may have been long (a low
+    // limit): what `stopped` watches may have happened meanwhile, and the
+    // next window may be large (the limit raised during the rest).
+    if (pass.stopped && pass.stopped()) break;
     const uint64_t at = *stripe;
     uint64_t next = pass.skip ? std::clamp(pass.skip(at), at, end) : at;
     if (next == at) {

@@ -5,6 +5,7 @@
 // state kept in the superblocks.
 
 #include "uraid/array.h"
+#include "uraid/clock.h"
 
 #include <unistd.h>
 
@@ -774,6 +775,41 @@ TEST(ArrayWrite, SlowMembersGetTheWholePlanInFlightAtOnce) {
   ASSERT_TRUE(a->Write(data.data(), 4096, 8192, /*fua=*/true).ok());
   EXPECT_EQ(peak.load(), 2);
   gather = 0;
+}
+
+// A clock that moves only when the test moves it.
+class StepClock final : public Clock {
+ public:
+  int64_t NowNs() override { return now_.load(); }
+  void SleepForNs(int64_t ns) override { now_.fetch_add(ns); }
+  void Advance(int64_t ns) { now_.fetch_add(ns); }
+
+ private:
+  std::atomic<int64_t> now_{1'000'000'000'000};
+};
+
+TEST(ArrayState, SafemodeDelayRunsOnTheArraysClock) {
+  auto m = MakeMembers(3);
+  auto clock = std::make_shared<StepClock>();
+  CreateOptions o = Opts();
+  o.clock = clock;
+  auto a = MustCreate(m, o);
+  a->StartBackground();
+  auto d = Pattern(4096, 1);
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 0).ok());
+  // Past md's 200 ms in real time, none on the array's clock: still active.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_FALSE(a->Info().clean);
+  clock->Advance(150'000'000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(a->Info().clean);
+  // 200 ms on the clock since the write: clean at the next look (every
+  // 100 ms of real time).
+  clock->Advance(60'000'000);
+  for (int i = 0; i < 40 && !a->Info().clean; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(a->Info().clean);
 }
 
 }  // namespace

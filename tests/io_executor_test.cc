@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The member-I/O executor on its own (array/io_executor.h): retry-once,
+// The member-I/O executor on its own (engine/io_executor.h): retry-once,
 // generations, the replace target's mirror, counting, and the durable
 // write of metadata, over FaultyMembers that count every call.
-#include "array/io_executor.h"
+#include "engine/io_executor.h"
 
 #include <gtest/gtest.h>
 

@@ -9,9 +9,11 @@
 // to step a throttled job without waiting for real time: SleepForNs of a
 // simulated clock moves its time on and returns at once.
 //
-// Not on this clock: the safemode timer, the stripe cache's age limit,
-// the bitmap's daemon_sleep and member I/O latency, which measure real
-// time spent by members and clients.
+// Also on it: md's safemode delay (an array is marked clean 200 ms of this
+// clock after its last write; the array looks every 100 ms of real time).
+// Not on this clock: the stripe cache's age limit, the bitmap's
+// daemon_sleep and member I/O latency, which measure real time spent by
+// members and clients.
 //
 // Thread-safety: an implementation must allow NowNs and SleepForNs from
 // any number of threads at once (the job thread, client threads noting

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // ArrayImpl's core: construction (the parts wired together), the request
-// entry points, usability and the sticky background error, the clean/active
-// state machine with its timers and threads, Info, and the Array shell. The
+// entry points, usability and the sticky background error, the cache's
+// writeback thread, start and shutdown, Info, and the Array shell. The
 // stripe engine is StripeReader and StripeWriter, member I/O the
-// IoExecutor; member failure and superblocks are in member_failure.cc.
+// IoExecutor; member failure and superblocks are in member_failure.cc;
+// the clean/active state is ArrayState (array_state.h).
 
 #include <algorithm>
 #include <chrono>
@@ -19,22 +20,6 @@
 #include "uraid/status_errno.h"
 
 namespace uraid {
-namespace {
-
-// md's safemode delay: the array is marked clean this long after the last
-// write completes.
-constexpr auto kSafemodeDelay = std::chrono::milliseconds(200);
-
-// A write-type request on an array switched read-only: EROFS for the C API
-// and the plugin (nbdkit sends it to the client as NBD's EPERM).
-absl::Status SwitchedReadOnlyError() {
-  return WithErrno(absl::FailedPreconditionError(
-                       "array is read-only (switched by `uraid readonly`); "
-                       "`uraid readwrite` makes it writable again"),
-                   EROFS);
-}
-
-}  // namespace
 
 Counters AtomicCounters::Snapshot() const {
   Counters c;
@@ -80,7 +65,8 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                      std::vector<Spare> spares, bool read_only,
                      const CacheOptions& cache, Logger logger,
                      std::shared_ptr<Clock> clock)
-    : read_only_(read_only),
+    : shapes_(geometry, data_offset_bytes),
+      read_only_(read_only),
       reporter_(std::move(logger), FormatUuid(sb.set_uuid), sb.set_name),
       roster_(*this, std::move(slots), sb, std::move(spares), read_only),
       slots_(roster_.slots()),
@@ -92,57 +78,17 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       reader_(Engine(), cache_, survivors_, reporter_, read_only),
       cache_max_age_(cache.max_age_ms),
       bblog_end_(BadBlockLogEnd(sb)),
-      jobs_(this, std::move(clock)),
+      jobs_(this, clock),
       bitmap_(this, read_only),
+      state_(*this, sb.clean(), sb.resync_offset, read_only, std::move(clock)),
       resync_stripe_(geometry.stripe_count()),
-      writer_(Engine(), cache_, reader_, bitmap_, ppl_, ppl_epochs_, shape_,
-              reshaping_, resync_stripe_,
+      writer_(Engine(), cache_, reader_, bitmap_, ppl_, ppl_epochs_, shapes_,
+              resync_stripe_,
               int64_t{cache.bypass_flush_interval_ms} * 1'000'000),
       scanner_(Engine(), writer_, job_pool_),
-      rebuilder_(Engine(), reader_, job_pool_, bitmap_, roster_),
-      copier_(slots_, reader_, writer_, job_pool_) {
-  {
-    MutexLock lock(roster_.mu());
-    shape_.store(AddShapeLocked(geometry, data_offset_bytes, /*lock_tag=*/0));
-  }
-  MutexLock lock(&state_mu_);
-  clean_ = sb.clean();
-  resync_front_claimed_ = !clean_ && sb.resync_offset != 0;
-  last_write_ = std::chrono::steady_clock::now();
-}
+      rebuilder_(Engine(), reader_, job_pool_, bitmap_, roster_) {}
 
 ArrayImpl::~ArrayImpl() { Shutdown(); }
-
-absl::Status ArrayImpl::BeginWrite() {
-  MutexLock lock(&state_mu_);
-  // The read-only switch's gate: once closed, no new write starts (those
-  // already counted finish, and SetReadOnly waits for them).
-  if (ro_gate_) return SwitchedReadOnlyError();
-  RETURN_IF_ERROR(CheckUsable(true));
-  ++writes_in_flight_;
-  wrote_since_open_.store(true);
-  if (clean_ || resync_front_claimed_) {
-    // md's rule: the superblocks say "active" (dirty) before any member
-    // write, so a crash from here on is detected at the next assembly.
-    // A dirty array whose superblocks hold a resync checkpoint is written
-    // too: this write could tear a stripe below it, so the resync must
-    // start from 0 after a crash (wrote_since_open_ makes it so).
-    absl::Status st = WriteSuperblocks(/*clean=*/false);
-    if (!st.ok()) {
-      --writes_in_flight_;
-      return st;
-    }
-    clean_ = false;
-    resync_front_claimed_ = false;
-  }
-  return absl::OkStatus();
-}
-
-void ArrayImpl::EndWrite() {
-  MutexLock lock(&state_mu_);
-  --writes_in_flight_;
-  last_write_ = std::chrono::steady_clock::now();
-}
 
 absl::Status ArrayImpl::Read(void* buf, size_t len, uint64_t offset) {
   return Route(ReqKind::kRead, buf, len, offset, false,
@@ -167,15 +113,6 @@ absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
                [&] { return writer_.Zero(CurrentShape(), len, offset, fua); });
 }
 
-const Shape* ArrayImpl::AddShapeLocked(const Geometry& geo,
-                                       uint64_t data_offset,
-                                       uint64_t lock_tag) {
-  const uint64_t id = shapes_.size();
-  shapes_.push_back(
-      std::make_unique<Shape>(Shape{geo, data_offset, lock_tag, id}));
-  return shapes_.back().get();
-}
-
 absl::Status ArrayImpl::CheckUsable(bool write) const {
   if (roster_.failed()) {
     return absl::UnavailableError(
@@ -184,7 +121,7 @@ absl::Status ArrayImpl::CheckUsable(bool write) const {
   if (write && read_only_) {
     return absl::FailedPreconditionError("array is read-only");
   }
-  if (write && switched_ro_.load(std::memory_order_acquire)) {
+  if (write && state_.switched_read_only()) {
     return SwitchedReadOnlyError();
   }
   if (write && has_bg_error_.load(std::memory_order_acquire)) {
@@ -213,106 +150,14 @@ void ArrayImpl::RecordBackgroundError(const absl::Status& st,
 
 // ------------------------------------------------- clean/active and threads
 
-absl::Status ArrayImpl::MarkCleanLocked() {
-  if (clean_ || read_only_ || roster_.failed()) return absl::OkStatus();
-  if (resync_stripe_.load() < CurrentShape().geo.stripe_count()) {
-    return absl::OkStatus();
-  }
-  // Data first, then the claim that it is consistent.
-  RETURN_IF_ERROR(writer_.WritebackAll());
-  RETURN_IF_ERROR(writer_.FlushSlots(std::vector<bool>(SlotCount(), true)));
-  RETURN_IF_ERROR(WriteSuperblocks(/*clean=*/true));
-  clean_ = true;
-  resync_front_claimed_ = false;
-  return absl::OkStatus();
-}
-
-absl::Status ArrayImpl::SetReadOnly(bool read_only) {
-  MutexLock serial(&ro_mu_);
-  if (read_only_) {
-    if (read_only) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        "array was opened read-only (serve --readonly, readonly=true): it "
-        "cannot be made writable while served; serve it again without "
-        "--readonly");
-  }
-  RETURN_IF_ERROR(CheckUsable(false));  // a failed array: neither
-  if (read_only == switched_ro_.load()) return absl::OkStatus();
-  if (!read_only) {
-    {
-      MutexLock lock(&state_mu_);
-      switched_ro_.store(false, std::memory_order_release);
-      ro_gate_ = false;
-    }
-    jobs_.Freeze(false);
-    Log(LogLevel::kNotice,
-        "switched to read-write: writes accepted, jobs resume");
-    MaybeStartRecovery();
-    return absl::OkStatus();
-  }
-  {
-    MutexLock lock(&state_mu_);
-    ro_gate_ = true;
-    // Writes that passed BeginWrite finish (a write cache entry they made
-    // is written back below).
-    state_mu_.Await(Condition(this, &ArrayImpl::NoWritesInFlight));
-  }
-  absl::Status st = SwitchToReadOnly();
-  if (!st.ok()) {
-    jobs_.Freeze(false);
-    MutexLock lock(&state_mu_);
-    ro_gate_ = false;
-    Log(LogLevel::kError,
-        absl::StrCat("switching to read-only failed: ", st.message(),
-                     "; the array stays writable"));
-    return st;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ArrayImpl::SwitchToReadOnly() {
-  // Jobs first, without state_mu_ (a job's end takes it): from here no job
-  // writes. Then the data and the claim that it is consistent.
-  jobs_.Freeze(true);
-  MutexLock lock(&state_mu_);
-  RETURN_IF_ERROR(writer_.Flush());
-  RETURN_IF_ERROR(MarkCleanLocked());
-  switched_ro_.store(true, std::memory_order_release);
-  const bool pending =
-      resync_stripe_.load() < CurrentShape().geo.stripe_count();
-  Log(LogLevel::kNotice,
-      clean_ ? std::string("switched to read-only: writes refused, jobs "
-                           "frozen, superblocks clean")
-             : absl::StrCat("switched to read-only: writes refused, jobs "
-                            "frozen; superblocks stay dirty",
-                            pending ? " (the resync is unfinished)" : ""));
-  return absl::OkStatus();
-}
-
-void ArrayImpl::SafemodeLoop() {
-  MutexLock lock(&state_mu_);
-  while (!stop_) {
-    state_mu_.AwaitWithTimeout(
-        Condition(&stop_), absl::FromChrono(std::chrono::milliseconds(100)));
-    if (stop_) break;
-    if (!clean_ && writes_in_flight_ == 0 &&
-        std::chrono::steady_clock::now() - last_write_ >= kSafemodeDelay) {
-      absl::Status st = MarkCleanLocked();
-      if (!st.ok())
-        Log(LogLevel::kError,
-            absl::StrFormat("marking clean failed: %s", st.message()));
-    }
-  }
+absl::Status ArrayImpl::FlushMembers(bool writeback) {
+  if (writeback) RETURN_IF_ERROR(writer_.WritebackAll());
+  return writer_.FlushSlots(std::vector<bool>(SlotCount(), true));
 }
 
 void ArrayImpl::WritebackLoop() {
   for (;;) {
-    {
-      MutexLock lock(&state_mu_);
-      state_mu_.AwaitWithTimeout(
-          Condition(&stop_), absl::FromChrono(std::chrono::milliseconds(10)));
-      if (stop_) return;
-    }
+    if (state_.WaitForStop(/*ms=*/10)) return;
     // Aged entries first, then the oldest while the cache is over 3/4 full
     // (so writers rarely have to evict inline).
     auto deadline = StripeCache::Clock::now() - cache_max_age_;
@@ -334,14 +179,14 @@ void ArrayImpl::WritebackLoop() {
 }
 
 void ArrayImpl::StartBackground() {
-  if (read_only_ || safemode_thread_.joinable()) return;
-  safemode_thread_ = std::thread([this] { SafemodeLoop(); });
+  if (read_only_ || writeback_thread_.joinable()) return;
+  state_.Start();
   writeback_thread_ = std::thread([this] { WritebackLoop(); });
   // The resync an unclean shutdown (or a deferred create) left goes first:
   // a recovery asked for below queues behind it, as md recovers only
   // once its resync has ended (a degraded stripe ends it).
   if (resync_stripe_.load() < CurrentShape().geo.stripe_count() &&
-      !roster_.failed() && !reshaping_.load()) {
+      !roster_.failed() && !reshape_.running()) {
     absl::Status st = jobs_.Request(JobRequest{JobKind::kResync, -1});
     if (!st.ok())
       Log(LogLevel::kError,
@@ -349,7 +194,7 @@ void ArrayImpl::StartBackground() {
   }
   // A reshape found by assembly resumes before any recovery (which runs
   // after it, in the new shape).
-  if (reshaping_.load() && !roster_.failed() && !ReshapeJobQueued()) {
+  if (reshape_.running() && !roster_.failed() && !reshape_.queued()) {
     absl::Status st = jobs_.Request(JobRequest{JobKind::kReshape, -1});
     if (!st.ok())
       Log(LogLevel::kError,
@@ -361,11 +206,7 @@ void ArrayImpl::StartBackground() {
 void ArrayImpl::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  {
-    MutexLock lock(&state_mu_);
-    stop_ = true;
-  }
-  if (safemode_thread_.joinable()) safemode_thread_.join();
+  state_.Stop();
   if (writeback_thread_.joinable()) writeback_thread_.join();
   jobs_.Shutdown();
   absl::Status wb = writer_.WritebackAll();
@@ -374,14 +215,8 @@ void ArrayImpl::Shutdown() {
         absl::StrFormat("writing back cached data at shutdown failed: %s",
                         wb.message()));
   }
-  MutexLock lock(&state_mu_);
-  if (!read_only_ && !roster_.failed() && !clean_) {
-    absl::Status st = MarkCleanLocked();
-    if (!st.ok())
-      Log(LogLevel::kError,
-          absl::StrFormat("marking clean failed: %s", st.message()));
-  }
-  if (clean_ && !roster_.failed()) bitmap_.ClearAtStop();
+  const bool clean = state_.MarkCleanAtStop();
+  if (clean && !roster_.failed()) bitmap_.ClearAtStop();
 }
 
 ArrayInfo ArrayImpl::Info() const {
@@ -399,12 +234,9 @@ ArrayInfo ArrayImpl::Info() const {
     info.utime = sb.utime;
     info.ppl = sb.has_ppl();
   }
-  {
-    MutexLock lock(&state_mu_);
-    info.clean = clean_;
-  }
+  info.clean = state_.clean();
   info.data_offset_bytes = sh.data_offset;
-  info.switched_read_only = switched_ro_.load();
+  info.switched_read_only = state_.switched_read_only();
   info.read_only = read_only_ || info.switched_read_only;
   info.failed = roster_.failed();
   info.resyncing = resync_stripe_.load() < sh.geo.stripe_count();
@@ -471,7 +303,8 @@ ArrayInfo ArrayImpl::Info() const {
     info.job.done_bytes = info.resync_bytes;
   }
   info.counters = counters_.Snapshot();
-  if (const ReshapeState* r = reshape_.load(); r != nullptr && reshaping_) {
+  if (const ReshapeState* r = reshape_.state();
+      r != nullptr && reshape_.running()) {
     info.reshape.active = true;
     info.reshape.from = r->from->geo;
     info.reshape.to = r->to->geo;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The array's side of uraid/events.h: its listeners, the spares it was
 // told to expect, and the current state as events for a new subscriber
-// (stamping and delivering them is control/array_reporter.h's).
+// (stamping and delivering them is report/array_reporter.h's).
 
 #include <string>
 #include <utility>

@@ -42,13 +42,13 @@ absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
     }
   };
   if (len == 0) return out;
-  if (reshaping_.load() || roster_.failed()) {
+  if (reshape_.running() || roster_.failed()) {
     add(offset, len, false);
     return out;
   }
   // Outside a reshape (during one, everything is reported as data) the
   // current shape is the only one. Loaded after the check: a reshape that
-  // has just ended made its shape current before it cleared reshaping_.
+  // has just ended made its shape current before it cleared reshaping().
   const Shape& sh = CurrentShape();
   const uint64_t C = sh.geo.chunk_bytes();
   const uint64_t base = sh.data_offset;
@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
     pos += n;
   }
   // A reshape that began meanwhile may have moved what was looked at.
-  if (reshaping_.load()) {
+  if (reshape_.running()) {
     out.clear();
     add(offset, len, false);
   }

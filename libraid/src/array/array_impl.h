@@ -8,30 +8,30 @@
 // member-I/O executor (IoExecutor), the jobs' stripe work (StripeRebuilder,
 // StripeScanner, ReshapeCopier), the job runner, the bitmap glue
 // (ArrayBitmap), the PPL log, the reporter. They reach back only through
-// the four interfaces it implements: EngineHost, JobHost, BitmapHost,
-// RosterHost.
+// the interfaces it implements: EngineHost, JobHost, BitmapHost,
+// RosterHost and the jobs' hosts.
 //
 // Its methods are defined in array/ (array.cc: construction, entry points,
 // the clean/active state and background threads; create.cc, assemble.cc,
 // member_failure.cc, array_events.cc, array_extents.cc, array_jobs.cc,
 // bitmap_host.cc, job_host.cc: the array as JobHost, slot_admin.cc,
-// ppl_switch.cc, reshape_router.cc) and jobs/ (reshape.cc,
-// reshape_start.cc: the reshape, not yet a job object). Recovery,
-// check/repair and resync are job objects (RecoveryJob, ScrubJob,
-// ResyncJob) the array holds and runs.
+// ppl_switch.cc, reshape_router.cc, grow.cc, takeover.cc). Recovery,
+// check/repair, resync and reshape are job objects (RecoveryJob, ScrubJob,
+// ResyncJob, ReshapeJob) the array holds and runs.
 //
 // Locking:
 // - stripe locks (StripeLocks) serialise writes, degraded reads and resync
 //   of one stripe; healthy reads take none (they read data chunks only, and
 //   a read racing an overlapping write may see either, as on any disk).
-// - state_mu_ guards the clean/active transition and the count of writes in
-//   flight; it is taken before the roster's mutex when both are needed.
+// - ArrayState's mutex (array_state.h) guards the clean/active transition
+//   and the count of writes in flight; it is taken before the roster's
+//   mutex when both are needed.
 // - the roster's mutex (roster_.mu()) guards the superblock template and
 //   serialises superblock writes. Every change of who holds a slot (a
 //   member failing, a replacement or a spare taking over, removal) is an
 //   edit the roster decides and makes under it (Roster::Apply), so a check
 //   of the holder and the change it leads to cannot be split by another.
-//   The shapes and the reshape's state are published under it too.
+//   A reshape's state is published under it too.
 // - slot health is atomic so the data path reads it without locks.
 
 #ifndef URAID_SRC_ARRAY_IMPL_H_
@@ -50,24 +50,23 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "array/atomic_counters.h"
-#include "array/io_executor.h"
-#include "array/member_io.h"
-#include "array/shape.h"
-#include "array/slot_table.h"
-#include "array/stripe_reader.h"
-#include "array/stripe_writer.h"
+#include "array/array_state.h"
 #include "base/aligned_buffer.h"
 #include "base/locked_shared_ptr.h"
 #include "base/sync.h"
 #include "base/task_pool.h"
 #include "base/write_epochs.h"
-#include "control/array_reporter.h"
+#include "engine/atomic_counters.h"
+#include "engine/io_executor.h"
+#include "engine/member_io.h"
+#include "engine/shape.h"
+#include "engine/shape_set.h"
+#include "engine/slot_table.h"
+#include "engine/stripe_reader.h"
+#include "engine/stripe_writer.h"
 #include "jobs/job_runner.h"
 #include "jobs/recovery_job.h"
-#include "jobs/reshape_copier.h"
-#include "jobs/reshape_gate.h"
-#include "jobs/reshape_state.h"
+#include "jobs/reshape_job.h"
 #include "jobs/resync_job.h"
 #include "jobs/scrub_job.h"
 #include "jobs/stripe_rebuilder.h"
@@ -75,6 +74,7 @@
 #include "meta/array_bitmap.h"
 #include "meta/ppl_log.h"
 #include "plan/stripe_plan.h"
+#include "report/array_reporter.h"
 #include "roster/roster.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
@@ -90,7 +90,9 @@ class ArrayImpl : private JobHost,
                   private EngineHost,
                   private RosterHost,
                   private RecoveryHost,
-                  private ResyncHost {
+                  private ResyncHost,
+                  private ReshapeHost,
+                  private ArrayStateHost {
  public:
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
             std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
@@ -105,14 +107,13 @@ class ArrayImpl : private JobHost,
   // holds it (old and new shapes side by side, each passed explicitly).
   absl::Status Read(void* buf, size_t len, uint64_t offset);
   absl::Status Write(const void* buf, size_t len, uint64_t offset, bool fua);
-  absl::Status Flush() { return writer_.Flush(); }
+  absl::Status Flush() override { return writer_.Flush(); }
   absl::Status Trim(size_t len, uint64_t offset, bool fua);
   absl::Status Zero(size_t len, uint64_t offset, bool fua);
   absl::StatusOr<std::vector<Extent>> Extents(uint64_t offset, uint64_t len);
 
-  // --- reshape (reshape.cc) ---
-  // Starts a reshape to `to` (validated by the caller of Grow) with
-  // `add` joining as the new slots.
+  // --- reshape (grow.cc; the job is jobs/reshape_job.h) ---
+  // Checks a grow request and starts the reshape (or the level change).
   absl::Status Grow(GrowOptions options);
   // md's RAID5 <-> RAID6 takeover (takeover.cc), from Grow once the array
   // is known healthy and idle: `level` is the new level.
@@ -125,10 +126,10 @@ class ArrayImpl : private JobHost,
                      uint64_t front_bytes, bool unclean);
   // First byte of each member past the superblock and internal bitmap.
   uint64_t MetadataEnd() const;
-  bool reshaping() const { return reshaping_.load(); }
+  bool reshaping() const { return reshape_.running(); }
   // Copies the next window of a reshape started with start_job = false (or
   // resumed by assembly with no background threads); true once it ended.
-  absl::StatusOr<bool> StepReshape();
+  absl::StatusOr<bool> StepReshape() { return reshape_.Step(); }
 
   // --- maintenance (array_jobs.cc) ---
   // Recomputes untrusted parity (ResyncJob), unless a reshape runs (it
@@ -140,7 +141,7 @@ class ArrayImpl : private JobHost,
   // as resync_offset in the superblocks, unless a client has written
   // since assembly (then the offset must stay 0). Called by the resync
   // itself, on its own thread (ResyncHost).
-  absl::Status CheckpointResync() override;
+  absl::Status CheckpointResync() override { return state_.CheckpointResync(); }
   // The offline parity check (ScrubJob::CheckParity in the current shape);
   // refused during a reshape (array_jobs.cc).
   absl::StatusOr<uint64_t> CheckParity(std::vector<uint64_t>* first_bad);
@@ -176,7 +177,7 @@ class ArrayImpl : private JobHost,
   // whose write fails is marked faulty and the write is repeated without
   // it. `clean`: persist clean (true), dirty (false) or keep what the
   // superblocks say now (nullopt, for role changes).
-  absl::Status WriteSuperblocks(std::optional<bool> clean)
+  absl::Status WriteSuperblocks(std::optional<bool> clean) override
       ABSL_LOCKS_EXCLUDED(roster_.mu());
   // Applies `edit` to the metadata (Roster::Apply), then what the array
   // does after any superblock update: the members that failed the bitmap
@@ -216,15 +217,14 @@ class ArrayImpl : private JobHost,
   // during it (the new one is the reshape's `to`). Valid for the array's
   // life; a reshape's end publishes another, so callers that must stay in
   // one shape load it once and pass it on.
-  const Shape& CurrentShape() const {
-    return *shape_.load(std::memory_order_acquire);
-  }
+  const Shape& CurrentShape() const { return shapes_.current(); }
   bool read_only() const { return read_only_; }
   // md's --readonly / --readwrite on a live array (Array::SetReadOnly).
-  absl::Status SetReadOnly(bool read_only)
-      ABSL_LOCKS_EXCLUDED(ro_mu_, state_mu_, roster_.mu());
+  absl::Status SetReadOnly(bool read_only) ABSL_LOCKS_EXCLUDED(roster_.mu()) {
+    return state_.SetReadOnly(read_only);
+  }
   ArrayInfo Info() const;
-  // Log lines and events (control/array_reporter.h); JobHost and
+  // Log lines and events (report/array_reporter.h); JobHost and
   // BitmapHost report through these.
   void Log(LogLevel level, const std::string& line) const override {
     reporter_.Log(level, line);
@@ -250,7 +250,7 @@ class ArrayImpl : private JobHost,
   enum class ReqKind { kRead, kWrite, kTrim, kZero };
   // Runs a client request on the plain path unless a reshape runs. A plain
   // request holds a pass of plain_epochs_ while it runs in the shape it
-  // read, so a starting reshape (which sets reshaping_ first) and a
+  // read, so a starting reshape (which sets reshaping() first) and a
   // takeover (which publishes the new shape first) can wait out the
   // requests that began before them, however busy the array is.
   template <typename F>
@@ -259,7 +259,7 @@ class ArrayImpl : private JobHost,
     if (kind == ReqKind::kRead || kind == ReqKind::kWrite) jobs_.NoteClientIo();
     {
       const WriteEpochs::Pass pass = plain_epochs_.Enter();
-      if (!reshaping_.load()) return plain();
+      if (!shapes_.reshaping()) return plain();
     }
     return RouteDuringReshape(kind, buf, len, offset, fua);
   }
@@ -270,46 +270,20 @@ class ArrayImpl : private JobHost,
   // Runs one client request during a reshape (see ReshapeState).
   absl::Status RouteDuringReshape(ReqKind kind, void* buf, size_t len,
                                   uint64_t offset, bool fua);
-  // --- reshape (jobs/reshape.cc) ---
-  // Adds the new shape `to` and makes `state` (whose `to` it sets) the
-  // array's reshape; the caller sets reshaping_ once the rest is ready.
-  // Both stay alive as long as the array (requests may still hold them).
-  void PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
-                            const Geometry& to, uint64_t to_data_offset)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(roster_.mu());
-  // Adds a shape to shapes_ (with the next id) and returns it; it is not
-  // made current here.
-  const Shape* AddShapeLocked(const Geometry& geo, uint64_t data_offset,
-                              uint64_t lock_tag)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(roster_.mu());
-  absl::Status RunReshape();
-  // A reshape job is running or queued (so another is not requested).
-  bool ReshapeJobQueued() const;
-  // Copies one window (resyncing the moved part first after a crash), or
-  // finishes the reshape when the front is at the end.
-  absl::Status ReshapeStep(uint8_t* buf, uint64_t max_window);
-  uint64_t ReshapeMaxWindow() const;
-  // The end of the window that starts at `lo` (ReshapeWindowEnd: its new
-  // rows land below the old row holding `lo`), or an error when none fits.
-  absl::StatusOr<uint64_t> ReshapeWindowAt(uint64_t lo, uint64_t max_window);
-  // Flushes every member, records `hi` as reshape_position in every
-  // superblock, then publishes it as the front.
-  absl::Status ReshapeCheckpoint(uint64_t hi);
-  // After a crash during a reshape: resyncs the moved part's stripes the
-  // bitmap (or, without one, the whole moved part) says may be torn.
-  absl::Status ResyncMovedPart();
-  absl::Status FinishReshape();
-  // Fills the superblock template's reshape fields for `front_bytes`.
-  void SetReshapeFieldsLocked(uint64_t front_bytes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(roster_.mu());
+  // --- ReshapeHost (grow.cc) ---
+  absl::Status UpdateSuperblocks() override {
+    return WriteSuperblocks(std::nullopt);
+  }
+  void DrainPlainRequests() override { plain_epochs_.Drain(); }
+  void ShapeChanged(const Shape& to) override;
 
   // --- EngineHost (engine_host.h; array.cc, member_failure.cc) ---
   // The first background error stays (see bg_error_).
   absl::Status CheckUsable(bool write) const override;
   absl::Status AbsorbFailures(std::vector<MemberIo>& ios,
                               bool* slot_failed) override;
-  absl::Status BeginWrite() override;
-  void EndWrite() override;
+  absl::Status BeginWrite() override { return state_.BeginWrite(); }
+  void EndWrite() override { state_.EndWrite(); }
   // Bad-block lists (bad_block_records.cc).
   absl::Status RecordBadBlocks(int slot, bool replacement,
                                const Member* only_if, uint64_t at, uint64_t len,
@@ -339,14 +313,15 @@ class ArrayImpl : private JobHost,
   absl::Status FlushAllSlots() override;
   void BitmapCarrierFailed(const Carrier& c, const std::string& why) override;
 
-  absl::Status MarkCleanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
-  // SetReadOnly(true)'s steps after the write gate closed; on an error the
-  // caller opens the gate again.
-  absl::Status SwitchToReadOnly() ABSL_LOCKS_EXCLUDED(state_mu_);
-  bool NoWritesInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_) {
-    return writes_in_flight_ == 0;
+  // --- ArrayStateHost (array.cc) ---
+  absl::Status FlushMembers(bool writeback) override;
+  bool Failed() const override { return roster_.failed(); }
+  bool ResyncPending() const override {
+    return resync_stripe_.load() < CurrentShape().geo.stripe_count();
   }
-  void SafemodeLoop();
+  void FreezeJobs(bool frozen) override { jobs_.Freeze(frozen); }
+  void WritesResumed() override { MaybeStartRecovery(); }
+
   // Writes back stripes the cache has held longer than cache_max_age_.
   void WritebackLoop();
 
@@ -411,14 +386,12 @@ class ArrayImpl : private JobHost,
   void SetResyncFront(uint64_t stripe) override {
     resync_stripe_.store(stripe, std::memory_order_release);
   }
-  bool Closing() const override;
-  absl::Status ResyncDone() override;
+  bool Closing() const override { return state_.stopping(); }
+  absl::Status ResyncDone() override { return state_.MarkCleanIfIdle(); }
 
-  // Every shape the array has had (a reshape adds one; appended under
-  // the roster's mutex, never freed before the array); `shape_` is the
-  // current one (see CurrentShape; shape.h).
-  std::vector<std::unique_ptr<Shape>> shapes_;
-  std::atomic<const Shape*> shape_;
+  // Every shape the array has had, the current one, and whether a
+  // reshape has two live (shape_set.h).
+  ShapeSet shapes_;
   const bool read_only_;
   ArrayReporter reporter_;
   std::atomic<int> expected_spares_{0};
@@ -467,42 +440,16 @@ class ArrayImpl : private JobHost,
   // start while a switch to ppl is half done). Taken before the roster's.
   Mutex policy_mu_ ABSL_ACQUIRED_BEFORE(roster_.mu());
 
-  // The write gate of a live read-only switch (SetReadOnly, serialised by
-  // ro_mu_). ro_gate_ closes first: BeginWrite refuses new writes while
-  // those in flight finish; switched_ro_ is set once they have, the jobs
-  // are frozen and the array is flushed and marked clean: from then on
-  // CheckUsable(true) refuses every write-type operation with EROFS.
-  Mutex ro_mu_ ABSL_ACQUIRED_BEFORE(state_mu_);
-  std::atomic<bool> switched_ro_{false};
-
-  mutable Mutex state_mu_ ABSL_ACQUIRED_BEFORE(roster_.mu());
-  bool ro_gate_ ABSL_GUARDED_BY(state_mu_) = false;
-  bool clean_ ABSL_GUARDED_BY(state_mu_) = true;
-  int writes_in_flight_ ABSL_GUARDED_BY(state_mu_) = 0;
-  // The superblocks say dirty with a resync_offset above 0 (a resync
-  // checkpoint, CheckpointResync): they claim the stripes below it
-  // consistent, so the first client write rewrites them (offset 0)
-  // before it touches a member.
-  bool resync_front_claimed_ ABSL_GUARDED_BY(state_mu_) = false;
-  // Any write since assembly: the persisted resync checkpoint must then be 0
-  // (those writes could have torn stripes below the checkpoint).
-  std::atomic<bool> wrote_since_open_{false};
-  std::chrono::steady_clock::time_point last_write_ ABSL_GUARDED_BY(state_mu_);
-  bool stop_ ABSL_GUARDED_BY(state_mu_) = false;
+  // md's array_state: clean/active, writes in flight, the read-only
+  // switch, the safemode timer (array_state.h).
+  ArrayState state_;
 
   // First stripe whose parity is not yet known good; stripe_count() when
   // the array is in sync.
   std::atomic<uint64_t> resync_stripe_;
-  std::thread safemode_thread_;
   std::thread writeback_thread_;
   bool shut_down_ = false;
 
-  // Set before reshaping_ turns true and kept (with every earlier one)
-  // until the array goes: requests routed by an old state may still be
-  // finishing when a new reshape starts.
-  std::vector<std::unique_ptr<ReshapeState>> reshapes_;
-  std::atomic<ReshapeState*> reshape_{nullptr};
-  std::atomic<bool> reshaping_{false};
   // Client requests on the plain (no reshape) path, by epoch (Route); a
   // reshape starts copying, and a takeover lets a new member in, only once
   // those that began before it have finished.
@@ -522,8 +469,10 @@ class ArrayImpl : private JobHost,
   // Recovery and replace (over the roster, the rebuilder, the writer, the
   // bitmap and the runner).
   RecoveryJob recovery_{*this, roster_, rebuilder_, writer_, bitmap_, jobs_};
-  // A reshape's copy.
-  ReshapeCopier copier_;
+  // The reshape (over the roster, the shapes, the writer, the scanner, the
+  // bitmap and the runner).
+  ReshapeJob reshape_{*this,    roster_, shapes_, slots_,    reader_,  writer_,
+                      scanner_, bitmap_, jobs_,   counters_, job_pool_};
 };
 
 }  // namespace uraid

@@ -14,7 +14,7 @@ namespace uraid {
 
 absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
     std::vector<uint64_t>* first_bad) {
-  if (reshaping_.load()) {
+  if (reshape_.running()) {
     return absl::FailedPreconditionError(
         "a reshape is in progress: check parity after it ends");
   }
@@ -22,7 +22,7 @@ absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
 }
 
 absl::StatusOr<JobInfo> ArrayImpl::CheckParityReport() {
-  if (reshaping_.load()) {
+  if (reshape_.running()) {
     return absl::FailedPreconditionError(
         "a reshape is in progress: check parity after it ends");
   }
@@ -31,7 +31,7 @@ absl::StatusOr<JobInfo> ArrayImpl::CheckParityReport() {
 
 absl::Status ArrayImpl::StartScrub(bool repair) {
   RETURN_IF_ERROR(CheckUsable(repair));
-  if (switched_ro_.load()) {
+  if (state_.switched_read_only()) {
     // md runs no sync action on a read-only array; a queued check would
     // only wait for the thaw.
     return absl::FailedPreconditionError(
@@ -57,7 +57,7 @@ absl::Status ArrayImpl::StartScrub(bool repair) {
 }
 
 absl::Status ArrayImpl::Resync(bool as_job) {
-  if (reshaping_.load()) {
+  if (reshape_.running()) {
     return absl::FailedPreconditionError(
         "a reshape is in progress: it resyncs what it has moved itself");
   }
@@ -68,41 +68,6 @@ absl::Status ArrayImpl::Resync(bool as_job) {
     return absl::OkStatus();
   }
   return resync_.Run(sh, as_job);
-}
-
-absl::Status ArrayImpl::CheckpointResync() {
-  {
-    MutexLock lock(&state_mu_);
-    // Only the resync has written since assembly: the superblocks may
-    // claim its front (DirtyResyncSectors gives 0 once a client has
-    // written, which could have torn stripes anywhere).
-    if (clean_ || read_only_ || roster_.failed() || wrote_since_open_.load()) {
-      return absl::OkStatus();
-    }
-  }
-  // The parity repaired below the front is durable before a superblock
-  // says it is in sync. The front cannot move meanwhile: only the resync
-  // (the caller) moves it.
-  RETURN_IF_ERROR(writer_.FlushSlots(std::vector<bool>(SlotCount(), true)));
-  // state_mu_ across the superblock write: a client write (BeginWrite)
-  // either came first, and the offset written is 0, or waits and then
-  // rewrites it to 0 before its first member write.
-  MutexLock lock(&state_mu_);
-  if (clean_) return absl::OkStatus();
-  RETURN_IF_ERROR(WriteSuperblocks(/*clean=*/false));
-  if (!wrote_since_open_.load()) resync_front_claimed_ = true;
-  return absl::OkStatus();
-}
-
-bool ArrayImpl::Closing() const {
-  MutexLock lock(&state_mu_);
-  return stop_;
-}
-
-absl::Status ArrayImpl::ResyncDone() {
-  MutexLock lock(&state_mu_);
-  if (writes_in_flight_ == 0 && !clean_) return MarkCleanLocked();
-  return absl::OkStatus();
 }
 
 }  // namespace uraid

@@ -4,7 +4,7 @@
 // the window loop). What each job does is in jobs/: recovery_job.h
 // (recovery onto a spare and replace), scrub_job.h (check/repair),
 // resync_job.h (after an unclean shutdown; a runner job too,
-// JobKind::kResync, which StopJob does not stop) and reshape.cc. Every
+// JobKind::kResync, which StopJob does not stop) and reshape_job.h. Every
 // stripe a job touches is handled under that stripe's lock, so clients
 // keep reading and writing everywhere while it runs.
 
@@ -198,7 +198,7 @@ absl::Status ArrayImpl::RunJob(const JobRequest& req) {
       // scrub runs during a reshape: both are jobs).
       return scrub_.Run(CurrentShape(), req.kind == JobKind::kRepair);
     case JobKind::kReshape:
-      return RunReshape();  // reshape.cc
+      return reshape_.Run();
     case JobKind::kResync:
       return Resync(/*as_job=*/true);  // ResyncJob
     case JobKind::kNone:

@@ -66,7 +66,7 @@ uint64_t ArrayImpl::DirtyResyncSectors() const {
   // Writes since assembly may have torn stripes anywhere: dirty from the
   // start. Else only resync has written: stripes below its front are in
   // sync.
-  if (wrote_since_open_.load()) return 0;
+  if (state_.wrote_since_open()) return 0;
   return resync_stripe_.load() * CurrentShape().geo.chunk_bytes() / 512;
 }
 

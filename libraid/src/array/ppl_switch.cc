@@ -164,7 +164,7 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
         "consistency policy ppl is only supported for RAID level 5, not %d",
         geo.level()));
   }
-  if (reshaping_.load() || ReshapeJobQueued()) {
+  if (reshape_.running() || reshape_.queued()) {
     return absl::FailedPreconditionError(
         "PPL cannot be enabled when reshape is in progress");
   }

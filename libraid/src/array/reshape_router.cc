@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 // The request router of a running reshape (ArrayImpl::RouteDuringReshape,
-// entered from Route in array_impl.h once reshaping_ is set): below the
-// reshape's front a request runs in the new shape, at or past it in the old
+// entered from Route in array_impl.h once shapes_.reshaping() is set): below
+// the reshape's front a request runs in the new shape, at or past it in the old
 // one, and a request touching the window being copied waits for it
 // (ReshapeGate). The stripe engine (StripeReader, StripeWriter) runs
 // unchanged in either shape: each piece is handed the Shape that holds it
 // (shape.h), so the old and new shapes' stripe routines run side by side.
-// The reshape job itself is jobs/reshape.cc.
+// The reshape job itself is jobs/reshape_job.h.
 
 #include <algorithm>
 #include <cstdint>
@@ -37,16 +37,16 @@ absl::Status ArrayImpl::Dispatch(ReqKind kind, const Shape* shaped, void* buf,
 
 absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
                                            uint64_t offset, bool fua) {
-  ReshapeState& r = *reshape_.load();
+  ReshapeState& r = *reshape_.state();
   static constexpr const char* kOps[] = {"read", "write", "trim", "zero"};
   // The exported size is the current shape's: the old one's until the
-  // reshape ends (FinishReshape makes the new one current first).
+  // reshape ends (ReshapeJob::Finish makes the new one current first).
   RETURN_IF_ERROR(
       CheckRange(CurrentShape(), kOps[static_cast<int>(kind)], len, offset));
   const uint64_t end = offset + len;
   r.gate.Enter(offset, end);
-  if (!reshaping_.load()) {
-    // Finished while we waited (FinishReshape cleared the flag before it
+  if (!shapes_.reshaping()) {
+    // Finished while we waited (ReshapeJob::Finish cleared the flag before it
     // opened the gate): the new shape is current now, under its own lock
     // tag, so start over on the plain path.
     r.gate.Leave(offset, end);

@@ -167,7 +167,7 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
   // re-add) with only the regions written since it left rebuilt.
   absl::StatusOr<Superblock> old = ReadSuperblock(*member);
   bool returning = false;
-  if (old.ok() && bitmap_.intent() != nullptr && !reshaping_.load()) {
+  if (old.ok() && bitmap_.intent() != nullptr && !reshape_.running()) {
     const Superblock sb = roster_.Template();
     returning = old->set_uuid == sb.set_uuid && old->role() < sb.raid_disks;
   }

@@ -89,7 +89,7 @@ absl::Status ArrayImpl::Takeover(const Shape& from, int level,
     }
     // Requests that hold the old shape finish in it: the placement of data
     // and P is the same, and the slot that goes stays allocated.
-    shape_.store(AddShapeLocked(to, from.data_offset, /*lock_tag=*/0));
+    shapes_.MakeCurrent(shapes_.Add(to, from.data_offset, /*lock_tag=*/0));
     roster_.TakeoverLocked(to);
   }
   // No request runs in the old shape past here (a RAID5 write would leave

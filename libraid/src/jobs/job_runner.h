@@ -4,8 +4,8 @@
 // progress and its rate, stop and cancel) and nothing of what a job does:
 // it reaches the array only through JobHost, so jobs/ policy and the
 // array's stripe work do not call each other in a cycle. The jobs
-// themselves (RecoveryJob, ScrubJob, ResyncJob: objects of their own;
-// reshape.cc: still array work) are run by the host's RunJob and come back
+// themselves (RecoveryJob, ScrubJob, ResyncJob, ReshapeJob: objects of
+// their own) are run by the host's RunJob and come back
 // to the runner for the window loop (RunStripePass), the throttle and
 // progress.
 //

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "array/shape.h"
-#include "array/stripe_writer.h"
+#include "engine/shape.h"
+#include "engine/stripe_writer.h"
 #include "jobs/job_runner.h"
 #include "jobs/stripe_rebuilder.h"
 #include "meta/array_bitmap.h"

@@ -5,7 +5,7 @@
 // directions of every member stay busy. A new stripe of zeros whose rows
 // are holes on every member is left a hole, so a sparse array stays
 // sparse. What is copied when, and the checkpoints, are the reshape job's
-// (reshape.cc).
+// (reshape_job.cc).
 
 #ifndef URAID_SRC_JOBS_RESHAPE_COPIER_H_
 #define URAID_SRC_JOBS_RESHAPE_COPIER_H_
@@ -14,9 +14,9 @@
 #include <functional>
 
 #include "absl/status/status.h"
-#include "array/slot_table.h"
-#include "array/stripe_reader.h"
-#include "array/stripe_writer.h"
+#include "engine/slot_table.h"
+#include "engine/stripe_reader.h"
+#include "engine/stripe_writer.h"
 #include "base/task_pool.h"
 #include "jobs/reshape_state.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Internal: one reshape in progress, as the array's router and the reshape
-// job share it (jobs/reshape.cc, jobs/reshape_start.cc).
+// job share it (array/reshape_router.cc, jobs/reshape_job.h).
 //
 // Array bytes below `front` are in `to`, the rest in `from`; `front` moves
 // only while the gate's window covers the bytes it passes, and is durable
@@ -9,8 +9,9 @@
 // Thread-safety: `from`, `to` and `end` are set before the state is
 // published and never change; `front` is atomic; the gate is thread-safe;
 // `resync_moved` and `dirty_at_resume` belong to the reshape job.
-// Ownership: ArrayImpl keeps every state (and every Shape) until it goes,
-// because requests routed by an old state may still be finishing.
+// Ownership: ReshapeJob keeps every state (and ShapeSet every Shape) until
+// the array goes, because requests routed by an old state may still be
+// finishing.
 
 #ifndef URAID_SRC_JOBS_RESHAPE_STATE_H_
 #define URAID_SRC_JOBS_RESHAPE_STATE_H_
@@ -19,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "array/shape.h"
+#include "engine/shape.h"
 #include "jobs/reshape_gate.h"
 
 namespace uraid {

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "control/array_reporter.h"
+#include "report/array_reporter.h"
 
 namespace uraid {
 namespace {

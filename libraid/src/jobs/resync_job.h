@@ -16,8 +16,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "array/atomic_counters.h"
-#include "array/shape.h"
+#include "engine/atomic_counters.h"
+#include "engine/shape.h"
 #include "jobs/job_runner.h"
 #include "jobs/stripe_scanner.h"
 #include "meta/array_bitmap.h"

@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "array/atomic_counters.h"
-#include "array/shape.h"
+#include "engine/atomic_counters.h"
+#include "engine/shape.h"
 #include "jobs/job_runner.h"
 #include "jobs/stripe_scanner.h"
 

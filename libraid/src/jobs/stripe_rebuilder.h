@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "array/atomic_counters.h"
-#include "array/engine_part.h"
-#include "array/io_executor.h"
-#include "array/shape.h"
-#include "array/slot_table.h"
-#include "array/stripe_reader.h"
+#include "engine/atomic_counters.h"
+#include "engine/engine_part.h"
+#include "engine/io_executor.h"
+#include "engine/shape.h"
+#include "engine/slot_table.h"
+#include "engine/stripe_reader.h"
 #include "base/sync.h"
 #include "base/task_pool.h"
 #include "meta/array_bitmap.h"

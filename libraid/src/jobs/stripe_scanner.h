@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "array/engine_part.h"
-#include "array/io_executor.h"
-#include "array/shape.h"
-#include "array/slot_table.h"
-#include "array/stripe_writer.h"
+#include "engine/engine_part.h"
+#include "engine/io_executor.h"
+#include "engine/shape.h"
+#include "engine/slot_table.h"
+#include "engine/stripe_writer.h"
 #include "base/task_pool.h"
 #include "jobs/job_runner.h"
 #include "stripe/stripe_locks.h"

@@ -10,7 +10,7 @@
 #include <variant>
 
 #include "absl/strings/str_format.h"
-#include "control/array_reporter.h"
+#include "report/array_reporter.h"
 #include "format/reshape_math.h"
 
 namespace uraid {

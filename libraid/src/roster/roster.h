@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "array/slot_table.h"
+#include "engine/slot_table.h"
 #include "base/sync.h"
 #include "roster/roster_edit.h"
 #include "uraid/bitmap.h"

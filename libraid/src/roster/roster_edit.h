@@ -15,7 +15,7 @@
 #include <variant>
 
 #include "absl/status/status.h"
-#include "array/slot_table.h"
+#include "engine/slot_table.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
 

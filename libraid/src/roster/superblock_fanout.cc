@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/io_executor.h"
-#include "control/array_reporter.h"
+#include "engine/io_executor.h"
+#include "report/array_reporter.h"
 #include "roster/roster.h"
 
 namespace uraid {

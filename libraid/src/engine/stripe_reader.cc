@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The read half of the stripe engine (stripe_reader.h).
-#include "array/stripe_reader.h"
+#include "engine/stripe_reader.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Starting a reshape (md's --grow): the request checked against what the
-// array can do, the new shape placed below the old one, its first
-// superblock written, and the job queued; and resuming one found in the
-// superblocks at assembly. The copy itself is in reshape.cc.
+// md's --grow: the request checked against what the array can do, the new
+// shape placed below the old one, and the reshape started
+// (jobs/reshape_job.h) and its job queued; a level change that moves no
+// data (takeover.cc, or RAID4 <-> RAID5 with parity-last) done here.
 
 #include <algorithm>
 #include <utility>
@@ -21,13 +21,13 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
   // the switch's reshape check must not interleave.
   MutexLock policy(&policy_mu_);
   RETURN_IF_ERROR(CheckUsable(true));
-  if (reshaping_.load()) {
+  if (reshape_.running()) {
     // A reshape paused by StopJob (or assembled without background
     // threads) goes on when asked to with nothing new.
     const bool resume = options.raid_devices == 0 && !options.layout &&
                         options.chunk_bytes == 0 && options.level == 0 &&
                         options.add.empty() && options.start_job;
-    if (!resume || ReshapeJobQueued()) {
+    if (!resume || reshape_.queued()) {
       return absl::FailedPreconditionError(
           "a reshape is already in progress (grow with no changes resumes "
           "a paused one)");
@@ -47,7 +47,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
         "partial parity log; switch it to resync first (grow "
         "--consistency-policy resync)");
   }
-  const Shape& from = *shape_.load();
+  const Shape& from = CurrentShape();
   if (resync_stripe_.load() < from.geo.stripe_count()) {
     return absl::FailedPreconditionError(
         "the array is resyncing: wait for it to finish before reshaping");
@@ -108,7 +108,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     // level number (md's instant takeover). Nothing moves.
     {
       MutexLock lock(roster_.mu());
-      shape_.store(AddShapeLocked(*to, from.data_offset, /*lock_tag=*/0));
+      shapes_.MakeCurrent(shapes_.Add(*to, from.data_offset, /*lock_tag=*/0));
       roster_.SetLevelLocked(*to);
     }
     Log(LogLevel::kNotice,
@@ -132,71 +132,29 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
   }
   for (const auto& m : options.add) RETURN_IF_ERROR(bitmap_.CopyTo(*m));
 
-  auto state = std::make_unique<ReshapeState>();
-  state->from = &from;
-  state->end = to->array_bytes();
-  // Requests wait until the cache is written back (below).
-  state->gate.Close(0, UINT64_MAX);
-  {
-    MutexLock lock(roster_.mu());
-    for (size_t i = 0; i < options.add.size(); ++i) {
-      roster_.AppendSlotLocked(
-          std::shared_ptr<Member>(std::move(options.add[i])), ids[i]);
-    }
-    PublishReshapeLocked(std::move(state), *to, to_offset);
-    SetReshapeFieldsLocked(0);
-  }
-  ReshapeState& r = *reshape_.load();
-  reshaping_.store(true);
-  // Requests that took the plain path before reshaping_ was set finish in
-  // the old shape, perhaps through the cache; then the cache goes out.
-  plain_epochs_.Drain();
-  absl::Status st = writer_.WritebackAll();
-  if (st.ok()) st = WriteSuperblocks(std::nullopt);
-  r.gate.Open();
-  if (!st.ok()) {
-    // The superblocks may or may not say "reshaping"; either way the array
-    // serves through the router, and the next assembly resumes or not.
-    Log(LogLevel::kError, absl::StrFormat("reshape start: %s", st.message()));
-    return st;
-  }
-  Log(LogLevel::kNotice,
-      absl::StrFormat(
-          "reshape started: %d -> %d devices, %s -> %s, chunk %d -> %d, data "
-          "offset %d -> %d",
-          from.geo.raid_disks(), to->raid_disks(),
-          LayoutName(from.geo.layout()), LayoutName(to->layout()),
-          from.geo.chunk_bytes(), to->chunk_bytes(), from.data_offset,
-          to_offset));
+  std::vector<std::shared_ptr<Member>> add;
+  for (auto& m : options.add) add.push_back(std::move(m));
+  RETURN_IF_ERROR(reshape_.Start(*to, to_offset, std::move(add), ids));
   if (!options.start_job) return absl::OkStatus();
   return jobs_.Request(JobRequest{JobKind::kReshape, -1});
 }
 
 void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,
                               uint64_t front_bytes, bool unclean) {
-  auto state = std::make_unique<ReshapeState>();
-  state->from = shape_.load();
-  state->end = to.array_bytes();
-  state->front.store(front_bytes);
-  // Torn stripes of the moved part are resynced by the reshape job (in
-  // the new shape) before it copies on: after an unclean shutdown, and
-  // whenever the bitmap holds set bits (a stale bitmap counts as all set).
-  // The plain resync, which knows only one shape, must not run.
-  state->resync_moved = unclean || (bitmap_.intent() != nullptr &&
-                                    bitmap_.intent()->DirtyChunks() > 0);
-  resync_stripe_.store(shape_.load()->geo.stripe_count());
-  {
-    MutexLock lock(roster_.mu());
-    PublishReshapeLocked(std::move(state), to, to_data_offset);
-  }
-  reshaping_.store(true);
-  Log(LogLevel::kNotice,
-      absl::StrFormat("reshape in progress at %d of %d bytes (%d -> %d "
-                      "devices); it resumes "
-                      "when the array starts%s",
-                      front_bytes, to.array_bytes(),
-                      shape_.load()->geo.raid_disks(), to.raid_disks(),
-                      unclean ? ", after resyncing the moved part" : ""));
+  resync_stripe_.store(CurrentShape().geo.stripe_count());
+  reshape_.Resume(to, to_data_offset, front_bytes, unclean);
+}
+
+void ArrayImpl::ShapeChanged(const Shape& to) {
+  cache_.ResetStripeBytes(to.geo.stripe_data_bytes());
+  resync_stripe_.store(to.geo.stripe_count());
+}
+
+uint64_t ArrayImpl::MetadataEnd() const {
+  uint64_t end = kSb12OffsetBytes + kSbBlockBytes;
+  end = std::max(end, bitmap_.AreaEnd());
+  end = std::max(end, bblog_end_);
+  return end;
 }
 
 }  // namespace uraid

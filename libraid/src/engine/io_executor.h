@@ -6,8 +6,8 @@
 // once; a second failure is the member's, and what that means for its slot
 // is the caller's to decide (ArrayImpl::AbsorbFailures), not the executor's.
 
-#ifndef URAID_SRC_ARRAY_IO_EXECUTOR_H_
-#define URAID_SRC_ARRAY_IO_EXECUTOR_H_
+#ifndef URAID_SRC_ENGINE_IO_EXECUTOR_H_
+#define URAID_SRC_ENGINE_IO_EXECUTOR_H_
 
 #include <atomic>
 #include <cstdint>
@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "array/atomic_counters.h"
-#include "array/member_io.h"
-#include "array/shape.h"
-#include "array/slot_table.h"
+#include "engine/atomic_counters.h"
+#include "engine/member_io.h"
+#include "engine/shape.h"
+#include "engine/slot_table.h"
 #include "base/task_pool.h"
 #include "plan/stripe_plan.h"
 #include "uraid/member.h"
@@ -101,4 +101,4 @@ class IoExecutor {
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_ARRAY_IO_EXECUTOR_H_
+#endif  // URAID_SRC_ENGINE_IO_EXECUTOR_H_

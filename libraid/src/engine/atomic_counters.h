@@ -3,8 +3,8 @@
 // the jobs bump them: relaxed atomics, read together by Snapshot (a view
 // that is not one instant, which statistics need not be).
 
-#ifndef URAID_SRC_ARRAY_ATOMIC_COUNTERS_H_
-#define URAID_SRC_ARRAY_ATOMIC_COUNTERS_H_
+#ifndef URAID_SRC_ENGINE_ATOMIC_COUNTERS_H_
+#define URAID_SRC_ENGINE_ATOMIC_COUNTERS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -26,4 +26,4 @@ struct AtomicCounters {
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_ARRAY_ATOMIC_COUNTERS_H_
+#endif  // URAID_SRC_ENGINE_ATOMIC_COUNTERS_H_

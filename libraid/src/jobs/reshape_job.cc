@@ -1,23 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Online reshape (md's --grow): more members, another layout, chunk or
-// level, restriped in the background while clients read and write.
-//
-// How it stays crash-safe without a backup file (see reshape_math.h and
-// docs/reshape.md): the new shape is written below the old one, at a data
-// offset moved down into the headroom, so a window's new rows never land
-// on old rows still holding bytes not yet copied. Each window is copied
-// (old-shape read, new-shape full-stripe writes), the members flushed, and
-// only then is the window's end recorded as md's reshape_position in every
-// superblock. After a crash the copy restarts at the recorded position,
-// whose old copy is intact.
-//
-// Client requests during a reshape go through the router
-// (array/reshape_router.cc): below the front they use the new shape, at or
-// past it the old one, and requests touching the window being copied wait
-// for it (ReshapeGate). The copy itself is ReshapeCopier's; starting a
-// reshape is in reshape_start.cc.
-// The stripe cache is written back and bypassed for the duration: it is
-// keyed by one shape's stripes.
+// The reshape job (reshape_job.h): starting, resuming, the pipelined copy
+// with its checkpoints, the resync of the moved part after a crash, and
+// the end.
+
+#include "jobs/reshape_job.h"
 
 #include <algorithm>
 #include <atomic>
@@ -27,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
+#include "base/aligned_buffer.h"
 #include "base/status_macros.h"
 #include "format/reshape_math.h"
 #include "parity/parity.h"
@@ -46,34 +32,91 @@ constexpr uint64_t kNewShapeLockTag = uint64_t{1} << 63;
 
 }  // namespace
 
-uint64_t ArrayImpl::MetadataEnd() const {
-  uint64_t end = kSb12OffsetBytes + kSbBlockBytes;
-  end = std::max(end, bitmap_.AreaEnd());
-  end = std::max(end, bblog_end_);
-  return end;
+absl::Status ReshapeJob::Start(const Geometry& to, uint64_t to_offset,
+                               std::vector<std::shared_ptr<Member>> add,
+                               const std::vector<DeviceId>& ids) {
+  const Shape& from = shapes_.current();
+  auto state = std::make_unique<ReshapeState>();
+  state->from = &from;
+  state->end = to.array_bytes();
+  // Requests wait until the cache is written back (below).
+  state->gate.Close(0, UINT64_MAX);
+  {
+    MutexLock lock(roster_.mu());
+    for (size_t i = 0; i < add.size(); ++i) {
+      roster_.AppendSlotLocked(std::move(add[i]), ids[i]);
+    }
+    PublishLocked(std::move(state), to, to_offset);
+    SetFieldsLocked(0);
+  }
+  ReshapeState& r = *state_.load();
+  shapes_.SetReshaping(true);
+  // Requests that took the plain path before reshaping() was set finish in
+  // the old shape, perhaps through the cache; then the cache goes out.
+  host_.DrainPlainRequests();
+  absl::Status st = writer_.WritebackAll();
+  if (st.ok()) st = host_.UpdateSuperblocks();
+  r.gate.Open();
+  if (!st.ok()) {
+    // The superblocks may or may not say "reshaping"; either way the array
+    // serves through the router, and the next assembly resumes or not.
+    host_.Log(LogLevel::kError,
+              absl::StrFormat("reshape start: %s", st.message()));
+    return st;
+  }
+  host_.Log(
+      LogLevel::kNotice,
+      absl::StrFormat(
+          "reshape started: %d -> %d devices, %s -> %s, chunk %d -> %d, data "
+          "offset %d -> %d",
+          from.geo.raid_disks(), to.raid_disks(), LayoutName(from.geo.layout()),
+          LayoutName(to.layout()), from.geo.chunk_bytes(), to.chunk_bytes(),
+          from.data_offset, to_offset));
+  return absl::OkStatus();
 }
 
-void ArrayImpl::SetReshapeFieldsLocked(uint64_t front_bytes) {
-  const ReshapeState& r = *reshape_.load();
+void ReshapeJob::Resume(const Geometry& to, uint64_t to_offset,
+                        uint64_t front_bytes, bool unclean) {
+  const Shape& from = shapes_.current();
+  auto state = std::make_unique<ReshapeState>();
+  state->from = &from;
+  state->end = to.array_bytes();
+  state->front.store(front_bytes);
+  // Torn stripes of the moved part are resynced by the reshape job (in
+  // the new shape) before it copies on: after an unclean shutdown, and
+  // whenever the bitmap holds set bits (a stale bitmap counts as all set).
+  // The plain resync, which knows only one shape, must not run.
+  state->resync_moved = unclean || (bitmap_.intent() != nullptr &&
+                                    bitmap_.intent()->DirtyChunks() > 0);
+  {
+    MutexLock lock(roster_.mu());
+    PublishLocked(std::move(state), to, to_offset);
+  }
+  shapes_.SetReshaping(true);
+  host_.Log(LogLevel::kNotice,
+            absl::StrFormat("reshape in progress at %d of %d bytes (%d -> %d "
+                            "devices); it resumes when the array starts%s",
+                            front_bytes, to.array_bytes(),
+                            from.geo.raid_disks(), to.raid_disks(),
+                            unclean ? ", after resyncing the moved part" : ""));
+}
+
+void ReshapeJob::SetFieldsLocked(uint64_t front_bytes) {
+  const ReshapeState& r = *state_.load();
   roster_.SetReshapeLocked(r.from->geo, r.from->data_offset, r.to->geo,
                            r.to->data_offset, front_bytes);
 }
 
-void ArrayImpl::PublishReshapeLocked(std::unique_ptr<ReshapeState> state,
-                                     const Geometry& to,
-                                     uint64_t to_data_offset) {
-  state->to = AddShapeLocked(to, to_data_offset, kNewShapeLockTag);
-  reshapes_.push_back(std::move(state));
-  reshape_.store(reshapes_.back().get());
+void ReshapeJob::PublishLocked(std::unique_ptr<ReshapeState> state,
+                               const Geometry& to, uint64_t to_data_offset) {
+  state->to = shapes_.Add(to, to_data_offset, kNewShapeLockTag);
+  states_.push_back(std::move(state));
+  state_.store(states_.back().get());
 }
 
-bool ArrayImpl::ReshapeJobQueued() const {
-  return jobs_.RunsOrQueued(JobKind::kReshape);
-}
-
-absl::StatusOr<uint64_t> ArrayImpl::ReshapeWindowAt(uint64_t lo,
-                                                    uint64_t max_window) {
-  const ReshapeState& r = *reshape_.load();
+absl::StatusOr<uint64_t> ReshapeJob::WindowAt(uint64_t lo,
+                                              uint64_t max_window) const {
+  const ReshapeState& r = *state_.load();
   const uint64_t hi =
       ReshapeWindowEnd(r.from->geo, r.from->data_offset, r.to->geo,
                        r.to->data_offset, lo, max_window);
@@ -84,20 +127,20 @@ absl::StatusOr<uint64_t> ArrayImpl::ReshapeWindowAt(uint64_t lo,
   return hi;
 }
 
-absl::Status ArrayImpl::ReshapeCheckpoint(uint64_t hi) {
+absl::Status ReshapeJob::Checkpoint(uint64_t hi) {
   // The copy durable before the superblocks say the front moved.
-  RETURN_IF_ERROR(writer_.FlushSlots(std::vector<bool>(SlotCount(), true)));
+  RETURN_IF_ERROR(writer_.FlushSlots(std::vector<bool>(slots_.size(), true)));
   {
     MutexLock lock(roster_.mu());
-    SetReshapeFieldsLocked(hi);
+    SetFieldsLocked(hi);
   }
-  RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
-  reshape_.load()->front.store(hi);
+  RETURN_IF_ERROR(host_.UpdateSuperblocks());
+  state_.load()->front.store(hi);
   return absl::OkStatus();
 }
 
-absl::Status ArrayImpl::ResyncMovedPart() {
-  ReshapeState& r = *reshape_.load();
+absl::Status ReshapeJob::ResyncMovedPart() {
+  ReshapeState& r = *state_.load();
   if (slots_.Gone() > 0) {
     // Parity cannot be recomputed without every member (the bits stay set
     // for a later resync); a dirty degraded array was started by force.
@@ -136,7 +179,8 @@ absl::Status ArrayImpl::ResyncMovedPart() {
   } else {
     RETURN_IF_ERROR(scan(0, moved));
   }
-  Log(LogLevel::kInfo,
+  host_.Log(
+      LogLevel::kInfo,
       absl::StrFormat(
           "reshape: resynced %d stripes of the moved part after an unclean "
           "shutdown",
@@ -145,47 +189,47 @@ absl::Status ArrayImpl::ResyncMovedPart() {
   return absl::OkStatus();
 }
 
-uint64_t ArrayImpl::ReshapeMaxWindow() const {
-  const uint64_t sd = reshape_.load()->to->geo.stripe_data_bytes();
+uint64_t ReshapeJob::MaxWindow() const {
+  const uint64_t sd = state_.load()->to->geo.stripe_data_bytes();
   return std::max<uint64_t>(kMaxReshapeWindow / sd * sd, sd);
 }
 
-absl::Status ArrayImpl::ReshapeStep(uint8_t* buf, uint64_t max_window) {
-  ReshapeState& r = *reshape_.load();
+absl::Status ReshapeJob::StepWindow(uint8_t* buf, uint64_t max_window) {
+  ReshapeState& r = *state_.load();
   if (r.resync_moved) RETURN_IF_ERROR(ResyncMovedPart());
   const uint64_t lo = r.front.load();
-  if (lo >= r.end) return FinishReshape();
-  ASSIGN_OR_RETURN(const uint64_t hi, ReshapeWindowAt(lo, max_window));
+  if (lo >= r.end) return Finish();
+  ASSIGN_OR_RETURN(const uint64_t hi, WindowAt(lo, max_window));
   r.gate.Close(lo, hi);
-  absl::Status st = copier_.CopyWindow(*reshape_.load(), lo, hi, buf);
-  if (st.ok()) st = ReshapeCheckpoint(hi);
+  absl::Status st = copier_.CopyWindow(*state_.load(), lo, hi, buf);
+  if (st.ok()) st = Checkpoint(hi);
   r.gate.Open();
   if (!st.ok()) {
     return absl::Status(
         st.code(),
         absl::StrFormat("reshape stopped at %d bytes: %s", lo, st.message()));
   }
-  return hi >= r.end ? FinishReshape() : absl::OkStatus();
+  return hi >= r.end ? Finish() : absl::OkStatus();
 }
 
-absl::StatusOr<bool> ArrayImpl::StepReshape() {
-  if (!reshaping_.load()) {
+absl::StatusOr<bool> ReshapeJob::Step() {
+  if (!running()) {
     return absl::FailedPreconditionError("no reshape is in progress");
   }
-  if (std::optional<JobKind> busy = jobs_.Busy()) {
+  if (std::optional<JobKind> busy = runner_.Busy()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "a %s job is running: it drives the reshape", JobKindName(*busy)));
   }
-  AlignedBuffer buf(ReshapeMaxWindow());
-  RETURN_IF_ERROR(ReshapeStep(buf.data(), buf.size()));
-  return !reshaping_.load();
+  AlignedBuffer buf(MaxWindow());
+  RETURN_IF_ERROR(StepWindow(buf.data(), buf.size()));
+  return !running();
 }
 
-absl::Status ArrayImpl::RunReshape() {
-  if (!reshaping_.load()) return absl::OkStatus();
-  ReshapeState& r = *reshape_.load();
+absl::Status ReshapeJob::Run() {
+  if (!running()) return absl::OkStatus();
+  ReshapeState& r = *state_.load();
   const uint64_t dd = static_cast<uint64_t>(r.to->geo.data_disks());
-  jobs_.SetTotals(r.end / dd, r.front.load() / dd);
+  runner_.SetTotals(r.end / dd, r.front.load() / dd);
   if (r.resync_moved) RETURN_IF_ERROR(ResyncMovedPart());
   // The job pipelines what ReshapeStep does one window at a time: while
   // window [lo, hi) is written in the new shape, the next one, [hi, next),
@@ -201,7 +245,7 @@ absl::Status ArrayImpl::RunReshape() {
   // whose old copy is intact. The gate stays closed over everything from
   // `durable` to the end of what is read, so no client request sees or
   // writes bytes whose copy is not yet recorded.
-  const uint64_t max_window = ReshapeMaxWindow();
+  const uint64_t max_window = MaxWindow();
   AlignedBuffer buf_a(max_window), buf_b(max_window);
   uint8_t* cur = buf_a.data();    // holds [lo, hi) once read
   uint8_t* ahead = buf_b.data();  // receives [hi, next)
@@ -218,7 +262,7 @@ absl::Status ArrayImpl::RunReshape() {
   };
   // Records everything written, [.., lo), and lets its requests in.
   const std::function<absl::Status()> checkpoint = [&]() -> absl::Status {
-    RETURN_IF_ERROR(ReshapeCheckpoint(lo));
+    RETURN_IF_ERROR(Checkpoint(lo));
     durable = lo;
     if (gate_hi > lo) {
       r.gate.Close(lo, gate_hi);
@@ -233,18 +277,18 @@ absl::Status ArrayImpl::RunReshape() {
       // Nothing read ahead (the first window, after a rest, or when not
       // reading ahead): read this window alone. The last one may not be
       // recorded yet, so the gate still starts at `durable`.
-      absl::StatusOr<uint64_t> e = ReshapeWindowAt(lo, max_window);
+      absl::StatusOr<uint64_t> e = WindowAt(lo, max_window);
       if (!e.ok()) return stopped_at(e.status());
       hi = gate_hi = *e;
       r.gate.Close(durable, hi);
       absl::Status st =
-          copier_.Copy(*reshape_.load(), lo, lo, nullptr, lo, hi, cur, nullptr);
+          copier_.Copy(*state_.load(), lo, lo, nullptr, lo, hi, cur, nullptr);
       if (!st.ok()) return stopped_at(st);
     }
     uint64_t next = hi;
     if (read_ahead && hi < r.end) {
       // Without a window there (an error), the next round finds out.
-      absl::StatusOr<uint64_t> e = ReshapeWindowAt(hi, max_window);
+      absl::StatusOr<uint64_t> e = WindowAt(hi, max_window);
       if (e.ok()) {
         next = gate_hi = *e;
         // Wider: waits for the requests inside [hi, next) to leave.
@@ -260,16 +304,16 @@ absl::Status ArrayImpl::RunReshape() {
       absl::Status st = checkpoint();
       if (!st.ok()) return stopped_at(st);
     }
-    absl::Status st = copier_.Copy(*reshape_.load(), lo, hi, cur, hi, next,
-                                   ahead, beside ? checkpoint : nullptr);
+    absl::Status st = copier_.Copy(*state_.load(), lo, hi, cur, hi, next, ahead,
+                                   beside ? checkpoint : nullptr);
     if (!st.ok()) return stopped_at(st);
-    jobs_.Progress(hi / dd);
+    runner_.Progress(hi / dd);
     lo = hi;
     hi = next;
     std::swap(cur, ahead);
     if (lo >= r.end) break;
     bool wait = false;
-    read_ahead = jobs_.Throttle(throttle, (lo - start) / dd, true, &wait);
+    read_ahead = runner_.Throttle(throttle, (lo - start) / dd, true, &wait);
     if (!read_ahead) {
       // Rest (or stop) with what is written recorded and the gate open:
       // the window read ahead is dropped, and read again after the rest.
@@ -279,7 +323,7 @@ absl::Status ArrayImpl::RunReshape() {
       hi = lo;
       st = checkpoint();
       if (!st.ok()) return stopped_at(st);
-      if (!wait || !jobs_.Throttle(throttle, (lo - start) / dd)) {
+      if (!wait || !runner_.Throttle(throttle, (lo - start) / dd)) {
         return absl::OkStatus();
       }
     }
@@ -289,11 +333,11 @@ absl::Status ArrayImpl::RunReshape() {
     absl::Status st = checkpoint();
     if (!st.ok()) return stopped_at(st);
   }
-  return FinishReshape();
+  return Finish();
 }
 
-absl::Status ArrayImpl::FinishReshape() {
-  ReshapeState& r = *reshape_.load();
+absl::Status ReshapeJob::Finish() {
+  ReshapeState& r = *state_.load();
   const Shape& to = *r.to;
   // No request may be in either shape while the current one changes.
   r.gate.Close(0, UINT64_MAX);
@@ -301,22 +345,24 @@ absl::Status ArrayImpl::FinishReshape() {
                            static_cast<int64_t>(to.data_offset);
   {
     MutexLock lock(roster_.mu());
-    shape_.store(AddShapeLocked(to.geo, to.data_offset, /*lock_tag=*/0));
+    shapes_.MakeCurrent(shapes_.Add(to.geo, to.data_offset, /*lock_tag=*/0));
     // Each device's data area now starts lower, so it is that much larger.
     roster_.EndReshapeLocked(to.geo, to.data_offset,
                              static_cast<uint64_t>(moved_by) / 512);
   }
-  cache_.ResetStripeBytes(to.geo.stripe_data_bytes());
-  resync_stripe_.store(to.geo.stripe_count());
-  reshaping_.store(false);
-  absl::Status st = WriteSuperblocks(std::nullopt);
+  host_.ShapeChanged(shapes_.current());
+  // After the new shape is current: the router sends a request that
+  // waited at the gate back to the plain path.
+  shapes_.SetReshaping(false);
+  absl::Status st = host_.UpdateSuperblocks();
   r.gate.Open();
   if (bitmap_.intent() != nullptr && st.ok()) {
     // Chunks dirty at a resume are consistent now: their moved stripes were
     // resynced and the rest were copied with fresh parity.
     for (uint64_t k : r.dirty_at_resume) bitmap_.intent()->ClearChunk(k);
   }
-  Log(LogLevel::kNotice,
+  host_.Log(
+      LogLevel::kNotice,
       absl::StrFormat("reshape finished: %d devices, %s, chunk %d, %d bytes",
                       to.geo.raid_disks(), LayoutName(to.geo.layout()),
                       to.geo.chunk_bytes(), to.geo.array_bytes()));

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The write half of the stripe engine (stripe_writer.h).
-#include "array/stripe_writer.h"
+#include "engine/stripe_writer.h"
 
 #include <algorithm>
 #include <cstring>
@@ -18,9 +18,7 @@ namespace uraid {
 StripeWriter::StripeWriter(const EngineContext& ctx, StripeCache& cache,
                            StripeReader& reader, ArrayBitmap& bitmap,
                            const LockedSharedPtr<PplLog>& ppl,
-                           WriteEpochs& ppl_epochs,
-                           const std::atomic<const Shape*>& current,
-                           const std::atomic<bool>& reshaping,
+                           WriteEpochs& ppl_epochs, const ShapeSet& shapes,
                            const std::atomic<uint64_t>& resync_stripe,
                            int64_t bypass_flush_ns)
     : EnginePart(ctx),
@@ -29,8 +27,7 @@ StripeWriter::StripeWriter(const EngineContext& ctx, StripeCache& cache,
       bitmap_(bitmap),
       ppl_(ppl),
       ppl_epochs_(ppl_epochs),
-      current_(current),
-      reshaping_(reshaping),
+      shapes_(shapes),
       resync_stripe_(resync_stripe),
       bypass_flush_ns_(bypass_flush_ns) {}
 
@@ -73,10 +70,10 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
   // a 4K write+flush beside a stream); writing through puts that cost on
   // the writer instead.
   // The cache is keyed by stripes of one shape, the current one: a reshape
-  // writes it back and runs without it (reshape.cc), so outside a reshape
+  // writes it back and runs without it (jobs/reshape_job.cc), so outside a reshape
   // `sh` is the current shape.
   const bool cache =
-      cache_.enabled() && !reshaping_.load() && !full && !fua &&
+      cache_.enabled() && !shapes_.reshaping() && !full && !fua &&
       flush_interval_ns_.load(std::memory_order_relaxed) >= bypass_flush_ns_ &&
       (a == 0 || b == sd || cache_.MayContain(stripe) ||
        (stripe > 0 && cache_.MayContain(stripe - 1)) ||
@@ -226,7 +223,7 @@ absl::Status StripeWriter::PlanAndWriteStripe(
   // held until these writes are done and durable (with FUA, or flushed by
   // the next batch before its header replaces this one's). The log is read
   // once, inside a pass held until the writes are done (a policy switch
-  // waits those out: meta/ppl_switch.cc); the lock goes before the log it
+  // waits those out: array/ppl_switch.cc); the lock goes before the log it
   // belongs to.
   const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
   ASSIGN_OR_RETURN(PplLog::Hold ppl_hold, LogToPpl(ppl_.load(), stripe, a, b,

@@ -3,13 +3,13 @@
 // with the time and the array's uuid and name, go to its listeners (an
 // EventHub) and, attached to their log line, to the Logger.
 
-#ifndef URAID_SRC_CONTROL_ARRAY_REPORTER_H_
-#define URAID_SRC_CONTROL_ARRAY_REPORTER_H_
+#ifndef URAID_SRC_REPORT_ARRAY_REPORTER_H_
+#define URAID_SRC_REPORT_ARRAY_REPORTER_H_
 
 #include <optional>
 #include <string>
 
-#include "control/event_hub.h"
+#include "report/event_hub.h"
 #include "uraid/events.h"
 
 namespace uraid {
@@ -46,4 +46,4 @@ class ArrayReporter {
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_CONTROL_ARRAY_REPORTER_H_
+#endif  // URAID_SRC_REPORT_ARRAY_REPORTER_H_

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "control/array_reporter.h"
+#include "report/array_reporter.h"
 
 #include <chrono>
 #include <utility>

@@ -5,15 +5,15 @@
 // what a failed member I/O means for the slot it hit. The array (ArrayImpl)
 // implements it; the parts know nothing else of it.
 
-#ifndef URAID_SRC_ARRAY_ENGINE_HOST_H_
-#define URAID_SRC_ARRAY_ENGINE_HOST_H_
+#ifndef URAID_SRC_ENGINE_ENGINE_HOST_H_
+#define URAID_SRC_ENGINE_ENGINE_HOST_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "array/member_io.h"
+#include "engine/member_io.h"
 #include "uraid/member.h"
 
 namespace uraid {
@@ -73,4 +73,4 @@ class EngineHost {
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_ARRAY_ENGINE_HOST_H_
+#endif  // URAID_SRC_ENGINE_ENGINE_HOST_H_

@@ -2,8 +2,8 @@
 // Internal: the array's slots: which member holds each role, its state and
 // rebuild fronts, and the table the data path indexes without a lock.
 
-#ifndef URAID_SRC_ARRAY_SLOT_TABLE_H_
-#define URAID_SRC_ARRAY_SLOT_TABLE_H_
+#ifndef URAID_SRC_ENGINE_SLOT_TABLE_H_
+#define URAID_SRC_ENGINE_SLOT_TABLE_H_
 
 #include <array>
 #include <atomic>
@@ -262,4 +262,4 @@ struct Spare {
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_ARRAY_SLOT_TABLE_H_
+#endif  // URAID_SRC_ENGINE_SLOT_TABLE_H_

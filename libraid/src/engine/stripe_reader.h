@@ -6,8 +6,8 @@
 // cache holds are laid over what the members hold. Every routine works in
 // the shape it is handed (old and new shapes side by side in a reshape).
 
-#ifndef URAID_SRC_ARRAY_STRIPE_READER_H_
-#define URAID_SRC_ARRAY_STRIPE_READER_H_
+#ifndef URAID_SRC_ENGINE_STRIPE_READER_H_
+#define URAID_SRC_ENGINE_STRIPE_READER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -16,12 +16,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "array/atomic_counters.h"
-#include "array/engine_part.h"
-#include "array/io_executor.h"
-#include "array/shape.h"
-#include "array/slot_table.h"
-#include "control/array_reporter.h"
+#include "engine/atomic_counters.h"
+#include "engine/engine_part.h"
+#include "engine/io_executor.h"
+#include "engine/shape.h"
+#include "engine/slot_table.h"
+#include "report/array_reporter.h"
 #include "plan/stripe_plan.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
@@ -169,4 +169,4 @@ class StripeReader : private EnginePart {
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_ARRAY_STRIPE_READER_H_
+#endif  // URAID_SRC_ENGINE_STRIPE_READER_H_

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "array/shape.h"
+#include "engine/shape.h"
 
 #include "absl/strings/str_format.h"
 

@@ -5,13 +5,13 @@
 // member-I/O executor, the stripe locks and the counters. ArrayImpl builds
 // one EngineContext and hands it to each part.
 
-#ifndef URAID_SRC_ARRAY_ENGINE_PART_H_
-#define URAID_SRC_ARRAY_ENGINE_PART_H_
+#ifndef URAID_SRC_ENGINE_ENGINE_PART_H_
+#define URAID_SRC_ENGINE_ENGINE_PART_H_
 
-#include "array/atomic_counters.h"
-#include "array/engine_host.h"
-#include "array/io_executor.h"
-#include "array/slot_table.h"
+#include "engine/atomic_counters.h"
+#include "engine/engine_host.h"
+#include "engine/io_executor.h"
+#include "engine/slot_table.h"
 #include "stripe/stripe_locks.h"
 
 namespace uraid {
@@ -46,4 +46,4 @@ class EnginePart {
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_ARRAY_ENGINE_PART_H_
+#endif  // URAID_SRC_ENGINE_ENGINE_PART_H_

@@ -2,8 +2,8 @@
 // Internal: one member I/O of a plan, as the array's executor
 // (io_executor.h) runs it.
 
-#ifndef URAID_SRC_ARRAY_MEMBER_IO_H_
-#define URAID_SRC_ARRAY_MEMBER_IO_H_
+#ifndef URAID_SRC_ENGINE_MEMBER_IO_H_
+#define URAID_SRC_ENGINE_MEMBER_IO_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -58,4 +58,4 @@ struct MemberIo {
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_ARRAY_MEMBER_IO_H_
+#endif  // URAID_SRC_ENGINE_MEMBER_IO_H_

@@ -8,19 +8,19 @@
 // StripeWriter, StripeScanner, StripeRebuilder, ReshapeCopier: read and
 // write paths, reconstruction, read-error correction, scans, rebuilds, trim)
 // takes the `const Shape&` it works in as an explicit argument: the
-// reshape router (reshape.cc) passes the shape that holds each piece of a
+// reshape router (array/reshape_router.cc) passes the shape that holds each piece of a
 // request, so the old shape's and the new shape's stripe code run side by
 // side; everything else (client requests outside a reshape, jobs,
 // superblock positions, Info) loads the array's current shape explicitly
 // (ArrayImpl::CurrentShape). No state says which shape a thread is in.
 //
 // Thread-safety: Shapes are immutable once published and live as long as
-// their array (ArrayImpl keeps every shape it ever used), so a reference
+// their array (its ShapeSet keeps every shape it ever had), so a reference
 // to one stays valid for as long as the array, whichever shape is current
 // by then.
 
-#ifndef URAID_SRC_SHAPE_H_
-#define URAID_SRC_SHAPE_H_
+#ifndef URAID_SRC_ENGINE_SHAPE_H_
+#define URAID_SRC_ENGINE_SHAPE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -55,4 +55,4 @@ absl::Status CheckRange(const Shape& sh, const char* op, size_t len,
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_SHAPE_H_
+#endif  // URAID_SRC_ENGINE_SHAPE_H_

@@ -10,8 +10,8 @@
 // routine works in the shape it is handed, except the cache's, which holds
 // the current shape's stripes only.
 
-#ifndef URAID_SRC_ARRAY_STRIPE_WRITER_H_
-#define URAID_SRC_ARRAY_STRIPE_WRITER_H_
+#ifndef URAID_SRC_ENGINE_STRIPE_WRITER_H_
+#define URAID_SRC_ENGINE_STRIPE_WRITER_H_
 
 #include <atomic>
 #include <cstddef>
@@ -22,14 +22,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "array/atomic_counters.h"
-#include "array/engine_part.h"
-#include "array/io_executor.h"
-#include "array/shape.h"
-#include "array/slot_table.h"
-#include "array/stripe_reader.h"
 #include "base/locked_shared_ptr.h"
 #include "base/write_epochs.h"
+#include "engine/atomic_counters.h"
+#include "engine/engine_part.h"
+#include "engine/io_executor.h"
+#include "engine/shape.h"
+#include "engine/shape_set.h"
+#include "engine/slot_table.h"
+#include "engine/stripe_reader.h"
 #include "meta/array_bitmap.h"
 #include "meta/ppl_log.h"
 #include "plan/stripe_plan.h"
@@ -46,16 +47,15 @@ class StripeWriter : private EnginePart {
   // Beyond the engine's common parts: the stripe cache; the reader, which
   // corrects read errors among pre-reads; the bitmap; the PPL log (null
   // unless the policy is ppl; read once per stripe inside a `ppl_epochs`
-  // pass, see ArrayImpl::ppl_); the current shape (the cache's) and whether
-  // a reshape runs (the cache is bypassed then); the first stripe whose
-  // parity is not yet trusted (an unfinished resync); and the average
+  // pass, see ArrayImpl::ppl_); the array's shapes (the current one is
+  // the cache's; during a reshape the cache is bypassed); the first stripe
+  // whose parity is not yet trusted (an unfinished resync); and the average
   // time between client flushes (ns) below which the cache stops
   // gathering.
   StripeWriter(const EngineContext& ctx, StripeCache& cache,
                StripeReader& reader, ArrayBitmap& bitmap,
                const LockedSharedPtr<PplLog>& ppl, WriteEpochs& ppl_epochs,
-               const std::atomic<const Shape*>& current,
-               const std::atomic<bool>& reshaping,
+               const ShapeSet& shapes,
                const std::atomic<uint64_t>& resync_stripe,
                int64_t bypass_flush_ns);
 
@@ -168,17 +168,14 @@ class StripeWriter : private EnginePart {
                                         const WritePlan& plan,
                                         const uint8_t* scratch,
                                         const uint8_t* client);
-  const Shape& CurrentShape() const {
-    return *current_.load(std::memory_order_acquire);
-  }
+  const Shape& CurrentShape() const { return shapes_.current(); }
 
   StripeCache& cache_;
   StripeReader& reader_;
   ArrayBitmap& bitmap_;
   const LockedSharedPtr<PplLog>& ppl_;
   WriteEpochs& ppl_epochs_;
-  const std::atomic<const Shape*>& current_;
-  const std::atomic<bool>& reshaping_;
+  const ShapeSet& shapes_;
   const std::atomic<uint64_t>& resync_stripe_;
   const int64_t bypass_flush_ns_;
   // Flush cadence (see WritePiece): the last client flush and the moving
@@ -189,4 +186,4 @@ class StripeWriter : private EnginePart {
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_ARRAY_STRIPE_WRITER_H_
+#endif  // URAID_SRC_ENGINE_STRIPE_WRITER_H_

@@ -3,8 +3,8 @@
 // guarded by a mutex that is held while an event is delivered, so that a
 // listener removed is never called again once Remove returns.
 
-#ifndef URAID_SRC_EVENT_HUB_H_
-#define URAID_SRC_EVENT_HUB_H_
+#ifndef URAID_SRC_REPORT_EVENT_HUB_H_
+#define URAID_SRC_REPORT_EVENT_HUB_H_
 
 #include <cstdint>
 #include <utility>
@@ -35,4 +35,4 @@ class EventHub {
 
 }  // namespace uraid
 
-#endif  // URAID_SRC_EVENT_HUB_H_
+#endif  // URAID_SRC_REPORT_EVENT_HUB_H_

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "control/event_hub.h"
+#include "report/event_hub.h"
 
 #include <algorithm>
 

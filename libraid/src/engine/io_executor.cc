@@ -2,7 +2,7 @@
 // The member-I/O executor (io_executor.h): one member call retried once
 // (DoIo), the fan-out of a plan's I/O (Submit, RunTogether), slot
 // generations and the replace target's mirror (RunIo).
-#include "array/io_executor.h"
+#include "engine/io_executor.h"
 
 #include <algorithm>
 #include <chrono>

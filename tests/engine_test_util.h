@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "array/slot_table.h"
+#include "engine/slot_table.h"
 #include "uraid/member.h"
 
 namespace uraid::testutil {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The write half of the stripe engine on its own (array/stripe_writer.h),
+// The write half of the stripe engine on its own (engine/stripe_writer.h),
 // without an array: a fake EngineHost over memory members (FaultyMembers)
 // records what the writer tells its host when a member fails mid-write,
 // and the bytes are checked on the members (data and parity, by parity
 // math) and read back through the StripeReader.
-#include "array/stripe_writer.h"
+#include "engine/stripe_writer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,15 +16,16 @@
 #include <string>
 #include <vector>
 
-#include "array/engine_host.h"
-#include "array/engine_part.h"
-#include "array/stripe_reader.h"
 #include "base/locked_shared_ptr.h"
 #include "base/write_epochs.h"
-#include "control/array_reporter.h"
+#include "engine/engine_host.h"
+#include "engine/engine_part.h"
+#include "engine/shape_set.h"
+#include "engine/stripe_reader.h"
 #include "engine_test_util.h"
 #include "meta/array_bitmap.h"
 #include "meta/ppl_log.h"
+#include "report/array_reporter.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
 #include "stripe/survivor_cache.h"
@@ -46,7 +47,7 @@ constexpr uint64_t kMemberBytes = 16 * kChunk;
 constexpr uint64_t kDataOffset = 8192;
 constexpr int kDisks = 4;
 
-// The host's side of the contract (array/engine_host.h), as the array keeps
+// The host's side of the contract (engine/engine_host.h), as the array keeps
 // it but with every call recorded: a failed member's slot turns faulty, a
 // bad range joins the slot's bad-block list (both inside a generation
 // change, as the Roster makes them), and writes are bracketed.
@@ -191,10 +192,10 @@ class StripeWriterTest : public ::testing::Test {
         reporter_(nullptr, "uuid", "test"),
         reader_(Engine(), cache_, survivors_, reporter_, /*read_only=*/false),
         bitmap_(&bitmap_host_, /*read_only=*/false),
-        current_(&shape_),
+        shapes_(shape_.geo, shape_.data_offset),
         resync_stripe_(shape_.geo.stripe_count()),
-        writer_(Engine(), cache_, reader_, bitmap_, ppl_, ppl_epochs_, current_,
-                reshaping_, resync_stripe_,
+        writer_(Engine(), cache_, reader_, bitmap_, ppl_, ppl_epochs_, shapes_,
+                resync_stripe_,
                 /*bypass_flush_ns=*/0) {}
 
   EngineContext Engine() { return {host_, slots_, io_, locks_, counters_}; }
@@ -250,8 +251,7 @@ class StripeWriterTest : public ::testing::Test {
   ArrayBitmap bitmap_;
   LockedSharedPtr<PplLog> ppl_;
   WriteEpochs ppl_epochs_;
-  std::atomic<const Shape*> current_;
-  std::atomic<bool> reshaping_{false};
+  ShapeSet shapes_;  // holds shape_'s twin as the current shape
   std::atomic<uint64_t> resync_stripe_;
   StripeWriter writer_;
 };

@@ -21,33 +21,6 @@
 
 namespace uraid {
 
-Counters AtomicCounters::Snapshot() const {
-  Counters c;
-  c.member_reads = member_reads.load();
-  c.member_read_bytes = member_read_bytes.load();
-  c.member_writes = member_writes.load();
-  c.member_write_bytes = member_write_bytes.load();
-  c.member_flushes = member_flushes.load();
-  c.member_fua_writes = member_fua_writes.load();
-  c.full_stripe_writes = full_stripe_writes.load();
-  c.rmw_writes = rmw_writes.load();
-  c.rcw_writes = rcw_writes.load();
-  c.degraded_writes = degraded_writes.load();
-  c.reconstructions = reconstructions.load();
-  c.resynced_stripes = resynced_stripes.load();
-  c.resync_repairs = resync_repairs.load();
-  c.cached_writes = cached_writes.load();
-  c.cache_writebacks = cache_writebacks.load();
-  c.cache_evictions = cache_evictions.load();
-  c.read_errors_corrected = read_errors_corrected.load();
-  c.recovered_stripes = recovered_stripes.load();
-  c.scrubbed_stripes = scrubbed_stripes.load();
-  c.resync_bitmap_chunks = resync_bitmap_chunks.load();
-  c.resync_bytes = resync_bytes.load();
-  c.cache_full_writes = cache_full_writes.load();
-  return c;
-}
-
 namespace {
 
 // The end of the bad-block log on a member when it lies past the

@@ -7,6 +7,14 @@
 #   FUZZ_SECONDS=600 ./scripts/fuzz.sh                 # every target, 10 min each
 #   FUZZ_TARGETS="io_sequence" FUZZ_SECONDS=3600 ./scripts/fuzz.sh
 #   FUZZ_JOBS=1 ./scripts/fuzz.sh                      # one target at a time
+#   ./scripts/fuzz.sh --build-only [TARGET...]         # configure and build,
+#                                                      # run nothing
+#   ./scripts/fuzz.sh --run-only                       # run what is built
+#
+# --build-only builds the fuzz targets and the other TARGETs of the same
+# tree (scripts/test.sh: unit_tests, for its ASan+UBSan pass) in one ninja
+# run; test.sh builds so in the background while ctest runs, and runs the
+# targets later with --run-only.
 #
 # Targets (fuzz/<name>_fuzz.cc, seeds in fuzz/corpus/<name>/):
 #   superblock   md v1.2 superblock decoder: no crash, re-encodes exactly
@@ -28,6 +36,11 @@
 #   build-fuzz/fuzz/NAME_fuzz -merge=1 fuzz/corpus/NAME NEW_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=all
+case ${1:-} in
+  --build-only) mode=build; shift ;;
+  --run-only) mode=run; shift ;;
+esac
 seconds=${FUZZ_SECONDS:-10}
 read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry ppl bad_blocks io_sequence}"
 
@@ -36,11 +49,14 @@ read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry ppl ba
 # (fuzz/CMakeLists.txt). scripts/test.sh builds the unit tests in this same
 # tree for its ASan+UBSan pass, against that library, instead of compiling
 # libraid again in a tree of its own.
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DURAID_SANITIZE=ON \
-  ${URAID_LINE_TABLES_ONLY:+-DURAID_LINE_TABLES_ONLY=$URAID_LINE_TABLES_ONLY} \
-  >/dev/null
-cmake --build build-fuzz --target "${targets[@]/%/_fuzz}"
+if [[ $mode != run ]]; then
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DURAID_SANITIZE=ON \
+    ${URAID_LINE_TABLES_ONLY:+-DURAID_LINE_TABLES_ONLY=$URAID_LINE_TABLES_ONLY} \
+    >/dev/null
+  cmake --build build-fuzz --target "${targets[@]/%/_fuzz}" "$@"
+fi
+[[ $mode != build ]] || exit 0
 # The targets run FUZZ_JOBS at a time (default: the number of CPUs). A
 # libFuzzer run keeps about one CPU busy and -max_total_time is wall time,
 # so on an idle machine each target still gets its FUZZ_SECONDS of a CPU of

@@ -60,6 +60,9 @@ tsan_tests=(nbd_member_test jobs_test job_runner_test array_bitmap_test control_
 fuzz_extra=()
 [[ "${URAID_ASAN:-1}" == 0 ]] || fuzz_extra=(unit_tests)
 build_sanitizer_trees() {
+  # Two compilers at a time (ninja's default is nproc + 2): a starved
+  # compiler still holds its memory.
+  export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
   local s=$SECONDS rc=0
   FUZZ_SECONDS=${FUZZ_SECONDS:-10} ./scripts/fuzz.sh --build-only \
     "${fuzz_extra[@]}" || rc=1
@@ -71,7 +74,7 @@ build_sanitizer_trees() {
     if ! { cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
              -DURAID_TSAN=ON -DURAID_FUZZ=OFF \
              -DURAID_LINE_TABLES_ONLY="$URAID_LINE_TABLES_ONLY" >/dev/null &&
-           cmake --build build-tsan -j"$(nproc)" --target "${tsan_tests[@]}"; }; then
+           cmake --build build-tsan --target "${tsan_tests[@]}"; }; then
       touch build-sanitizers.tsan.failed
     fi
     echo "test.sh: build-tsan/ took $((SECONDS - s))s"

@@ -35,7 +35,21 @@ if (( avail_mib < 6144 )); then
   du -sh /dev/shm/* 2>/dev/null | sort -h | tail -5 >&2 || true
 fi
 
-t0=$SECONDS
+# CPU seconds (user + system) of this script's children it has waited for
+# (/proc/PID/stat's cutime and cstime). Each stage reports its own beside
+# its wall time, so that a CI log shows how much of the CPUs a stage left
+# idle: the part that the background builds below can use.
+child_cpu() {
+  awk -v hz="$(getconf CLK_TCK)" '{print int(($16 + $17) / hz)}' /proc/$$/stat
+}
+stage_took() {  # $1: the stage; $2, $3: $SECONDS and child_cpu at its start
+  local wall=$((SECONDS - $2)) cpu=$(($(child_cpu) - $3)) n
+  n=$(nproc)
+  echo "test.sh: $1 took ${wall}s (CPU ${cpu}s:" \
+    "$((wall > 0 ? 100 * cpu / (wall * n) : 0))% of $n CPUs)"
+}
+
+t0=$SECONDS c0=$(child_cpu)
 # Everything the tests need, the kernel tests' guest included.
 ./scripts/setup.sh --tests
 
@@ -63,21 +77,21 @@ build_sanitizer_trees() {
   # Two compilers at a time (ninja's default is nproc + 2): a starved
   # compiler still holds its memory.
   export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-  local s=$SECONDS rc=0
+  local s=$SECONDS c rc=0
+  c=$(child_cpu)
   FUZZ_SECONDS=${FUZZ_SECONDS:-10} ./scripts/fuzz.sh --build-only \
     "${fuzz_extra[@]}" || rc=1
-  echo "test.sh: build-fuzz/ (fuzz targets${fuzz_extra:+, unit tests}) took" \
-    "$((SECONDS - s))s"
+  stage_took "build-fuzz/ (fuzz targets${fuzz_extra:+, unit tests})" "$s" "$c"
   [[ $rc == 0 ]] || touch build-sanitizers.fuzz.failed
   if [[ "${URAID_TSAN:-1}" != 0 ]]; then
-    s=$SECONDS
+    s=$SECONDS c=$(child_cpu)
     if ! { cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
              -DURAID_TSAN=ON -DURAID_FUZZ=OFF \
              -DURAID_LINE_TABLES_ONLY="$URAID_LINE_TABLES_ONLY" >/dev/null &&
            cmake --build build-tsan --target "${tsan_tests[@]}"; }; then
       touch build-sanitizers.tsan.failed
     fi
-    echo "test.sh: build-tsan/ took $((SECONDS - s))s"
+    stage_took build-tsan/ "$s" "$c"
   fi
 }
 rm -f build-sanitizers.log build-sanitizers.*.failed
@@ -90,7 +104,7 @@ rm -f build-sanitizers.log build-sanitizers.*.failed
 # machine: a busy loop pinned beside another got 2% of the CPU so, 58%
 # with setsid and nice alone).
 setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec "$@"' _ \
-  nice -n 19 bash -c "set -euo pipefail; $(declare -f build_sanitizer_trees)
+  nice -n 19 bash -c "set -euo pipefail; $(declare -f build_sanitizer_trees child_cpu stage_took)
   $(declare -p tsan_tests fuzz_extra); build_sanitizer_trees" \
   </dev/null >build-sanitizers.log 2>&1 &
 bg_pid=$!
@@ -98,33 +112,34 @@ trap '[[ -z ${bg_pid:-} ]] || kill -- -"$bg_pid" 2>/dev/null || true' EXIT
 
 
 ./scripts/build.sh
-echo "test.sh: build took $((SECONDS - t0))s"
+stage_took "setup and build" "$t0" "$c0"
 
 start=$SECONDS
 failed=()
-t=$SECONDS
+t=$SECONDS c=$(child_cpu)
 ctest --test-dir build --output-on-failure -j2 || failed+=("ctest (build/)")
-echo "test.sh: ctest took $((SECONDS - t))s"
+stage_took ctest "$t" "$c"
 
-t=$SECONDS
+t=$SECONDS c=$(child_cpu)
 wait "$bg_pid" || true
 bg_pid=
 echo "test.sh: waited $((SECONDS - t))s after ctest for the sanitizer builds" \
-  "(started before build/'s, niced):"
-grep '^test.sh: ' build-sanitizers.log || true
+  "(started before build/'s, niced; CPU $(($(child_cpu) - c))s in all):"
 if compgen -G 'build-sanitizers.*.failed' >/dev/null; then
   tail -n 100 build-sanitizers.log
   echo "test.sh: a sanitizer build FAILED (log: build-sanitizers.log)"
+else
+  grep '^test.sh: ' build-sanitizers.log || true
 fi
 
 # The libFuzzer targets need clang; a short run catches decoder regressions.
-t=$SECONDS
+t=$SECONDS c=$(child_cpu)
 if [[ -e build-sanitizers.fuzz.failed ]]; then
   failed+=("build-fuzz/ build")
 else
   FUZZ_SECONDS=${FUZZ_SECONDS:-10} ./scripts/fuzz.sh --run-only ||
     failed+=("fuzz runs")
-  echo "test.sh: fuzz runs took $((SECONDS - t))s"
+  stage_took "fuzz runs" "$t" "$c"
 fi
 
 # ASan+UBSan: the unit tests built in build-fuzz/, the clang tree fuzz.sh
@@ -137,12 +152,12 @@ fi
 # compile time (-fno-sanitize-recover) and made so at run time, so a report
 # fails the test instead of only printing.
 if [[ "${URAID_ASAN:-1}" != 0 && ! -e build-sanitizers.fuzz.failed ]]; then
-  t=$SECONDS
+  t=$SECONDS c=$(child_cpu)
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --test-dir build-fuzz -L unit --output-on-failure -j2 ||
     failed+=("ctest -L unit (build-fuzz/, ASan+UBSan)")
-  echo "test.sh: ASan+UBSan unit tests took $((SECONDS - t))s"
+  stage_took "ASan+UBSan unit tests" "$t" "$c"
 fi
 
 # ThreadSanitizer: a separate build (build-tsan/) of only the tests that run
@@ -160,7 +175,7 @@ fi
 if [[ -e build-sanitizers.tsan.failed ]]; then
   failed+=("build-tsan/ build")
 elif [[ "${URAID_TSAN:-1}" != 0 ]]; then
-  t=$SECONDS
+  t=$SECONDS c=$(child_cpu)
   tsan_supp="$PWD/tests/tsan.supp"
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
   if [[ -f "$tsan_supp" ]]; then
@@ -187,7 +202,7 @@ elif [[ "${URAID_TSAN:-1}" != 0 ]]; then
       failed+=("$test (build-tsan/, TSan)")
     fi
   done
-  echo "test.sh: TSan tests took $((SECONDS - t))s"
+  stage_took "TSan tests" "$t" "$c"
 fi
 
 if [[ ${#failed[@]} -eq 0 ]]; then

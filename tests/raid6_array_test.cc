@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "base/sync.h"
@@ -534,6 +535,87 @@ TEST(Raid6Recovery, SpareAndReplaceInOnePass) {
     EXPECT_LE(f[i]->counters().reads, kStripes) << "survivor slot " << i;
   }
   ExpectWholeThroughTwoMoreFailures(*a, ref, 0, 1);
+}
+
+// A member failing (with a hot spare in the pool) while a replace is
+// copying another: the running replace takes the gone slot on, as md's
+// md_error restarts its recovery with both devices, and one pass finishes
+// the replace and rebuilds the failed slot. The gone slot is rebuilt now,
+// not after the copy (before, the replace ran to its end alone, reading
+// the replaced member once per stripe, and a second job then rebuilt the
+// gone slot reading every survivor, the replaced member again among them).
+TEST(Raid6Recovery, FailureMidReplaceJoinsThePass) {
+  constexpr int kDisks = 6;
+  constexpr uint64_t kStripes = kMemberBytes / kChunk;
+  auto [f, m] = CountedMembers(kDisks + 2);
+  std::vector<Shared> first(m.begin(), m.begin() + kDisks);
+  std::vector<std::string> lines;
+  std::vector<Event> events;
+  Mutex mu;
+  auto a = testutil::MustCreate(first, Opts6(Layout::kLeftAsymmetric, true),
+                                [&](const std::string& l) {
+                                  MutexLock lock(&mu);
+                                  lines.push_back(l);
+                                });
+  ASSERT_NE(a, nullptr);
+  const uint64_t listener = a->AddEventListener([&](const Event& e) {
+    MutexLock lock(&mu);
+    events.push_back(e);
+  });
+  std::vector<uint8_t> ref = testutil::Pattern(a->size(), 63);
+  ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
+  a->StartBackground();
+  ASSERT_TRUE(a->AddMember(ShareMember(m[kDisks + 1])).ok());  // a spare
+  // 64 KiB/s: four stripes a second.
+  a->SetSpeedLimits({.min_kib_s = 64, .max_kib_s = 64});
+  for (auto& x : f) x->ResetCounters();
+  ASSERT_TRUE(a->ReplaceMember(m[2]->Name(), ShareMember(m[kDisks])).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const JobInfo j = a->Info().job;
+        return j.kind == JobKind::kReplace && j.done_bytes >= 2 * kChunk;
+      },
+      10));
+  ASSERT_TRUE(a->FailSlot(4).ok());
+  // The running replace takes slot 4 on: one job, both slots.
+  EXPECT_TRUE(WaitUntil([&] { return a->Info().job.second_slot == 4; }, 5));
+  const JobInfo during = a->Info().job;
+  EXPECT_EQ(during.kind, JobKind::kReplace);
+  EXPECT_EQ(during.slot, 2);
+  EXPECT_EQ(during.second_target, m[kDisks + 1]->Name());
+  EXPECT_EQ(a->Info().slots[4].state, SlotState::kRebuilding);
+  a->SetSpeedLimits({});
+  ASSERT_TRUE(a->WaitForJob().ok());
+  EXPECT_EQ(a->Info().last_job.kind, JobKind::kReplace);
+  ExpectPairDone(a->Info(), 2, *m[kDisks], 4, *m[kDisks + 1]);
+  // The replaced member was read for the few stripes copied alone, the
+  // survivors once per stripe of the one pass (plus those few).
+  EXPECT_LT(f[2]->counters().reads, kStripes / 4);
+  for (const int i : {0, 1, 3, 5}) {
+    EXPECT_LE(f[i]->counters().reads, kStripes + kStripes / 4)
+        << "survivor slot " << i;
+  }
+  {
+    MutexLock lock(&mu);
+    int pair_passes = 0;
+    for (const std::string& l : lines) {
+      pair_passes += l.find("in one pass from stripe 0") != std::string::npos;
+    }
+    EXPECT_EQ(pair_passes, 1);
+    // Slot 4's rebuild is a recovery from its start event to its end.
+    std::vector<std::string> slot4;
+    for (const Event& e : events) {
+      const Event::Value* kind = e.Find("kind");
+      if (e.slot == 4 && kind != nullptr &&
+          (e.name == "RebuildStarted" || e.name == "RebuildFinished")) {
+        slot4.push_back(e.name + " " + std::get<std::string>(*kind));
+      }
+    }
+    EXPECT_EQ(slot4, (std::vector<std::string>{"RebuildStarted recover",
+                                               "RebuildFinished recover"}));
+  }
+  a->RemoveEventListener(listener);
+  ExpectWholeThroughTwoMoreFailures(*a, ref, 0, 5);
 }
 
 // One target of a two-slot rebuild fails mid-pass (a second failure): the

@@ -19,6 +19,7 @@ T at array block B holds (T, B) repeated, so a misplaced block names where
 it came from. Unwritten blocks are zeros (the images start sparse).
 """
 
+import errno
 import hashlib
 import json
 import mmap
@@ -271,13 +272,47 @@ def md_readwrite(md):
         sh("mdadm", "--readwrite", f"/dev/{md}")
 
 
+def md_sync_action(md, action, tries=50, pause=0.2):
+    """Asks md for a sync action ("check", "repair") and waits for it to end.
+
+    md refuses a sync_action write with EBUSY while MD_RECOVERY_RUNNING or
+    MD_RECOVERY_NEEDED is set, and NEEDED alone reads back as "idle" (md's
+    action_show names an action only for the SYNC, RECOVER or RESHAPE bits,
+    and ignores NEEDED on a read-only array): md sets it on a switch to
+    read-write, on a finished sync being reaped, on a superblock change, and
+    its own thread clears it a moment later. So an idle sync_action does not
+    promise the write takes; two of 100 full-grid cases met EBUSY right after
+    md_readwrite and an idle wait. The write is retried on EBUSY (waiting out
+    any sync that did start meanwhile) up to `tries` times, `pause` seconds
+    apart; a refusal that never ends fails the case naming the last error."""
+    last = None
+    for attempt in range(1, tries + 1):
+        try:
+            md_set(md, "sync_action", action)
+            break
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                raise
+            last = e
+        md_wait_idle(md, what=f"sync before {action}")
+        time.sleep(pause)
+    else:
+        check(False, f"{md}: writing '{action}' to sync_action was refused "
+              f"{tries} times over at least {tries * pause:.0f}s; last error: "
+              f"{last} (sync_action {md_attr(md, 'sync_action')}, "
+              f"sync_completed {md_attr(md, 'sync_completed')}, array_state "
+              f"{md_attr(md, 'array_state')})")
+    if attempt > 1:
+        log(f"{md}: '{action}' taken at attempt {attempt} (EBUSY before)")
+    time.sleep(0.2)
+    md_wait_idle(md, what=action)
+
+
 def md_check(md):
     """md's own parity check; returns mismatch_cnt."""
     md_readwrite(md)
     md_wait_idle(md, what="sync before check")
-    md_set(md, "sync_action", "check")
-    time.sleep(0.2)
-    md_wait_idle(md, what="check")
+    md_sync_action(md, "check")
     check(md_attr(md, "last_sync_action") == "check",
           f"{md}: last_sync_action {md_attr(md, 'last_sync_action')} after "
           f"a check")
@@ -793,9 +828,7 @@ def case_kill9_bitmap(c):
     check(mm == 8, f"md check after the resync: mismatch_cnt {mm}, want 8 "
           f"(the parity spoiled in a clean region only): md resynced "
           f"{'more' if mm == 0 else 'less'} than the dirty regions")
-    md_set(md, "sync_action", "repair")
-    time.sleep(0.2)
-    md_wait_idle(md, what="repair")
+    md_sync_action(md, "repair")
     md_stop(md)
     compare_bitmaps(devs, "after md")
     uraid_check(devs, "after md's repair")

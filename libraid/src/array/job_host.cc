@@ -156,16 +156,18 @@ absl::Status ArrayImpl::RunRecovery(const JobRequest& req) {
   if (req.second_slot >= 0) {
     return recovery_.RunPair(CurrentShape(), req.slot, req.second_slot);
   }
-  if (req.kind == JobKind::kReplace) {
-    return recovery_.Run(CurrentShape(), req.slot, /*replace=*/true);
-  }
   // RAID6: a second member failing (or a spare arriving for a gone one)
-  // while this slot is rebuilt alone stops this pass at its front; the
-  // rest goes on as one pass over both, so the survivors are read once
-  // for the stripes still ahead rather than twice in two passes.
+  // while this slot is rebuilt alone, or copied onto its replace target,
+  // stops this pass at its front; the rest goes on as one pass over both
+  // (md_error interrupts any recovery, a replace's copy included, and
+  // md's restart recovers every device not in sync from the lowest
+  // offset). The survivors are read once for the stripes still ahead
+  // rather than twice in two passes, and the gone slot is rebuilt now,
+  // not after the copy: the array runs a member short for one pass only.
+  const bool replace = req.kind == JobKind::kReplace;
   bool paired = false;
   RETURN_IF_ERROR(recovery_.Run(
-      CurrentShape(), req.slot, /*replace=*/false,
+      CurrentShape(), req.slot, replace,
       [&] { return SecondSlotRecoverable(req.slot); }, &paired));
   if (!paired) return absl::OkStatus();
   for (int i = 0; i < CurrentShape().geo.raid_disks(); ++i) {
@@ -176,9 +178,9 @@ absl::Status ArrayImpl::RunRecovery(const JobRequest& req) {
     }
   }
   const int second = PairedRecoverySlot(req.slot);
-  if (second < 0) {
+  if (second < 0 || slots_[second]->state.load() != SlotState::kRebuilding) {
     // The spare went (dropped, or taken by another slot): on alone.
-    return recovery_.Run(CurrentShape(), req.slot, /*replace=*/false);
+    return recovery_.Run(CurrentShape(), req.slot, replace);
   }
   std::shared_ptr<Member> t = slots_[second]->member.load();
   jobs_.SetSecondSlot(second, t ? t->Name() : "");
@@ -353,14 +355,20 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
            {std::pair{done.slot, done.target},
             std::pair{done.second_slot, done.second_target}}) {
         if (slot < 0) continue;
+        // A replace's second slot is a gone one it took on (RunRecovery),
+        // rebuilt onto a spare: a recovery, as its RebuildStarted said.
+        const JobKind kind =
+            done.kind == JobKind::kReplace && slot == done.second_slot
+                ? JobKind::kRecover
+                : done.kind;
         Event e = MakeEvent("RebuildFinished", target, slot);
-        e.details.emplace_back("kind", std::string(JobKindName(done.kind)));
+        e.details.emplace_back("kind", std::string(JobKindName(kind)));
         e.details.emplace_back("result", done.result);
         Report(level, std::move(e),
                absl::StrFormat("%s of slot %d onto %s: %s after %.1f s (%.1f "
                                "MB/s)",
-                               JobKindName(done.kind), slot, target,
-                               done.result, secs, done.bytes_per_s / 1e6));
+                               JobKindName(kind), slot, target, done.result,
+                               secs, done.bytes_per_s / 1e6));
         if (!completed || slot >= SlotCount()) continue;
         const Slot& s = *slots_[slot];
         std::shared_ptr<Member> m = s.member.load();

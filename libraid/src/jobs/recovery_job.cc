@@ -198,7 +198,7 @@ absl::Status RecoveryJob::Run(const Shape& sh, int slot, bool replace,
   pass.stripe_work = C;  // the limits count stripes rebuilt, not skipped
   pass.max_window = kRecoveryWindowStripes;
   bool pair_stop = false;
-  if (pair_ready != nullptr && paired != nullptr && !replace) {
+  if (pair_ready != nullptr && paired != nullptr) {
     pass.stopped = [&] { return pair_stop = pair_ready(); };
   }
   pass.skip = [&](uint64_t at) {

@@ -55,11 +55,12 @@ class RecoveryJob {
   // the target takes the slot) and the superblocks say so. Aborted when
   // the target failed or was removed.
   //
-  // With `pair_ready` (RAID6, a rebuild onto a spare): asked before each
-  // window; true stops the pass there, the front checkpointed as for a
-  // stop, and sets *paired: the caller goes on with RunPair, whose pass
-  // rebuilds both slots from this front on and the other one below it
-  // too (md restarts its recovery with both devices).
+  // With `pair_ready` (RAID6, a rebuild onto a spare or a replace's
+  // copy): asked before each window; true stops the pass there, the
+  // front checkpointed as for a stop (a replace's copy front is kept in
+  // memory only, as always), and sets *paired: the caller goes on with
+  // RunPair, whose pass rebuilds both slots from this front on and the
+  // other one below it too (md restarts its recovery with both devices).
   absl::Status Run(const Shape& sh, int slot, bool replace,
                    const std::function<bool()>& pair_ready = nullptr,
                    bool* paired = nullptr);

@@ -11,9 +11,34 @@ void SurvivorCache::Put(uint64_t shape, uint64_t stripe,
   uint64_t bytes = 0;
   for (const Rows& r : rows) bytes += r.data.size();
   MutexLock lock(&mu_);
+  // Rows of the same stripe put since the same write count are as current
+  // as the new ones: they join them. Requests smaller than a chunk each put
+  // their own rows of a stripe, and the one whose chunk is lost needs rows
+  // another request fetched several requests before it; replacing the
+  // entry dropped those (measured: 3 members, 1 MiB chunks, 64 KiB
+  // sequential reads, 1.33 member bytes read per byte delivered).
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->shape != shape || it->stripe != stripe ||
+        it->tag != writes_started) {
+      continue;
+    }
+    uint64_t held = 0;
+    for (const Rows& r : it->rows) held += r.data.size();
+    if (held + bytes <= kMaxEntryBytes) {
+      for (Rows& r : rows) it->rows.push_back(std::move(r));
+      rows.clear();
+      bytes = 0;
+      // The stripe is the newest again: it goes last (oldest first out).
+      Entry e = std::move(*it);
+      entries_.erase(it);
+      entries_.push_back(std::move(e));
+    }
+    break;
+  }
   std::erase_if(entries_, [&](const Entry& e) {
-    // Replaced or stale.
-    return (e.shape == shape && e.stripe == stripe) || e.tag != writes_started;
+    // Stale, or replaced (when the new rows did not join it).
+    return e.tag != writes_started ||
+           (bytes > 0 && e.shape == shape && e.stripe == stripe);
   });
   if (bytes > 0 && bytes <= kMaxEntryBytes) {
     if (entries_.size() >= kMaxEntries) entries_.pop_front();

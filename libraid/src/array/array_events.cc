@@ -15,15 +15,6 @@
 
 namespace uraid {
 
-void ArrayImpl::CheckSpares() const {
-  const int expected = expected_spares_.load();
-  if (expected <= 0) return;
-  const int have = static_cast<int>(roster_.Spares().size());
-  if (have >= expected) return;
-  Report(LogLevel::kWarning, SparesMissing(have, expected),
-         absl::StrFormat("%d spare(s), %d expected", have, expected));
-}
-
 std::vector<Event> ArrayImpl::StateEvents() const {
   const ArrayInfo info = Info();
   std::vector<Event> out;
@@ -49,7 +40,7 @@ std::vector<Event> ArrayImpl::StateEvents() const {
     d.details.emplace_back("gone_slots", gone);
     stamp(std::move(d));
   }
-  const int expected = expected_spares_.load();
+  const int expected = roster_.expected_spares();
   if (expected > 0 && static_cast<int>(info.spares.size()) < expected) {
     stamp(SparesMissing(static_cast<int>(info.spares.size()), expected));
   }

@@ -42,7 +42,7 @@ absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
     }
   };
   if (len == 0) return out;
-  if (reshape_.running() || roster_.failed()) {
+  if (jobs_.reshape().running() || roster_.failed()) {
     add(offset, len, false);
     return out;
   }
@@ -72,7 +72,7 @@ absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
     const Location loc = sh.geo.Map(pos);
     const uint64_t n = std::min(end - pos, C - loc.chunk_offset);
     bool zero = false;
-    if (!cache_.MayContain(loc.stripe)) {
+    if (!engine_.cache().MayContain(loc.stripe)) {
       if (slots_.UsableAt(loc.disk, loc.stripe)) {
         zero = hole(loc.disk, loc.member_offset, n);
       } else {
@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<Extent>> ArrayImpl::Extents(uint64_t offset,
     pos += n;
   }
   // A reshape that began meanwhile may have moved what was looked at.
-  if (reshape_.running()) {
+  if (jobs_.reshape().running()) {
     out.clear();
     add(offset, len, false);
   }

@@ -1,18 +1,41 @@
 // SPDX-License-Identifier: MIT
-// The array's entry points to jobs that are objects of their own: the
-// checks of the array's state a request needs before the job is queued or
-// run (check/repair: jobs/scrub_job.h; resync: jobs/resync_job.h), and the
-// array as the resync's host.
+// ArrayJobs' construction and entry points: the checks of the array's
+// state a request needs before a job is queued or run (check/repair:
+// jobs/scrub_job.h; resync: jobs/resync_job.h), and what assembly left to
+// do, queued in md's order.
+
+#include "array/array_jobs.h"
 
 #include <optional>
 
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
 #include "base/status_macros.h"
 
 namespace uraid {
 
-absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
+ArrayJobs::ArrayJobs(const JobParts& parts, std::shared_ptr<Clock> clock)
+    : host_(parts.engine.host),
+      roster_(parts.roster),
+      slots_(parts.engine.slots),
+      shapes_(parts.shapes),
+      bitmap_(parts.bitmap),
+      state_(parts.state),
+      reporter_(parts.reporter),
+      resync_front_(parts.resync_front),
+      recovery_host_(parts.recovery_host),
+      read_only_(parts.read_only),
+      runner_(this, std::move(clock)),
+      scanner_(parts.engine, parts.writer, pool_),
+      scrub_(scanner_, runner_, parts.engine.counters),
+      resync_(*this, scanner_, bitmap_, runner_, parts.engine.counters),
+      rebuilder_(parts.engine, parts.reader, pool_, bitmap_, roster_),
+      recovery_(recovery_host_, roster_, rebuilder_, parts.writer, bitmap_,
+                runner_),
+      reshape_(parts.reshape_host, roster_, shapes_, slots_, parts.reader,
+               parts.writer, scanner_, bitmap_, runner_, parts.engine.counters,
+               pool_) {}
+
+absl::StatusOr<uint64_t> ArrayJobs::CheckParity(
     std::vector<uint64_t>* first_bad) {
   if (reshape_.running()) {
     return absl::FailedPreconditionError(
@@ -21,7 +44,7 @@ absl::StatusOr<uint64_t> ArrayImpl::CheckParity(
   return scrub_.CheckParity(CurrentShape(), first_bad);
 }
 
-absl::StatusOr<JobInfo> ArrayImpl::CheckParityReport() {
+absl::StatusOr<JobInfo> ArrayJobs::CheckParityReport() {
   if (reshape_.running()) {
     return absl::FailedPreconditionError(
         "a reshape is in progress: check parity after it ends");
@@ -29,8 +52,8 @@ absl::StatusOr<JobInfo> ArrayImpl::CheckParityReport() {
   return scrub_.CheckParityReport(CurrentShape());
 }
 
-absl::Status ArrayImpl::StartScrub(bool repair) {
-  RETURN_IF_ERROR(CheckUsable(repair));
+absl::Status ArrayJobs::StartScrub(bool repair) {
+  RETURN_IF_ERROR(host_.CheckUsable(repair));
   if (state_.switched_read_only()) {
     // md runs no sync action on a read-only array; a queued check would
     // only wait for the thaw.
@@ -39,35 +62,59 @@ absl::Status ArrayImpl::StartScrub(bool repair) {
         "repair wait for `uraid readwrite`");
   }
   // RAID6 checks beside one lost member (P and Q still agree or not).
-  if (slots_.Gone() > geometry().parity_disks() - 1) {
+  if (slots_.Gone() > CurrentShape().geo.parity_disks() - 1) {
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked until it is rebuilt");
   }
-  if (resync_.running() || jobs_.RunsOrQueued(JobKind::kResync)) {
+  if (resync_.running() || runner_.RunsOrQueued(JobKind::kResync)) {
     return absl::FailedPreconditionError(
         "a resync is running; it checks and repairs parity itself");
   }
-  if (std::optional<JobKind> busy = jobs_.Busy()) {
+  if (std::optional<JobKind> busy = runner_.Busy()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("a %s job is running; stop it first or wait for it",
                         JobKindName(*busy)));
   }
-  return jobs_.Request(
+  return runner_.Request(
       JobRequest{repair ? JobKind::kRepair : JobKind::kCheck, -1});
 }
 
-absl::Status ArrayImpl::Resync(bool as_job) {
+absl::Status ArrayJobs::Resync(bool as_job) {
   if (reshape_.running()) {
     return absl::FailedPreconditionError(
         "a reshape is in progress: it resyncs what it has moved itself");
   }
   // Resync works in the current shape (the only one: no reshape runs), in
-  // which resync_stripe_ counts.
+  // which the resync front counts.
   const Shape& sh = CurrentShape();
-  if (read_only_ || resync_stripe_.load() >= sh.geo.stripe_count()) {
+  if (read_only_ || resync_front_.load() >= sh.geo.stripe_count()) {
     return absl::OkStatus();
   }
   return resync_.Run(sh, as_job);
+}
+
+void ArrayJobs::StartQueued() {
+  // The resync an unclean shutdown (or a deferred create) left goes first:
+  // a recovery asked for below queues behind it, as md recovers only
+  // once its resync has ended (a degraded stripe ends it).
+  if (resync_front_.load() < CurrentShape().geo.stripe_count() &&
+      !roster_.failed() && !reshape_.running()) {
+    absl::Status st = runner_.Request(JobRequest{JobKind::kResync, -1});
+    if (!st.ok()) {
+      Log(LogLevel::kError,
+          absl::StrFormat("resync not started: %s", st.message()));
+    }
+  }
+  // A reshape found by assembly resumes before any recovery (which runs
+  // after it, in the new shape).
+  if (reshape_.running() && !roster_.failed() && !reshape_.queued()) {
+    absl::Status st = runner_.Request(JobRequest{JobKind::kReshape, -1});
+    if (!st.ok()) {
+      Log(LogLevel::kError,
+          absl::StrFormat("reshape not resumed: %s", st.message()));
+    }
+  }
+  MaybeStartRecovery();
 }
 
 }  // namespace uraid

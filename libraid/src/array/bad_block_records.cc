@@ -11,14 +11,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
+#include "array/array_jobs.h"
+#include "array/member_faults.h"
 #include "base/status_macros.h"
 #include "uraid/bad_blocks.h"
 
 namespace uraid {
 
-absl::Status ArrayImpl::WriteBadBlockLogLocked(Member& m,
-                                               const BadBlockList& list) {
+absl::Status MemberFaults::WriteBadBlockLogLocked(Member& m,
+                                                  const BadBlockList& list) {
   const std::optional<BadBlockLogArea> area =
       BadBlockLogAreaOf(roster_.TemplateLocked());
   if (!area.has_value()) {
@@ -32,9 +33,9 @@ absl::Status ArrayImpl::WriteBadBlockLogLocked(Member& m,
   return WriteDurably(m, bytes.data(), bytes.size(), area->offset_bytes);
 }
 
-std::string ArrayImpl::DescribeMemberRange(int slot, uint64_t at,
-                                           uint64_t len) const {
-  const Shape& sh = CurrentShape();
+std::string MemberFaults::DescribeMemberRange(int slot, uint64_t at,
+                                              uint64_t len) const {
+  const Shape& sh = shapes_.current();
   const Geometry& geo = sh.geo;
   if (at < sh.data_offset || slot >= geo.raid_disks()) {
     return "no array data";
@@ -58,10 +59,11 @@ std::string ArrayImpl::DescribeMemberRange(int slot, uint64_t at,
   return out.empty() ? "no array data" : out;
 }
 
-absl::Status ArrayImpl::RecordBadBlocks(int slot, bool replacement,
-                                        const Member* only_if, uint64_t at,
-                                        uint64_t len, const std::string& why) {
-  if (slot < 0 || slot >= SlotCount() || len == 0) {
+absl::Status MemberFaults::RecordBadBlocks(int slot, bool replacement,
+                                           const Member* only_if, uint64_t at,
+                                           uint64_t len,
+                                           const std::string& why) {
+  if (slot < 0 || slot >= roster_.SlotCount() || len == 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("bad-block range on slot %d of %d bytes", slot, len));
   }
@@ -116,7 +118,7 @@ absl::Status ArrayImpl::RecordBadBlocks(int slot, bool replacement,
   // The BAD_BLOCKS bit goes into the superblocks before anything relies on
   // the entry: without it md (and the next assembly) would not read the log.
   if (!list.flag_durable.load())
-    RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
+    RETURN_IF_ERROR(ApplyEdit(edit::Persist{}).status);
   if (!added) return absl::OkStatus();
   const std::string what = replacement ? "replacement (no array data yet)"
                                        : DescribeMemberRange(slot, at, len);
@@ -125,16 +127,17 @@ absl::Status ArrayImpl::RecordBadBlocks(int slot, bool replacement,
   e.details.emplace_back("sectors", static_cast<int64_t>(sectors));
   e.details.emplace_back("error", why);
   e.details.emplace_back("affects", what);
-  Report(LogLevel::kWarning, std::move(e),
-         absl::StrFormat("member %s (slot %d): sectors %d-%d recorded in its "
-                         "bad-block log (%s): %s; %d ranges now listed",
-                         m->Name(), slot, first, first + sectors - 1, why, what,
-                         list.size()));
+  reporter_.Report(
+      LogLevel::kWarning, std::move(e),
+      absl::StrFormat("member %s (slot %d): sectors %d-%d recorded in its "
+                      "bad-block log (%s): %s; %d ranges now listed",
+                      m->Name(), slot, first, first + sectors - 1, why, what,
+                      list.size()));
   return absl::OkStatus();
 }
 
-void ArrayImpl::WantReplacement(int slot, const Member* only_if,
-                                const std::string& why) {
+void MemberFaults::WantReplacement(int slot, const Member* only_if,
+                                   const std::string& why) {
   Slot& s = *slots_[slot];
   std::shared_ptr<Member> m = s.member.load();
   if (m == nullptr || (only_if != nullptr && m.get() != only_if)) return;
@@ -142,19 +145,20 @@ void ArrayImpl::WantReplacement(int slot, const Member* only_if,
   const bool spare = roster_.FirstSpare() != nullptr;
   Event e = MakeEvent("WantReplacement", m->Name(), slot);
   e.details.emplace_back("error", why);
-  Report(LogLevel::kWarning, std::move(e),
-         absl::StrFormat(
-             "member %s (slot %d) had a write error (%s), recorded in its "
-             "bad-block log instead of failing it; it should be replaced "
-             "(md's want_replacement): %s",
-             m->Name(), slot, why,
-             spare ? "a spare starts copying it"
-                   : "add a spare, or run uraid replace"));
-  MaybeStartRecovery();
+  reporter_.Report(
+      LogLevel::kWarning, std::move(e),
+      absl::StrFormat(
+          "member %s (slot %d) had a write error (%s), recorded in its "
+          "bad-block log instead of failing it; it should be replaced "
+          "(md's want_replacement): %s",
+          m->Name(), slot, why,
+          spare ? "a spare starts copying it"
+                : "add a spare, or run uraid replace"));
+  jobs_.MaybeStartRecovery();
 }
 
-absl::Status ArrayImpl::ClearBadBlocks(int slot, const Member* only_if,
-                                       uint64_t at, uint64_t len) {
+absl::Status MemberFaults::ClearBadBlocks(int slot, const Member* only_if,
+                                          uint64_t at, uint64_t len) {
   Slot& s = *slots_[slot];
   // Only whole sectors the write covered.
   const uint64_t first = (at + 511) / 512;
@@ -177,7 +181,8 @@ absl::Status ArrayImpl::ClearBadBlocks(int slot, const Member* only_if,
       return st;
     }
   }
-  Log(LogLevel::kNotice,
+  reporter_.Log(
+      LogLevel::kNotice,
       absl::StrFormat("member %s (slot %d): sectors %d-%d rewritten and "
                       "cleared from its bad-block log; %d ranges left",
                       m->Name(), slot, first, end - 1, s.bad.size()));

@@ -328,7 +328,8 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Create(
     impl->UpdateBitmapDegraded();
   }
   RETURN_IF_ERROR(impl->WriteSuperblocks(start_clean));
-  if (!start_clean && !options.defer_resync) RETURN_IF_ERROR(impl->Resync());
+  if (!start_clean && !options.defer_resync)
+    RETURN_IF_ERROR(impl->jobs().Resync());
   return std::unique_ptr<Array>(new Array(std::move(impl)));
 }
 

@@ -12,27 +12,40 @@
 #include "array/array_impl.h"
 #include "base/status_macros.h"
 #include "format/reshape_math.h"
+#include "uraid/bad_blocks.h"
 
 namespace uraid {
+
+namespace {
+
+// The end of the bad-block log on a member when it lies past the
+// superblock (a 1.2 member's), else 0.
+uint64_t BadBlockLogEnd(const Superblock& sb) {
+  const std::optional<BadBlockLogArea> log = BadBlockLogAreaOf(sb);
+  if (!log.has_value() || log->offset_bytes < kSb12OffsetBytes) return 0;
+  return log->offset_bytes + log->size_bytes;
+}
+
+}  // namespace
 
 absl::Status ArrayImpl::Grow(GrowOptions options) {
   if (read_only_) return absl::FailedPreconditionError("array is read-only");
   // Not while the consistency policy switches: the ppl check below and
   // the switch's reshape check must not interleave.
   MutexLock policy(&policy_mu_);
-  RETURN_IF_ERROR(CheckUsable(true));
-  if (reshape_.running()) {
+  RETURN_IF_ERROR(faults_.CheckUsable(true));
+  if (jobs_.reshape().running()) {
     // A reshape paused by StopJob (or assembled without background
     // threads) goes on when asked to with nothing new.
     const bool resume = options.raid_devices == 0 && !options.layout &&
                         options.chunk_bytes == 0 && options.level == 0 &&
                         options.add.empty() && options.start_job;
-    if (!resume || reshape_.queued()) {
+    if (!resume || jobs_.reshape().queued()) {
       return absl::FailedPreconditionError(
           "a reshape is already in progress (grow with no changes resumes "
           "a paused one)");
     }
-    return jobs_.Request(JobRequest{JobKind::kReshape, -1});
+    return jobs_.runner().Request(JobRequest{JobKind::kReshape, -1});
   }
   if (slots_.Gone() > 0) {
     return absl::FailedPreconditionError(
@@ -52,7 +65,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
     return absl::FailedPreconditionError(
         "the array is resyncing: wait for it to finish before reshaping");
   }
-  if (std::optional<JobKind> busy = jobs_.Busy(/*or_queued=*/true)) {
+  if (std::optional<JobKind> busy = jobs_.runner().Busy(/*or_queued=*/true)) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "a %s job is running: wait for it (or stop it) before reshaping",
         JobKindName(*busy)));
@@ -121,7 +134,7 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
       ChooseReshapeDataOffset(from.geo, from.data_offset, *to, MetadataEnd()));
   std::vector<DeviceId> ids;
   for (const auto& m : options.add) {
-    ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*m));
+    ASSIGN_OR_RETURN(DeviceId id, members_.PrepareNewMember(*m));
     for (size_t j = 0; j < ids.size(); ++j) {
       if (options.add[j]->Name() == m->Name()) {
         return absl::InvalidArgumentError(
@@ -134,26 +147,21 @@ absl::Status ArrayImpl::Grow(GrowOptions options) {
 
   std::vector<std::shared_ptr<Member>> add;
   for (auto& m : options.add) add.push_back(std::move(m));
-  RETURN_IF_ERROR(reshape_.Start(*to, to_offset, std::move(add), ids));
+  RETURN_IF_ERROR(jobs_.reshape().Start(*to, to_offset, std::move(add), ids));
   if (!options.start_job) return absl::OkStatus();
-  return jobs_.Request(JobRequest{JobKind::kReshape, -1});
+  return jobs_.runner().Request(JobRequest{JobKind::kReshape, -1});
 }
 
 void ArrayImpl::ResumeReshape(const Geometry& to, uint64_t to_data_offset,
                               uint64_t front_bytes, bool unclean) {
   resync_stripe_.store(CurrentShape().geo.stripe_count());
-  reshape_.Resume(to, to_data_offset, front_bytes, unclean);
-}
-
-void ArrayImpl::ShapeChanged(const Shape& to) {
-  cache_.ResetStripeBytes(to.geo.stripe_data_bytes());
-  resync_stripe_.store(to.geo.stripe_count());
+  jobs_.reshape().Resume(to, to_data_offset, front_bytes, unclean);
 }
 
 uint64_t ArrayImpl::MetadataEnd() const {
   uint64_t end = kSb12OffsetBytes + kSbBlockBytes;
   end = std::max(end, bitmap_.AreaEnd());
-  end = std::max(end, bblog_end_);
+  end = std::max(end, BadBlockLogEnd(roster_.Template()));
   return end;
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The array's side of its background jobs: ArrayImpl as the job runner's
+// The array's side of its background jobs: ArrayJobs as the job runner's
 // JobHost (jobs/job_runner.h holds the queue, the thread, the throttle and
 // the window loop). What each job does is in jobs/: recovery_job.h
 // (recovery onto a spare and replace), scrub_job.h (check/repair),
@@ -13,12 +13,12 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "array/array_impl.h"
+#include "array/array_jobs.h"
 #include "base/status_macros.h"
 
 namespace uraid {
 
-void ArrayImpl::MaybeStartRecovery() {
+void ArrayJobs::MaybeStartRecovery() {
   if (read_only_ || roster_.failed()) return;
   bool needed = false;
   bool wanted = false;  // a member wants replacement and a spare can
@@ -35,8 +35,8 @@ void ArrayImpl::MaybeStartRecovery() {
   }
   if (!needed) {
     // md starts the copy onto a spare by itself, after any running job.
-    if (wanted && !jobs_.Busy().has_value()) {
-      absl::Status st = jobs_.Request(JobRequest{JobKind::kReplace, -1});
+    if (wanted && !runner_.Busy().has_value()) {
+      absl::Status st = runner_.Request(JobRequest{JobKind::kReplace, -1});
       if (!st.ok()) {
         Log(LogLevel::kWarning,
             absl::StrFormat("replace not started: %s", st.message()));
@@ -44,14 +44,14 @@ void ArrayImpl::MaybeStartRecovery() {
     }
     return;
   }
-  absl::Status st = jobs_.RequestRecovery();
+  absl::Status st = runner_.RequestRecovery();
   if (!st.ok()) {
     Log(LogLevel::kWarning,
         absl::StrFormat("recovery not started: %s", st.message()));
   }
 }
 
-bool ArrayImpl::PrepareJob(JobRequest* req, JobInfo* info) {
+bool ArrayJobs::PrepareJob(JobRequest* req, JobInfo* info) {
   int slot = req->slot;
   const JobKind kind = req->kind;
   if (kind == JobKind::kRecover && slot < 0) {
@@ -61,14 +61,7 @@ bool ArrayImpl::PrepareJob(JobRequest* req, JobInfo* info) {
     // rebuilt in one pass.
     const Geometry& geo = CurrentShape().geo;
     const int disks = geo.raid_disks();
-    if (geo.parity_disks() == 2) {
-      for (int i = 0; i < disks; ++i) {
-        const SlotState st = slots_[i]->state.load();
-        if (st != SlotState::kActive && st != SlotState::kRebuilding) {
-          (void)PromoteSpare(i);
-        }
-      }
-    }
+    if (geo.parity_disks() == 2) PromoteSparesIntoGoneSlots(/*except=*/-1);
     for (int i = 0; i < disks && slot < 0; ++i) {
       if (slots_[i]->state.load() == SlotState::kRebuilding) slot = i;
     }
@@ -113,7 +106,7 @@ bool ArrayImpl::PrepareJob(JobRequest* req, JobInfo* info) {
   return true;
 }
 
-int ArrayImpl::PairedRecoverySlot(int slot) const {
+int ArrayJobs::PairedRecoverySlot(int slot) const {
   const Geometry& geo = CurrentShape().geo;
   if (geo.parity_disks() != 2 || slots_[slot]->partial.load()) return -1;
   for (int i = 0; i < geo.raid_disks(); ++i) {
@@ -133,24 +126,16 @@ int ArrayImpl::PairedRecoverySlot(int slot) const {
   return -1;
 }
 
-bool ArrayImpl::SecondSlotRecoverable(int slot) const {
+bool ArrayJobs::SecondSlotRecoverable(int slot) const {
   const Geometry& geo = CurrentShape().geo;
   if (geo.parity_disks() != 2 || slots_[slot]->partial.load() ||
       roster_.failed()) {
     return false;
   }
-  MutexLock lock(roster_.mu());
-  if (roster_.SparesLocked().empty()) return false;
-  for (int i = 0; i < geo.raid_disks(); ++i) {
-    const SlotState st = slots_[i]->state.load();
-    if (i != slot && st != SlotState::kActive && st != SlotState::kRebuilding) {
-      return true;
-    }
-  }
-  return false;
+  return roster_.FirstSpare() != nullptr && GoneSlotOtherThan(slot) >= 0;
 }
 
-absl::Status ArrayImpl::RunRecovery(const JobRequest& req) {
+absl::Status ArrayJobs::RunRecovery(const JobRequest& req) {
   // A job works in one shape: the current one when it starts (fronts and
   // checkpoints are in its stripes).
   if (req.second_slot >= 0) {
@@ -170,25 +155,19 @@ absl::Status ArrayImpl::RunRecovery(const JobRequest& req) {
       CurrentShape(), req.slot, replace,
       [&] { return SecondSlotRecoverable(req.slot); }, &paired));
   if (!paired) return absl::OkStatus();
-  for (int i = 0; i < CurrentShape().geo.raid_disks(); ++i) {
-    const SlotState st = slots_[i]->state.load();
-    if (i != req.slot && st != SlotState::kActive &&
-        st != SlotState::kRebuilding) {
-      (void)PromoteSpare(i);
-    }
-  }
+  PromoteSparesIntoGoneSlots(/*except=*/req.slot);
   const int second = PairedRecoverySlot(req.slot);
   if (second < 0 || slots_[second]->state.load() != SlotState::kRebuilding) {
     // The spare went (dropped, or taken by another slot): on alone.
     return recovery_.Run(CurrentShape(), req.slot, replace);
   }
   std::shared_ptr<Member> t = slots_[second]->member.load();
-  jobs_.SetSecondSlot(second, t ? t->Name() : "");
+  runner_.SetSecondSlot(second, t ? t->Name() : "");
   JobStarted(JobRequest{JobKind::kRecover, second});  // its RebuildStarted
   return recovery_.RunPair(CurrentShape(), req.slot, second);
 }
 
-absl::Status ArrayImpl::RunJob(const JobRequest& req) {
+absl::Status ArrayJobs::RunJob(const JobRequest& req) {
   ScratchOrOwned::EnableThreadScratch();
   switch (req.kind) {
     case JobKind::kRecover:
@@ -209,11 +188,11 @@ absl::Status ArrayImpl::RunJob(const JobRequest& req) {
   return absl::OkStatus();
 }
 
-void ArrayImpl::JobStarted(const JobRequest& req) {
+void ArrayJobs::JobStarted(const JobRequest& req) {
   const JobKind kind = req.kind;
   const int slot = req.slot;
   if ((kind == JobKind::kRecover || kind == JobKind::kReplace) &&
-      (slot < 0 || slot >= SlotCount())) {
+      (slot < 0 || slot >= roster_.SlotCount())) {
     return;
   }
   switch (kind) {
@@ -222,7 +201,7 @@ void ArrayImpl::JobStarted(const JobRequest& req) {
       // One event per slot, also for the second of a RAID6 pair (an active
       // one is being copied onto its replace target).
       for (const int i : {slot, req.second_slot}) {
-        if (i < 0 || i >= SlotCount()) continue;
+        if (i < 0 || i >= roster_.SlotCount()) continue;
         Slot& s = *slots_[i];
         const bool repl = kind == JobKind::kReplace ||
                           (i != slot && s.state.load() == SlotState::kActive);
@@ -253,7 +232,7 @@ void ArrayImpl::JobStarted(const JobRequest& req) {
   }
 }
 
-void ArrayImpl::JobEnded(const JobInfo& done, const absl::Status& status,
+void ArrayJobs::JobEnded(const JobInfo& done, const absl::Status& status,
                          double secs, bool cancelled) {
   ReportJobEnd(done, status.ok(), secs);
   // A target that failed, or a second spare: recover again. Not after
@@ -261,13 +240,13 @@ void ArrayImpl::JobEnded(const JobInfo& done, const absl::Status& status,
   if (!cancelled) MaybeStartRecovery();
 }
 
-std::string ArrayImpl::LocatedText(const JobInfo& done) const {
+std::string ArrayJobs::LocatedText(const JobInfo& done) const {
   if (done.located_mismatches == 0) return "";
   std::vector<std::string> named;
   for (size_t i = 0; i < done.first_located.size(); ++i) {
     const int slot = static_cast<int>(done.first_located_slots[i]);
     std::shared_ptr<Member> m =
-        slot < SlotCount() ? slots_[slot]->member.load() : nullptr;
+        slot < roster_.SlotCount() ? slots_[slot]->member.load() : nullptr;
     named.push_back(absl::StrFormat("stripe %d slot %d (%s)",
                                     done.first_located[i], slot,
                                     m ? m->Name() : "?"));
@@ -287,7 +266,7 @@ std::string ArrayImpl::LocatedText(const JobInfo& done) const {
       done.located_mismatches > done.first_located.size() ? ", ..." : "");
 }
 
-void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
+void ArrayJobs::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
   const bool completed = done.result == "completed";
   // Routine when it completed or was stopped; an error is worth a look.
   const LogLevel level = ok ? LogLevel::kNotice : LogLevel::kError;
@@ -310,7 +289,7 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
       e.details.emplace_back("first_unchecked", done.first_unchecked);
       // What the members' bad-block logs hold: rows not checked, and why.
       std::string logs;
-      for (int i = 0; i < SlotCount(); ++i) {
+      for (int i = 0; i < roster_.SlotCount(); ++i) {
         const Slot& s = *slots_[i];
         if (s.bad.empty()) continue;
         std::shared_ptr<Member> m = s.member.load();
@@ -369,7 +348,7 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
                                "MB/s)",
                                JobKindName(kind), slot, target, done.result,
                                secs, done.bytes_per_s / 1e6));
-        if (!completed || slot >= SlotCount()) continue;
+        if (!completed || slot >= roster_.SlotCount()) continue;
         const Slot& s = *slots_[slot];
         std::shared_ptr<Member> m = s.member.load();
         if (m != nullptr && m->Name() == target &&
@@ -379,7 +358,7 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
           spare_active = true;
         }
       }
-      if (spare_active) CheckSpares();
+      if (spare_active) roster_.CheckSpares();
       return;
     }
     case JobKind::kResync:
@@ -388,7 +367,7 @@ void ArrayImpl::ReportJobEnd(const JobInfo& done, bool ok, double secs) {
   }
 }
 
-void ArrayImpl::JobMilestone(const JobInfo& job, int milestone) {
+void ArrayJobs::JobMilestone(const JobInfo& job, int milestone) {
   Event e = MakeEvent(absl::StrFormat("Rebuild%d", milestone).c_str(),
                       job.target, job.slot);
   e.details.emplace_back("percent", int64_t{milestone});
@@ -397,17 +376,6 @@ void ArrayImpl::JobMilestone(const JobInfo& job, int milestone) {
       LogLevel::kInfo, std::move(e),
       absl::StrFormat("%s of slot %d onto %s: %d%% done", JobKindName(job.kind),
                       job.slot, job.target, milestone));
-}
-
-absl::Status ArrayImpl::StopJob() {
-  jobs_.Stop();
-  return absl::OkStatus();
-}
-
-absl::Status ArrayImpl::WaitForJob() { return jobs_.Wait(); }
-
-void ArrayImpl::SetSpeedLimits(const SpeedLimits& limits) {
-  jobs_.SetSpeedLimits(limits);
 }
 
 }  // namespace uraid

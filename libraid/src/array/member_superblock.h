@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Internal: what create.cc, assemble.cc and slot_admin.cc need of one
+// Internal: what create.cc, assemble.cc and member_admin.cc need of one
 // member's superblock and identity (defined in create.cc).
 
 #ifndef URAID_SRC_ARRAY_MEMBER_SUPERBLOCK_H_

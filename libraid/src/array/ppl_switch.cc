@@ -131,7 +131,7 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
               "existing array"));
   }
   if (read_only_) return absl::FailedPreconditionError("array is read-only");
-  RETURN_IF_ERROR(CheckUsable(true));
+  RETURN_IF_ERROR(faults_.CheckUsable(true));
 
   if (policy == ConsistencyPolicy::kResync) {
     // The superblocks first: from their write on, a crash resyncs.
@@ -164,11 +164,11 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
         "consistency policy ppl is only supported for RAID level 5, not %d",
         geo.level()));
   }
-  if (reshape_.running() || reshape_.queued()) {
+  if (jobs_.reshape().running() || jobs_.reshape().queued()) {
     return absl::FailedPreconditionError(
         "PPL cannot be enabled when reshape is in progress");
   }
-  if (resync_stripe_.load() < geo.stripe_count() || resync_.running()) {
+  if (resync_stripe_.load() < geo.stripe_count() || jobs_.resync().running()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "the array is resyncing (parity of stripes from %d on is not yet "
         "consistent, and a log replay would mark it clean): wait for the "
@@ -202,7 +202,7 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
   }
   // Gathered writes go out before the log is attached: the log takes
   // whole sectors only, and a gathered piece may be smaller.
-  RETURN_IF_ERROR(writer_.WritebackAll());
+  RETURN_IF_ERROR(engine_.writer().WritebackAll());
 
   ppl_.store(log);
   ppl_epochs_.Drain();  // every stripe write that read "no log" is done
@@ -216,7 +216,7 @@ absl::Status ArrayImpl::SetConsistencyPolicy(ConsistencyPolicy policy) {
   };
   // ... and durable, so none of them can be torn by a crash.
   if (absl::Status st =
-          writer_.FlushSlots(std::vector<bool>(SlotCount(), true));
+          engine_.writer().FlushSlots(std::vector<bool>(SlotCount(), true));
       !st.ok()) {
     return detach(st, "flushing the members");
   }

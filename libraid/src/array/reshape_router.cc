@@ -20,16 +20,16 @@ absl::Status ArrayImpl::Dispatch(ReqKind kind, const Shape* shaped, void* buf,
                                  size_t len, uint64_t offset, bool fua) {
   switch (kind) {
     case ReqKind::kRead:
-      return shaped ? reader_.Read(*shaped, buf, len, offset)
+      return shaped ? engine_.reader().Read(*shaped, buf, len, offset)
                     : Read(buf, len, offset);
     case ReqKind::kWrite:
-      return shaped ? writer_.Write(*shaped, buf, len, offset, fua)
+      return shaped ? engine_.writer().Write(*shaped, buf, len, offset, fua)
                     : Write(buf, len, offset, fua);
     case ReqKind::kTrim:
-      return shaped ? writer_.Trim(*shaped, len, offset, fua)
+      return shaped ? engine_.writer().Trim(*shaped, len, offset, fua)
                     : Trim(len, offset, fua);
     case ReqKind::kZero:
-      return shaped ? writer_.Zero(*shaped, len, offset, fua)
+      return shaped ? engine_.writer().Zero(*shaped, len, offset, fua)
                     : Zero(len, offset, fua);
   }
   return absl::InternalError("unknown request kind");
@@ -37,7 +37,7 @@ absl::Status ArrayImpl::Dispatch(ReqKind kind, const Shape* shaped, void* buf,
 
 absl::Status ArrayImpl::RouteDuringReshape(ReqKind kind, void* buf, size_t len,
                                            uint64_t offset, bool fua) {
-  ReshapeState& r = *reshape_.state();
+  ReshapeState& r = *jobs_.reshape().state();
   static constexpr const char* kOps[] = {"read", "write", "trim", "zero"};
   // The exported size is the current shape's: the old one's until the
   // reshape ends (ReshapeJob::Finish makes the new one current first).

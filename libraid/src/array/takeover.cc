@@ -78,7 +78,7 @@ absl::Status ArrayImpl::Takeover(const Shape& from, int level,
                                                want_disks, g.member_bytes()));
   if (to6) {
     // Checked before anything is written; AddMember below checks it again.
-    RETURN_IF_ERROR(PrepareNewMember(*options.add[0]).status());
+    RETURN_IF_ERROR(members_.PrepareNewMember(*options.add[0]).status());
   }
   std::string dropped;
   {
@@ -96,7 +96,7 @@ absl::Status ArrayImpl::Takeover(const Shape& from, int level,
   // Q stale behind the rebuild; a RAID6 one could write the old Q member
   // once it is a spare), and none waits in the cache for it.
   plain_epochs_.Drain();
-  RETURN_IF_ERROR(writer_.WritebackAll());
+  RETURN_IF_ERROR(engine_.writer().WritebackAll());
   RETURN_IF_ERROR(WriteSuperblocks(std::nullopt));
   Report(LogLevel::kNotice,
          MakeEvent("LevelChanged", to6 ? options.add[0]->Name() : dropped,
@@ -113,7 +113,7 @@ absl::Status ArrayImpl::Takeover(const Shape& from, int level,
                                    dropped)));
   if (!to6) return absl::OkStatus();
   const std::string name = options.add[0]->Name();
-  if (absl::Status st = AddMember(std::move(options.add[0])); !st.ok()) {
+  if (absl::Status st = members_.Add(std::move(options.add[0])); !st.ok()) {
     return absl::Status(
         st.code(),
         absl::StrFormat("the array is a RAID6 now, degraded by its Q slot, "

@@ -2,8 +2,9 @@
 // Internal: what the stripe engine (StripeReader, StripeWriter) and the
 // jobs' stripe work (StripeRebuilder, StripeScanner) need of their array:
 // whether it may serve at all, the clean/active bracket of a write, and
-// what a failed member I/O means for the slot it hit. The array (ArrayImpl)
-// implements it; the parts know nothing else of it.
+// what a failed member I/O means for the slot it hit. The array's failure
+// rules (array/member_faults.h) implement it; the parts know nothing else of
+// it.
 
 #ifndef URAID_SRC_ENGINE_ENGINE_HOST_H_
 #define URAID_SRC_ENGINE_ENGINE_HOST_H_

@@ -2,8 +2,8 @@
 // Internal: what every part of the stripe engine (StripeReader,
 // StripeWriter) and of the jobs' stripe work (StripeRebuilder,
 // StripeScanner) works on: the array through EngineHost, its slots, the
-// member-I/O executor, the stripe locks and the counters. ArrayImpl builds
-// one EngineContext and hands it to each part.
+// member-I/O executor, the stripe locks and the counters. StripeEngine
+// (stripe_engine.h) builds one EngineContext and hands it to each part.
 
 #ifndef URAID_SRC_ENGINE_ENGINE_PART_H_
 #define URAID_SRC_ENGINE_ENGINE_PART_H_
@@ -17,7 +17,7 @@
 namespace uraid {
 
 // References to the array's common parts; they outlive every part that
-// holds them (declared before the parts in ArrayImpl).
+// holds them (declared before the parts in StripeEngine and ArrayImpl).
 struct EngineContext {
   EngineHost& host;
   const SlotTable& slots;

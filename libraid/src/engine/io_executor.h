@@ -4,7 +4,7 @@
 // independent calls such as bitmap pages (RunTogether), and the durable
 // write of a superblock or bitmap page (WriteDurably). Each call is retried
 // once; a second failure is the member's, and what that means for its slot
-// is the caller's to decide (ArrayImpl::AbsorbFailures), not the executor's.
+// is the caller's to decide (MemberFaults::AbsorbFailures), not the executor's.
 
 #ifndef URAID_SRC_ENGINE_IO_EXECUTOR_H_
 #define URAID_SRC_ENGINE_IO_EXECUTOR_H_
@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/task_pool.h"
 #include "engine/atomic_counters.h"
 #include "engine/member_io.h"
 #include "engine/shape.h"
 #include "engine/slot_table.h"
-#include "base/task_pool.h"
 #include "plan/stripe_plan.h"
 #include "uraid/member.h"
 
@@ -49,8 +49,8 @@ std::vector<MemberIo> PlannedMemberIos(const Shape& sh, MemberIo::Kind kind,
                                        uint8_t* scratch, uint8_t* client);
 
 // Thread-safe: any number of threads submit at once. Holds references to
-// the array's slots and counters, which outlive it (declared before it in
-// ArrayImpl).
+// the array's slots and counters, which outlive it (the slots are the
+// roster's; the counters are declared before it in StripeEngine).
 class IoExecutor {
  public:
   // A replace target failed a write or flush mirrored to it; it has been

@@ -8,11 +8,11 @@
 // StripeWriter, StripeScanner, StripeRebuilder, ReshapeCopier: read and
 // write paths, reconstruction, read-error correction, scans, rebuilds, trim)
 // takes the `const Shape&` it works in as an explicit argument: the
-// reshape router (array/reshape_router.cc) passes the shape that holds each piece of a
-// request, so the old shape's and the new shape's stripe code run side by
-// side; everything else (client requests outside a reshape, jobs,
+// reshape router (array/reshape_router.cc) passes the shape that holds each
+// piece of a request, so the old shape's and the new shape's stripe code run
+// side by side; everything else (client requests outside a reshape, jobs,
 // superblock positions, Info) loads the array's current shape explicitly
-// (ArrayImpl::CurrentShape). No state says which shape a thread is in.
+// (ShapeSet::current). No state says which shape a thread is in.
 //
 // Thread-safety: Shapes are immutable once published and live as long as
 // their array (its ShapeSet keeps every shape it ever had), so a reference

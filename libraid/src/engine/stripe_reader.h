@@ -21,8 +21,8 @@
 #include "engine/io_executor.h"
 #include "engine/shape.h"
 #include "engine/slot_table.h"
-#include "report/array_reporter.h"
 #include "plan/stripe_plan.h"
+#include "report/array_reporter.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
 #include "stripe/survivor_cache.h"
@@ -30,7 +30,7 @@
 namespace uraid {
 
 // Thread-safe: any number of reads at once. Holds references to the
-// array's parts, which outlive it (declared before it in ArrayImpl).
+// array's parts, which outlive it (declared before it in StripeEngine).
 class StripeReader : private EnginePart {
  public:
   // `read_only`: read errors are served from parity but not rewritten.

@@ -70,8 +70,8 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
   // a 4K write+flush beside a stream); writing through puts that cost on
   // the writer instead.
   // The cache is keyed by stripes of one shape, the current one: a reshape
-  // writes it back and runs without it (jobs/reshape_job.cc), so outside a reshape
-  // `sh` is the current shape.
+  // writes it back and runs without it (jobs/reshape_job.cc), so outside a
+  // reshape `sh` is the current shape.
   const bool cache =
       cache_.enabled() && !shapes_.reshaping() && !full && !fua &&
       flush_interval_ns_.load(std::memory_order_relaxed) >= bypass_flush_ns_ &&
@@ -574,6 +574,11 @@ absl::Status StripeWriter::FlushSlots(const std::vector<bool>& which,
   return absl::OkStatus();
 }
 
+absl::Status StripeWriter::FlushAll(bool writeback) {
+  if (writeback) RETURN_IF_ERROR(WritebackAll());
+  return FlushSlots(std::vector<bool>(slots_.size(), true));
+}
+
 absl::Status StripeWriter::Flush() {
   RETURN_IF_ERROR(host_.CheckUsable(false));
   // Moving average of the time between flushes (1/8 weight per sample;
@@ -587,8 +592,7 @@ absl::Status StripeWriter::Flush() {
   flush_interval_ns_.store(avg + (gap - avg) / 8, std::memory_order_relaxed);
   // Everything acknowledged before this call is in the cache or on the
   // members: write the cache back, then make the members durable.
-  RETURN_IF_ERROR(WritebackAll());
-  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(slots_.size(), true)));
+  RETURN_IF_ERROR(FlushAll(/*writeback=*/true));
   // Bits whose persist failed earlier go out now: after a flush the
   // on-disk bitmap covers every write (FlushSlots made the data durable).
   if (bitmap_.intent() != nullptr) RETURN_IF_ERROR(bitmap_.intent()->Sync());

@@ -41,7 +41,7 @@ namespace uraid {
 
 // Thread-safe: any number of writes, flushes and writebacks at once. Holds
 // references to the array's parts, which outlive it (declared before it in
-// ArrayImpl).
+// StripeEngine and ArrayImpl).
 class StripeWriter : private EnginePart {
  public:
   // Beyond the engine's common parts: the stripe cache; the reader, which
@@ -73,6 +73,10 @@ class StripeWriter : private EnginePart {
   // cached stripe.
   absl::Status WritebackStripe(uint64_t stripe);
   absl::Status WritebackAll();
+  // Every member durable: with `writeback`, the cache written back first
+  // (what a client flush and md's clean mark both need; without it, only
+  // what is already on the members).
+  absl::Status FlushAll(bool writeback);
   // Flushes the members of the slots marked in `which` (each slot's
   // replacement too), failing those that cannot. `only_dirty`: skips a
   // slot with no data write done since a finished flush of it (the PPL

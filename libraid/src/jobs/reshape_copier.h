@@ -14,10 +14,10 @@
 #include <functional>
 
 #include "absl/status/status.h"
+#include "base/task_pool.h"
 #include "engine/slot_table.h"
 #include "engine/stripe_reader.h"
 #include "engine/stripe_writer.h"
-#include "base/task_pool.h"
 #include "jobs/reshape_state.h"
 
 namespace uraid {

@@ -59,7 +59,7 @@ class ReshapeHost {
  public:
   virtual ~ReshapeHost() = default;
   // Writes every member's superblock from the roster's template, keeping
-  // the clean/active state (ArrayImpl::WriteSuperblocks).
+  // the clean/active state (array/array_hosts.h's WriteSuperblocks).
   virtual absl::Status UpdateSuperblocks() = 0;
   // Returns once every request that took the plain path (one shape, maybe
   // the cache) before reshaping() was set has finished.

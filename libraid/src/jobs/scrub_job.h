@@ -3,7 +3,7 @@
 // as an object over the parts it uses: the jobs' parity scan
 // (StripeScanner), the job runner (its window loop, progress and the job's
 // listed counts) and the counters. It knows nothing of the array's state:
-// the array decides whether a scrub may start (ArrayImpl::StartScrub) and
+// the array decides whether a scrub may start (ArrayJobs::StartScrub) and
 // runs it as the runner's job.
 
 #ifndef URAID_SRC_JOBS_SCRUB_JOB_H_

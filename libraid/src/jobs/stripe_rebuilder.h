@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/sync.h"
+#include "base/task_pool.h"
 #include "engine/atomic_counters.h"
 #include "engine/engine_part.h"
 #include "engine/io_executor.h"
 #include "engine/shape.h"
 #include "engine/slot_table.h"
 #include "engine/stripe_reader.h"
-#include "base/sync.h"
-#include "base/task_pool.h"
 #include "meta/array_bitmap.h"
 #include "roster/roster.h"
 #include "stripe/stripe_locks.h"

@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/task_pool.h"
 #include "engine/engine_part.h"
 #include "engine/io_executor.h"
 #include "engine/shape.h"
 #include "engine/slot_table.h"
 #include "engine/stripe_writer.h"
-#include "base/task_pool.h"
 #include "jobs/job_runner.h"
 #include "stripe/stripe_locks.h"
 

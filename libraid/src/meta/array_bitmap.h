@@ -40,7 +40,7 @@
 
 namespace uraid {
 
-// What ArrayBitmap needs of its array (ArrayImpl).
+// What ArrayBitmap needs of its array (array/meta_host.h).
 class BitmapHost {
  public:
   // A member that carries the internal bitmap.
@@ -66,7 +66,7 @@ class BitmapHost {
                                    const std::string& why) = 0;
   // Names of every member of the array (a bitmap file must be none).
   virtual std::vector<std::string> MemberNames() const = 0;
-  // Event `e` to the listeners and `line` to the log (ArrayImpl::Report).
+  // Event `e` to the listeners and `line` to the log (the reporter).
   virtual void Report(LogLevel level, Event e,
                       const std::string& line) const = 0;
   virtual void Log(LogLevel level, const std::string& line) const = 0;

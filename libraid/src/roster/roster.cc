@@ -10,8 +10,8 @@
 #include <variant>
 
 #include "absl/strings/str_format.h"
-#include "report/array_reporter.h"
 #include "format/reshape_math.h"
+#include "report/array_reporter.h"
 
 namespace uraid {
 
@@ -542,6 +542,15 @@ void Roster::ReportMemberFailed(const std::string& name, int slot,
   host_.Report(
       LogLevel::kWarning, std::move(e),
       absl::StrFormat("array continues degraded without slot %d", slot));
+}
+
+void Roster::CheckSpares() const {
+  const int expected = expected_spares_.load();
+  if (expected <= 0) return;
+  const int have = static_cast<int>(Spares().size());
+  if (have >= expected) return;
+  host_.Report(LogLevel::kWarning, SparesMissing(have, expected),
+               absl::StrFormat("%d spare(s), %d expected", have, expected));
 }
 
 void Roster::ReportReplacementFailed(const std::string& name, int slot,

@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/slot_table.h"
 #include "base/sync.h"
+#include "engine/slot_table.h"
 #include "roster/roster_edit.h"
 #include "uraid/bitmap.h"
 #include "uraid/events.h"
@@ -170,6 +170,12 @@ class Roster {
   // ArrayFailed when the array failed, else DegradedArray.
   void ReportMemberFailed(const std::string& name, int slot,
                           const std::string& why) const;
+  // md's spares=N (mdadm.conf): fewer spares than this is worth an event.
+  void SetExpectedSpares(int n) { expected_spares_.store(n); }
+  int expected_spares() const { return expected_spares_.load(); }
+  // Reports SparesMissing when the pool holds fewer spares than expected
+  // (after a spare was used, dropped or removed).
+  void CheckSpares() const ABSL_LOCKS_EXCLUDED(mu_);
   // Reports a replace target that failed (FailSpare): the replace ends.
   void ReportReplacementFailed(const std::string& name, int slot,
                                const absl::Status& why) const;
@@ -237,6 +243,7 @@ class Roster {
   const bool read_only_;
   SlotTable slots_;
   std::atomic<bool> failed_{false};
+  std::atomic<int> expected_spares_{0};
 
   mutable Mutex mu_;
   Superblock sb_ ABSL_GUARDED_BY(mu_);

@@ -1,31 +1,35 @@
 // SPDX-License-Identifier: MIT
-// A member's failure and the superblock updates that record it, as the
-// array sees them: FailSlot and WriteSuperblocks apply the roster's edits
-// (roster/roster.h decides, persists and reports) and then let a spare step
-// in; AbsorbFailures turns failed member I/O into those edits; the array as
-// the roster's host.
+// MemberFaults (member_faults.h): a member's failure as the array meets it.
+// FailSlot and ApplyEdit apply the roster's edits (roster/roster.h decides,
+// persists and reports) and then let a spare step in; AbsorbFailures turns
+// failed member I/O into those edits; CheckUsable and the sticky background
+// error say what the array still accepts.
+#include "array/member_faults.h"
+
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
+#include "array/array_jobs.h"
 #include "base/status_macros.h"
+#include "uraid/status_errno.h"
 
 namespace uraid {
 
-Applied ArrayImpl::ApplyEdit(const RosterEdit& edit) {
+Applied MemberFaults::ApplyEdit(const RosterEdit& edit) {
   Applied a = roster_.Apply(edit);
   bitmap_.HandOverFailures();  // a member that failed the bitmap header
   if (a.member_failed) {
     // What FailSlot does after its own superblock write (it cannot be
     // called from inside one): a spare steps in.
     UpdateBitmapDegraded();
-    MaybeStartRecovery();
+    jobs_.MaybeStartRecovery();
   }
   return a;
 }
 
-absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
-                                 const Member* only_if) {
+absl::Status MemberFaults::FailSlot(int slot, const std::string& why,
+                                    const Member* only_if) {
   // The check of who holds the slot and the change it decides are one step
   // under the roster's mutex (every hand-over of a slot happens under it):
   // two requests that hit the same dying member must not both act on it,
@@ -34,10 +38,10 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
   switch (a.outcome) {
     case Applied::kFailed:
       if (!roster_.failed() &&
-          resync_stripe_.load() < CurrentShape().geo.stripe_count()) {
-        Log(LogLevel::kWarning,
-            "a member failed before resync finished; stripes not yet "
-            "resynced may reconstruct stale data");
+          resync_front_.load() < shapes_.current().geo.stripe_count()) {
+        reporter_.Log(LogLevel::kWarning,
+                      "a member failed before resync finished; stripes not yet "
+                      "resynced may reconstruct stale data");
       }
       // md records the failure that fails the array too (the superblocks
       // were written all the same): the survivors' superblocks then list
@@ -45,10 +49,10 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
       // (detail --test says failed), and a forced assembly knows which
       // member failed last (assemble.cc). Nothing else runs on a failed
       // array.
-      if (!roster_.failed() && !read_only_) MaybeStartRecovery();
+      if (!roster_.failed() && !read_only_) jobs_.MaybeStartRecovery();
       return a.status;
     case Applied::kTargetFailed:
-      if (!read_only_) MaybeStartRecovery();
+      if (!read_only_) jobs_.MaybeStartRecovery();
       return a.status;
     default:
       // kHandedOver: the replacement goes on as a rebuild; kNotHolder
@@ -57,35 +61,43 @@ absl::Status ArrayImpl::FailSlot(int slot, const std::string& why,
   }
 }
 
-absl::Status ArrayImpl::WriteSuperblocks(std::optional<bool> clean) {
-  if (clean.has_value()) return ApplyEdit(edit::SetClean{*clean}).status;
-  return ApplyEdit(edit::Persist{}).status;
-}
-
-uint64_t ArrayImpl::DirtyResyncSectors() const {
-  // Writes since assembly may have torn stripes anywhere: dirty from the
-  // start. Else only resync has written: stripes below its front are in
-  // sync.
-  if (state_.wrote_since_open()) return 0;
-  return resync_stripe_.load() * CurrentShape().geo.chunk_bytes() / 512;
-}
-
-void ArrayImpl::WriteBitmapEvents(uint64_t events) {
-  if (bitmap_.intent() == nullptr) return;
-  absl::Status bs = bitmap_.intent()->SetEvents(events);
-  if (!bs.ok()) {
-    Log(LogLevel::kError,
-        absl::StrFormat("bitmap: writing events %d: %s", events, bs.message()));
+absl::Status MemberFaults::CheckUsable(bool write) const {
+  if (roster_.failed()) {
+    return absl::UnavailableError(
+        "array has failed: more than one member is missing or faulty");
   }
+  if (write && read_only_) {
+    return absl::FailedPreconditionError("array is read-only");
+  }
+  if (write && state_.switched_read_only()) {
+    return SwitchedReadOnlyError();
+  }
+  if (write && has_bg_error_.load(std::memory_order_acquire)) {
+    MutexLock lock(&bg_mu_);
+    return bg_error_;
+  }
+  return absl::OkStatus();
 }
 
-std::optional<BitmapSuper> ArrayImpl::BitmapHeader() const {
-  if (bitmap_.intent() == nullptr) return std::nullopt;
-  return bitmap_.intent()->super();
+void MemberFaults::RecordBackgroundError(const absl::Status& st,
+                                         absl::string_view what) {
+  if (st.ok()) return;
+  {
+    MutexLock lock(&bg_mu_);
+    if (!bg_error_.ok()) return;
+    bg_error_ = absl::Status(
+        st.code(),
+        absl::StrCat(what, " could not be recorded in the superblocks (",
+                     st.message(), "); writes are refused until restart"));
+    has_bg_error_.store(true, std::memory_order_release);
+  }
+  reporter_.Log(LogLevel::kError,
+                absl::StrCat("background error: ", what, ": ", st.message(),
+                             "; the array refuses writes from now on"));
 }
 
-absl::Status ArrayImpl::AbsorbFailures(std::vector<MemberIo>& ios,
-                                       bool* slot_failed) {
+absl::Status MemberFaults::AbsorbFailures(std::vector<MemberIo>& ios,
+                                          bool* slot_failed) {
   *slot_failed = false;
   absl::Status first;
   for (MemberIo& io : ios) {

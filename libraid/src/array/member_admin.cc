@@ -1,25 +1,24 @@
 // SPDX-License-Identifier: MIT
-// Member management on a live array (md's --fail, --remove, --add,
-// --replace) and promotion of a spare into a gone slot: the checks a
-// request needs before it is an edit, then the edit (the roster decides it
-// again under its mutex, makes it and writes it to the superblocks before
-// the call returns).
+// MemberAdmin (member_admin.h): md's --fail, --remove, --add and
+// --replace on a live array. Which spare a job takes is ArrayJobs'
+// (spare_use.cc).
+
+#include "array/member_admin.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/array_impl.h"
 #include "array/member_superblock.h"
 #include "base/status_macros.h"
 
 namespace uraid {
 
-std::shared_ptr<Member> ArrayImpl::FindByName(const std::string& name,
-                                              int* slot, int* spare) const {
+std::shared_ptr<Member> MemberAdmin::FindByName(const std::string& name,
+                                                int* slot, int* spare) const {
   *slot = -1;
   *spare = -1;
-  for (int i = 0; i < SlotCount(); ++i) {
+  for (int i = 0; i < roster_.SlotCount(); ++i) {
     std::shared_ptr<Member> m = slots_[i]->member.load();
     if (m != nullptr && m->Name() == name) {
       *slot = i;
@@ -47,15 +46,15 @@ absl::Status NotAMember(const std::string& name) {
 
 }  // namespace
 
-absl::Status ArrayImpl::FailMember(const std::string& name) {
-  RETURN_IF_ERROR(CheckUsable(true));
-  for (int i = 0; i < SlotCount(); ++i) {
+absl::Status MemberAdmin::Fail(const std::string& name) {
+  RETURN_IF_ERROR(host_.CheckUsable(true));
+  for (int i = 0; i < roster_.SlotCount(); ++i) {
     std::shared_ptr<Member> r = slots_[i]->replacement.load();
     if (r != nullptr && r->Name() == name) {
       // Failing a replace target just ends the replace.
-      return ApplyEdit(edit::DropReplacement{
-                           i, r, absl::CancelledError("failed by request"),
-                           /*report=*/true, edit::DropReplacement::kAlways})
+      return Apply(edit::DropReplacement{
+                       i, r, absl::CancelledError("failed by request"),
+                       /*report=*/true, edit::DropReplacement::kAlways})
           .status;
     }
   }
@@ -64,31 +63,32 @@ absl::Status ArrayImpl::FailMember(const std::string& name) {
   if (m == nullptr) return NotAMember(name);
   if (spare >= 0) {
     // A failed spare is no use to anyone: it leaves the array.
-    return RemoveMember(name);
+    return Remove(name);
   }
   const SlotState st = slots_[slot]->state.load();
   if (st == SlotState::kFaulty) return absl::OkStatus();
-  if (st == SlotState::kActive && slots_.Gone() >= geometry().parity_disks()) {
+  if (st == SlotState::kActive &&
+      slots_.Gone() >= shapes_.current().geo.parity_disks()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "refusing to fail %s (slot %d): the array is already degraded (%d "
         "gone, all its parity covers) and would fail (md refuses this too)",
         name, slot, slots_.Gone()));
   }
-  return FailSlot(slot, "failed by request", m.get());
+  return host_.FailSlot(slot, "failed by request", m.get());
 }
 
-absl::Status ArrayImpl::RemoveMember(const std::string& name) {
-  RETURN_IF_ERROR(CheckUsable(true));
-  for (int i = 0; i < SlotCount(); ++i) {
+absl::Status MemberAdmin::Remove(const std::string& name) {
+  RETURN_IF_ERROR(host_.CheckUsable(true));
+  for (int i = 0; i < roster_.SlotCount(); ++i) {
     std::shared_ptr<Member> r = slots_[i]->replacement.load();
     if (r != nullptr && r->Name() == name) {
       roster_.Apply(edit::DropReplacement{i, r, absl::OkStatus(),
                                           /*report=*/false,
                                           edit::DropReplacement::kNever});
-      Report(
+      reporter_.Report(
           LogLevel::kNotice, MakeEvent("MemberRemoved", name, i),
           absl::StrFormat("replace of slot %d cancelled: %s removed", i, name));
-      return WriteSuperblocks(std::nullopt);
+      return Apply(edit::Persist{}).status;
     }
   }
   int slot, spare;
@@ -96,8 +96,8 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
   if (m == nullptr) return NotAMember(name);
   if (spare >= 0) {
     absl::Status st =
-        ApplyEdit(edit::RemoveSpare{m, /*report_removed=*/true}).status;
-    CheckSpares();
+        Apply(edit::RemoveSpare{m, /*report_removed=*/true}).status;
+    roster_.CheckSpares();
     return st;
   }
   Slot& s = *slots_[slot];
@@ -109,7 +109,7 @@ absl::Status ArrayImpl::RemoveMember(const std::string& name) {
   }
   // The roster checks again under its mutex, like every hand-over: a spare
   // may have stepped into the slot since the look above.
-  return ApplyEdit(edit::Remove{slot, m}).status;
+  return Apply(edit::Remove{slot, m}).status;
 }
 
 namespace {
@@ -135,8 +135,8 @@ absl::Status CheckNewMember(Member& member, uint64_t need,
 
 }  // namespace
 
-absl::StatusOr<DeviceId> ArrayImpl::PrepareNewMember(Member& member) {
-  RETURN_IF_ERROR(CheckUsable(true));
+absl::StatusOr<DeviceId> MemberAdmin::PrepareNewMember(Member& member) {
+  RETURN_IF_ERROR(host_.CheckUsable(true));
   int slot, spare;
   if (FindByName(member.Name(), &slot, &spare) != nullptr) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -151,7 +151,7 @@ absl::StatusOr<DeviceId> ArrayImpl::PrepareNewMember(Member& member) {
     }
   }
   const std::array<uint8_t, 16> set_uuid = roster_.Template().set_uuid;
-  const Shape& sh = CurrentShape();
+  const Shape& sh = shapes_.current();
   RETURN_IF_ERROR(
       CheckNewMember(member, sh.data_offset + sh.geo.member_bytes(), set_uuid));
   DeviceId id;  // dev_number is given by the roster when it joins
@@ -160,14 +160,14 @@ absl::StatusOr<DeviceId> ArrayImpl::PrepareNewMember(Member& member) {
   return id;
 }
 
-absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
+absl::Status MemberAdmin::Add(std::unique_ptr<Member> member) {
   if (member == nullptr) return absl::InvalidArgumentError("no member given");
   ASSIGN_OR_RETURN(DeviceId id, PrepareNewMember(*member));
   // A member that held a slot of this array may return to it (md's
   // re-add) with only the regions written since it left rebuilt.
   absl::StatusOr<Superblock> old = ReadSuperblock(*member);
   bool returning = false;
-  if (old.ok() && bitmap_.intent() != nullptr && !reshape_.running()) {
+  if (old.ok() && bitmap_.intent() != nullptr && !jobs_.reshape().running()) {
     const Superblock sb = roster_.Template();
     returning = old->set_uuid == sb.set_uuid && old->role() < sb.raid_disks;
   }
@@ -177,18 +177,19 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
     const int slot = old->role();
     // The roster decides (ReAddRefusalLocked) and seats it in one step: no
     // rebuild can finish (and clear bits) or take the slot in between.
-    const Applied a = ApplyEdit(edit::ReAdd{slot, m, id, *old});
+    const Applied a = Apply(edit::ReAdd{slot, m, id, *old});
     if (a.refusal.empty()) {
       RETURN_IF_ERROR(a.status);
-      MaybeStartRecovery();
+      jobs_.MaybeStartRecovery();
       return absl::OkStatus();
     }
-    Log(LogLevel::kNotice,
+    reporter_.Log(
+        LogLevel::kNotice,
         absl::StrFormat("%s was slot %d of this array; %s, so it joins as a "
                         "spare and is rebuilt in full",
                         m->Name(), slot, a.refusal));
   }
-  const Applied a = ApplyEdit(edit::AddSpare{m, id});
+  const Applied a = Apply(edit::AddSpare{m, id});
   RETURN_IF_ERROR(a.status);
   // Joined: a spare, or already promoted into a gone slot by a running
   // recovery (RAID6's hand-over takes a new spare at once; spares are
@@ -197,85 +198,22 @@ absl::Status ArrayImpl::AddMember(std::unique_ptr<Member> member) {
   const std::vector<Spare> spares = roster_.Spares();
   bool joined = std::any_of(spares.begin(), spares.end(),
                             [&](const Spare& sp) { return sp.member == m; });
-  for (int i = 0; i < SlotCount() && !joined; ++i) {
+  for (int i = 0; i < roster_.SlotCount() && !joined; ++i) {
     joined = slots_[i]->member.load() == m;
   }
   if (!joined) {
     return absl::UnavailableError(absl::StrFormat(
         "%s: writing its superblock failed; not added", m->Name()));
   }
-  Report(LogLevel::kNotice, MakeEvent("SpareAdded", m->Name(), -1),
-         absl::StrFormat("%s added as a spare (device %d)", m->Name(),
-                         a.dev_number));
-  MaybeStartRecovery();
+  reporter_.Report(LogLevel::kNotice, MakeEvent("SpareAdded", m->Name(), -1),
+                   absl::StrFormat("%s added as a spare (device %d)", m->Name(),
+                                   a.dev_number));
+  jobs_.MaybeStartRecovery();
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Member>> ArrayImpl::ReadySpare() {
-  std::shared_ptr<Member> m = roster_.FirstSpare();
-  if (m == nullptr) return absl::FailedPreconditionError("no spare");
-  // Its copy of the bitmap dates from when it joined. A spare that cannot
-  // take it is dropped (it would not survive the rebuild either).
-  if (absl::Status st = bitmap_.CopyTo(*m); !st.ok()) {
-    {
-      Event e = MakeEvent("FailSpare", m->Name(), -1);
-      e.details.emplace_back("error", std::string(st.message()));
-      Report(LogLevel::kError, std::move(e),
-             absl::StrFormat("spare %s dropped: %s", m->Name(), st.message()));
-    }
-    RecordBackgroundError(ApplyEdit(edit::RemoveSpare{m}).status,
-                          absl::StrCat("dropping spare ", m->Name()));
-    return st;
-  }
-  return m;
-}
-
-absl::Status ArrayImpl::PromoteSpare(int slot) {
-  Slot& s = *slots_[slot];
-  if (s.state.load() == SlotState::kActive ||
-      s.state.load() == SlotState::kRebuilding) {
-    return absl::FailedPreconditionError("slot not gone");
-  }
-  ASSIGN_OR_RETURN(std::shared_ptr<Member> m, ReadySpare());
-  const Applied a = ApplyEdit(edit::PromoteSpare{slot, m});
-  if (a.outcome == Applied::kRefused) return a.status;
-  CheckSpares();
-  return a.status;
-}
-
-int ArrayImpl::SlotWantingReplacement() const {
-  for (int i = 0; i < CurrentShape().geo.raid_disks(); ++i) {
-    const Slot& s = *slots_[i];
-    if (s.want_replacement.load() && s.state.load() == SlotState::kActive &&
-        s.replacement.load() == nullptr) {
-      return i;
-    }
-  }
-  return -1;
-}
-
-absl::Status ArrayImpl::SpareAsReplacement(int slot) {
-  Slot& s = *slots_[slot];
-  ASSIGN_OR_RETURN(std::shared_ptr<Member> m, ReadySpare());
-  // As in ReplaceMember: the old member may have failed (a spare then
-  // recovers the slot instead) or been replaced since the look.
-  const Applied a = ApplyEdit(edit::StartReplace{slot, m, /*from_spare=*/true});
-  RETURN_IF_ERROR(a.status);
-  const std::string old_name = a.old->Name();
-  if (s.replacement.load() != m) {
-    return absl::UnavailableError(absl::StrFormat(
-        "%s: writing its superblock failed; replace not started", m->Name()));
-  }
-  Log(LogLevel::kNotice,
-      absl::StrFormat("replace: slot %d (%s) wants replacement after a write "
-                      "error; copying it onto spare %s",
-                      slot, old_name, m->Name()));
-  CheckSpares();
-  return absl::OkStatus();
-}
-
-absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
-                                      std::unique_ptr<Member> replacement) {
+absl::Status MemberAdmin::Replace(const std::string& old_name,
+                                  std::unique_ptr<Member> replacement) {
   if (replacement == nullptr) {
     return absl::InvalidArgumentError("no replacement member given");
   }
@@ -294,7 +232,7 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
     return absl::FailedPreconditionError(
         absl::StrFormat("slot %d is already being replaced", slot));
   }
-  if (std::optional<JobKind> busy = jobs_.Busy()) {
+  if (std::optional<JobKind> busy = jobs_.runner().Busy()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("a %s job is running; replace when it has finished",
                         JobKindName(*busy)));
@@ -305,16 +243,16 @@ absl::Status ArrayImpl::ReplaceMember(const std::string& old_name,
   // The roster checks again that the old member still holds the slot,
   // active (it may have failed since the look above).
   RETURN_IF_ERROR(
-      ApplyEdit(edit::StartReplace{slot, r, /*from_spare=*/false, id, old_name})
+      Apply(edit::StartReplace{slot, r, /*from_spare=*/false, id, old_name})
           .status);
   if (s.replacement.load() != r) {
     return absl::UnavailableError(absl::StrFormat(
         "%s: writing its superblock failed; replace not started", r->Name()));
   }
-  Log(LogLevel::kNotice,
-      absl::StrFormat("replace: copying slot %d (%s) onto %s", slot, old_name,
-                      r->Name()));
-  return jobs_.Request(JobRequest{JobKind::kReplace, slot});
+  reporter_.Log(LogLevel::kNotice,
+                absl::StrFormat("replace: copying slot %d (%s) onto %s", slot,
+                                old_name, r->Name()));
+  return jobs_.runner().Request(JobRequest{JobKind::kReplace, slot});
 }
 
 }  // namespace uraid

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+// StripeEngine (stripe_engine.h): the cache's background writeback pass.
+
+#include "engine/stripe_engine.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+
+namespace uraid {
+
+void StripeEngine::WritebackAged() {
+  // Aged entries first, then the oldest while the cache is over 3/4 full.
+  const auto deadline = StripeCache::Clock::now() - max_age_;
+  for (uint64_t stripe : cache_.Oldest(SIZE_MAX, deadline)) {
+    absl::Status st = writer_.WritebackStripe(stripe);
+    if (!st.ok()) {
+      reporter_.Log(LogLevel::kError,
+                    absl::StrFormat("cache writeback of stripe %d failed: %s",
+                                    stripe, st.message()));
+      break;
+    }
+  }
+  while (cache_.bytes() * 4 > cache_.capacity() * 3 && cache_.size() > 0) {
+    std::vector<uint64_t> v = cache_.Oldest(1, std::nullopt);
+    if (v.empty() || !writer_.WritebackStripe(v[0]).ok()) break;
+  }
+}
+
+}  // namespace uraid

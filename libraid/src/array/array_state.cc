@@ -114,6 +114,14 @@ absl::Status ArrayState::CheckpointResync() {
   return absl::OkStatus();
 }
 
+void ArrayState::MarkCleanOrLogLocked() {
+  absl::Status st = MarkCleanLocked();
+  if (!st.ok()) {
+    host_.Log(LogLevel::kError,
+              absl::StrFormat("marking clean failed: %s", st.message()));
+  }
+}
+
 absl::Status ArrayState::MarkCleanIfIdle() {
   MutexLock lock(&mu_);
   if (writes_in_flight_ == 0 && !clean_) return MarkCleanLocked();
@@ -203,11 +211,7 @@ void ArrayState::Stop() {
 
 bool ArrayState::MarkCleanAtStop() {
   MutexLock lock(&mu_);
-  absl::Status st = MarkCleanLocked();
-  if (!st.ok()) {
-    host_.Log(LogLevel::kError,
-              absl::StrFormat("marking clean failed: %s", st.message()));
-  }
+  MarkCleanOrLogLocked();
   return clean_;
 }
 
@@ -219,11 +223,7 @@ void ArrayState::SafemodeLoop() {
     if (stop_) break;
     if (!clean_ && writes_in_flight_ == 0 &&
         clock_->NowNs() - last_write_ns_ >= kSafemodeDelayNs) {
-      absl::Status st = MarkCleanLocked();
-      if (!st.ok()) {
-        host_.Log(LogLevel::kError,
-                  absl::StrFormat("marking clean failed: %s", st.message()));
-      }
+      MarkCleanOrLogLocked();
     }
   }
 }

@@ -119,6 +119,9 @@ class ArrayState {
   // Data durable, then the superblocks say clean. No-op when clean,
   // read-only, failed or resyncing.
   absl::Status MarkCleanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same from a background path that has no caller to tell: a
+  // failure is logged (the superblocks stay dirty; the next try repeats).
+  void MarkCleanOrLogLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SwitchToReadOnly() ABSL_LOCKS_EXCLUDED(mu_);
   bool NoWritesInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return writes_in_flight_ == 0;

@@ -7,8 +7,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -637,8 +639,57 @@ TEST(Speed, MaximumIsHonoured) {
   EXPECT_EQ(a->Info().last_job.result, "completed");
 }
 
-// Writes to random places until `stop`, keeping the array busy.
-void BusyClient(Array& a, std::vector<uint8_t>& ref, std::atomic<bool>& stop) {
+// A clock for a job beside a client that never stops: time moves only
+// when the job sleeps, and in lockstep each sleep returns only once a
+// client write has finished after it. The client's last write (which stamps the
+// array's client I/O with NowNs) is then never older than the job's last sleep,
+// which Throttle bounds to 50 ms, inside the 100 ms busy window: the
+// array is busy whenever the job looks, however the threads are scheduled.
+// (On the real clock a client thread starved past the busy window let the
+// rebuild run at full speed.)
+class LockstepClock final : public Clock {
+ public:
+  int64_t NowNs() override { return now_.load(); }
+  void SleepForNs(int64_t ns) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    now_.fetch_add(ns);
+    const uint64_t seen = writes_;
+    written_.wait(lock, [&] { return writes_ > seen || !lockstep_; });
+  }
+  // A client write has finished.
+  void NoteWrite() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++writes_;
+    }
+    written_.notify_all();
+  }
+  // On: sleeps wait for a client write (from when the client runs until
+  // it stops; before, the array's creation sleeps through its resync).
+  void SetLockstep(bool on) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      lockstep_ = on;
+    }
+    written_.notify_all();
+  }
+  uint64_t writes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return writes_;
+  }
+
+ private:
+  std::atomic<int64_t> now_{1'000'000'000'000};
+  std::mutex mu_;
+  std::condition_variable written_;
+  uint64_t writes_ = 0;
+  bool lockstep_ = false;
+};
+
+// Writes to random places until `stop`, keeping the array busy; tells
+// `clock` of each write.
+void BusyClient(Array& a, std::vector<uint8_t>& ref, std::atomic<bool>& stop,
+                LockstepClock& clock) {
   std::mt19937_64 rng(11);
   while (!stop.load()) {
     const uint64_t len = 4096;
@@ -646,6 +697,7 @@ void BusyClient(Array& a, std::vector<uint8_t>& ref, std::atomic<bool>& stop) {
     auto buf = Pattern(len, static_cast<uint32_t>(rng()));
     ASSERT_TRUE(a.Write(buf.data(), len, off).ok());
     std::memcpy(ref.data() + off, buf.data(), len);
+    clock.NoteWrite();
   }
 }
 
@@ -653,39 +705,67 @@ void BusyClient(Array& a, std::vector<uint8_t>& ref, std::atomic<bool>& stop) {
 // rebuild move one stripe and then wait (16 s a stripe). With the busy
 // share (the default 25%) the same floor no longer holds it back: the
 // rebuild of 4 MiB per member finishes beside the client, which md's
-// minimum alone would stretch to over 17 minutes.
+// minimum alone would stretch to over 17 minutes. On LockstepClock, so
+// that the client is busy at every look of the job (see there).
 TEST(Speed, BusyShareKeepsARebuildGoingUnderSteadyLoad) {
+  constexpr int64_t kSecond = 1'000'000'000;
   for (uint32_t share : {0u, 25u}) {
     SCOPED_TRACE(share);
     auto m = MakeMembers(kDisks);
-    auto a = MustCreate(m);
+    auto clock = std::make_shared<LockstepClock>();
+    CreateOptions o;
+    o.chunk_bytes = kChunk;
+    o.data_offset_bytes = kOffset;
+    o.cache.bytes = 0;
+    o.clock = clock;
+    auto a = testutil::MustCreate(m, o);
+    ASSERT_NE(a, nullptr);
     auto ref = Pattern(kArrayBytes, 5);
     ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
     ASSERT_TRUE(a->FailSlot(0).ok());
     a->SetSpeedLimits(
         {.min_kib_s = 4, .max_kib_s = 1 << 30, .busy_share_pct = share});
     std::atomic<bool> stop{false};
-    std::thread client([&] { BusyClient(*a, ref, stop); });
+    std::thread client([&] { BusyClient(*a, ref, stop, *clock); });
+    // Generous for sanitizer builds: a bound on real time that only a hang
+    // reaches.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    // The client is busy before the job first looks.
+    while (clock->writes() == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    clock->SetLockstep(true);
+    const int64_t t0 = clock->NowNs();
     ASSERT_TRUE(a->AddMember(ShareMember(NewMember("s0"))).ok());
     if (share == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      // 10 s of the job's time: md's minimum allows the first window (one
+      // stripe) and 40 KiB more.
+      while (a->Info().job.kind == JobKind::kRecover &&
+             clock->NowNs() - t0 < 10 * kSecond &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      EXPECT_GE(clock->NowNs() - t0, 10 * kSecond) << "the job never waited";
       EXPECT_LE(a->Info().job.done_bytes, 2 * kChunk)
           << "md's minimum did not hold";
       EXPECT_EQ(a->Info().job.kind, JobKind::kRecover);
       ASSERT_TRUE(a->StopJob().ok());
     } else {
-      // Generous for sanitizer builds; the minimum alone needs 1024 s.
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::seconds(300);
       while (a->Info().job.kind == JobKind::kRecover &&
+             clock->NowNs() - t0 < 10 * kSecond &&
              std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
       EXPECT_NE(a->Info().job.kind, JobKind::kRecover)
           << "the rebuild did not finish beside the client";
+      // The minimum alone needs 1024 s of the job's time.
+      EXPECT_LT(clock->NowNs() - t0, 10 * kSecond);
     }
     stop = true;
     client.join();
+    clock->SetLockstep(false);
     ASSERT_TRUE(a->WaitForJob().ok());
     if (share != 0) {
       EXPECT_EQ(a->Info().last_job.result, "completed");

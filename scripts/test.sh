@@ -120,6 +120,26 @@ t=$SECONDS c=$(child_cpu)
 ctest --test-dir build --output-on-failure -j2 || failed+=("ctest (build/)")
 stage_took ctest "$t" "$c"
 
+# ctest is done, and nothing of this script competes with the background
+# builds any more: their processes and their session's autogroup go back
+# to nice 0, so that they keep their full share of the machine against
+# anything else running there (a shared machine: at nice 19 they got a
+# fraction of it while this script only waited for them). The compilers
+# ninja starts from now on inherit nice 0. Lowering a nice value needs
+# root (CI is): otherwise they stay at 19.
+renice_session() {  # $1: a session id
+  local d stat fields
+  for d in /proc/[0-9]*; do
+    read -r stat <"$d/stat" 2>/dev/null || continue
+    # After the command's ")": state ppid pgrp session ...
+    read -r -a fields <<<"${stat##*) }"
+    [[ ${fields[3]:-} == "$1" ]] || continue
+    renice -n 0 -p "${d#/proc/}" >/dev/null 2>&1 || true
+  done
+  echo 0 >"/proc/$1/autogroup" 2>/dev/null || true
+}
+renice_session "$bg_pid"
+
 t=$SECONDS c=$(child_cpu)
 wait "$bg_pid" || true
 bg_pid=

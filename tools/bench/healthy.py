@@ -135,6 +135,13 @@ def run_healthy(args, plugin, tool, work):
                 rss = s.peak_rss_mib()
                 s.stop()
                 m = summarize(r, measured)
+                others = [i for i in range(len(jobs)) if i not in measured]
+                if others:
+                    # The jobs beside the measured one (the 1M stream
+                    # beside the 4K write+flush): what they kept matters
+                    # as much as the measured job's latency (issue 35
+                    # point 5: the stream at >= 0.7 of the file plugin's).
+                    m["beside_mbs"] = summarize(r, others)["mbs"]
                 all_jobs = summarize(r, range(len(jobs)))
                 gib = max(all_jobs["mbs"] * args.runtime * 1e6 / (1 << 30),
                           1e-9)

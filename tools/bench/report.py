@@ -80,6 +80,12 @@ def report(rows, sweep, args):
               f"(file plugin: "
               f"{busy['file']['p99_us'] / max(idle['file']['p99_us'], 1):.1f}x)"
               f"; target ≤ 10x (issue 35)")
+        if busy["file"].get("beside_mbs"):
+            print(f"the 1 MiB stream beside it: uraid "
+                  f"{busy['uraid']['beside_mbs']:.0f} MB/s, file plugin "
+                  f"{busy['file']['beside_mbs']:.0f} MB/s, ratio "
+                  f"{busy['uraid']['beside_mbs'] / busy['file']['beside_mbs']:.2f}"
+                  f"; target ≥ 0.70 (issue 35)")
     for one, two in (("seq read 1M qd8", "seq read 1M qd8 x2"),
                      ("seq write 1M qd8", "seq write 1M qd8 x2"),
                      ("rand read 4K qd32", "rand read 4K qd32 x2"),

@@ -19,6 +19,10 @@ JOB_MEMBER_MBS = 100.0
 RAID6_SLOW_DEGRADED = ("RAID6 degraded by two: seq read 1M qd8 (client "
                        "MB/s / survivors)")
 RAID6_SLOW_REBUILD = "RAID6 rebuild of two spares in one pass (per target)"
+# The rebuild row's peer: the same member I/O by fio alone (raid6.py's
+# pair_io_alone_mbs), per target.
+RAID6_SLOW_IO_ALONE = ("RAID6 two spares' member I/O alone (fio: survivors "
+                       "read, targets written; per target)")
 JOB_TARGETS = {RAID6_SLOW_DEGRADED: 0.8, RAID6_SLOW_REBUILD: 0.9}
 
 
@@ -104,8 +108,13 @@ def bench_jobs_on_slow_members(args, plugin, tool):
             ok = ""
             if target is not None:
                 ok = " pass" if med / JOB_MEMBER_MBS >= target else " FAIL"
+            peer = ""
+            alone = samples.get(RAID6_SLOW_IO_ALONE)
+            if job == RAID6_SLOW_REBUILD and alone:
+                peer = (f"; {med / statistics.median(alone):.2f}x of the "
+                        f"I/O alone")
             cells.append(f"{med:.1f} ({med / JOB_MEMBER_MBS:.2f}x{ok}; "
-                         f"{', '.join(f'{x:.0f}' for x in v)})")
+                         f"{', '.join(f'{x:.0f}' for x in v)}{peer})")
         print(f"| {job} | " + " | ".join(cells) + " | " +
               ("-" if target is None else f"≥ {target:.2f}x") + " |")
     return columns

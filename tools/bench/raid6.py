@@ -6,12 +6,14 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 
 from bench.common import (EXTRA_PARTS, MIB, UNTHROTTLED_KIB_S, CtlServer,
                           Server, fill_array, fio, log, member_args,
                           owned_tempdir, run_tool, sample_done,
                           seq_read_mbs, summarize, wait_job, wanted)
-from bench.jobs import (RAID6_SLOW_DEGRADED, RAID6_SLOW_REBUILD, log_run,
+from bench.jobs import (RAID6_SLOW_DEGRADED, RAID6_SLOW_IO_ALONE,
+                        RAID6_SLOW_REBUILD, log_run,
                         slow_exports, stop_and_remove)
 
 
@@ -175,6 +177,28 @@ def timed_recovery(tool, srv, what, two):
     return (lj["total_bytes"] - done0) / (t1 - t0) / 1e6, lj
 
 
+def pair_io_alone_mbs(sources, targets, work, runtime=4):
+    """What the two-spare rebuild's member I/O alone runs at on these
+    exports: fio over NBD reading every source and writing every target
+    at once (1M pieces, qd 8 each, `runtime` s); the targets' mean write
+    MB/s. The peer that bounds the rebuild row where the members' backing
+    (a disk under /var/tmp) cannot give every export its nominal rate at
+    once."""
+    lines = ["[global]", "ioengine=nbd", "time_based=1", f"runtime={runtime}",
+             "ramp_time=1", "bs=1m", "iodepth=8", "size=128m"]
+    for i, u in enumerate(sources):
+        lines += [f"[src{i}]", f"uri={u}", "rw=read"]
+    for i, u in enumerate(targets):
+        lines += [f"[dst{i}]", f"uri={u}", "rw=write"]
+    path = os.path.join(work, "pair-io.fio")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    out = subprocess.run(["fio", "--output-format=json", path],
+                         capture_output=True, text=True, check=True).stdout
+    jobs = json.loads(out[out.index("{"):])["jobs"][len(sources):]
+    return statistics.mean(j["write"]["bw_bytes"] / 1e6 for j in jobs)
+
+
 def raid6_slow_column(args, plugin, tool, directory, lat):
     """Issue 33's speed rows on members like disks, for one column of the
     jobs part: --raid6-members + 2 exports made as jobs_column makes them
@@ -197,6 +221,8 @@ def raid6_slow_column(args, plugin, tool, directory, lat):
                 s.stop()
             servers.clear()
             uris = slow_exports(args, work, n + 2, lat, servers, "r")
+            samples.setdefault(RAID6_SLOW_IO_ALONE, []).append(
+                pair_io_alone_mbs(uris[2:n], uris[n:], work))
             run_tool(tool, "create", "--force", "--level", "6", "--chunk",
                      "512K", *uris[:n])
             det = json.loads(run_tool(tool, "detail", "--json", *uris[:n]))

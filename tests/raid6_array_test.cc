@@ -4,6 +4,8 @@
 // checked against a reference, check finding P and Q consistent, then one
 // and two members failed under the same workload, a third refused, and
 // reassembly with two members left out. Every md RAID6 layout family.
+// The level-5 counterparts of the RAID6 replace cases (a member failing
+// mid-replace) sit beside them (Raid5Recovery).
 
 #include <gtest/gtest.h>
 
@@ -616,6 +618,109 @@ TEST(Raid6Recovery, FailureMidReplaceJoinsThePass) {
   }
   a->RemoveEventListener(listener);
   ExpectWholeThroughTwoMoreFailures(*a, ref, 0, 5);
+}
+
+// Level 5 (5 members on m[0, 5), written with pattern `seed` into *ref,
+// m[6] a spare when `spare`), a replace of slot `replaced` onto m[5] at
+// 64 KiB/s (four stripes a second), and slot `failed` failed two stripes
+// into the copy; then clients write and read (30 rounds of Churn) while
+// the array is degraded and the job goes on or hands over.
+void Raid5ReplaceThenFail(const std::vector<Shared>& m, Layout layout,
+                          uint32_t seed, bool spare, int replaced, int failed,
+                          std::vector<uint8_t>* ref,
+                          std::unique_ptr<Array>* out) {
+  constexpr int kDisks = 5;
+  std::vector<Shared> first(m.begin(), m.begin() + kDisks);
+  CreateOptions o = Opts6(layout, true);
+  o.level = 5;
+  *out = testutil::MustCreate(first, o);
+  Array* a = out->get();
+  ASSERT_NE(a, nullptr);
+  *ref = testutil::Pattern(a->size(), seed);
+  ASSERT_TRUE(a->Write(ref->data(), ref->size(), 0).ok());
+  a->StartBackground();
+  if (spare) {
+    ASSERT_TRUE(a->AddMember(ShareMember(m[kDisks + 1])).ok());
+  }
+  a->SetSpeedLimits({.min_kib_s = 64, .max_kib_s = 64});
+  ASSERT_TRUE(
+      a->ReplaceMember(m[replaced]->Name(), ShareMember(m[kDisks])).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const JobInfo j = a->Info().job;
+        return j.kind == JobKind::kReplace && j.done_bytes >= 2 * kChunk;
+      },
+      10));
+  ASSERT_TRUE(a->FailSlot(failed).ok());
+  std::mt19937_64 rng(seed);
+  Churn(*a, *ref, rng, 30);
+}
+
+// Level 5 beside the RAID6 case above: a member failing (a hot spare in
+// the pool) while a replace copies another. The array is degraded, but the
+// copy's source still serves, so md's md_error stops the copy and its
+// restarted recovery takes the replacement and the spare together, as at
+// RAID6 (raid5_calc_degraded counts the replaced slot in sync while its
+// old member is). The running replace takes the gone slot on: one pass
+// finishes the copy (from its front) and rebuilds the failed slot (from 0,
+// its rows from every other member, the replaced one's old member among
+// them). Clients read and write all along, with no error and every byte
+// right. Before, the copy ran to its end alone and only then did a second
+// job rebuild the failed slot (second_slot stayed -1).
+TEST(Raid5Recovery, FailureMidReplaceJoinsThePass) {
+  auto [f, m] = CountedMembers(7);
+  std::vector<uint8_t> ref;
+  std::unique_ptr<Array> a;
+  Raid5ReplaceThenFail(m, Layout::kLeftSymmetric, 71, /*spare=*/true,
+                       /*replaced=*/2, /*failed=*/4, &ref, &a);
+  if (HasFatalFailure()) return;
+  EXPECT_TRUE(WaitUntil([&] { return a->Info().job.second_slot == 4; }, 5));
+  const JobInfo during = a->Info().job;
+  EXPECT_EQ(during.kind, JobKind::kReplace);
+  EXPECT_EQ(during.slot, 2);
+  EXPECT_EQ(during.second_target, m[6]->Name());
+  EXPECT_EQ(a->Info().slots[4].state, SlotState::kRebuilding);
+  std::mt19937_64 rng(171);
+  Churn(*a, ref, rng, 30);  // during the pass over both
+  a->SetSpeedLimits({});
+  ASSERT_TRUE(a->WaitForJob().ok());
+  EXPECT_EQ(a->Info().last_job.kind, JobKind::kReplace);
+  ExpectPairDone(a->Info(), 2, *m[5], 4, *m[6]);
+  EXPECT_EQ(testutil::Mismatches(*a), 0u);
+  testutil::ExpectContents(*a, ref);
+  // Another member gone: the copied and the rebuilt slot carry its rows.
+  ASSERT_TRUE(a->FailSlot(0).ok());
+  testutil::ExpectContents(*a, ref);
+}
+
+// Level 5 with no spare: a member failing mid-replace leaves the array
+// degraded and the copy goes on (its source still serves) to the swap,
+// clients reading and writing throughout; a spare added afterwards
+// rebuilds the failed slot from the copied member among the others.
+TEST(Raid5Recovery, FailureMidReplaceWithoutSpareFinishesTheCopy) {
+  auto [f, m] = CountedMembers(7);
+  std::vector<uint8_t> ref;
+  std::unique_ptr<Array> a;
+  Raid5ReplaceThenFail(m, Layout::kLeftAsymmetric, 72, /*spare=*/false,
+                       /*replaced=*/1, /*failed=*/3, &ref, &a);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(a->Info().job.kind, JobKind::kReplace);
+  a->SetSpeedLimits({});
+  ASSERT_TRUE(a->WaitForJob().ok());
+  const ArrayInfo after = a->Info();
+  EXPECT_EQ(after.last_job.kind, JobKind::kReplace);
+  EXPECT_EQ(after.last_job.result, "completed");
+  EXPECT_EQ(after.last_job.second_slot, -1);
+  EXPECT_EQ(after.slots[1].name, m[5]->Name());
+  EXPECT_TRUE(after.degraded);
+  // Slot 3's rows come from parity and the copied member now.
+  testutil::ExpectContents(*a, ref);
+  ASSERT_TRUE(a->AddMember(ShareMember(m[6])).ok());
+  ASSERT_TRUE(a->WaitForJob().ok());
+  EXPECT_FALSE(a->Info().degraded);
+  EXPECT_EQ(a->Info().slots[3].name, m[6]->Name());
+  EXPECT_EQ(testutil::Mismatches(*a), 0u);
+  testutil::ExpectContents(*a, ref);
 }
 
 // One target of a two-slot rebuild fails mid-pass (a second failure): the

@@ -265,6 +265,40 @@ def md_wait_sync(md, what, timeout=600):
     return md_attr(md, "last_sync_action")
 
 
+def md_sync_progress(md):
+    """(done, total) from md's sync_completed (sectors per member) while a
+    sync, recovery or reshape runs part-way (0 < done < total); None
+    when none runs ("none", "delayed"), none began or it has ended."""
+    s = md_attr(md, "sync_completed")
+    m = re.fullmatch(r"(\d+) / (\d+)", s)
+    if m is None:
+        return None
+    done, total = int(m.group(1)), int(m.group(2))
+    return (done, total) if 0 < done < total else None
+
+
+def md_hold(md):
+    """Holds md's running reshape or recovery about where it is, so that
+    it cannot end before the case crashes or stops md mid-way (a fast run
+    could finish between the look and the crash, and the case then tested
+    nothing). The array's own speed limits go to 1 KiB/s: md's throttle
+    then lets a step through only when its window of the last ~30 s saw no
+    progress, a chunk or so per half minute. Not sync_max: md refuses to
+    lower it while the sync runs (EBUSY), and mdadm's reshape monitor
+    writes it as the reshape goes; neither touches sync_speed_*."""
+    md_set(md, "sync_speed_min", 1)
+    md_set(md, "sync_speed_max", 1)
+
+
+def md_release(md):
+    """Undoes md_hold after md was stopped: the limits go back to the
+    system's, should the stopped array's sysfs node still be there (its
+    next assembly must not inherit 1 KiB/s)."""
+    for name in ("sync_speed_min", "sync_speed_max"):
+        if os.path.exists(f"/sys/block/{md}/md/{name}"):
+            md_set(md, name, "system")
+
+
 def md_readwrite(md):
     """md starts arrays auto-read-only (no sync runs until the first
     write): make it writable, as a user would by writing."""
@@ -1147,16 +1181,25 @@ def case_reshape_md_crashed(c):
             pos = md_attr(md, "reshape_position")
             return pos != "none" and int(pos) * 512 >= size // 5
         wait_for(mid, 300, "md's reshape to pass 20%")
+        md_hold(md)
         # md writes reshape_position to the superblocks as it goes; crash
         # when a checkpoint past the start is on disk.
         wait_for(lambda: "Reshape pos'n" in sh("mdadm", "--examine",
                                                devs[0]).stdout and
                  not md_examine(devs[0])["Reshape pos'n"].startswith("0 "),
                  300, "a reshape checkpoint in the superblock")
-        pos = md_attr(md, "reshape_position")
+
+        # One look at both: md is mid-reshape, and held there, so it still
+        # is when the crash lands; else the case fails here.
+        def held():
+            pos, done = md_attr(md, "reshape_position"), md_sync_progress(md)
+            return (pos, done) if pos != "none" and done else None
+        pos, done = wait_for(held, 10, "md held mid-reshape (reshape_position "
+                             "set and sync_completed part-way)")
         c.save_state({"image": image.to_json(), "size": size,
                       "md_reshape_position": pos})
-        log(f"crashing the guest with sysrq-b at reshape_position {pos}")
+        log(f"crashing the guest with sysrq-b at reshape_position {pos} "
+            f"(sync_completed {done[0]} / {done[1]})")
         c.crash_armed()
         with open("/proc/sysrq-trigger", "w") as f:
             f.write("b")
@@ -1170,6 +1213,12 @@ def case_reshape_md_crashed(c):
     pos = ex["Reshape pos'n"]
     log(f"md's superblock after the crash: Reshape pos'n {pos}, "
         f"Delta Devices {ex.get('Delta Devices')}")
+    # mdadm prints the position in KiB of the array: past the start and
+    # short of the grown end, so uraid takes over a reshape half done.
+    kib = int(pos.split()[0])
+    check(0 < kib * 1024 < size * 3 // 2,
+          f"md's crash left Reshape pos'n {pos}, not mid-way through "
+          f"{n0}->{n0 + 1} of {size} bytes")
     r = uraid("grow", "--continue", *devs)
     log(f"uraid grow --continue: {(r.stdout + r.stderr).strip()[-300:]}")
     d = uraid_detail(devs)
@@ -1914,13 +1963,17 @@ def case_raid6_takeover_handover(c):
     md_readwrite(md)
 
     def mid():
-        done = md_attr(md, "sync_completed")
-        if done in ("none", "delayed"):
-            return False
-        a, b = (int(x) for x in done.split("/"))
-        return 0.2 * b <= a <= 0.7 * b
+        done = md_sync_progress(md)
+        return done is not None and 0.2 * done[1] <= done[0] <= 0.7 * done[1]
     wait_for(mid, 300, "md's rebuild of Q to reach 20%")
+    md_hold(md)
+    # One look: Q still rebuilding part-way, and held there until the stop.
+    done = wait_for(lambda: int(md_attr(md, "degraded")) > 0 and
+                    md_sync_progress(md), 10,
+                    "md held mid-way through its rebuild of Q")
+    log(f"stopping md mid-recovery at sync_completed {done[0]} / {done[1]}")
     md_stop(md)
+    md_release(md)
     with open("/proc/sys/dev/raid/speed_limit_max", "w") as f:
         f.write("200000")
     with open("/proc/sys/dev/raid/speed_limit_min", "w") as f:
@@ -1929,6 +1982,9 @@ def case_raid6_takeover_handover(c):
     log(f"md stopped mid-recovery: {devs[4]} Recovery Offset "
         f"{ex.get('Recovery Offset')}, Layout {ex.get('Layout')}")
     check("Recovery Offset" in ex, f"{devs[4]}: md left no recovery offset")
+    check(int(ex["Recovery Offset"].split()[0]) > 0,
+          f"{devs[4]}: md stopped at Recovery Offset "
+          f"{ex['Recovery Offset']}, not mid-way")
     srv = Server(c.tmp, devs[:5], [f"control={ctl}"])
     h = srv.connect()
     check(h.get_size() == size, f"uraid serves {h.get_size()}, md {size}")
@@ -1936,6 +1992,7 @@ def case_raid6_takeover_handover(c):
           "200000")
     wait_for(lambda: not uraid_json("detail", "--control", ctl)["degraded"],
              300, "uraid finishing md's rebuild of Q")
+    log("uraid finished md's rebuild of Q")
     image.verify(lambda o, k: h.pread(k, o), "uraid after finishing md's Q")
     h.shutdown()
     srv.stop()

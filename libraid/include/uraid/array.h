@@ -309,9 +309,12 @@ struct JobInfo {
   // Recover / replace: the slot being rebuilt and the target's name.
   int slot = -1;
   std::string target;
-  // Recover at RAID6: a second slot rebuilt in the same pass (a second
-  // spare, or a replace under way) and its target's name; -1 and empty
-  // otherwise.
+  // Recover or replace: a second slot done in the same pass, and its
+  // target's name; -1 and empty otherwise. A recovery's second is a
+  // second spare (RAID6) or a replace under way (any level); a replace's
+  // is a gone slot whose rebuild onto a spare joined the running copy (a
+  // member failing mid-replace, or a spare arriving for a slot already
+  // gone), at any level. `kind` stays the job's first.
   int second_slot = -1;
   std::string second_target;
   // Check / repair: stripes whose parity did not match (md's mismatch_cnt

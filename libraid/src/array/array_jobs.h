@@ -114,18 +114,23 @@ class ArrayJobs final : private JobHost, private ResyncHost {
   void ReportJobEnd(const JobInfo& done, bool ok, double secs);
   // A scrub's located chunks for its end message ("" when none).
   std::string LocatedText(const JobInfo& done) const;
-  // Recovery of req.slot (alone, or with req.second_slot); a single RAID6
-  // rebuild that a second recoverable slot stops goes on as a pair.
+  // Recovery of req.slot (alone, or with req.second_slot); a single pass
+  // (a RAID6 rebuild, or a replace copy at any level) that a second
+  // recoverable slot stops goes on as a pair.
   absl::Status RunRecovery(const JobRequest& req);
-  // RAID6: the slot a recovery of `slot` rebuilds in the same pass (another
-  // slot rebuilding onto a spare, else an active one being copied onto a
-  // replace target), or -1. Not beside a re-added member (its bitmap
-  // regions are rebuilt alone), nor at other levels.
+  // The slot a recovery of `slot` rebuilds in the same pass (another slot
+  // rebuilding onto a spare, else an active one being copied onto a
+  // replace target), or -1. Two rebuilding slots only at RAID6; at level
+  // 4/5 one of the two must be a replace copy. Not beside a re-added
+  // member (its bitmap regions are rebuilt alone).
   int PairedRecoverySlot(int slot) const;
-  // RAID6: while `slot` is rebuilt alone, a second slot became
-  // recoverable (gone, with a spare in the pool): the single pass hands
-  // over to a pair pass (RunRecovery). Never beside a re-added member.
+  // While `slot` is rebuilt alone (RAID6) or copied onto its replace
+  // target (any level), a second slot became recoverable (gone, with a
+  // spare in the pool): the single pass hands over to a pair pass
+  // (RunRecovery). Never beside a re-added member.
   bool SecondSlotRecoverable(int slot) const;
+  // `slot` keeps its member and is being copied onto a replace target.
+  bool Copying(int slot) const;
 
   // --- spares (spare_use.cc) ---
   // The first gone slot (neither active nor rebuilding) of the current

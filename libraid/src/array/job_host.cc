@@ -108,12 +108,18 @@ bool ArrayJobs::PrepareJob(JobRequest* req, JobInfo* info) {
 
 int ArrayJobs::PairedRecoverySlot(int slot) const {
   const Geometry& geo = CurrentShape().geo;
-  if (geo.parity_disks() != 2 || slots_[slot]->partial.load()) return -1;
-  for (int i = 0; i < geo.raid_disks(); ++i) {
-    const Slot& s = *slots_[i];
-    if (i != slot && s.state.load() == SlotState::kRebuilding &&
-        !s.partial.load()) {
-      return i;
+  if (slots_[slot]->partial.load()) return -1;
+  // Two slots rebuilt from the others need two parity members; a replace
+  // copy needs none (its old member still serves), so at level 4/5 it
+  // pairs with one rebuilding slot, as md's restarted recovery takes a
+  // replacement and a spare together at any level.
+  if (geo.parity_disks() == 2 || Copying(slot)) {
+    for (int i = 0; i < geo.raid_disks(); ++i) {
+      const Slot& s = *slots_[i];
+      if (i != slot && s.state.load() == SlotState::kRebuilding &&
+          !s.partial.load()) {
+        return i;
+      }
     }
   }
   for (int i = 0; i < geo.raid_disks(); ++i) {
@@ -128,11 +134,19 @@ int ArrayJobs::PairedRecoverySlot(int slot) const {
 
 bool ArrayJobs::SecondSlotRecoverable(int slot) const {
   const Geometry& geo = CurrentShape().geo;
-  if (geo.parity_disks() != 2 || slots_[slot]->partial.load() ||
-      roster_.failed()) {
+  // Level 4/5: only beside a replace copy (a second slot lost beside a
+  // rebuild has failed the array).
+  if ((geo.parity_disks() != 2 && !Copying(slot)) ||
+      slots_[slot]->partial.load() || roster_.failed()) {
     return false;
   }
   return roster_.FirstSpare() != nullptr && GoneSlotOtherThan(slot) >= 0;
+}
+
+bool ArrayJobs::Copying(int slot) const {
+  const Slot& s = *slots_[slot];
+  return s.state.load() == SlotState::kActive &&
+         s.replacement.load() != nullptr;
 }
 
 absl::Status ArrayJobs::RunRecovery(const JobRequest& req) {
@@ -141,14 +155,15 @@ absl::Status ArrayJobs::RunRecovery(const JobRequest& req) {
   if (req.second_slot >= 0) {
     return recovery_.RunPair(CurrentShape(), req.slot, req.second_slot);
   }
-  // RAID6: a second member failing (or a spare arriving for a gone one)
-  // while this slot is rebuilt alone, or copied onto its replace target,
-  // stops this pass at its front; the rest goes on as one pass over both
-  // (md_error interrupts any recovery, a replace's copy included, and
-  // md's restart recovers every device not in sync from the lowest
-  // offset). The survivors are read once for the stripes still ahead
-  // rather than twice in two passes, and the gone slot is rebuilt now,
-  // not after the copy: the array runs a member short for one pass only.
+  // A second member failing (or a spare arriving for a gone one) while
+  // this slot is rebuilt alone at RAID6, or copied onto its replace target
+  // at any level, stops this pass at its front; the rest goes on as one
+  // pass over both (md_error interrupts any recovery, a replace's copy
+  // included, and md's restart recovers every device not in sync from the
+  // lowest offset). At RAID6 the survivors are read once for the stripes
+  // still ahead rather than twice in two passes; at every level the gone
+  // slot is rebuilt now, not after the copy: the array runs a member
+  // short for one pass only.
   const bool replace = req.kind == JobKind::kReplace;
   bool paired = false;
   RETURN_IF_ERROR(recovery_.Run(

@@ -810,6 +810,52 @@ TEST_F(ArrayBitmapFile, ForcedCreateOverARunningArraysFileIsRefused) {
   EXPECT_EQ(ReadWholeFile(file), before);
 }
 
+// md's lazy clear runs on the array's clock: a written region's bit stays
+// while the clock is short of daemon_sleep since the write (however much
+// real time passes) and goes at the writeback thread's next look (every
+// 10 ms of real time) once it has passed. daemon_sleep is set to an hour
+// in the headers (md's --delay), which no real wait could reach.
+TEST(ArrayBitmap, DaemonSleepRunsOnTheArraysClock) {
+  constexpr uint32_t kDelayS = 3600;
+  auto m = MakeMembers(kDisks);
+  {
+    auto a = MustCreate(m);
+    ASSERT_NE(a, nullptr);
+  }
+  for (const Shared& x : m) {
+    absl::StatusOr<BitmapSuper> bs = ReadBitmapSuper(*x);
+    ASSERT_TRUE(bs.ok()) << bs.status();
+    bs->daemon_sleep = kDelayS;
+    const std::vector<uint8_t> b = EncodeBitmapSuper(*bs);
+    ASSERT_TRUE(x->Write(b.data(), b.size(), kArea).ok());
+  }
+  auto clock = std::make_shared<testutil::StepClock>();
+  AssembleOptions ao;
+  ao.clock = clock;
+  ao.cache.bytes = 0;  // the write sets its bit at once
+  auto b = Array::Assemble(Handles(m), ao);
+  ASSERT_TRUE(b.ok()) << b.status();
+  Array& a = **b;
+  ASSERT_EQ(a.Info().bitmap.daemon_sleep_s, kDelayS);
+  ASSERT_EQ(a.Info().bitmap.dirty_chunks, 0u);
+  a.StartBackground();
+  auto d = Pattern(4096, 31);
+  ASSERT_TRUE(a.Write(d.data(), d.size(), 0).ok());
+  ASSERT_EQ(a.Info().bitmap.dirty_chunks, 1u);
+  // 300 ms of real time, then a second short of daemon_sleep on the clock
+  // and 300 ms more (the thread ticks the bitmap once the clock has moved
+  // a second since its last tick): the bit stays.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(a.Info().bitmap.dirty_chunks, 1u);
+  clock->Advance(int64_t{kDelayS - 1} * 1'000'000'000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(a.Info().bitmap.dirty_chunks, 1u);
+  // A second past it: cleared.
+  clock->Advance(int64_t{2} * 1'000'000'000);
+  EXPECT_TRUE(testutil::WaitUntil(
+      [&] { return a.Info().bitmap.dirty_chunks == 0; }, 10));
+}
+
 // A member joining gets no copy of an external bitmap (nothing at byte 0
 // of it), and the array still assembles with the file afterwards.
 TEST_F(ArrayBitmapFile, RebuiltMemberGetsNoCopy) {

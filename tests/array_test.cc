@@ -5,7 +5,6 @@
 // state kept in the superblocks.
 
 #include "uraid/array.h"
-#include "uraid/clock.h"
 
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
+#include "uraid/clock.h"
 
 namespace uraid {
 namespace {
@@ -32,6 +32,8 @@ using Shared = std::shared_ptr<Member>;
 
 using testutil::Handles;
 using testutil::Pattern;
+using testutil::StepClock;
+using testutil::WaitUntil;
 
 std::vector<Shared> MakeMembers(int n, uint64_t size = kOffset + kMemberBytes) {
   return testutil::MakeMembers(n, size);
@@ -622,6 +624,43 @@ TEST(ArrayWrite, CachedWritesAreReadBackAndFlushed) {
   EXPECT_GT(c1.member_writes, c0.member_writes);
 }
 
+// The cache's age limit runs on the array's clock: a gathered write stays
+// in the cache while real time runs past max_age_ms and the clock does
+// not, and goes out at the writeback thread's next look (every 10 ms of
+// real time) once the clock has passed it. Clock times stay under md's
+// 200 ms safemode delay, whose clean mark would write the cache back too.
+TEST(ArrayWrite, CacheAgeLimitRunsOnTheArraysClock) {
+  auto m = MakeMembers(4);
+  auto clock = std::make_shared<StepClock>();
+  CreateOptions o = Opts();
+  o.assume_clean = true;
+  o.clock = clock;
+  o.cache.max_age_ms = 100;
+  auto a = MustCreate(m, o);
+  ASSERT_NE(a, nullptr);
+  a->StartBackground();
+  auto d = Pattern(4096, 9);
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 0).ok());  // starts stripe 0
+  ASSERT_EQ(a->Info().counters.cached_writes, 1u);
+  // Chunk 0 of stripe 0 (left-symmetric, 4 disks) is on m[0].
+  auto on_member = [&] {
+    std::vector<uint8_t> b(d.size());
+    EXPECT_TRUE(m[0]->Read(b.data(), b.size(), kOffset).ok());
+    return b == d;
+  };
+  // 300 ms of real time (30 looks), 90 ms on the clock: still cached.
+  clock->Advance(90'000'000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(a->Info().counters.cache_writebacks, 0u);
+  EXPECT_FALSE(on_member());
+  // 110 ms on the clock: written back.
+  clock->Advance(20'000'000);
+  EXPECT_TRUE(
+      WaitUntil([&] { return a->Info().counters.cache_writebacks == 1; }, 10));
+  EXPECT_TRUE(on_member());
+  EXPECT_FALSE(a->Info().clean);  // the age limit did it, not safemode
+}
+
 TEST(ArrayWrite, PastTheEndIsRefused) {
   auto m = MakeMembers(3);
   auto a = MustCreate(m);
@@ -776,17 +815,6 @@ TEST(ArrayWrite, SlowMembersGetTheWholePlanInFlightAtOnce) {
   EXPECT_EQ(peak.load(), 2);
   gather = 0;
 }
-
-// A clock that moves only when the test moves it.
-class StepClock final : public Clock {
- public:
-  int64_t NowNs() override { return now_.load(); }
-  void SleepForNs(int64_t ns) override { now_.fetch_add(ns); }
-  void Advance(int64_t ns) { now_.fetch_add(ns); }
-
- private:
-  std::atomic<int64_t> now_{1'000'000'000'000};
-};
 
 TEST(ArrayState, SafemodeDelayRunsOnTheArraysClock) {
   auto m = MakeMembers(3);

@@ -33,13 +33,14 @@ TEST(RangeSet, MergesOverlappingAndTouchingRanges) {
 TEST(StripeCache, CreateRefusesAnEntryPastTheCapacity) {
   StripeCache cache(/*stripe_bytes=*/4096, /*capacity_bytes=*/4 * 4096);
   ASSERT_TRUE(cache.enabled());
-  for (uint64_t s = 0; s < 4; ++s) ASSERT_NE(cache.Create(s), nullptr) << s;
+  for (uint64_t s = 0; s < 4; ++s)
+    ASSERT_NE(cache.Create(s, /*now_ns=*/0), nullptr) << s;
   EXPECT_EQ(cache.size(), 4u);
-  EXPECT_EQ(cache.Create(4), nullptr);
+  EXPECT_EQ(cache.Create(4, /*now_ns=*/0), nullptr);
   EXPECT_EQ(cache.size(), 4u);
   EXPECT_EQ(cache.bytes(), 4u * 4096);
   cache.Erase(1);
-  StripeCache::Entry* e = cache.Create(4);
+  StripeCache::Entry* e = cache.Create(4, /*now_ns=*/0);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->stripe, 4u);
   EXPECT_EQ(cache.Find(4), e);
@@ -47,7 +48,7 @@ TEST(StripeCache, CreateRefusesAnEntryPastTheCapacity) {
   // A smaller capacity refuses new entries until enough are gone.
   cache.set_capacity(2 * 4096);
   cache.Erase(0);
-  EXPECT_EQ(cache.Create(0), nullptr);
+  EXPECT_EQ(cache.Create(0, /*now_ns=*/0), nullptr);
 }
 
 // Many creators at once, each on its own stripes (as writers holding their
@@ -64,7 +65,7 @@ TEST(StripeCache, ConcurrentCreatorsStayWithinTheBound) {
     threads.emplace_back([&, t] {
       for (uint64_t i = 0; i < 2000; ++i) {
         const uint64_t stripe = i * 8 + t;
-        if (cache.Create(stripe) == nullptr) continue;
+        if (cache.Create(stripe, /*now_ns=*/0) == nullptr) continue;
         created.fetch_add(1);
         size_t n = cache.size();
         size_t p = peak.load();

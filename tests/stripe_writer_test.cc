@@ -29,6 +29,7 @@
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
 #include "stripe/survivor_cache.h"
+#include "uraid/clock.h"
 #include "uraid/member.h"
 
 namespace uraid {
@@ -191,12 +192,12 @@ class StripeWriterTest : public ::testing::Test {
         cache_(shape_.geo.stripe_data_bytes(), 0),
         reporter_(nullptr, "uuid", "test"),
         reader_(Engine(), cache_, survivors_, reporter_, /*read_only=*/false),
-        bitmap_(&bitmap_host_, /*read_only=*/false),
+        bitmap_(&bitmap_host_, /*read_only=*/false, /*clock=*/nullptr),
         shapes_(shape_.geo, shape_.data_offset),
         resync_stripe_(shape_.geo.stripe_count()),
         writer_(Engine(), cache_, reader_, bitmap_, ppl_, ppl_epochs_, shapes_,
                 resync_stripe_,
-                /*bypass_flush_ns=*/0) {}
+                /*bypass_flush_ns=*/0, *RealClock()) {}
 
   EngineContext Engine() { return {host_, slots_, io_, locks_, counters_}; }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -28,6 +29,7 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "uraid/array.h"
+#include "uraid/clock.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
 
@@ -135,6 +137,29 @@ inline uint64_t Mismatches(Array& a) {
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? *r : ~0ull;
 }
+
+// Polls `done` every 25 ms for up to `seconds` of real time; true once it
+// holds.
+template <typename F>
+bool WaitUntil(F done, double seconds) {
+  for (int t = 0; t < seconds * 40; ++t) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return done();
+}
+
+// An array's clock (CreateOptions::clock) that moves only when the test
+// moves it: sleepers on it return at once (and move it).
+class StepClock final : public Clock {
+ public:
+  int64_t NowNs() override { return now_.load(); }
+  void SleepForNs(int64_t ns) override { now_.fetch_add(ns); }
+  void Advance(int64_t ns) { now_.fetch_add(ns); }
+
+ private:
+  std::atomic<int64_t> now_{1'000'000'000'000};
+};
 
 // Two client threads writing and reading `a` while `run()` goes on (a
 // reshape, a takeover): each writes 4 KiB to `max_blocks` * 4 KiB of

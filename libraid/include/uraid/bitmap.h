@@ -198,7 +198,9 @@ using BitmapPersistFn = std::function<absl::Status(
 
 struct WriteIntentBitmapOptions {
   using Clock = std::chrono::steady_clock;
-  // Time source for idle timing. Default (empty): Clock::now.
+  // Time source for idle timing. Default (empty): Clock::now. Only
+  // differences of it are used, so any monotonic source will do: an array
+  // passes its own uraid::Clock (uraid/clock.h) here, as a time_point.
   std::function<Clock::time_point()> clock;
   // What the bits found set on disk mean. false (default): the array was
   // not shut down cleanly (superblock resync_offset != MaxSector), so each

@@ -9,11 +9,17 @@
 // to step a throttled job without waiting for real time: SleepForNs of a
 // simulated clock moves its time on and returns at once.
 //
-// Also on it: md's safemode delay (an array is marked clean 200 ms of this
-// clock after its last write; the array looks every 100 ms of real time).
-// Not on this clock: the stripe cache's age limit, the bitmap's
-// daemon_sleep and member I/O latency, which measure real time spent by
-// members and clients.
+// An array has one clock, and every timer of its core runs on it: md's
+// safemode delay (an array is marked clean 200 ms of this clock after its
+// last write), the write-back stripe cache's age limit
+// (CacheOptions::max_age_ms) and the flush cadence that pauses gathering
+// (bypass_flush_interval_ms), and the write-intent bitmap's daemon_sleep
+// (a bit is cleared once its region has been idle that long, looked at
+// once a second of this clock). The background threads wake on real time
+// (every 10 or 100 ms) and compare against this clock, so a test moves a
+// simulated clock past a timer and sees it fire at the next wake-up.
+// Not on this clock: member I/O latency (MemberStats), which measures
+// real time spent by members, and the wall-clock stamps of events.
 //
 // Thread-safety: an implementation must allow NowNs and SleepForNs from
 // any number of threads at once (the job thread, client threads noting

@@ -28,7 +28,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
       reporter_(std::move(logger), FormatUuid(sb.set_uuid), sb.set_name),
       roster_(meta_host_, std::move(slots), sb, std::move(spares), read_only),
       slots_(roster_.slots()),
-      bitmap_(&meta_host_, read_only),
+      bitmap_(&meta_host_, read_only, clock),
       state_(hosts_, sb.clean(), sb.resync_offset, read_only, clock),
       resync_stripe_(geometry.stripe_count()),
       engine_(EngineWiring{.host = faults_,
@@ -46,6 +46,7 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                            .resync_front = resync_stripe_,
                            .reporter = reporter_,
                            .cache = cache,
+                           .clock = clock,
                            .read_only = read_only}),
       jobs_(JobParts{engine_.context(), roster_, shapes_, engine_.reader(),
                      engine_.writer(), bitmap_, state_, reporter_,
@@ -85,7 +86,8 @@ absl::Status ArrayImpl::Zero(size_t len, uint64_t offset, bool fua) {
 void ArrayImpl::StartBackground() {
   if (read_only_ || writeback_thread_.joinable()) return;
   state_.Start();
-  // The cache's writeback and the bitmap's daemon, every 10 ms.
+  // The cache's writeback and the bitmap's daemon, every 10 ms of real
+  // time; each compares its timer against the array's clock.
   writeback_thread_ = std::thread([this] {
     while (!state_.WaitForStop(/*ms=*/10)) {
       engine_.WritebackAged();

@@ -82,6 +82,10 @@ namespace uraid {
 
 class ArrayImpl {
  public:
+  // `clock` (null: RealClock()) is the array's one time source, handed to
+  // every part that measures time: the job runner, the safemode delay
+  // (ArrayState), the stripe cache's age limit and flush cadence
+  // (StripeEngine) and the bitmap's daemon_sleep (ArrayBitmap).
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
             std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
             bool read_only, const CacheOptions& cache, Logger logger,

@@ -13,8 +13,8 @@
 #define URAID_SRC_ENGINE_STRIPE_ENGINE_H_
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
+#include <memory>
 
 #include "base/locked_shared_ptr.h"
 #include "base/write_epochs.h"
@@ -33,6 +33,7 @@
 #include "stripe/stripe_locks.h"
 #include "stripe/survivor_cache.h"
 #include "uraid/array.h"
+#include "uraid/clock.h"
 
 namespace uraid {
 
@@ -53,22 +54,26 @@ struct EngineWiring {
   const std::atomic<uint64_t>& resync_front;
   const ArrayReporter& reporter;
   const CacheOptions& cache;
+  // The array's clock (null: RealClock()): the cache's age limit and the
+  // flush cadence are measured on it.
+  std::shared_ptr<Clock> clock;
   bool read_only;
 };
 
 class StripeEngine {
  public:
   explicit StripeEngine(const EngineWiring& w)
-      : io_(w.slots, counters_, w.shapes.current().geo.raid_disks() - 1,
+      : clock_(w.clock ? w.clock : RealClock()),
+        io_(w.slots, counters_, w.shapes.current().geo.raid_disks() - 1,
             w.replacement_failed),
         cache_(w.shapes.current().geo.stripe_data_bytes(),
                w.read_only ? 0 : w.cache.bytes),
         reader_(Context(w), cache_, survivors_, w.reporter, w.read_only),
         writer_(Context(w), cache_, reader_, w.bitmap, w.ppl, w.ppl_epochs,
                 w.shapes, w.resync_front,
-                int64_t{w.cache.bypass_flush_interval_ms} * 1'000'000),
+                int64_t{w.cache.bypass_flush_interval_ms} * 1'000'000, *clock_),
         context_(Context(w)),
-        max_age_(w.cache.max_age_ms),
+        max_age_ns_(int64_t{w.cache.max_age_ms} * 1'000'000),
         reporter_(w.reporter) {}
   StripeEngine(const StripeEngine&) = delete;
   StripeEngine& operator=(const StripeEngine&) = delete;
@@ -82,9 +87,9 @@ class StripeEngine {
   const EngineContext& context() const { return context_; }
 
   // One pass of the cache's writeback: stripes held longer than the
-  // cache's age limit, then the oldest while the cache is over 3/4 full
-  // (so writers rarely have to evict inline). A failure is logged and
-  // ends the pass (the next one tries again).
+  // cache's age limit (on the array's clock), then the oldest while the cache
+  // is over 3/4 full (so writers rarely have to evict inline). A failure is
+  // logged and ends the pass (the next one tries again).
   void WritebackAged();
 
  private:
@@ -92,6 +97,7 @@ class StripeEngine {
     return {w.host, w.slots, io_, locks_, counters_};
   }
 
+  const std::shared_ptr<Clock> clock_;
   AtomicCounters counters_;
   StripeLocks locks_;
   // Every member call (after counters_, which it counts in).
@@ -102,7 +108,7 @@ class StripeEngine {
   StripeReader reader_;
   StripeWriter writer_;
   const EngineContext context_;
-  const std::chrono::milliseconds max_age_;
+  const int64_t max_age_ns_;
   const ArrayReporter& reporter_;
 };
 

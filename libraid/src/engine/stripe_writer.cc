@@ -20,7 +20,7 @@ StripeWriter::StripeWriter(const EngineContext& ctx, StripeCache& cache,
                            const LockedSharedPtr<PplLog>& ppl,
                            WriteEpochs& ppl_epochs, const ShapeSet& shapes,
                            const std::atomic<uint64_t>& resync_stripe,
-                           int64_t bypass_flush_ns)
+                           int64_t bypass_flush_ns, Clock& clock)
     : EnginePart(ctx),
       cache_(cache),
       reader_(reader),
@@ -29,7 +29,8 @@ StripeWriter::StripeWriter(const EngineContext& ctx, StripeCache& cache,
       ppl_epochs_(ppl_epochs),
       shapes_(shapes),
       resync_stripe_(resync_stripe),
-      bypass_flush_ns_(bypass_flush_ns) {}
+      bypass_flush_ns_(bypass_flush_ns),
+      clock_(clock) {}
 
 absl::Status StripeWriter::Write(const Shape& sh, const void* buf, size_t len,
                                  uint64_t offset, bool fua) {
@@ -97,7 +98,7 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
   // later), which keeps memory within the cache's bound however many
   // clients write at once.
   if (cache && e == nullptr) {
-    e = cache_.Create(stripe);
+    e = cache_.Create(stripe, clock_.NowNs());
     if (e == nullptr) {
       counters_.cache_full_writes.fetch_add(1, std::memory_order_relaxed);
     }
@@ -583,10 +584,9 @@ absl::Status StripeWriter::Flush() {
   RETURN_IF_ERROR(host_.CheckUsable(false));
   // Moving average of the time between flushes (1/8 weight per sample;
   // racy updates lose a sample now and then, which is harmless).
-  // Real time (flush cadence is the client's, not the jobs' clock).
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
+  // On the array's clock, as the cache's age limit is: a simulated
+  // client's flushes are spaced in simulated time.
+  const int64_t now = clock_.NowNs();
   const int64_t gap = now - last_flush_ns_.exchange(now);
   const int64_t avg = flush_interval_ns_.load(std::memory_order_relaxed);
   flush_interval_ns_.store(avg + (gap - avg) / 8, std::memory_order_relaxed);

@@ -36,6 +36,7 @@
 #include "plan/stripe_plan.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
+#include "uraid/clock.h"
 
 namespace uraid {
 
@@ -49,15 +50,16 @@ class StripeWriter : private EnginePart {
   // unless the policy is ppl; read once per stripe inside a `ppl_epochs`
   // pass, see ArrayImpl::ppl_); the array's shapes (the current one is
   // the cache's; during a reshape the cache is bypassed); the first stripe
-  // whose parity is not yet trusted (an unfinished resync); and the average
+  // whose parity is not yet trusted (an unfinished resync); the average
   // time between client flushes (ns) below which the cache stops
-  // gathering.
+  // gathering; and the array's clock, which stamps cache entries (their
+  // age is measured on it) and times the flushes.
   StripeWriter(const EngineContext& ctx, StripeCache& cache,
                StripeReader& reader, ArrayBitmap& bitmap,
                const LockedSharedPtr<PplLog>& ppl, WriteEpochs& ppl_epochs,
                const ShapeSet& shapes,
                const std::atomic<uint64_t>& resync_stripe,
-               int64_t bypass_flush_ns);
+               int64_t bypass_flush_ns, Clock& clock);
 
   // Client requests in shape `sh` (checked against its size). `fua`: the
   // bytes are durable on the members when it returns.
@@ -182,8 +184,9 @@ class StripeWriter : private EnginePart {
   const ShapeSet& shapes_;
   const std::atomic<uint64_t>& resync_stripe_;
   const int64_t bypass_flush_ns_;
+  Clock& clock_;
   // Flush cadence (see WritePiece): the last client flush and the moving
-  // average of the time between them, in ns.
+  // average of the time between them, in ns of clock_.
   std::atomic<int64_t> last_flush_ns_{0};
   std::atomic<int64_t> flush_interval_ns_{int64_t{1} << 40};
 };

@@ -4,6 +4,8 @@
 #include "meta/array_bitmap.h"
 
 #include <algorithm>
+#include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,8 +33,9 @@ uint64_t AreaLimit(const Superblock& sb, uint64_t area_offset,
 namespace {
 
 // md's daemon wakes every few seconds; bits go after daemon_sleep idle,
-// so ticking once a second keeps clears prompt without extra flushes.
-constexpr auto kTickInterval = std::chrono::seconds(1);
+// so ticking once a second (of the array's clock) keeps clears prompt
+// without extra flushes.
+constexpr int64_t kTickIntervalNs = 1'000'000'000;
 
 Event MetadataWriteFailed(const std::string& member, std::optional<int> slot,
                           const absl::Status& st, const char* what) {
@@ -47,8 +50,11 @@ Event MetadataWriteFailed(const std::string& member, std::optional<int> slot,
 
 }  // namespace
 
-ArrayBitmap::ArrayBitmap(BitmapHost* host, bool read_only)
-    : host_(host), read_only_(read_only) {}
+ArrayBitmap::ArrayBitmap(BitmapHost* host, bool read_only,
+                         std::shared_ptr<Clock> clock)
+    : host_(host),
+      read_only_(read_only),
+      clock_(clock ? std::move(clock) : RealClock()) {}
 
 absl::Status ArrayBitmap::Persist(uint64_t offset,
                                   std::span<const uint8_t> bytes) {
@@ -137,9 +143,12 @@ absl::Status ArrayBitmap::Create(const BitmapSuper& bs,
                                  bool array_clean) {
   WriteIntentBitmapOptions opts;
   opts.array_clean = array_clean;
+  // The array's clock, as the time_point the bitmap's option takes (only
+  // differences of it are ever used).
   opts.clock = [this] {
-    return std::chrono::steady_clock::now() +
-           std::chrono::nanoseconds(clock_skew_ns_.load());
+    return WriteIntentBitmap::Clock::time_point(
+        std::chrono::duration_cast<WriteIntentBitmap::Clock::duration>(
+            std::chrono::nanoseconds(clock_->NowNs() + clock_skew_ns_.load())));
   };
   ASSIGN_OR_RETURN(bitmap_,
                    WriteIntentBitmap::Create(
@@ -165,9 +174,11 @@ void ArrayBitmap::ClearAtStop() {
 
 void ArrayBitmap::Tick() {
   if (bitmap_ == nullptr) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - last_tick_ < kTickInterval) return;
-  last_tick_ = now;
+  const int64_t now = clock_->NowNs();
+  if (last_tick_ns_.has_value() && now - *last_tick_ns_ < kTickIntervalNs) {
+    return;
+  }
+  last_tick_ns_ = now;
   absl::Status st = bitmap_->Tick([this] { return host_->FlushAllSlots(); });
   if (!st.ok())
     host_->Log(LogLevel::kError,

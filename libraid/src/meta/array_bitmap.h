@@ -21,7 +21,6 @@
 #define URAID_SRC_META_ARRAY_BITMAP_H_
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,6 +33,7 @@
 #include "base/sync.h"
 #include "uraid/array.h"
 #include "uraid/bitmap.h"
+#include "uraid/clock.h"
 #include "uraid/events.h"
 #include "uraid/member.h"
 #include "uraid/superblock.h"
@@ -82,8 +82,10 @@ class BitmapHost {
 class ArrayBitmap {
  public:
   // `host` outlives this. `read_only`: a loaded bitmap keeps only its
-  // header (for Info); nothing is ever written.
-  ArrayBitmap(BitmapHost* host, bool read_only);
+  // header (for Info); nothing is ever written. `clock`: the array's
+  // (null: RealClock()); daemon_sleep and the tick cadence are measured on
+  // it, so a test on a simulated clock sees bits cleared without waiting.
+  ArrayBitmap(BitmapHost* host, bool read_only, std::shared_ptr<Clock> clock);
   ArrayBitmap(const ArrayBitmap&) = delete;
   ArrayBitmap& operator=(const ArrayBitmap&) = delete;
 
@@ -128,7 +130,8 @@ class ArrayBitmap {
 
   // Bits are kept (not cleared) while the array is degraded (md's rule).
   void SetDegraded(bool degraded);
-  // The lazy clear, at most once a second; then HandOverFailures.
+  // The lazy clear, at most once a second of the array's clock; then
+  // HandOverFailures.
   void Tick();
   // At a clean stop: clears every bit not needed (md's flush at stop).
   void ClearAtStop();
@@ -169,8 +172,11 @@ class ArrayBitmap {
   Mutex failures_mu_;  // leaf
   std::vector<std::pair<BitmapHost::Carrier, std::string>> failures_
       ABSL_GUARDED_BY(failures_mu_);
-  std::chrono::steady_clock::time_point last_tick_;
-  // Added to the bitmap's clock: a stop moves it on by daemon_sleep so
+  const std::shared_ptr<Clock> clock_;
+  // The last Tick that looked at the bits (clock_'s ns); only the Tick
+  // thread touches it. Empty before the first.
+  std::optional<int64_t> last_tick_ns_;
+  // Added to clock_ for the bitmap: a stop moves it on by daemon_sleep so
   // that every idle region's bit is cleared at once.
   std::atomic<int64_t> clock_skew_ns_{0};
 };

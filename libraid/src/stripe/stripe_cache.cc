@@ -38,7 +38,7 @@ StripeCache::Entry* StripeCache::Find(uint64_t stripe) {
   return it == map_.end() ? nullptr : it->second.get();
 }
 
-StripeCache::Entry* StripeCache::Create(uint64_t stripe) {
+StripeCache::Entry* StripeCache::Create(uint64_t stripe, int64_t now_ns) {
   // Reserve the entry's room first: concurrent creators (each holding its
   // own stripe's lock) cannot all pass the check and then all insert.
   const uint64_t sb = stripe_bytes_.load();
@@ -52,7 +52,7 @@ StripeCache::Entry* StripeCache::Create(uint64_t stripe) {
   auto e = std::make_unique<Entry>();
   e->stripe = stripe;
   e->data = TakeBuffer();
-  e->since = Clock::now();
+  e->since_ns = now_ns;
   Entry* raw = e.get();
   MutexLock lock(&mu_);
   map_.emplace(stripe, std::move(e));
@@ -93,13 +93,13 @@ void StripeCache::ReturnBuffer(AlignedBuffer b) {
 }
 
 std::vector<uint64_t> StripeCache::Oldest(
-    size_t max, std::optional<Clock::time_point> older_than) {
-  std::vector<std::pair<Clock::time_point, uint64_t>> all;
+    size_t max, std::optional<int64_t> older_than_ns) {
+  std::vector<std::pair<int64_t, uint64_t>> all;
   {
     MutexLock lock(&mu_);
     for (const auto& [stripe, e] : map_) {
-      if (!older_than || e->since < *older_than) {
-        all.emplace_back(e->since, stripe);
+      if (!older_than_ns || e->since_ns < *older_than_ns) {
+        all.emplace_back(e->since_ns, stripe);
       }
     }
   }

@@ -9,6 +9,11 @@
 // dropped once written back, so the cache never serves stale data and
 // healthy reads of stripes it does not hold bypass it entirely.
 //
+// Time: the cache keeps no clock. A writer stamps an entry with the
+// array's clock (uraid/clock.h) when it creates it, and the writeback
+// thread asks for entries dirty since before a time of that same clock,
+// so a test on a simulated clock ages entries without waiting.
+//
 // Locking contract: the index (which stripes have entries) is guarded by
 // an internal mutex; an entry's contents are guarded by the array's lock on
 // that stripe. Only the holder of a stripe's lock may create, change or
@@ -19,7 +24,6 @@
 #define URAID_SRC_STRIPE_CACHE_H_
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -47,13 +51,11 @@ class RangeSet {
 
 class StripeCache {
  public:
-  using Clock = std::chrono::steady_clock;
-
   struct Entry {
     uint64_t stripe = 0;
-    AlignedBuffer data;       // the stripe's data space (chunk * data disks)
-    RangeSet dirty;           // bytes of `data` newer than the members
-    Clock::time_point since;  // when it first became dirty
+    AlignedBuffer data;    // the stripe's data space (chunk * data disks)
+    RangeSet dirty;        // bytes of `data` newer than the members
+    int64_t since_ns = 0;  // when it first became dirty (the array's clock)
   };
 
   // `stripe_bytes`: data bytes per stripe. `capacity_bytes`: bound on the
@@ -84,15 +86,17 @@ class StripeCache {
 
   // REQUIRES: the caller holds the lock of `stripe`.
   Entry* Find(uint64_t stripe);
-  // A new, empty entry for `stripe` (which has none), or null when one
-  // more entry would pass the capacity.
-  Entry* Create(uint64_t stripe);
+  // A new, empty entry for `stripe` (which has none), dirty since `now_ns`
+  // (the array's clock), or null when one more entry would pass the
+  // capacity.
+  Entry* Create(uint64_t stripe, int64_t now_ns);
   void Erase(uint64_t stripe);
 
-  // Stripes with entries, oldest first; with `older_than` set only those
-  // dirty since before it. Racy snapshot: recheck under the stripe lock.
+  // Stripes with entries, oldest first; with `older_than_ns` set only
+  // those dirty since before it (the clock of Create's stamps). Racy
+  // snapshot: recheck under the stripe lock.
   std::vector<uint64_t> Oldest(size_t max,
-                               std::optional<Clock::time_point> older_than);
+                               std::optional<int64_t> older_than_ns);
 
  private:
   // Stripe buffers are recycled: a stream allocates one per stripe, and

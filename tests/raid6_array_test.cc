@@ -12,10 +12,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
+#include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <variant>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/sync.h"
@@ -32,6 +36,7 @@ constexpr uint64_t kOffset = 1 << 20;
 constexpr uint64_t kMemberBytes = 64 * kChunk;
 
 using Shared = std::shared_ptr<Member>;
+using testutil::WaitUntil;
 
 CreateOptions Opts6(Layout layout, bool assume_clean) {
   CreateOptions o;
@@ -202,6 +207,25 @@ void ExpectPairDone(const ArrayInfo& info, int slot, const Member& onto,
   EXPECT_EQ(info.slots[second].name, second_onto.Name());
 }
 
+// Each of `slots`' members was read at most `limit` times (the survivors of
+// a pair pass).
+void ExpectSurvivorReadsAtMost(
+    const std::vector<std::shared_ptr<FaultyMember>>& f,
+    std::initializer_list<int> slots, uint64_t limit) {
+  for (const int i : slots) {
+    EXPECT_LE(f[i]->counters().reads, limit) << "survivor slot " << i;
+  }
+}
+
+// How many of the log `lines` (appended under `mu`) contain `text`.
+int CountLines(Mutex& mu, const std::vector<std::string>& lines,
+               std::string_view text) {
+  MutexLock lock(&mu);
+  int n = 0;
+  for (const std::string& l : lines) n += l.find(text) != std::string::npos;
+  return n;
+}
+
 // Two spares rebuild two lost slots of a RAID6 in one pass (md recovers
 // both at once): every survivor is read at most once per stripe, both
 // targets are written, and P and Q agree afterwards. Rebuilding them one
@@ -344,16 +368,6 @@ TEST(Raid6Recovery, TwoSlotRebuildResumesFromEachCheckpointAfterACrash) {
   EXPECT_LT(b->Info().counters.recovered_stripes, kMemberBytes / kChunk);
 }
 
-// Polls `done` every 25 ms for up to `seconds`; true once it holds.
-template <typename F>
-bool WaitUntil(F done, double seconds) {
-  for (int t = 0; t < seconds * 40; ++t) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  return done();
-}
-
 // A second member failing while one slot is rebuilt alone (a spare in the
 // pool for it): the single pass stops at its front and goes on as one
 // pass over both slots (md restarts its recovery with both devices), so
@@ -395,18 +409,8 @@ TEST(Raid6Recovery, SecondFailureMidRebuildJoinsThePass) {
   ASSERT_TRUE(a->WaitForJob().ok());
   EXPECT_EQ(a->Info().last_job.kind, JobKind::kRecover);
   ExpectPairDone(a->Info(), 1, *m[kDisks], 4, *m[kDisks + 1]);
-  for (const int i : {0, 2, 3, 5}) {
-    EXPECT_LE(f[i]->counters().reads, kStripes + kStripes / 4)
-        << "survivor slot " << i;
-  }
-  {
-    MutexLock lock(&mu);
-    int pair_passes = 0;
-    for (const std::string& l : lines) {
-      pair_passes += l.find("in one pass from stripe 0") != std::string::npos;
-    }
-    EXPECT_EQ(pair_passes, 1);
-  }
+  ExpectSurvivorReadsAtMost(f, {0, 2, 3, 5}, kStripes + kStripes / 4);
+  EXPECT_EQ(CountLines(mu, lines, "in one pass from stripe 0"), 1);
   ExpectWholeThroughTwoMoreFailures(*a, ref, 0, 5);
 }
 
@@ -593,17 +597,10 @@ TEST(Raid6Recovery, FailureMidReplaceJoinsThePass) {
   // The replaced member was read for the few stripes copied alone, the
   // survivors once per stripe of the one pass (plus those few).
   EXPECT_LT(f[2]->counters().reads, kStripes / 4);
-  for (const int i : {0, 1, 3, 5}) {
-    EXPECT_LE(f[i]->counters().reads, kStripes + kStripes / 4)
-        << "survivor slot " << i;
-  }
+  ExpectSurvivorReadsAtMost(f, {0, 1, 3, 5}, kStripes + kStripes / 4);
+  EXPECT_EQ(CountLines(mu, lines, "in one pass from stripe 0"), 1);
   {
     MutexLock lock(&mu);
-    int pair_passes = 0;
-    for (const std::string& l : lines) {
-      pair_passes += l.find("in one pass from stripe 0") != std::string::npos;
-    }
-    EXPECT_EQ(pair_passes, 1);
     // Slot 4's rebuild is a recovery from its start event to its end.
     std::vector<std::string> slot4;
     for (const Event& e : events) {

@@ -234,8 +234,14 @@ class ArrayImpl {
   SlotTable& slots_;
   // The failure rules: the engine's host and the jobs' edits (after the
   // roster, whose slots it reads).
-  MemberFaults faults_{roster_, shapes_,   state_,         bitmap_,
-                       jobs_,   reporter_, resync_stripe_, read_only_};
+  MemberFaults faults_{roster_,
+                       shapes_,
+                       state_,
+                       bitmap_,
+                       [this] { jobs_.MaybeStartRecovery(); },
+                       reporter_,
+                       resync_stripe_,
+                       read_only_};
   ArrayBitmap bitmap_;
   // Null unless the consistency policy is ppl. Set like bitmap_, and
   // swapped by SetConsistencyPolicy: a stripe write reads it once, inside

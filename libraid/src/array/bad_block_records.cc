@@ -11,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/array_jobs.h"
 #include "array/member_faults.h"
 #include "base/status_macros.h"
 #include "uraid/bad_blocks.h"
@@ -154,7 +153,7 @@ void MemberFaults::WantReplacement(int slot, const Member* only_if,
           m->Name(), slot, why,
           spare ? "a spare starts copying it"
                 : "add a spare, or run uraid replace"));
-  jobs_.MaybeStartRecovery();
+  start_recovery_();
 }
 
 absl::Status MemberFaults::ClearBadBlocks(int slot, const Member* only_if,

@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "array/array_jobs.h"
 #include "base/status_macros.h"
 #include "uraid/status_errno.h"
 
@@ -21,9 +20,14 @@ Applied MemberFaults::ApplyEdit(const RosterEdit& edit) {
   bitmap_.HandOverFailures();  // a member that failed the bitmap header
   if (a.member_failed) {
     // What FailSlot does after its own superblock write (it cannot be
-    // called from inside one): a spare steps in.
+    // called from inside one): a spare steps in. Not redundant with the
+    // roster's SlotHealthChanged: the roster calls that when an edit
+    // decides a slot's health (edit::Fail, ReAdd, FinishRebuild, a
+    // takeover), but a member failing its superblock write is failed
+    // inside the superblock fan-out (Roster::PersistLocked), which does
+    // not, so the bitmap learns that the array is degraded here.
     UpdateBitmapDegraded();
-    jobs_.MaybeStartRecovery();
+    start_recovery_();
   }
   return a;
 }
@@ -49,10 +53,10 @@ absl::Status MemberFaults::FailSlot(int slot, const std::string& why,
       // (detail --test says failed), and a forced assembly knows which
       // member failed last (assemble.cc). Nothing else runs on a failed
       // array.
-      if (!roster_.failed() && !read_only_) jobs_.MaybeStartRecovery();
+      if (!roster_.failed() && !read_only_) start_recovery_();
       return a.status;
     case Applied::kTargetFailed:
-      if (!read_only_) jobs_.MaybeStartRecovery();
+      if (!read_only_) start_recovery_();
       return a.status;
     default:
       // kHandedOver: the replacement goes on as a rebuild; kNotHolder

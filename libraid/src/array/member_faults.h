@@ -18,7 +18,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -34,15 +36,21 @@
 
 namespace uraid {
 
-class ArrayJobs;
-
 class MemberFaults final : public EngineHost, public RecoveryHost {
  public:
-  // References to parts that outlive it; `jobs` and `state` may be
-  // constructed after it (used only once I/O runs). `resync_front`: the
-  // first stripe whose parity is not yet trusted.
+  // After a slot fails (or a member fails its superblock write, or wants
+  // replacing): queue a recovery if a spare can take a gone slot, or the
+  // replace of a member that wants it (ArrayJobs::MaybeStartRecovery). The
+  // one thing the failure rules ask of the jobs, as a callback so that
+  // this part does not depend on the jobs that depend on it.
+  using StartRecoveryFn = std::function<void()>;
+
+  // References to parts that outlive it; `state` may be constructed after
+  // it, and `start_recovery` may call parts that are (both are used only
+  // once I/O runs). `resync_front`: the first stripe whose parity is not
+  // yet trusted.
   MemberFaults(Roster& roster, const ShapeSet& shapes, ArrayState& state,
-               ArrayBitmap& bitmap, ArrayJobs& jobs,
+               ArrayBitmap& bitmap, StartRecoveryFn start_recovery,
                const ArrayReporter& reporter,
                const std::atomic<uint64_t>& resync_front, bool read_only)
       : roster_(roster),
@@ -50,7 +58,7 @@ class MemberFaults final : public EngineHost, public RecoveryHost {
         shapes_(shapes),
         state_(state),
         bitmap_(bitmap),
-        jobs_(jobs),
+        start_recovery_(std::move(start_recovery)),
         reporter_(reporter),
         resync_front_(resync_front),
         read_only_(read_only) {}
@@ -107,7 +115,7 @@ class MemberFaults final : public EngineHost, public RecoveryHost {
   const ShapeSet& shapes_;
   ArrayState& state_;
   ArrayBitmap& bitmap_;
-  ArrayJobs& jobs_;
+  const StartRecoveryFn start_recovery_;
   const ArrayReporter& reporter_;
   const std::atomic<uint64_t>& resync_front_;
   const bool read_only_;

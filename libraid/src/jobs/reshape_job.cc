@@ -50,7 +50,6 @@ absl::Status ReshapeJob::Start(const Geometry& to, uint64_t to_offset,
     SetFieldsLocked(0);
   }
   ReshapeState& r = *state_.load();
-  shapes_.SetReshaping(true);
   // Requests that took the plain path before reshaping() was set finish in
   // the old shape, perhaps through the cache; then the cache goes out.
   host_.DrainPlainRequests();
@@ -92,7 +91,6 @@ void ReshapeJob::Resume(const Geometry& to, uint64_t to_offset,
     MutexLock lock(roster_.mu());
     PublishLocked(std::move(state), to, to_offset);
   }
-  shapes_.SetReshaping(true);
   host_.Log(LogLevel::kNotice,
             absl::StrFormat("reshape in progress at %d of %d bytes (%d -> %d "
                             "devices); it resumes when the array starts%s",
@@ -112,6 +110,9 @@ void ReshapeJob::PublishLocked(std::unique_ptr<ReshapeState> state,
   state->to = shapes_.Add(to, to_data_offset, kNewShapeLockTag);
   states_.push_back(std::move(state));
   state_.store(states_.back().get());
+  // Last: a request that sees reshaping() takes the router, which reads
+  // state_ (stored above, so it finds this state and its new shape).
+  shapes_.SetReshaping(true);
 }
 
 absl::StatusOr<uint64_t> ReshapeJob::WindowAt(uint64_t lo,

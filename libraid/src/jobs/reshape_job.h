@@ -122,7 +122,9 @@ class ReshapeJob {
   absl::StatusOr<bool> Step() ABSL_LOCKS_EXCLUDED(roster_.mu());
 
  private:
-  // Publishes `state`, whose new shape is `to` at `to_offset`.
+  // Publishes `state`, whose new shape is `to` at `to_offset`, and sets
+  // reshaping(): from then on requests take the router (Start closes the
+  // state's gate first, so they wait there until the cache is out).
   void PublishLocked(std::unique_ptr<ReshapeState> state, const Geometry& to,
                      uint64_t to_offset)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(roster_.mu());

@@ -296,6 +296,8 @@ TEST(RosterTable, SuperblockWriteThatFailsAMemberFailsItsSlot) {
   EXPECT_TRUE(a.status.ok()) << a.status;
   EXPECT_TRUE(a.member_failed);
   EXPECT_EQ(f.slot(2).state.load(), kF);
+  // The host hears of it from the roster itself, whichever edit persisted.
+  EXPECT_EQ(f.host.health_changes.load(), 1);
   // The update was made again without it: one event more.
   EXPECT_EQ(Fixture::EventsOn(*f.members[0]), 12u);
   absl::StatusOr<Superblock> sb = ReadSuperblock(*f.members[0]);

@@ -20,13 +20,9 @@ Applied MemberFaults::ApplyEdit(const RosterEdit& edit) {
   bitmap_.HandOverFailures();  // a member that failed the bitmap header
   if (a.member_failed) {
     // What FailSlot does after its own superblock write (it cannot be
-    // called from inside one): a spare steps in. Not redundant with the
-    // roster's SlotHealthChanged: the roster calls that when an edit
-    // decides a slot's health (edit::Fail, ReAdd, FinishRebuild, a
-    // takeover), but a member failing its superblock write is failed
-    // inside the superblock fan-out (Roster::PersistLocked), which does
-    // not, so the bitmap learns that the array is degraded here.
-    UpdateBitmapDegraded();
+    // called from inside one): a spare steps in. (The bitmap has already
+    // heard that the array is degraded: the roster's fan-out calls
+    // SlotHealthChanged when a superblock write fails a member.)
     start_recovery_();
   }
   return a;

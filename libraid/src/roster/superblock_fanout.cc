@@ -147,6 +147,10 @@ absl::Status Roster::PersistLocked(std::optional<bool> clean,
       const Applied f = FailLocked(t.slot, t.member.get());
       if (f.outcome == Applied::kNotHolder) break;
       *member_failed = true;
+      // The slot's health changed here, whichever edit was persisting: the
+      // bitmap must know the array is degraded before any of its bits can
+      // be cleared (a later re-add needs them), as for edit::Fail.
+      if (f.outcome == Applied::kFailed) host_.SlotHealthChanged();
       ReportSlotFailure(
           t.slot, f, absl::StrCat("superblock write failed: ", st.message()));
       if (f.outcome == Applied::kFailed && failed_.load() &&

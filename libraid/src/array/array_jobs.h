@@ -129,8 +129,6 @@ class ArrayJobs final : private JobHost, private ResyncHost {
   // spare in the pool): the single pass hands over to a pair pass
   // (RunRecovery). Never beside a re-added member.
   bool SecondSlotRecoverable(int slot) const;
-  // `slot` keeps its member and is being copied onto a replace target.
-  bool Copying(int slot) const;
 
   // --- spares (spare_use.cc) ---
   // The first gone slot (neither active nor rebuilding) of the current

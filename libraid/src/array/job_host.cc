@@ -113,7 +113,7 @@ int ArrayJobs::PairedRecoverySlot(int slot) const {
   // copy needs none (its old member still serves), so at level 4/5 it
   // pairs with one rebuilding slot, as md's restarted recovery takes a
   // replacement and a spare together at any level.
-  if (geo.parity_disks() == 2 || Copying(slot)) {
+  if (geo.parity_disks() == 2 || slots_[slot]->Copying()) {
     for (int i = 0; i < geo.raid_disks(); ++i) {
       const Slot& s = *slots_[i];
       if (i != slot && s.state.load() == SlotState::kRebuilding &&
@@ -123,11 +123,7 @@ int ArrayJobs::PairedRecoverySlot(int slot) const {
     }
   }
   for (int i = 0; i < geo.raid_disks(); ++i) {
-    const Slot& s = *slots_[i];
-    if (i != slot && s.state.load() == SlotState::kActive &&
-        s.replacement.load() != nullptr) {
-      return i;
-    }
+    if (i != slot && slots_[i]->Copying()) return i;
   }
   return -1;
 }
@@ -136,17 +132,11 @@ bool ArrayJobs::SecondSlotRecoverable(int slot) const {
   const Geometry& geo = CurrentShape().geo;
   // Level 4/5: only beside a replace copy (a second slot lost beside a
   // rebuild has failed the array).
-  if ((geo.parity_disks() != 2 && !Copying(slot)) ||
+  if ((geo.parity_disks() != 2 && !slots_[slot]->Copying()) ||
       slots_[slot]->partial.load() || roster_.failed()) {
     return false;
   }
   return roster_.FirstSpare() != nullptr && GoneSlotOtherThan(slot) >= 0;
-}
-
-bool ArrayJobs::Copying(int slot) const {
-  const Slot& s = *slots_[slot];
-  return s.state.load() == SlotState::kActive &&
-         s.replacement.load() != nullptr;
 }
 
 absl::Status ArrayJobs::RunRecovery(const JobRequest& req) {

@@ -72,6 +72,11 @@ struct Slot {
   // as well as to `member`.
   std::atomic<std::shared_ptr<Member>> replacement;
   std::atomic<uint64_t> repl_front{0};
+  // Active and being copied onto a replace target: the old member still
+  // serves the slot; `replacement` receives the copy.
+  bool Copying() const {
+    return state.load() == SlotState::kActive && replacement.load() != nullptr;
+  }
   // Data writes and discards done on this slot's member or replacement,
   // and how many of them a completed flush of the slot had seen done
   // before it began: FlushSlots(only_dirty) skips a slot with nothing new

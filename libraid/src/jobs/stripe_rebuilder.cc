@@ -154,8 +154,7 @@ absl::Status StripeRebuilder::RebuildStripeLocked(const Shape& sh, int slot,
     RETURN_IF_ERROR(FillPieceLocked(sh, slot, stripe, w, len, buf, replace));
     // The old member may have failed while being read: its replacement is
     // then the slot's member, rebuilding.
-    const bool to_repl =
-        s.state.load() == SlotState::kActive && s.replacement.load() != nullptr;
+    const bool to_repl = s.Copying();
     if (!to_repl && s.state.load() != SlotState::kRebuilding) {
       *target_gone = true;
       return absl::OkStatus();
@@ -296,8 +295,7 @@ absl::Status StripeRebuilder::RebuildAroundLossLocked(const Shape& sh, int slot,
       // The row is lost for this slot: the target keeps an entry for it,
       // so nothing ever reads what is written there.
       std::memset(at, 0, n);
-      const bool to_repl = s.state.load() == SlotState::kActive &&
-                           s.replacement.load() != nullptr;
+      const bool to_repl = s.Copying();
       std::shared_ptr<Member> target =
           to_repl ? s.replacement.load() : s.member.load();
       RETURN_IF_ERROR(host_.RecordBadBlocks(

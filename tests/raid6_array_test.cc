@@ -420,8 +420,12 @@ TEST(Raid6Recovery, SecondFailureMidRebuildJoinsThePass) {
 // and assembly resumes both in one pass from the lower one.
 TEST(Raid6Recovery, HandedOverPairResumesFromEachCheckpointAfterACrash) {
   constexpr int kDisks = 5;
-  std::vector<Shared> m =
-      testutil::MakeMembers(kDisks + 2, kOffset + kMemberBytes);
+  testutil::MemberGate gate;
+  std::vector<Shared> m;
+  for (Shared& raw :
+       testutil::MakeMembers(kDisks + 2, kOffset + kMemberBytes)) {
+    m.push_back(gate.Wrap(raw));
+  }
   std::vector<uint8_t> ref;
   std::vector<testutil::Image> images;
   const auto claimed = [&](int i) {
@@ -448,7 +452,7 @@ TEST(Raid6Recovery, HandedOverPairResumesFromEachCheckpointAfterACrash) {
     ASSERT_TRUE(a->FailSlot(3).ok());
     // Then the pair pass, until the second target claims some of its own.
     EXPECT_TRUE(WaitUntil([&] { return claimed(kDisks + 1) >= kChunk; }, 5));
-    for (const Shared& x : m) images.push_back(testutil::Snapshot(*x));
+    images = gate.SnapshotAll();
   }  // the pass is abandoned: only the images count
   std::vector<Shared> t = FromImages(images);
   uint64_t at[2];

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -86,6 +87,55 @@ inline Image Snapshot(Member& m) {
   EXPECT_TRUE(m.Read(img.data(), img.size(), 0).ok());
   return img;
 }
+
+// Members whose I/O can be held all at once, so their images are taken at
+// one instant, as kill -9 leaves them: imaged one by one under a live
+// array, a checkpoint written between two copies gives images no crash can
+// leave (and, on a loaded machine, a pass further on than the test saw).
+// Thread-safe.
+class MemberGate {
+ public:
+  // `raw` wrapped: every call passes the gate.
+  std::shared_ptr<Member> Wrap(std::shared_ptr<Member> raw) {
+    raw_.push_back(raw);
+    return std::make_shared<Gated>(std::move(raw), mu_);
+  }
+  // Images of every wrapped member (in Wrap order) with no call in flight.
+  std::vector<Image> SnapshotAll() {
+    std::unique_lock hold(mu_);
+    std::vector<Image> out;
+    for (const auto& m : raw_) out.push_back(Snapshot(*m));
+    return out;
+  }
+
+ private:
+  class Gated : public ForwardingMember {
+   public:
+    Gated(std::shared_ptr<Member> t, std::shared_mutex& mu)
+        : ForwardingMember(std::move(t)), mu_(mu) {}
+    absl::Status Read(void* buf, size_t len, uint64_t offset) override {
+      std::shared_lock pass(mu_);
+      return ForwardingMember::Read(buf, len, offset);
+    }
+    absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
+      std::shared_lock pass(mu_);
+      return ForwardingMember::Write(buf, len, offset);
+    }
+    absl::Status Flush() override {
+      std::shared_lock pass(mu_);
+      return ForwardingMember::Flush();
+    }
+    absl::Status Discard(size_t len, uint64_t offset) override {
+      std::shared_lock pass(mu_);
+      return ForwardingMember::Discard(len, offset);
+    }
+
+   private:
+    std::shared_mutex& mu_;
+  };
+  std::shared_mutex mu_;
+  std::vector<std::shared_ptr<Member>> raw_;
+};
 
 // A new in-memory member named t<i> holding `img`.
 inline std::shared_ptr<Member> FromImage(const Image& img, int i) {

@@ -411,6 +411,45 @@ def machine_share(seconds=0.3):
     return (time.process_time() - c0) / (time.perf_counter() - w0)
 
 
+def loaded_mark(shares):
+    """The mark a table row gets when the machine was too loaded to trust
+    its figures (" (LOADED x)", x the lowest machine_share sample around
+    it); "" otherwise."""
+    low = min(shares) if shares else 1.0
+    return f" (LOADED {low:.2f})" if low < LOADED_SHARE else ""
+
+
+def loaded_footnote(what):
+    """What LOADED means, printed under a table with a LOADED `what`."""
+    return (f"LOADED x: a busy loop got only x of a CPU (below "
+            f"{LOADED_SHARE}) around that {what}: the machine was busy with "
+            f"other work; its ratio to a peer measured beside it is worth "
+            f"more than its MB/s.")
+
+
+class RowLoad:
+    """machine_share samples around each row of a part whose rows run one
+    after another: start() before the first, ran(ROW) after each, so every
+    row gets the samples on both sides of it; mark(ROW) is its
+    loaded_mark."""
+
+    def __init__(self):
+        self.shares = {}
+        self._last = None
+
+    def start(self):
+        self._last = machine_share()
+
+    def ran(self, row):
+        now = machine_share()
+        self.shares.setdefault(row, []).extend(
+            [s for s in (self._last, now) if s is not None])
+        self._last = now
+
+    def mark(self, row):
+        return loaded_mark(self.shares.get(row, []))
+
+
 def load_note(shares):
     """The row's note on the machine's load from machine_share samples."""
     low = min(shares)

@@ -4,64 +4,20 @@ table, nbdkit file exports behind the rate and delay filters."""
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import time
 
-from bench.common import (Server, log, owned_tempdir, run_tool,
-                          seq_read_mbs, wanted)
+from bench.common import (RowLoad, Server, loaded_footnote, owned_tempdir,
+                          run_tool, seq_read_mbs, wanted)
+from bench.raid6 import raid6_slow_column
+from bench.slow_members import (JOB_MEMBER_MBS, RAID6_SLOW_DEGRADED,
+                                RAID6_SLOW_IO_ALONE, RAID6_SLOW_REBUILD,
+                                log_run, slow_exports, stop_and_remove)
 
-# The jobs part's member rate: nbdkit's rate=800M, in MB/s each way.
-JOB_MEMBER_MBS = 100.0
-# Rows of the RAID6 column part (raid6_slow_column) and their targets
-# against the member rate (issue 33's speed section).
-RAID6_SLOW_DEGRADED = ("RAID6 degraded by two: seq read 1M qd8 (client "
-                       "MB/s / survivors)")
-RAID6_SLOW_REBUILD = "RAID6 rebuild of two spares in one pass (per target)"
-# The rebuild row's peer: the same member I/O by fio alone (raid6.py's
-# pair_io_alone_mbs), per target.
-RAID6_SLOW_IO_ALONE = ("RAID6 two spares' member I/O alone (fio: survivors "
-                       "read, targets written; per target)")
+# Targets of the RAID6 part's rows against the member rate (issue 33's
+# speed section).
 JOB_TARGETS = {RAID6_SLOW_DEGRADED: 0.8, RAID6_SLOW_REBUILD: 0.9}
-
-
-def log_run(what, directory, lat, rep, samples):
-    """One line per repetition of a column: each row's last sample."""
-    log(f"bench: {what} on {directory} + {lat} ms, run {rep + 1}: " +
-        ", ".join(f"{k} {v[-1]:.0f} MB/s" for k, v in samples.items()))
-
-
-def stop_and_remove(servers, work):
-    """Stops the exports of a column and removes their work directory."""
-    for s in servers:
-        s.stop()
-    shutil.rmtree(work, ignore_errors=True)
-
-
-def slow_exports(args, work, count, lat, servers, prefix="j"):
-    """`count` nbdkit file exports of --job-member-size MiB of random data
-    in `work`, each behind --filter=rate rate=800M (JOB_MEMBER_MBS each
-    way) and, when `lat` is not 0, --filter=delay (`lat` ms per read and
-    write); appended to `servers`; returns their URIs."""
-    mib = args.job_member_size
-    uris = []
-    for i in range(count):
-        img = os.path.join(work, f"{prefix}{i}.img")
-        subprocess.run(["dd", "if=/dev/urandom", f"of={img}", "bs=1M",
-                        f"count={mib}", "status=none"], check=True)
-        delay = ([f"delay-read={lat}ms", f"delay-write={lat}ms"]
-                 if lat else [])
-        s = Server(args, f"{prefix}{i}",
-                   ["--filter=rate"] +
-                   (["--filter=delay"] if lat else []) +
-                   ["file", img, "rate=800M",
-                    # No 2 s burst (the default): the members are too
-                    # small to hide it.
-                    "burstiness=0.1"] + delay, work)
-        servers.append(s)
-        uris.append(s.uri)
-    return uris
 
 
 def bench_jobs_on_slow_members(args, plugin, tool):
@@ -77,11 +33,12 @@ def bench_jobs_on_slow_members(args, plugin, tool):
                             text=True).stdout.split("\n")[0].strip()
         for lat in lats:
             name = f"{fs} ({d})" + (f" + {lat} ms" if lat else "")
-            samples = jobs_column(args, plugin, tool, d, lat)
+            load = RowLoad()
+            samples = jobs_column(args, plugin, tool, d, lat, load)
             if wanted(args, RAID6_SLOW_DEGRADED + " " + RAID6_SLOW_REBUILD):
-                from bench.raid6 import raid6_slow_column
-                samples.update(raid6_slow_column(args, plugin, tool, d, lat))
-            columns.append((name, samples))
+                samples.update(raid6_slow_column(args, plugin, tool, d, lat,
+                                                 load))
+            columns.append((name, samples, load))
     mib = args.job_member_size
     print(f"\njobs on members like disks: 6 nbdkit file exports per column "
           f"({mib} MiB each, full of data) behind rate=800M burstiness=0.1 "
@@ -93,13 +50,13 @@ def bench_jobs_on_slow_members(args, plugin, tool):
           f"{args.raid6_members} more exports like them per column, a RAID6 "
           f"of {args.raid6_members} created on them, read with two left "
           f"out (read-only), then two spares rebuilt in one pass:\n")
-    print("| job, 4 members | " + " | ".join(n for n, _ in columns) +
+    print("| job, 4 members | " + " | ".join(n for n, _, _ in columns) +
           " | target |")
     print("|---|" + "---|" * len(columns) + "---|")
     for job in columns[0][1]:
         cells = []
         target = JOB_TARGETS.get(job)
-        for _, samples in columns:
+        for _, samples, load in columns:
             v = samples[job]
             if not v:
                 cells.append("")
@@ -114,13 +71,17 @@ def bench_jobs_on_slow_members(args, plugin, tool):
                 peer = (f"; {med / statistics.median(alone):.2f}x of the "
                         f"I/O alone")
             cells.append(f"{med:.1f} ({med / JOB_MEMBER_MBS:.2f}x{ok}; "
-                         f"{', '.join(f'{x:.0f}' for x in v)}{peer})")
+                         f"{', '.join(f'{x:.0f}' for x in v)}{peer})"
+                         f"{load.mark(job)}")
         print(f"| {job} | " + " | ".join(cells) + " | " +
               ("-" if target is None else f"≥ {target:.2f}x") + " |")
+    if any(load.mark(job) for _, samples, load in columns
+           for job in samples):
+        print("\n" + loaded_footnote("cell's runs"))
     return columns
 
 
-def jobs_column(args, plugin, tool, directory, lat):
+def jobs_column(args, plugin, tool, directory, lat, load):
     """Six nbdkit file exports on `directory`, each behind --filter=rate
     rate=800M (JOB_MEMBER_MBS each way, the nominal member rate) and, when
     `lat` is not 0, --filter=delay (`lat` ms per read and write); the array
@@ -129,7 +90,8 @@ def jobs_column(args, plugin, tool, directory, lat):
     (fail + remove + add, until idle), a check (--wait), the resync of a
     fresh array (uraid create's initial parity over members full of data)
     and a 4 -> 5 reshape onto the sixth (grow --wait). Returns the
-    samples."""
+    samples; `load` (a RowLoad) gets the machine's share around each row's
+    runs."""
     work = owned_tempdir("uraid-bench-jobs-", directory)
     servers = []
     degraded = "degraded seq read 1M qd8 (client MB/s / 3 survivors)"
@@ -152,6 +114,7 @@ def jobs_column(args, plugin, tool, directory, lat):
                 s.stop()
             servers.clear()
             uris = slow_exports(args, work, 6, lat, servers)
+            load.start()
             # Resync: create's initial parity pass over members of data.
             t0 = time.time()
             subprocess.run([tool, "create", "--force", "--bitmap", "none",
@@ -164,6 +127,7 @@ def jobs_column(args, plugin, tool, directory, lat):
             member = det["member_bytes"] if "member_bytes" in det else \
                 det["array_bytes"] // 3
             samples["resync"].append(member / t / 1e6)
+            load.ran("resync")
             # Degraded read (issue 16 point 4): the array without its
             # second member, read-only (nothing changes for the jobs
             # below); what the client gets per surviving member, against
@@ -174,6 +138,7 @@ def jobs_column(args, plugin, tool, directory, lat):
                                ["run=true", "readonly=true"], work,
                                det["array_bytes"])
             samples[degraded].append(mbs / 3)
+            load.ran(degraded)
             ctl = os.path.join(work, "ctl.sock")
             srv = Server(args, "jobs-uraid",
                          [plugin] + [f"member={u}" for u in uris[:4]] +
@@ -186,15 +151,18 @@ def jobs_column(args, plugin, tool, directory, lat):
                 run_tool(tool, "add", "--control", ctl, uris[4])
                 idle(ctl)
                 samples["rebuild"].append(member / (time.time() - t0) / 1e6)
+                load.ran("rebuild")
                 t0 = time.time()
                 run_tool(tool, "check", "--control", ctl, "--wait")
                 samples["check"].append(member / (time.time() - t0) / 1e6)
+                load.ran("check")
                 # Reshape 4 -> 5 with the member the rebuild freed.
                 t0 = time.time()
                 run_tool(tool, "grow", "--control", ctl, "--raid-devices",
                          "5", "--add", uris[5], "--wait")
                 samples["reshape 4->5"].append(
                     member / (time.time() - t0) / 1e6)
+                load.ran("reshape 4->5")
             finally:
                 srv.stop()
             log_run("jobs", directory, lat, rep, samples)

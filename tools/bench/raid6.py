@@ -12,9 +12,9 @@ from bench.common import (EXTRA_PARTS, MIB, UNTHROTTLED_KIB_S, CtlServer,
                           Server, fill_array, fio, log, member_args,
                           owned_tempdir, run_tool, sample_done,
                           seq_read_mbs, summarize, wait_job, wanted)
-from bench.jobs import (RAID6_SLOW_DEGRADED, RAID6_SLOW_IO_ALONE,
-                        RAID6_SLOW_REBUILD, log_run,
-                        slow_exports, stop_and_remove)
+from bench.slow_members import (RAID6_SLOW_DEGRADED, RAID6_SLOW_IO_ALONE,
+                                RAID6_SLOW_REBUILD, log_run, slow_exports,
+                                stop_and_remove)
 
 
 RAID6_JOBS = {
@@ -199,7 +199,7 @@ def pair_io_alone_mbs(sources, targets, work, runtime=4):
     return statistics.mean(j["write"]["bw_bytes"] / 1e6 for j in jobs)
 
 
-def raid6_slow_column(args, plugin, tool, directory, lat):
+def raid6_slow_column(args, plugin, tool, directory, lat, load):
     """Issue 33's speed rows on members like disks, for one column of the
     jobs part: --raid6-members + 2 exports made as jobs_column makes them
     (rate=800M, `lat` ms of delay), a RAID6 created on the first
@@ -210,7 +210,8 @@ def raid6_slow_column(args, plugin, tool, directory, lat):
     two spares in one pass (they joined while the array was whole, the
     array then served without its first two members, so that recovery
     starts with both), member bytes per target per second from the
-    limits' lift to the job's end. Returns the samples per row."""
+    limits' lift to the job's end. Returns the samples per row; `load`
+    (a RowLoad) gets the machine's share around each row's runs."""
     n = args.raid6_members
     work = owned_tempdir("uraid-bench-r6slow-", directory)
     servers = []
@@ -221,8 +222,10 @@ def raid6_slow_column(args, plugin, tool, directory, lat):
                 s.stop()
             servers.clear()
             uris = slow_exports(args, work, n + 2, lat, servers, "r")
+            load.start()
             samples.setdefault(RAID6_SLOW_IO_ALONE, []).append(
                 pair_io_alone_mbs(uris[2:n], uris[n:], work))
+            load.ran(RAID6_SLOW_IO_ALONE)
             run_tool(tool, "create", "--force", "--level", "6", "--chunk",
                      "512K", *uris[:n])
             det = json.loads(run_tool(tool, "detail", "--json", *uris[:n]))
@@ -231,6 +234,7 @@ def raid6_slow_column(args, plugin, tool, directory, lat):
                                            ["run=true", "readonly=true"]),
                                work, det["array_bytes"])
             samples[RAID6_SLOW_DEGRADED].append(mbs / (n - 2))
+            load.ran(RAID6_SLOW_DEGRADED)
             srv = CtlServer(member_args(plugin, uris[:n], args), work,
                             "r6slow")
             try:
@@ -243,6 +247,7 @@ def raid6_slow_column(args, plugin, tool, directory, lat):
             try:
                 samples[RAID6_SLOW_REBUILD].append(
                     timed_recovery(tool, srv, "slow RAID6", True)[0])
+                load.ran(RAID6_SLOW_REBUILD)
             finally:
                 srv.stop()
             log_run("RAID6", directory, lat, rep, samples)

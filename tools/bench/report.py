@@ -7,7 +7,7 @@ import platform
 import subprocess
 import time
 
-from bench.common import LOADED_SHARE, MIB
+from bench.common import LOADED_SHARE, MIB, loaded_footnote, loaded_mark
 
 # Issue 35's goals for the healthy paths, as ratios to the file plugin in
 # the same run (what bounds them): uraid/file MB/s at least this, and for
@@ -57,8 +57,7 @@ def report(rows, sweep, args):
             rpw = f"{u['member_bytes_per_byte']:.2f} B/B"
         wpw = f"{u['writes_per_write']:.2f}" if "writes_per_write" in u else "-"
         name = r["workload"]
-        if r.get("machine_share", 1.0) < LOADED_SHARE:
-            name += f" (LOADED {r['machine_share']:.2f})"
+        name += loaded_mark([r.get("machine_share", 1.0)])
         print(f"| {name} | {f['mbs']:.0f} | {u['mbs']:.0f} | "
               f"{r['ratio']:.2f} | {f['iops']:.0f} | {u['iops']:.0f} | "
               f"{f['p99_us']:.0f} | {u['p99_us']:.0f} | "
@@ -66,10 +65,7 @@ def report(rows, sweep, args):
               f"{rpw} | {wpw} | {u.get('rss_mib', 0):.0f} | "
               f"{healthy_target(r)[0]} |")
     if any(r.get("machine_share", 1.0) < LOADED_SHARE for r in rows):
-        print(f"\nLOADED x: a busy loop got only x of a CPU between that "
-              f"row's runs (below {LOADED_SHARE}): the machine was busy "
-              f"with other work; its ratio (both sides alternating) is "
-              f"worth more than its MB/s.")
+        print("\n" + loaded_footnote("row's runs"))
     byname = {r["workload"]: r for r in rows}
     idle = byname.get("4K write+flush qd1, idle")
     busy = byname.get("4K write+flush qd1, beside a 1M stream")

@@ -10,8 +10,10 @@ a peer measured in the same run, never as an absolute target.
 
 The parts live in the package tools/bench/ (common.py: servers, fio and
 arrays; healthy.py: the table against the file plugin; policy.py, rebuild.py,
-resync.py, reshape.py, raid6.py: the extra parts; delay.py and jobs.py:
-members behind nbdkit's delay and rate filters; report.py: the tables;
+resync.py, reshape.py, raid6.py: the extra parts; degraded_sweep.py:
+degraded reads across array and client shapes; delay.py, jobs.py and
+slow_members.py: members behind nbdkit's delay and rate filters;
+report.py: the tables;
 cli.py: the options and the order of the parts). This file is the entry
 point and keeps its name and options.
 """

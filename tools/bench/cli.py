@@ -9,6 +9,7 @@ import signal
 import sys
 
 from bench.common import exit_on_signal, owned_tempdir
+from bench.degraded_sweep import bench_degraded_sweep
 from bench.delay import bench_delay_members
 from bench.healthy import run_healthy
 from bench.jobs import bench_jobs_on_slow_members
@@ -72,6 +73,10 @@ def main():
                          "RAID5 alike)")
     ap.add_argument("--raid6-member-size", default=256, type=int,
                     help="MiB per member of the RAID6 part's arrays")
+    ap.add_argument("--degraded-member-size", default=256, type=int,
+                    help="MiB per member of the degraded sweep's arrays")
+    ap.add_argument("--degraded-runtime", default=2, type=int,
+                    help="seconds of each run of the degraded sweep")
     ap.add_argument("--delay-ms", default=0, type=int,
                     help="also run the members-behind-the-delay-filter "
                          "benchmark with this member latency (e.g. 2)")
@@ -106,4 +111,5 @@ def run_extras(args, plugin, tool, work):
             "rebuild": bench_rebuild_scrub(args, plugin, tool, work),
             "resync": bench_resync(args, plugin, tool, work),
             "reshape": bench_reshape(args, plugin, tool, work),
-            "raid6": bench_raid6(args, plugin, tool, work)}
+            "raid6": bench_raid6(args, plugin, tool, work),
+            "degraded_sweep": bench_degraded_sweep(args, plugin, tool, work)}

@@ -293,7 +293,14 @@ def member_args(plugin, members, args, extra=()):
 
 
 def fill_array(args, plugin, members, work, size):
-    s = Server(args, "fill", member_args(plugin, members, args), work)
+    fill_export(args, member_args(plugin, members, args), work, size)
+
+
+def fill_export(args, plugin_args, work, size):
+    """Writes `size` bytes of fio's data (1M pieces, qd 8) through a fresh
+    nbdkit with `plugin_args` (an array, or the file plugin over its
+    peer), so that reads read data, not holes."""
+    s = Server(args, "fill", plugin_args, work)
     try:
         fio(s.uri, [dict(rw="write", bs="1m", iodepth=8, time_based=0)], 600,
             size)
@@ -409,6 +416,18 @@ def machine_share(seconds=0.3):
         for i in range(10000):
             x += i
     return (time.process_time() - c0) / (time.perf_counter() - w0)
+
+
+def ab_runs(repeat, shares, sides=("file", "uraid")):
+    """(repetition, side) for `repeat` repetitions of both `sides`, which
+    goes first flipping every repetition (A/B alternation against a
+    neighbour's drift); appends a machine_share sample to `shares` before
+    each repetition and after the last."""
+    for rep in range(repeat):
+        shares.append(machine_share())
+        for side in (sides if rep % 2 == 0 else sides[::-1]):
+            yield rep, side
+    shares.append(machine_share())
 
 
 def loaded_mark(shares):

@@ -12,7 +12,7 @@ import os
 import statistics
 import subprocess
 
-from bench.common import (MIB, Server, fio, log, machine_share,
+from bench.common import (MIB, Server, ab_runs, fill_export, fio, log,
                           summarize, wanted)
 
 WORKLOADS = [
@@ -101,12 +101,8 @@ def run_healthy(args, plugin, tool, work):
 
     # Fill both with data so reads read data, not holes.
     log(f"bench: filling {size // MIB} MiB on each side")
-    for name, pargs in (("file", ["file", peer]),
-                        ("uraid", uraid_args())):
-        s = Server(args, name, pargs, work)
-        fio(s.uri, [dict(rw="write", bs="1m", iodepth=8,
-                         time_based=0)], 600, size)
-        s.stop()
+    for pargs in (["file", peer], uraid_args()):
+        fill_export(args, pargs, work, size)
 
     rows = []
     for name, jobs, measured, degraded, *extra in WORKLOADS:
@@ -114,63 +110,57 @@ def run_healthy(args, plugin, tool, work):
         if args.only and args.only not in name:
             continue
         samples = {"file": [], "uraid": []}
-        shares = [machine_share()]
-        for rep in range(args.repeat):
-            if rep:
-                shares.append(machine_share())
-            # A/B alternation: which side goes first flips every repetition
-            # against a neighbour's drift.
-            for side in (("file", "uraid") if rep % 2 == 0 else
-                         ("uraid", "file")):
-                stats = os.path.join(work, "stats.json")
-                if side == "file":
-                    pargs = ["file", peer]
-                else:
-                    pargs = uraid_args([f"stats={stats}", *extra],
-                                       degraded)
-                s = Server(args, side, pargs, work)
-                cpu0 = s.cpu_seconds()
-                r = fio(s.uri, jobs, args.runtime, size)
-                cpu = s.cpu_seconds() - cpu0
-                rss = s.peak_rss_mib()
-                s.stop()
-                m = summarize(r, measured)
-                others = [i for i in range(len(jobs)) if i not in measured]
-                if others:
-                    # The jobs beside the measured one (the 1M stream
-                    # beside the 4K write+flush): what they kept matters
-                    # as much as the measured job's latency (issue 35
-                    # point 5: the stream at >= 0.7 of the file plugin's).
-                    m["beside_mbs"] = summarize(r, others)["mbs"]
-                all_jobs = summarize(r, range(len(jobs)))
-                gib = max(all_jobs["mbs"] * args.runtime * 1e6 / (1 << 30),
-                          1e-9)
-                m["cpu_s_per_gib"] = cpu / gib
-                m["rss_mib"] = rss
-                if side == "uraid" and os.path.exists(stats):
-                    with open(stats) as f:
-                        c = json.load(f)
-                    os.unlink(stats)
-                    writes = sum(
-                        r["jobs"][i]["write"]["total_ios"]
-                        for i in range(len(jobs)))
-                    if writes:
-                        m["reads_per_write"] = c["member_reads"] / writes
-                        m["writes_per_write"] = c["member_writes"] / writes
-                    read_bytes = sum(
-                        r["jobs"][i]["read"]["io_bytes"]
-                        for i in range(len(jobs)))
-                    if read_bytes and not writes:
-                        # Member bytes read per byte delivered: 1.0 is
-                        # each member byte read once (degraded too).
-                        # fio leaves its 1 s ramp out of io_bytes, the
-                        # counters do not: scaled to the whole run.
-                        whole = read_bytes * (args.runtime + 1) / (
-                            args.runtime)
-                        m["member_bytes_per_byte"] = (
-                            c["member_read_bytes"] / whole)
-                    m["counters"] = c
-                samples[side].append(m)
+        shares = []
+        for _, side in ab_runs(args.repeat, shares):
+            stats = os.path.join(work, "stats.json")
+            if side == "file":
+                pargs = ["file", peer]
+            else:
+                pargs = uraid_args([f"stats={stats}", *extra],
+                                   degraded)
+            s = Server(args, side, pargs, work)
+            cpu0 = s.cpu_seconds()
+            r = fio(s.uri, jobs, args.runtime, size)
+            cpu = s.cpu_seconds() - cpu0
+            rss = s.peak_rss_mib()
+            s.stop()
+            m = summarize(r, measured)
+            others = [i for i in range(len(jobs)) if i not in measured]
+            if others:
+                # The jobs beside the measured one (the 1M stream
+                # beside the 4K write+flush): what they kept matters
+                # as much as the measured job's latency (issue 35
+                # point 5: the stream at >= 0.7 of the file plugin's).
+                m["beside_mbs"] = summarize(r, others)["mbs"]
+            all_jobs = summarize(r, range(len(jobs)))
+            gib = max(all_jobs["mbs"] * args.runtime * 1e6 / (1 << 30),
+                      1e-9)
+            m["cpu_s_per_gib"] = cpu / gib
+            m["rss_mib"] = rss
+            if side == "uraid" and os.path.exists(stats):
+                with open(stats) as f:
+                    c = json.load(f)
+                os.unlink(stats)
+                writes = sum(
+                    r["jobs"][i]["write"]["total_ios"]
+                    for i in range(len(jobs)))
+                if writes:
+                    m["reads_per_write"] = c["member_reads"] / writes
+                    m["writes_per_write"] = c["member_writes"] / writes
+                read_bytes = sum(
+                    r["jobs"][i]["read"]["io_bytes"]
+                    for i in range(len(jobs)))
+                if read_bytes and not writes:
+                    # Member bytes read per byte delivered: 1.0 is
+                    # each member byte read once (degraded too).
+                    # fio leaves its 1 s ramp out of io_bytes, the
+                    # counters do not: scaled to the whole run.
+                    whole = read_bytes * (args.runtime + 1) / (
+                        args.runtime)
+                    m["member_bytes_per_byte"] = (
+                        c["member_read_bytes"] / whole)
+                m["counters"] = c
+            samples[side].append(m)
         med = {side: {k: statistics.median(x[k] for x in v)
                       for k in v[0] if k != "counters"}
                for side, v in samples.items()}
@@ -179,7 +169,6 @@ def run_healthy(args, plugin, tool, work):
                "counters": samples["uraid"][-1].get("counters", {})}
         f_, u_ = med["file"], med["uraid"]
         row["ratio"] = (u_["mbs"] / f_["mbs"]) if f_["mbs"] else 0
-        shares.append(machine_share())
         row["machine_share"] = min(shares)
         rows.append(row)
         log(f"bench: {name}: file {f_['mbs']:.0f} MB/s, uraid "

@@ -8,6 +8,7 @@ import subprocess
 import time
 
 from bench.common import LOADED_SHARE, MIB, loaded_footnote, loaded_mark
+from bench.degraded_sweep import report_degraded_sweep
 
 # Issue 35's goals for the healthy paths, as ratios to the file plugin in
 # the same run (what bounds them): uraid/file MB/s at least this, and for
@@ -260,3 +261,4 @@ def report_extras(extras, args):
             print(f"\nbitmap / no bitmap: resync bytes "
                   f"{a['resync_bytes'] / b['resync_bytes']:.3f}x, time "
                   f"{a['seconds'] / b['seconds']:.3f}x")
+    report_degraded_sweep(extras.get("degraded_sweep") or [], args)

@@ -134,7 +134,7 @@ struct Rig {
   explicit Rig(uint64_t stripes, int64_t stripe_ns = 0)
       : clock(std::make_shared<SimClock>()),
         host(clock.get(), stripes, stripe_ns),
-        runner(&host, clock) {
+        runner(&host, *clock) {
     host.set_runner(&runner);
   }
   // Clients keep the array busy all the time.

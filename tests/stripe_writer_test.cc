@@ -192,7 +192,7 @@ class StripeWriterTest : public ::testing::Test {
         cache_(shape_.geo.stripe_data_bytes(), 0),
         reporter_(nullptr, "uuid", "test"),
         reader_(Engine(), cache_, survivors_, reporter_, /*read_only=*/false),
-        bitmap_(&bitmap_host_, /*read_only=*/false, /*clock=*/nullptr),
+        bitmap_(&bitmap_host_, /*read_only=*/false, *RealClock()),
         shapes_(shape_.geo, shape_.data_offset),
         resync_stripe_(shape_.geo.stripe_count()),
         writer_(Engine(), cache_, reader_, bitmap_, ppl_, ppl_epochs_, shapes_,

@@ -25,11 +25,12 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                      std::shared_ptr<Clock> clock)
     : shapes_(geometry, data_offset_bytes),
       read_only_(read_only),
+      clock_(clock ? std::move(clock) : RealClock()),
       reporter_(std::move(logger), FormatUuid(sb.set_uuid), sb.set_name),
       roster_(meta_host_, std::move(slots), sb, std::move(spares), read_only),
       slots_(roster_.slots()),
-      bitmap_(&meta_host_, read_only, clock),
-      state_(hosts_, sb.clean(), sb.resync_offset, read_only, clock),
+      bitmap_(&meta_host_, read_only, *clock_),
+      state_(hosts_, sb.clean(), sb.resync_offset, read_only, *clock_),
       resync_stripe_(geometry.stripe_count()),
       engine_(EngineWiring{.host = faults_,
                            .slots = slots_,
@@ -46,12 +47,12 @@ ArrayImpl::ArrayImpl(Geometry geometry, uint64_t data_offset_bytes,
                            .resync_front = resync_stripe_,
                            .reporter = reporter_,
                            .cache = cache,
-                           .clock = clock,
+                           .clock = *clock_,
                            .read_only = read_only}),
       jobs_(JobParts{engine_.context(), roster_, shapes_, engine_.reader(),
                      engine_.writer(), bitmap_, state_, reporter_,
                      resync_stripe_, faults_, hosts_, read_only},
-            std::move(clock)) {}
+            *clock_) {}
 
 ArrayImpl::~ArrayImpl() { Shutdown(); }
 

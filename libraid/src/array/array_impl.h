@@ -82,10 +82,11 @@ namespace uraid {
 
 class ArrayImpl {
  public:
-  // `clock` (null: RealClock()) is the array's one time source, handed to
-  // every part that measures time: the job runner, the safemode delay
-  // (ArrayState), the stripe cache's age limit and flush cadence
-  // (StripeEngine) and the bitmap's daemon_sleep (ArrayBitmap).
+  // `clock` (null: RealClock()) is the array's one time source, resolved
+  // here once and handed (as a Clock&) to every part that measures time: the
+  // job runner, the safemode delay (ArrayState), the stripe cache's age limit
+  // and flush cadence (StripeEngine) and the bitmap's daemon_sleep
+  // (ArrayBitmap).
   ArrayImpl(Geometry geometry, uint64_t data_offset_bytes, Superblock sb,
             std::vector<std::unique_ptr<Slot>> slots, std::vector<Spare> spares,
             bool read_only, const CacheOptions& cache, Logger logger,
@@ -222,6 +223,9 @@ class ArrayImpl {
   // reshape has two live (shape_set.h).
   ShapeSet shapes_;
   const bool read_only_;
+  // The array's one clock (the injected one, or RealClock()), before every
+  // part that holds a reference to it.
+  const std::shared_ptr<Clock> clock_;
   ArrayReporter reporter_;
   // The roster's and the bitmap's host (before both, which take it).
   MetaHost meta_host_{roster_, shapes_, bitmap_,        engine_,

@@ -13,7 +13,7 @@
 
 namespace uraid {
 
-ArrayJobs::ArrayJobs(const JobParts& parts, std::shared_ptr<Clock> clock)
+ArrayJobs::ArrayJobs(const JobParts& parts, Clock& clock)
     : host_(parts.engine.host),
       roster_(parts.roster),
       slots_(parts.engine.slots),
@@ -24,7 +24,7 @@ ArrayJobs::ArrayJobs(const JobParts& parts, std::shared_ptr<Clock> clock)
       resync_front_(parts.resync_front),
       recovery_host_(parts.recovery_host),
       read_only_(parts.read_only),
-      runner_(this, std::move(clock)),
+      runner_(this, clock),
       scanner_(parts.engine, parts.writer, pool_),
       scrub_(scanner_, runner_, parts.engine.counters),
       resync_(*this, scanner_, bitmap_, runner_, parts.engine.counters),

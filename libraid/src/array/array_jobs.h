@@ -70,7 +70,7 @@ struct JobParts {
 
 class ArrayJobs final : private JobHost, private ResyncHost {
  public:
-  ArrayJobs(const JobParts& parts, std::shared_ptr<Clock> clock);
+  ArrayJobs(const JobParts& parts, Clock& clock);
   ArrayJobs(const ArrayJobs&) = delete;
   ArrayJobs& operator=(const ArrayJobs&) = delete;
 

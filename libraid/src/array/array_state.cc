@@ -28,14 +28,12 @@ absl::Status SwitchedReadOnlyError() {
 }
 
 ArrayState::ArrayState(ArrayStateHost& host, bool clean, uint64_t resync_offset,
-                       bool read_only, std::shared_ptr<Clock> clock)
-    : host_(host),
-      read_only_(read_only),
-      clock_(clock ? std::move(clock) : RealClock()) {
+                       bool read_only, Clock& clock)
+    : host_(host), read_only_(read_only), clock_(clock) {
   MutexLock lock(&mu_);
   clean_ = clean;
   resync_front_claimed_ = !clean && resync_offset != 0;
-  last_write_ns_ = clock_->NowNs();
+  last_write_ns_ = clock_.NowNs();
 }
 
 ArrayState::~ArrayState() { Stop(); }
@@ -66,7 +64,7 @@ absl::Status ArrayState::BeginWrite() {
 void ArrayState::EndWrite() {
   MutexLock lock(&mu_);
   --writes_in_flight_;
-  last_write_ns_ = clock_->NowNs();
+  last_write_ns_ = clock_.NowNs();
 }
 
 bool ArrayState::clean() const {
@@ -222,7 +220,7 @@ void ArrayState::SafemodeLoop() {
                          absl::Milliseconds(kSafemodePollMs));
     if (stop_) break;
     if (!clean_ && writes_in_flight_ == 0 &&
-        clock_->NowNs() - last_write_ns_ >= kSafemodeDelayNs) {
+        clock_.NowNs() - last_write_ns_ >= kSafemodeDelayNs) {
       MarkCleanOrLogLocked();
     }
   }

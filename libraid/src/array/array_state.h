@@ -71,7 +71,7 @@ class ArrayState {
   // dirty array with a resync checkpoint above 0 claims its front).
   // `read_only`: opened read-only (never written, never switched).
   ArrayState(ArrayStateHost& host, bool clean, uint64_t resync_offset,
-             bool read_only, std::shared_ptr<Clock> clock);
+             bool read_only, Clock& clock);
   ~ArrayState();  // stops the safemode thread
   ArrayState(const ArrayState&) = delete;
   ArrayState& operator=(const ArrayState&) = delete;
@@ -130,7 +130,7 @@ class ArrayState {
 
   ArrayStateHost& host_;
   const bool read_only_;
-  const std::shared_ptr<Clock> clock_;
+  Clock& clock_;  // the array's; outlives this
 
   // Serialises read-only switches.
   Mutex switch_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -13,7 +13,7 @@ namespace uraid {
 
 void StripeEngine::WritebackAged() {
   // Aged entries first, then the oldest while the cache is over 3/4 full.
-  const int64_t deadline = clock_->NowNs() - max_age_ns_;
+  const int64_t deadline = clock_.NowNs() - max_age_ns_;
   for (uint64_t stripe : cache_.Oldest(SIZE_MAX, deadline)) {
     absl::Status st = writer_.WritebackStripe(stripe);
     if (!st.ok()) {

@@ -54,16 +54,16 @@ struct EngineWiring {
   const std::atomic<uint64_t>& resync_front;
   const ArrayReporter& reporter;
   const CacheOptions& cache;
-  // The array's clock (null: RealClock()): the cache's age limit and the
+  // The array's clock (outlives the engine): the cache's age limit and the
   // flush cadence are measured on it.
-  std::shared_ptr<Clock> clock;
+  Clock& clock;
   bool read_only;
 };
 
 class StripeEngine {
  public:
   explicit StripeEngine(const EngineWiring& w)
-      : clock_(w.clock ? w.clock : RealClock()),
+      : clock_(w.clock),
         io_(w.slots, counters_, w.shapes.current().geo.raid_disks() - 1,
             w.replacement_failed),
         cache_(w.shapes.current().geo.stripe_data_bytes(),
@@ -71,7 +71,7 @@ class StripeEngine {
         reader_(Context(w), cache_, survivors_, w.reporter, w.read_only),
         writer_(Context(w), cache_, reader_, w.bitmap, w.ppl, w.ppl_epochs,
                 w.shapes, w.resync_front,
-                int64_t{w.cache.bypass_flush_interval_ms} * 1'000'000, *clock_),
+                int64_t{w.cache.bypass_flush_interval_ms} * 1'000'000, clock_),
         context_(Context(w)),
         max_age_ns_(int64_t{w.cache.max_age_ms} * 1'000'000),
         reporter_(w.reporter) {}
@@ -97,7 +97,7 @@ class StripeEngine {
     return {w.host, w.slots, io_, locks_, counters_};
   }
 
-  const std::shared_ptr<Clock> clock_;
+  Clock& clock_;
   AtomicCounters counters_;
   StripeLocks locks_;
   // Every member call (after counters_, which it counts in).

@@ -43,8 +43,8 @@ std::shared_ptr<Clock> RealClock() {
   return clock;
 }
 
-JobRunner::JobRunner(JobHost* host, std::shared_ptr<Clock> clock)
-    : host_(host), clock_(clock ? std::move(clock) : RealClock()) {}
+JobRunner::JobRunner(JobHost* host, Clock& clock)
+    : host_(host), clock_(clock) {}
 
 JobRunner::~JobRunner() { Shutdown(); }
 
@@ -206,9 +206,9 @@ void JobRunner::Thread() {
       milestone_ = 0;
     }
     host_->JobStarted(req);
-    const int64_t started = clock_->NowNs();
+    const int64_t started = clock_.NowNs();
     const absl::Status st = host_->RunJob(req);
-    const double secs = static_cast<double>(clock_->NowNs() - started) / 1e9;
+    const double secs = static_cast<double>(clock_.NowNs() - started) / 1e9;
     bool cancelled;
     JobInfo done;
     {
@@ -234,7 +234,7 @@ void JobRunner::Progress(uint64_t done_bytes) {
   JobInfo job;
   {
     MutexLock lock(&mu_);
-    const int64_t now = clock_->NowNs();
+    const int64_t now = clock_.NowNs();
     job_.done_bytes = done_bytes;
     if (samples_.empty() || now - samples_.back().first > 250'000'000) {
       samples_.emplace_back(now, done_bytes);
@@ -350,7 +350,7 @@ bool JobRunner::Throttle(ThrottleState& t, uint64_t done_bytes,
       if (stop_ || (honour_cancel && cancel_)) return false;
       lim = speed_;
     }
-    const int64_t now = clock_->NowNs();
+    const int64_t now = clock_.NowNs();
     const bool busy = now - last_client_io_ns_.load(std::memory_order_relaxed) <
                       kBusyWindowNs;
     // md's meaning: never above max; while clients are busy, yield to them
@@ -407,7 +407,7 @@ bool JobRunner::Throttle(ThrottleState& t, uint64_t done_bytes,
     int64_t wake = due;
     if (t.rest_until_ns) wake = std::min(wake, t.rest_until_ns);
     // Bounded, so a stop or a new limit is seen within 50 ms.
-    clock_->SleepForNs(std::clamp<int64_t>(wake - now, 1'000, 50'000'000));
+    clock_.SleepForNs(std::clamp<int64_t>(wake - now, 1'000, 50'000'000));
   }
 }
 

@@ -117,8 +117,8 @@ class JobHost {
 
 class JobRunner {
  public:
-  // `host` must outlive the runner; `clock` null means RealClock().
-  JobRunner(JobHost* host, std::shared_ptr<Clock> clock);
+  // `host` and `clock` (the array's) must outlive the runner.
+  JobRunner(JobHost* host, Clock& clock);
   ~JobRunner();  // Shutdown()
   JobRunner(const JobRunner&) = delete;
   JobRunner& operator=(const JobRunner&) = delete;
@@ -196,9 +196,9 @@ class JobRunner {
 
   // Client I/O seen now: jobs yield to it down to the minimum speed.
   void NoteClientIo() {
-    last_client_io_ns_.store(clock_->NowNs(), std::memory_order_relaxed);
+    last_client_io_ns_.store(clock_.NowNs(), std::memory_order_relaxed);
   }
-  int64_t NowNs() const { return clock_->NowNs(); }
+  int64_t NowNs() const { return clock_.NowNs(); }
 
  private:
   void Thread();
@@ -220,7 +220,7 @@ class JobRunner {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JobHost* const host_;
-  const std::shared_ptr<Clock> clock_;
+  Clock& clock_;
   std::atomic<int64_t> last_client_io_ns_{0};
 
   mutable Mutex mu_;  // leaf

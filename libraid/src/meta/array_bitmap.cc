@@ -50,11 +50,8 @@ Event MetadataWriteFailed(const std::string& member, std::optional<int> slot,
 
 }  // namespace
 
-ArrayBitmap::ArrayBitmap(BitmapHost* host, bool read_only,
-                         std::shared_ptr<Clock> clock)
-    : host_(host),
-      read_only_(read_only),
-      clock_(clock ? std::move(clock) : RealClock()) {}
+ArrayBitmap::ArrayBitmap(BitmapHost* host, bool read_only, Clock& clock)
+    : host_(host), read_only_(read_only), clock_(clock) {}
 
 absl::Status ArrayBitmap::Persist(uint64_t offset,
                                   std::span<const uint8_t> bytes) {
@@ -148,7 +145,7 @@ absl::Status ArrayBitmap::Create(const BitmapSuper& bs,
   opts.clock = [this] {
     return WriteIntentBitmap::Clock::time_point(
         std::chrono::duration_cast<WriteIntentBitmap::Clock::duration>(
-            std::chrono::nanoseconds(clock_->NowNs() + clock_skew_ns_.load())));
+            std::chrono::nanoseconds(clock_.NowNs() + clock_skew_ns_.load())));
   };
   ASSIGN_OR_RETURN(bitmap_,
                    WriteIntentBitmap::Create(
@@ -174,7 +171,7 @@ void ArrayBitmap::ClearAtStop() {
 
 void ArrayBitmap::Tick() {
   if (bitmap_ == nullptr) return;
-  const int64_t now = clock_->NowNs();
+  const int64_t now = clock_.NowNs();
   if (last_tick_ns_.has_value() && now - *last_tick_ns_ < kTickIntervalNs) {
     return;
   }

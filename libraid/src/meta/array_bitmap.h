@@ -83,9 +83,9 @@ class ArrayBitmap {
  public:
   // `host` outlives this. `read_only`: a loaded bitmap keeps only its
   // header (for Info); nothing is ever written. `clock`: the array's
-  // (null: RealClock()); daemon_sleep and the tick cadence are measured on
+  // (outlives this); daemon_sleep and the tick cadence are measured on
   // it, so a test on a simulated clock sees bits cleared without waiting.
-  ArrayBitmap(BitmapHost* host, bool read_only, std::shared_ptr<Clock> clock);
+  ArrayBitmap(BitmapHost* host, bool read_only, Clock& clock);
   ArrayBitmap(const ArrayBitmap&) = delete;
   ArrayBitmap& operator=(const ArrayBitmap&) = delete;
 
@@ -172,7 +172,7 @@ class ArrayBitmap {
   Mutex failures_mu_;  // leaf
   std::vector<std::pair<BitmapHost::Carrier, std::string>> failures_
       ABSL_GUARDED_BY(failures_mu_);
-  const std::shared_ptr<Clock> clock_;
+  Clock& clock_;
   // The last Tick that looked at the bits (clock_'s ns); only the Tick
   // thread touches it. Empty before the first.
   std::optional<int64_t> last_tick_ns_;

@@ -451,6 +451,56 @@ TEST(ArrayWrite, PlanChoiceByMemberIoCounts) {
   EXPECT_EQ(*n, 0u);
 }
 
+// A read-modify-write writes back over exactly what it read, on the same
+// members: those writes are Rewrites (a file member then skips its size
+// probe), and on 4 members a 4K write is one (a tie goes to RMW). Writes
+// over what was not read (a full stripe, RCW) stay Writes.
+TEST(ArrayWrite, ReadModifyWriteWritesBackAsRewrites) {
+  std::vector<std::shared_ptr<FaultyMember>> f;
+  std::vector<Shared> m;
+  for (auto& b : MakeMembers(4)) {
+    f.push_back(std::make_shared<FaultyMember>(b));
+    m.push_back(f.back());
+  }
+  CreateOptions o = Opts();
+  o.cache.bytes = 0;  // write-through: each write is planned on its own
+  auto a = MustCreate(m, o);
+  ASSERT_NE(a, nullptr);
+  const auto totals = [&] {
+    FaultCounters t;
+    for (const auto& x : f) {
+      t.writes += x->counters().writes;
+      t.rewrites += x->counters().rewrites;
+    }
+    return t;
+  };
+  auto data = Pattern(3 * kChunk, 13);
+  // The first write also marks the array active and sets bitmap bits.
+  ASSERT_TRUE(a->Write(data.data(), 3 * kChunk, 0).ok());
+  FaultCounters before = totals();
+  ASSERT_TRUE(a->Write(data.data(), 3 * kChunk, 3 * kChunk).ok());
+  FaultCounters after = totals();
+  EXPECT_EQ(after.writes - before.writes, 4u) << "full stripe";
+  EXPECT_EQ(after.rewrites - before.rewrites, 0u) << "full stripe";
+  before = after;
+  ASSERT_TRUE(a->Write(data.data(), 4096, 8192).ok());
+  after = totals();
+  EXPECT_EQ(after.writes - before.writes, 2u) << "4K: data and parity";
+  EXPECT_EQ(after.rewrites - before.rewrites, 2u) << "4K: both read first";
+  EXPECT_EQ(a->Info().counters.rmw_writes, 1u);
+  before = after;
+  ASSERT_TRUE(a->Write(data.data(), 2 * kChunk, 6 * kChunk).ok());
+  after = totals();
+  EXPECT_EQ(after.writes - before.writes, 3u) << "2 of 3 chunks: RCW";
+  EXPECT_EQ(after.rewrites - before.rewrites, 0u) << "RCW reads the third";
+  std::vector<uint8_t> got(4096);
+  ASSERT_TRUE(a->Read(got.data(), got.size(), 8192).ok());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  auto n = a->CheckParity(nullptr);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+}
+
 TEST(ArrayWrite, MemberFailureDuringWriteIsAbsorbed) {
   auto base = MakeMembers(4);
   std::vector<std::shared_ptr<FaultyMember>> f;

@@ -167,6 +167,54 @@ TEST_F(IoExecutorTest, WriteDurablyWritesThenFlushesEachRetriedOnce) {
   EXPECT_FALSE(WriteDurably(m, sb.data(), sb.size(), 0).ok());
 }
 
+// A write back over a range read from the same member is a Rewrite; one
+// over a range not read, read from another member, or whose read failed,
+// and a replace target's copy, are Writes.
+TEST_F(IoExecutorTest, WritesBackOverWhatWasReadAreRewrites) {
+  AddReplacement(0, 1);  // mirrors stripe 0's writes on slot 0
+  std::vector<uint8_t> buf(4 * 4096, 1);
+  std::vector<MemberIo> reads{Io(MemberIo::kRead, 0, buf.data(), 8192, 0),
+                              Io(MemberIo::kRead, 1, buf.data(), 4096, 0)};
+  io_.Submit(shape_, reads);
+  ASSERT_TRUE(reads[0].status.ok() && reads[1].status.ok());
+  members_[1]->SetFailed(true);  // the next read of slot 1 fails
+  std::vector<MemberIo> failed{Io(MemberIo::kRead, 1, buf.data(), 4096, 0)};
+  io_.Submit(shape_, failed);
+  ASSERT_FALSE(failed[0].status.ok());
+  members_[1]->SetFailed(false);
+  failed[0].status = absl::OkStatus();  // as a caller's correction would
+  std::vector<MemberIo> writes{
+      Io(MemberIo::kWrite, 0, buf.data(), 4096, 4096),  // inside the read
+      Io(MemberIo::kWrite, 1, buf.data(), 8192, 0),     // past the read
+      Io(MemberIo::kWrite, 2, buf.data(), 4096, 0)};    // never read
+  std::vector<MemberIo> all_reads = reads;
+  all_reads.push_back(failed[0]);
+  MarkRewrites(all_reads, writes);
+  std::vector<MemberIo> again{Io(MemberIo::kWrite, 1, buf.data(), 4096, 0)};
+  MarkRewrites(failed, again);  // proven only by the failed read
+  io_.Submit(shape_, writes);
+  io_.Submit(shape_, again);
+  for (const MemberIo& w : writes) EXPECT_TRUE(w.status.ok()) << w.status;
+  EXPECT_EQ(members_[0]->counters().rewrites, 1u);
+  EXPECT_EQ(members_[1]->counters().rewrites, 0u);
+  EXPECT_EQ(members_[2]->counters().rewrites, 0u);
+  EXPECT_EQ(members_[1]->counters().writes, 2u);
+  auto* target =
+      static_cast<FaultyMember*>(slots_[0]->replacement.load().get());
+  EXPECT_EQ(target->counters().writes, 1u) << "the copy to the target";
+  EXPECT_EQ(target->counters().rewrites, 0u) << "the target was not read";
+  // Read from one member, written to another that took the slot since.
+  auto other = std::make_shared<FaultyMember>(
+      NewMemoryMember("other", kDataOffset + kMemberBytes));
+  std::vector<MemberIo> moved{Io(MemberIo::kWrite, 0, buf.data(), 4096, 0)};
+  MarkRewrites(reads, moved);
+  slots_[0]->member.store(other);
+  io_.Submit(shape_, moved);
+  EXPECT_TRUE(moved[0].status.ok());
+  EXPECT_EQ(other->counters().writes, 1u);
+  EXPECT_EQ(other->counters().rewrites, 0u);
+}
+
 TEST_F(IoExecutorTest, RunTogetherRunsEveryTask) {
   std::atomic<int> ran{0};
   std::vector<std::function<void()>> tasks(5, [&] { ran.fetch_add(1); });

@@ -163,6 +163,30 @@ TEST_P(FileMemberTest, TruncatedUnderneathIsOutOfRange) {
   EXPECT_EQ(st.st_size, 8192) << "the refused write did not grow the file";
 }
 
+// Rewrite (a range just read in full) skips only the truncation probe:
+// the range and read-only checks stay, and the bytes land as Write's do.
+TEST_P(FileMemberTest, RewriteKeepsTheRangeAndReadOnlyChecks) {
+  FileMemberOptions o;
+  o.direct = GetParam();
+  auto m = OpenFileMember(path_, o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<uint8_t> buf(4096, 9), got(4096);
+  ASSERT_TRUE((*m)->Rewrite(buf.data(), buf.size(), 8192).ok());
+  ASSERT_TRUE((*m)->Read(got.data(), got.size(), 8192).ok());
+  EXPECT_EQ(got, buf);
+  absl::Status past = (*m)->Rewrite(buf.data(), buf.size(), kSize - 2048);
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), kSize) << "nothing grew";
+  m->reset();  // the file's lock goes with it
+  o.read_only = true;
+  auto ro = OpenFileMember(path_, o);
+  ASSERT_TRUE(ro.ok()) << ro.status();
+  EXPECT_EQ((*ro)->Rewrite(buf.data(), buf.size(), 0).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(FileMember, DirectoryMissingAndReadOnly) {
   auto d = OpenFileMember("/tmp");
   ASSERT_FALSE(d.ok());

@@ -1431,33 +1431,49 @@ TEST(RecoveryModelBugs, OldMembersFailedRewriteDoesNotFailItsReplacement) {
 // the error, so that it stays green). Symptom: the member is faulty, the
 // array degraded, read_errors_corrected stays 0.
 TEST(RecoveryModelBugs, ReadErrorMetByAWriteIsCorrected) {
-  SmallArray t;
-  ASSERT_NO_FATAL_FAILURE(t.Make());
-  const Geometry& g = t.a->geometry();
-  // A one-block write to data index 0 of stripe 2: reconstruct-write reads
-  // that block of data indexes 1 and 2 (a tie with read-modify-write,
-  // which md and uraid break towards reconstruct-write).
-  const uint64_t stripe = 2, C = SmallArray::kChunk;
-  const int victim = g.DataDisk(stripe, 1);
-  FaultRule r;
-  r.op = FaultOp::kRead;
-  r.offset = SmallArray::kOffset + stripe * C;
-  r.len = C;
-  r.times = 2;  // the array retries once
-  FaultPlan plan;
-  plan.rules.push_back(r);
-  t.f[victim]->SetPlan(plan);
-  std::vector<uint8_t> x(4096, 0x77);
-  const uint64_t off = stripe * g.stripe_data_bytes();
-  ASSERT_TRUE(t.a->Write(x.data(), x.size(), off).ok());
-  std::memcpy(t.data.data() + off, x.data(), x.size());
-  ASSERT_EQ(t.f[victim]->plan().rules[0].times, 0u) << "the write read around";
-  t.f[victim]->SetPlan({});
-  ArrayInfo info = t.a->Info();
-  EXPECT_EQ(info.slots[victim].state, SlotState::kActive);
-  EXPECT_FALSE(info.degraded);
-  EXPECT_EQ(info.counters.read_errors_corrected, 1u);
-  t.ExpectContents();
+  // Both of a write's kinds of reads meet the error: read-modify-write's
+  // read of the old data (a one-block write to data index 0, a tie that
+  // uraid breaks towards read-modify-write) and reconstruct-write's read
+  // of the chunk not written (data indexes 0 and 1 written whole: it reads
+  // index 2).
+  struct Case {
+    const char* what;
+    int victim_index;
+    uint64_t len;
+  };
+  for (const Case& c :
+       {Case{"rmw reads the old data", 0, 4096},
+        Case{"rcw reads the third chunk", 2, 2 * SmallArray::kChunk}}) {
+    SCOPED_TRACE(c.what);
+    SmallArray t;
+    ASSERT_NO_FATAL_FAILURE(t.Make());
+    const Geometry& g = t.a->geometry();
+    const uint64_t stripe = 2, C = SmallArray::kChunk;
+    const int victim = g.DataDisk(stripe, c.victim_index);
+    FaultRule r;
+    r.op = FaultOp::kRead;
+    r.offset = SmallArray::kOffset + stripe * C;
+    r.len = C;
+    r.times = 2;  // the array retries once
+    FaultPlan plan;
+    plan.rules.push_back(r);
+    t.f[victim]->SetPlan(plan);
+    std::vector<uint8_t> x(c.len, 0x77);
+    const uint64_t off = stripe * g.stripe_data_bytes();
+    const Counters before = t.a->Info().counters;
+    ASSERT_TRUE(t.a->Write(x.data(), x.size(), off).ok());
+    std::memcpy(t.data.data() + off, x.data(), x.size());
+    ASSERT_EQ(t.f[victim]->plan().rules[0].times, 0u)
+        << "the write read around";
+    t.f[victim]->SetPlan({});
+    ArrayInfo info = t.a->Info();
+    EXPECT_EQ(info.counters.rmw_writes - before.rmw_writes,
+              c.victim_index == 0 ? 1u : 0u);
+    EXPECT_EQ(info.slots[victim].state, SlotState::kActive);
+    EXPECT_FALSE(info.degraded);
+    EXPECT_EQ(info.counters.read_errors_corrected, 1u);
+    t.ExpectContents();
+  }
 }
 
 TEST(RecoveryModelBugs, ReadErrorMetByAScrubIsCorrected) {

@@ -39,14 +39,14 @@ struct WriteRow {
 // Chunk 64 KiB, left-symmetric, stripe 0.
 const WriteRow kWriteTable[] = {
     {"full stripe", 4, 0, 192 * K, -1, true, WriteMode::kFull, 0, 4},
-    {"one 4K block of 4 disks: a tie (2 vs 2 blocks) goes to RCW", 4, 0, 4 * K,
-     -1, true, WriteMode::kRcw, 8 * K, 2},
+    {"one 4K block of 4 disks: a tie (2 vs 2 blocks) goes to RMW", 4, 0, 4 * K,
+     -1, true, WriteMode::kRmw, 8 * K, 2},
     {"one 4K block of 8 disks: RMW reads it and parity", 8, 0, 4 * K, -1, true,
      WriteMode::kRmw, 8 * K, 2},
     {"two of three chunks: RCW reads the third", 4, 0, 128 * K, -1, true,
      WriteMode::kRcw, 64 * K, 3},
-    {"one whole chunk: a tie (16+16 vs 32 blocks) goes to RCW", 4, 0, 64 * K,
-     -1, true, WriteMode::kRcw, 128 * K, 2},
+    {"one whole chunk: a tie (16+16 vs 32 blocks) goes to RMW", 4, 0, 64 * K,
+     -1, true, WriteMode::kRmw, 128 * K, 2},
     {"one whole chunk of 8 disks: RMW", 8, 0, 64 * K, -1, true, WriteMode::kRmw,
      128 * K, 2},
     {"[4K, 72K) over a chunk boundary: one window [0, 64K), RCW 31 < 33", 4,
@@ -150,7 +150,7 @@ const LayoutCase kLayouts[] = {
 
 // The RMW and RCW read costs in 4 KiB blocks over the write's rows, written
 // out independently of the planner: the planner must pick the cheaper,
-// ties to RCW.
+// ties to RMW (see CheaperMode).
 void ExpectCheaperChoice(const Geometry& geo, uint64_t a, uint64_t b,
                          const WritePlan& plan) {
   const uint64_t C = geo.chunk_bytes();
@@ -177,7 +177,7 @@ void ExpectCheaperChoice(const Geometry& geo, uint64_t a, uint64_t b,
       rcw += blocks(lo, x) + blocks(y, hi);
     }
   }
-  EXPECT_EQ(plan.mode, rmw < rcw ? WriteMode::kRmw : WriteMode::kRcw)
+  EXPECT_EQ(plan.mode, rmw <= rcw ? WriteMode::kRmw : WriteMode::kRcw)
       << "rmw " << rmw << " rcw " << rcw;
 }
 

@@ -58,6 +58,15 @@ class URAID_EXPORT Member {
     if (absl::Status st = Write(buf, len, offset); !st.ok()) return st;
     return Flush();
   }
+  // Write() of a range the caller has just read in full from this member
+  // (a read-modify-write: old data or parity read, new bytes written back
+  // over them). That read proved the range is there, so a backend may skip
+  // what it checks per write against having shrunk under the array (a
+  // file: the fstat before each pwrite). Same contract as Write otherwise.
+  // The default is Write.
+  virtual absl::Status Rewrite(const void* buf, size_t len, uint64_t offset) {
+    return Write(buf, len, offset);
+  }
   // Drops the range. Only called when DiscardZeroes() is true, and then the
   // range must read back as zeros afterwards.
   virtual absl::Status Discard(size_t len, uint64_t offset) = 0;
@@ -234,7 +243,8 @@ struct FaultPlan {
 // call is counted, whether it failed or not.
 struct FaultCounters {
   uint64_t reads = 0;
-  uint64_t writes = 0;
+  uint64_t writes = 0;    // Write and Rewrite calls
+  uint64_t rewrites = 0;  // of those, Rewrite calls
   uint64_t discards = 0;
   uint64_t flushes = 0;
   // Calls failed by injection: SetFailed (including NextDataOffset),
@@ -275,6 +285,7 @@ class URAID_EXPORT FaultyMember : public Member {
 
   absl::Status Read(void* buf, size_t len, uint64_t offset) override;
   absl::Status Write(const void* buf, size_t len, uint64_t offset) override;
+  absl::Status Rewrite(const void* buf, size_t len, uint64_t offset) override;
   absl::Status Flush() override;
   absl::Status Discard(size_t len, uint64_t offset) override;
   bool DiscardZeroes() const override;
@@ -289,6 +300,9 @@ class URAID_EXPORT FaultyMember : public Member {
   // pointer so that the class layout, and with it this header, depends on
   // no mutex type (the library's TSan build swaps them).
   struct URAID_NO_EXPORT Impl;
+  // Write or Rewrite (`rewrite`) through the plan; the target gets the same.
+  absl::Status WriteThrough(const void* buf, size_t len, uint64_t offset,
+                            bool rewrite);
   std::unique_ptr<Impl> impl_;
 };
 

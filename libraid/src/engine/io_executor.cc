@@ -24,7 +24,9 @@ namespace {
 // One call on one member, retried once: a transient error (a dropped
 // connection, a busy device) should not cost a member. A second failure is
 // the member's.
-absl::Status DoIo(Member& m, const MemberIo& io, uint64_t raw) {
+// `rewrite`: a kWrite is a Member::Rewrite (see MemberIo::read_from).
+absl::Status DoIo(Member& m, const MemberIo& io, uint64_t raw,
+                  bool rewrite = false) {
   absl::Status st;
   for (int attempt = 0; attempt < 2; ++attempt) {
     switch (io.kind) {
@@ -32,8 +34,9 @@ absl::Status DoIo(Member& m, const MemberIo& io, uint64_t raw) {
         st = m.Read(io.buf, io.len, raw);
         break;
       case MemberIo::kWrite:
-        st = io.fua ? m.WriteFua(io.buf, io.len, raw)
-                    : m.Write(io.buf, io.len, raw);
+        st = io.fua    ? m.WriteFua(io.buf, io.len, raw)
+             : rewrite ? m.Rewrite(io.buf, io.len, raw)
+                       : m.Write(io.buf, io.len, raw);
         break;
       case MemberIo::kFlush:
         st = m.Flush();
@@ -119,7 +122,8 @@ void IoExecutor::RunIo(MemberIo& io) {
   const bool writes =
       io.kind == MemberIo::kWrite || io.kind == MemberIo::kDiscard;
   if (writes) writes_started_.fetch_add(1);
-  io.status = DoIo(*m, io, raw);
+  io.status = DoIo(*m, io, raw, io.read_from == m.get());
+  io.answered = io.status.ok();
   switch (io.kind) {
     case MemberIo::kRead:
       counters_.member_reads.fetch_add(1, std::memory_order_relaxed);
@@ -214,6 +218,21 @@ void IoExecutor::Submit(const Shape& sh, std::vector<MemberIo>& ios,
   tasks.reserve(ios.size());
   for (MemberIo& io : ios) tasks.emplace_back([this, &io] { RunIo(io); });
   pool_.RunAll(tasks);
+}
+
+void MarkRewrites(const std::vector<MemberIo>& reads,
+                  std::vector<MemberIo>& writes) {
+  for (MemberIo& w : writes) {
+    if (w.kind != MemberIo::kWrite || w.to_replacement) continue;
+    for (const MemberIo& r : reads) {
+      if (r.kind == MemberIo::kRead && r.answered && !r.stale &&
+          !r.to_replacement && r.slot == w.slot && r.offset <= w.offset &&
+          w.offset + w.len <= r.offset + r.len) {
+        w.read_from = r.used;
+        break;
+      }
+    }
+  }
 }
 
 std::vector<MemberIo> PlannedMemberIos(const Shape& sh, MemberIo::Kind kind,

@@ -48,6 +48,14 @@ std::vector<MemberIo> PlannedMemberIos(const Shape& sh, MemberIo::Kind kind,
                                        const std::vector<PlannedIo>& planned,
                                        uint8_t* scratch, uint8_t* client);
 
+// Sets each write's read_from to the member a read of `reads` (run by
+// Submit) answered the same slot's covering range from, so that a
+// read-modify-write's writes back over what it read are Member::Rewrites.
+// A read that failed (even if its caller corrected it since) proves
+// nothing.
+void MarkRewrites(const std::vector<MemberIo>& reads,
+                  std::vector<MemberIo>& writes);
+
 // Thread-safe: any number of threads submit at once. Holds references to
 // the array's slots and counters, which outlive it (the slots are the
 // roster's; the counters are declared before it in StripeEngine).

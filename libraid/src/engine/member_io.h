@@ -35,6 +35,9 @@ struct MemberIo {
   // The member the I/O went to (set by RunIo): an error is held against
   // that member only, not whatever holds the slot by the time it is seen.
   const Member* used = nullptr;
+  // `used` itself answered the call (set by RunIo). Unlike `status`, which
+  // a caller may clear after correcting a failed read, this stays.
+  bool answered = false;
   // Keeps `used` alive as long as this MemberIo: the member may leave its
   // slot (and be closed) while the I/O's error is still being handled,
   // which then names it (FailSlot's only_if).
@@ -51,6 +54,11 @@ struct MemberIo {
   // copy. Only for writers that hold the range's stripe lock (no client
   // write can fill the hole between the probe and the skip).
   bool keep_sparse = false;
+  // kWrite: the member this plan read the same range from, in full, just
+  // before (a read-modify-write; see MarkRewrites). A write that goes to
+  // that same member is a Member::Rewrite; to any other (the slot changed
+  // members, or a replace target's copy), a Write.
+  const Member* read_from = nullptr;
   // kWrite: durable when done (Member::WriteFua), so no later flush has to
   // cover it. A PPL stripe alone in its log batch (PplLog::Hold::alone).
   bool fua = false;

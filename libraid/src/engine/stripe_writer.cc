@@ -211,9 +211,10 @@ absl::Status StripeWriter::PlanAndWriteStripe(
   const WritePlan plan = PlanWrite(sh.geo, stripe, a, b, health);
   AlignedBuffer scratch(plan.scratch_bytes);
   auto* client = const_cast<uint8_t*>(src);  // only written from
+  std::vector<MemberIo> reads;
   if (!plan.reads.empty()) {
-    std::vector<MemberIo> reads = PlannedMemberIos(
-        sh, MemberIo::kRead, stripe, plan.reads, scratch.data(), client);
+    reads = PlannedMemberIos(sh, MemberIo::kRead, stripe, plan.reads,
+                             scratch.data(), client);
     io_.Submit(sh, reads, &gens);
     RETURN_IF_ERROR(CorrectPreReads(sh, stripe, reads, slot_failed));
     RETURN_IF_ERROR(host_.AbsorbFailures(reads, slot_failed));
@@ -231,6 +232,7 @@ absl::Status StripeWriter::PlanAndWriteStripe(
                                                    plan, scratch.data(), src));
   std::vector<MemberIo> writes = PlannedMemberIos(
       sh, MemberIo::kWrite, stripe, plan.writes, scratch.data(), client);
+  MarkRewrites(reads, writes);
   std::atomic<uint64_t>* counter = &counters_.degraded_writes;
   if (!plan.degraded) {
     counter = plan.mode == WriteMode::kFull  ? &counters_.full_stripe_writes
@@ -451,6 +453,7 @@ absl::Status StripeWriter::WriteLossyRowsLocked(
       Xor(scratch.data() + len, srcs, len);
       writes.push_back(
           MemberIo{MemberIo::kWrite, p, scratch.data() + len, len, off, {}});
+      MarkRewrites(reads, writes);
     }
     for (const MemberIo& io : writes) (*touched)[io.slot] = true;
     io_.Submit(sh, writes, &gens);

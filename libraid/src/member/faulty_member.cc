@@ -77,8 +77,8 @@ struct FaultyMember::Impl {
   FaultPlan plan_ ABSL_GUARDED_BY(mu_);
   uint64_t data_ios_ ABSL_GUARDED_BY(mu_) = 0;    // since SetPlan
   uint64_t rate_calls_ ABSL_GUARDED_BY(mu_) = 0;  // since SetPlan
-  std::atomic<uint64_t> reads_{0}, writes_{0}, discards_{0}, flushes_{0},
-      errors_{0}, lost_{0}, torn_{0};
+  std::atomic<uint64_t> reads_{0}, writes_{0}, rewrites_{0}, discards_{0},
+      flushes_{0}, errors_{0}, lost_{0}, torn_{0};
 };
 
 FaultyMember::FaultyMember(std::shared_ptr<Member> target)
@@ -109,6 +109,7 @@ FaultCounters FaultyMember::counters() const {
   FaultCounters c;
   c.reads = m.reads_.load();
   c.writes = m.writes_.load();
+  c.rewrites = m.rewrites_.load();
   c.discards = m.discards_.load();
   c.flushes = m.flushes_.load();
   c.errors = m.errors_.load();
@@ -119,8 +120,8 @@ FaultCounters FaultyMember::counters() const {
 
 void FaultyMember::ResetCounters() {
   Impl& m = *impl_;
-  for (auto* c : {&m.reads_, &m.writes_, &m.discards_, &m.flushes_, &m.errors_,
-                  &m.lost_, &m.torn_}) {
+  for (auto* c : {&m.reads_, &m.writes_, &m.rewrites_, &m.discards_,
+                  &m.flushes_, &m.errors_, &m.lost_, &m.torn_}) {
     c->store(0);
   }
 }
@@ -235,18 +236,33 @@ absl::Status FaultyMember::Read(void* buf, size_t len, uint64_t offset) {
 }
 
 absl::Status FaultyMember::Write(const void* buf, size_t len, uint64_t offset) {
+  return WriteThrough(buf, len, offset, false);
+}
+
+absl::Status FaultyMember::Rewrite(const void* buf, size_t len,
+                                   uint64_t offset) {
+  return WriteThrough(buf, len, offset, true);
+}
+
+absl::Status FaultyMember::WriteThrough(const void* buf, size_t len,
+                                        uint64_t offset, bool rewrite) {
   Impl& m = *impl_;
+  if (rewrite) m.rewrites_.fetch_add(1);
   Impl::Decision d = m.Enter(m.writes_, Impl::Kind::kWrite, len, offset);
+  const auto write = [&](size_t n) {
+    return rewrite ? m.target_->Rewrite(buf, n, offset)
+                   : m.target_->Write(buf, n, offset);
+  };
   if (d.lose) return absl::OkStatus();
   if (d.tear) {
     if (d.torn_len > 0) {
-      absl::Status s = m.target_->Write(buf, d.torn_len, offset);
+      absl::Status s = write(d.torn_len);
       if (!s.ok()) return s;
     }
     return d.error;
   }
   if (!d.error.ok()) return d.error;
-  return m.target_->Write(buf, len, offset);
+  return write(len);
 }
 
 absl::Status FaultyMember::Flush() {

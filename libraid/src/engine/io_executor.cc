@@ -34,9 +34,13 @@ absl::Status DoIo(Member& m, const MemberIo& io, uint64_t raw,
         st = m.Read(io.buf, io.len, raw);
         break;
       case MemberIo::kWrite:
-        st = io.fua    ? m.WriteFua(io.buf, io.len, raw)
-             : rewrite ? m.Rewrite(io.buf, io.len, raw)
+        if (io.fua) {
+          st = rewrite ? m.RewriteFua(io.buf, io.len, raw)
+                       : m.WriteFua(io.buf, io.len, raw);
+        } else {
+          st = rewrite ? m.Rewrite(io.buf, io.len, raw)
                        : m.Write(io.buf, io.len, raw);
+        }
         break;
       case MemberIo::kFlush:
         st = m.Flush();

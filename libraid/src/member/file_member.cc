@@ -97,21 +97,11 @@ class FileMember final : public Member {
   }
 
   absl::Status WriteFua(const void* buf, size_t len, uint64_t offset) override {
-    if (read_only_ || (direct_ && !Aligned(buf, len, offset)) ||
-        !dsync_writes_.load(std::memory_order_relaxed)) {
-      return Member::WriteFua(buf, len, offset);
-    }
-    RETURN_IF_BAD_RANGE("write", len, offset);
-    if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
-    absl::Status st = Transfer(DsyncWrite, "pwritev2(RWF_DSYNC)",
-                               static_cast<const uint8_t*>(buf), len, offset);
-    if (absl::IsUnimplemented(st) || absl::IsInvalidArgument(st)) {
-      // EOPNOTSUPP or EINVAL: a kernel or filesystem without RWF_DSYNC.
-      // Nothing was written; from now on this member writes then flushes.
-      dsync_writes_.store(false, std::memory_order_relaxed);
-      return Member::WriteFua(buf, len, offset);
-    }
-    return st;
+    return DurableWrite(buf, len, offset, /*check_size=*/true);
+  }
+  absl::Status RewriteFua(const void* buf, size_t len,
+                          uint64_t offset) override {
+    return DurableWrite(buf, len, offset, /*check_size=*/false);
   }
 
   absl::Status Flush() override {
@@ -182,6 +172,30 @@ class FileMember final : public Member {
         "%s: the file shrank to %d bytes (it had %d): truncated under the "
         "array",
         name_, st.st_size, size_));
+  }
+
+  // WriteFua, or RewriteFua without `check_size` (see Rewrite).
+  absl::Status DurableWrite(const void* buf, size_t len, uint64_t offset,
+                            bool check_size) {
+    if (read_only_ || (direct_ && !Aligned(buf, len, offset)) ||
+        !dsync_writes_.load(std::memory_order_relaxed)) {
+      return check_size ? Member::WriteFua(buf, len, offset)
+                        : Member::RewriteFua(buf, len, offset);
+    }
+    RETURN_IF_BAD_RANGE("write", len, offset);
+    if (check_size) {
+      if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
+    }
+    absl::Status st = Transfer(DsyncWrite, "pwritev2(RWF_DSYNC)",
+                               static_cast<const uint8_t*>(buf), len, offset);
+    if (absl::IsUnimplemented(st) || absl::IsInvalidArgument(st)) {
+      // EOPNOTSUPP or EINVAL: a kernel or filesystem without RWF_DSYNC.
+      // Nothing was written; from now on this member writes then flushes.
+      dsync_writes_.store(false, std::memory_order_relaxed);
+      return check_size ? Member::WriteFua(buf, len, offset)
+                        : Member::RewriteFua(buf, len, offset);
+    }
+    return st;
   }
 
   absl::Status WriteUnchecked(const void* buf, size_t len, uint64_t offset) {

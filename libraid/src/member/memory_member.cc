@@ -75,6 +75,12 @@ class SharedMember final : public Member {
   absl::Status Rewrite(const void* b, size_t l, uint64_t o) override {
     return t_->Rewrite(b, l, o);
   }
+  absl::Status WriteFua(const void* b, size_t l, uint64_t o) override {
+    return t_->WriteFua(b, l, o);
+  }
+  absl::Status RewriteFua(const void* b, size_t l, uint64_t o) override {
+    return t_->RewriteFua(b, l, o);
+  }
   absl::Status Flush() override { return t_->Flush(); }
   absl::Status Discard(size_t l, uint64_t o) override {
     return t_->Discard(l, o);

@@ -129,6 +129,8 @@ const WriteRow kWriteTable[] = {
      WriteMode::kRmw, 12 * K, 3},
     {"one 4K block of 4 disks: RCW reads the other data block (2 < 3)", 4, 0,
      4 * K, WriteMode::kRcw, 4 * K, 3},
+    {"one 4K block of 6 disks: a tie (3 vs 3 blocks) goes to RMW", 6, 0, 4 * K,
+     WriteMode::kRmw, 12 * K, 3},
     {"three of four chunks: RCW reads the fourth", 6, 0, 192 * K,
      WriteMode::kRcw, 64 * K, 5},
 };

@@ -160,7 +160,9 @@ WritePlan PlanWrite6(const Geometry& geo, uint64_t stripe, uint64_t a,
         rcw += Blocks(lo, hi);
       }
     }
-    plan.mode = rmw < rcw ? WriteMode::kRmw : WriteMode::kRcw;
+    // A tie goes to RMW, as at level 5 (stripe_plan.cc's CheaperMode):
+    // its writes go back over what it read (Member::Rewrite).
+    plan.mode = rmw <= rcw ? WriteMode::kRmw : WriteMode::kRcw;
   } else {
     plan.mode = rmw_ok   ? WriteMode::kRmw
                 : rcw_ok ? WriteMode::kRcw

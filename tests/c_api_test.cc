@@ -153,7 +153,9 @@ TEST_F(CApiTest, FailReplaceAndProgress) {
 TEST_F(CApiTest, Raid6CreatesUnderItsLayoutsAndSurvivesTwoFailures) {
   for (const char* layout : {"ddf-N-continue", "left-asymmetric-6", "18"}) {
     SCOPED_TRACE(layout);
-    if (array_ != nullptr) ASSERT_EQ(uraid_close(array_, nullptr, 0), 0);
+    if (array_ != nullptr) {
+      ASSERT_EQ(uraid_close(array_, nullptr, 0), 0);
+    }
     array_ = nullptr;
     Create(6, layout, 6);
     ASSERT_NE(array_, nullptr);

@@ -704,7 +704,11 @@ class RecoveryRun : public ModelRun {
   void Heal(int budget, int events) {
     Planned next = events > 0 ? PlanEvent() : Planned{};
     int ops = 0;
-    std::optional<std::chrono::steady_clock::time_point> stalled;
+    // When recovery was first seen waiting to start (kNotStalled: not
+    // waiting). Not a std::optional: gcc 12 warns -Wmaybe-uninitialized on
+    // reading one assigned in the same branch.
+    constexpr auto kNotStalled = std::chrono::steady_clock::time_point::min();
+    auto stalled = kNotStalled;
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(20);
     for (;;) {
@@ -746,14 +750,14 @@ class RecoveryRun : public ModelRun {
         (void)array_->WaitForJob();  // a failed target's job ends in error
       } else {
         // A gone slot with a spare: recovery is about to start.
-        if (!stalled) stalled = std::chrono::steady_clock::now();
-        ASSERT_LT(std::chrono::steady_clock::now() - *stalled,
+        if (stalled == kNotStalled) stalled = std::chrono::steady_clock::now();
+        ASSERT_LT(std::chrono::steady_clock::now() - stalled,
                   std::chrono::seconds(2))
             << "slot gone, a spare waiting, and no recovery starts";
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
         continue;
       }
-      stalled.reset();
+      stalled = kNotStalled;
     }
     const ArrayInfo info = array_->Info();
     if (info.last_job.kind == JobKind::kRecover) {

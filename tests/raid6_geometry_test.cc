@@ -380,7 +380,9 @@ TEST(Raid6GeometryModelTest, ExhaustiveWalk) {
           ASSERT_EQ(g.DataIndex(s, d), k) << "stripe " << s << " disk " << d;
           ASSERT_EQ(g.QSlot(s, d), m.slot[d])
               << "stripe " << s << " disk " << d;
-          if (k >= 0) ASSERT_EQ(g.DataDisk(s, k), d);
+          if (k >= 0) {
+            ASSERT_EQ(g.DataDisk(s, k), d);
+          }
         }
         for (int k = 0; k < n - 2; ++k, ++chunk_number) {
           const uint64_t off = chunk_number * chunk + 4095;
@@ -449,7 +451,9 @@ TEST(Raid6GeometryPropertyTest, StripesArePermutationsAndSlotsBijective) {
           const int slot = g.QSlot(s, d);
           ASSERT_GE(slot, 0);
           ASSERT_LT(slot, g.SyndromeSlots());
-          if (ddf) ASSERT_EQ(slot, d);
+          if (ddf) {
+            ASSERT_EQ(slot, d);
+          }
           slots.insert(slot);
         }
         ASSERT_EQ(disks.size(), static_cast<size_t>(n))

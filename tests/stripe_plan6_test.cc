@@ -188,7 +188,9 @@ TEST(PlanWrite6, EveryLayoutAndWidthWritesTheRightBytes) {
 
         for (int k = 0; k < D; ++k) {
           const int slot = geo.DataDisk(stripe, k);
-          if (slot != m1 && slot != m2) ASSERT_EQ(s.chunk[slot], want[k]);
+          if (slot != m1 && slot != m2) {
+            ASSERT_EQ(s.chunk[slot], want[k]);
+          }
         }
         std::vector<uint8_t> p, q;
         Syndrome(geo, stripe, want, p, q);
@@ -203,7 +205,9 @@ TEST(PlanWrite6, EveryLayoutAndWidthWritesTheRightBytes) {
             ASSERT_EQ(s.chunk[slot][i], (*ref)[i])
                 << (slot == pd ? "P" : "Q") << " byte " << i;
           }
-          if (h.parity_trusted) ASSERT_EQ(s.chunk[slot], *ref);
+          if (h.parity_trusted) {
+            ASSERT_EQ(s.chunk[slot], *ref);
+          }
         }
       }
     }

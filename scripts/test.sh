@@ -69,8 +69,10 @@ t0=$SECONDS c0=$(child_cpu)
 #   build-tsan/: gcc, TSan: the multi-threaded tests (see the TSan pass).
 # The fuzz runs and each pass are skipped when their build failed, which
 # fails the run.
-tsan_tests=(nbd_member_test jobs_test job_runner_test array_bitmap_test control_test
-            concurrency_test reshape_test ppl_switch_test ppl_log_test)
+# The TSan binaries, the longest first (TSan pass below; seconds in the
+# rehearsal of 2026-12-04: 127 112 101 53 48 13 11 8 4).
+tsan_tests=(reshape_test control_test jobs_test nbd_member_test array_bitmap_test
+            job_runner_test ppl_log_test ppl_switch_test concurrency_test)
 fuzz_extra=()
 [[ "${URAID_ASAN:-1}" == 0 ]] || fuzz_extra=(unit_tests)
 build_sanitizer_trees() {
@@ -170,11 +172,27 @@ fi
 # had a gcc tree of its own (build-asan/), which compiled all of libraid a
 # fourth time, close to half of its build. UBSan's checks are fatal at
 # compile time (-fno-sanitize-recover) and made so at run time, so a report
-# fails the test instead of only printing.
+# fails the test instead of only printing. URAID_RANDOM_STEPS_PERCENT=50:
+# the randomized model tests (the model, RAID6 model and reshape power-cut
+# and model-step tests: testutil::RandomSteps) take half their random steps
+# here, every configuration and assertion kept; ctest above ran them in
+# full. CI time: they were about a third of this pass's test time.
+# The longest tests start first: ctest orders them by the costs in its
+# tree's Testing/Temporary/CTestCostData.txt, which a fresh clone's
+# build-fuzz/ does not have; build/'s, just written by the ctest run above,
+# times the same tests unsanitized, in about the same order. Without it
+# they started in their numbered order and the longest ran alone at the
+# end (about 15 s of the 556 s this pass took in a rehearsal).
 if [[ "${URAID_ASAN:-1}" != 0 && ! -e build-sanitizers.fuzz.failed ]]; then
   t=$SECONDS c=$(child_cpu)
+  if [[ -f build/Testing/Temporary/CTestCostData.txt &&
+        ! -f build-fuzz/Testing/Temporary/CTestCostData.txt ]]; then
+    mkdir -p build-fuzz/Testing/Temporary
+    cp build/Testing/Temporary/CTestCostData.txt build-fuzz/Testing/Temporary/
+  fi
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  URAID_RANDOM_STEPS_PERCENT=50 \
     ctest --test-dir build-fuzz -L unit --output-on-failure -j2 ||
     failed+=("ctest -L unit (build-fuzz/, ASan+UBSan)")
   stage_took "ASan+UBSan unit tests" "$t" "$c"

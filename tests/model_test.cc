@@ -210,7 +210,8 @@ TEST_P(ModelTest, RandomOpsAgainstReference) {
   SCOPED_TRACE(absl::StrFormat("seed=%d (URAID_SEED=%d)", seed, Seed()));
   ModelRun run(c, seed);
   ASSERT_NO_FATAL_FAILURE(run.Create());
-  constexpr int kOps = 300;  // x 72 configurations = 21,600 operations
+  // x 72 configurations = 21,600 operations (half under ASan: test.sh).
+  const int kOps = testutil::RandomSteps(300);
 
   // Healthy phase, then a clean stop and re-assembly.
   for (int i = 0; i < kOps / 2; ++i) ASSERT_NO_FATAL_FAILURE(run.Step());
@@ -274,7 +275,7 @@ TEST_P(Raid6ModelTest, TwoFailuresUnderTheWriterThenSparesRebuild) {
   SCOPED_TRACE(absl::StrFormat("seed=%d (URAID_SEED=%d)", seed, Seed()));
   ModelRun run(c, seed);
   ASSERT_NO_FATAL_FAILURE(run.Create());
-  constexpr int kOps = 240;
+  const int kOps = testutil::RandomSteps(240);
   for (int i = 0; i < kOps / 4; ++i) ASSERT_NO_FATAL_FAILURE(run.Step());
   ASSERT_TRUE(run.array_->WaitForJob().ok());  // the initial resync
   ASSERT_NO_FATAL_FAILURE(run.CheckParity());

@@ -501,9 +501,11 @@ TEST(Reshape, ModelStepsTheReshapeUnderRandomIo) {
        },
        0, true, 6, Layout::kRightAsymmetric},
   };
-  // URAID_RESHAPE_SEEDS=N runs seeds 1..N (a long run); CI runs two.
+  // URAID_RESHAPE_SEEDS=N runs seeds 1..N (a long run); CI runs two (one
+  // in the ASan+UBSan pass: testutil::RandomSteps).
   const char* env = std::getenv("URAID_RESHAPE_SEEDS");
-  const uint32_t seeds = env ? static_cast<uint32_t>(std::atoi(env)) : 2;
+  const uint32_t seeds = env ? static_cast<uint32_t>(std::atoi(env))
+                             : static_cast<uint32_t>(testutil::RandomSteps(2));
   for (uint32_t seed = 1; seed <= seeds; ++seed) {
     for (const ModelCase& c : cases) {
       SCOPED_TRACE(absl::StrFormat("%s seed %d", c.name, seed));
@@ -596,9 +598,10 @@ TEST(Reshape, ModelStepsTheReshapeUnderRandomIo) {
 TEST(Reshape, PowerCutsAnywhereResumeAndVerify) {
   std::mt19937 rng(99);
   int resumed = 0, rounds = 0;
+  const int kRounds = testutil::RandomSteps(10);  // of each kind
   // Kinds 3 and 4 are RAID6's: a grow 4->5 and a layout change.
   for (int kind = 0; kind < 5; ++kind) {
-    for (int round = 0; round < 10; ++round, ++rounds) {
+    for (int round = 0; round < kRounds; ++round, ++rounds) {
       SCOPED_TRACE(absl::StrFormat("kind %d round %d", kind, round));
       const bool raid6 = kind >= 3;
       const bool relayout = kind == 2 || kind == 4;

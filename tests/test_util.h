@@ -10,9 +10,11 @@
 
 #include <stdio.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -163,6 +165,20 @@ inline std::unique_ptr<Array> MustCreate(
   auto a = Array::Create(Handles(m), o, std::move(log));
   EXPECT_TRUE(a.ok()) << a.status();
   return a.ok() ? std::move(*a) : nullptr;
+}
+
+// How many random steps (operations, rounds) a randomized test runs: `n`
+// scaled by URAID_RANDOM_STEPS_PERCENT (1 to 100; default and otherwise
+// 100), at least 1. scripts/test.sh's ASan+UBSan pass sets 50: there the
+// same tests, configurations and assertions run on code several times
+// slower, looking for memory errors rather than for the rare interleaving
+// the full count is there to find (the plain ctest run keeps the full
+// count). CI time.
+inline int RandomSteps(int n) {
+  const char* s = std::getenv("URAID_RANDOM_STEPS_PERCENT");
+  const int percent = s == nullptr ? 100 : std::atoi(s);
+  if (percent < 1 || percent >= 100) return n;
+  return std::max(1, n * percent / 100);
 }
 
 // `n` pseudo-random bytes, the same for the same `seed`.

@@ -69,31 +69,19 @@ class FileMember final : public Member {
     return RawRead(buf, len, offset);
   }
 
+  // A file truncated under the array would silently grow back with holes
+  // (reads of zeros where data was): Write refuses, so the member fails on
+  // its first write after the truncation. One fstat per write.
   absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
-    if (read_only_) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("%s: member is open read-only", name_));
-    }
-    RETURN_IF_BAD_RANGE("write", len, offset);
-    // A file truncated under the array would silently grow back with
-    // holes (reads of zeros where data was): refuse, so the member fails
-    // on its first write after the truncation. One fstat per write.
-    if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
-    return WriteUnchecked(buf, len, offset);
+    return StoreAt(buf, len, offset, /*check_size=*/true);
   }
-
   // The range was just read in full (Member::Rewrite): the file held it,
   // which is what the fstat would tell. A truncation since then has the
   // window the fstat has between it and the pwrite. Saves a system call
   // per member write of every read-modify-write (a quarter of the
   // array's 4 KiB random-write rate on memory-speed members).
   absl::Status Rewrite(const void* buf, size_t len, uint64_t offset) override {
-    if (read_only_) {
-      return absl::FailedPreconditionError(
-          absl::StrFormat("%s: member is open read-only", name_));
-    }
-    RETURN_IF_BAD_RANGE("write", len, offset);
-    return WriteUnchecked(buf, len, offset);
+    return StoreAt(buf, len, offset, /*check_size=*/false);
   }
 
   absl::Status WriteFua(const void* buf, size_t len, uint64_t offset) override {
@@ -198,7 +186,17 @@ class FileMember final : public Member {
     return st;
   }
 
-  absl::Status WriteUnchecked(const void* buf, size_t len, uint64_t offset) {
+  // Write, or Rewrite without `check_size`.
+  absl::Status StoreAt(const void* buf, size_t len, uint64_t offset,
+                       bool check_size) {
+    if (read_only_) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("%s: member is open read-only", name_));
+    }
+    RETURN_IF_BAD_RANGE("write", len, offset);
+    if (check_size) {
+      if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
+    }
     if (direct_ && !Aligned(buf, len, offset)) {
       return BounceWrite(static_cast<const uint8_t*>(buf), len, offset);
     }

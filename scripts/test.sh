@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Installs what is missing, builds, and runs every test (unit and
-# integration) with ctest, then the unit tests again under ASan+UBSan, then
-# the multi-threaded tests under ThreadSanitizer. .ci/run calls this.
+# integration) with ctest (kernel_md in the background, beside everything
+# that follows), then the unit tests again under ASan+UBSan, then the
+# multi-threaded tests under ThreadSanitizer. .ci/run calls this.
 #
 #   URAID_ASAN=0 ./scripts/test.sh    # skip the ASan+UBSan pass (local use)
 #   URAID_TSAN=0 ...                  # skip the TSan pass
@@ -49,6 +50,14 @@ stage_took() {  # $1: the stage; $2, $3: $SECONDS and child_cpu at its start
     "$((wall > 0 ? 100 * cpu / (wall * n) : 0))% of $n CPUs)"
 }
 
+# This script's nice value (0 on CI; 19 when a shared machine runs it at
+# nice 19 in an autogroup of its own): the background builds' session goes
+# back to it after ctest, and kernel_md's session gets it. Its autogroup's
+# where the kernel groups CPU time by session (see below), else its own.
+own_nice=$(awk '$2 == "nice" {print $3}' /proc/self/autogroup 2>/dev/null ||
+           true)
+own_nice=${own_nice:-$(awk '{print $19}' /proc/$$/stat)}
+
 t0=$SECONDS c0=$(child_cpu)
 # Everything the tests need, the kernel tests' guest included.
 ./scripts/setup.sh --tests
@@ -61,9 +70,10 @@ t0=$SECONDS c0=$(child_cpu)
 # CPU whenever it wants it (a nice-19 task weighs 15 against a nice-0
 # task's 1024; see the autogroup below). CI time: they were built one after
 # another after ctest, each on both cores. Nothing they build runs before
-# they are done: the fuzz runs and the sanitizer passes start after ctest,
-# in the foreground. The build's output goes to build-sanitizers.log, shown
-# when it fails.
+# it is done: the fuzz runs and the ASan+UBSan pass start after ctest once
+# build-fuzz/ is built (build-tsan/, built after it, goes on beside them),
+# the TSan pass once build-tsan/ is, in the foreground. The build's output
+# goes to build-sanitizers.log, shown when it fails.
 #   build-fuzz/: clang, ASan+UBSan: the libFuzzer targets and the unit tests
 #     (scripts/fuzz.sh --build-only; see the ASan+UBSan pass below);
 #   build-tsan/: gcc, TSan: the multi-threaded tests (see the TSan pass).
@@ -85,6 +95,7 @@ build_sanitizer_trees() {
     "${fuzz_extra[@]}" || rc=1
   stage_took "build-fuzz/ (fuzz targets${fuzz_extra:+, unit tests})" "$s" "$c"
   [[ $rc == 0 ]] || touch build-sanitizers.fuzz.failed
+  touch build-sanitizers.fuzz.done  # the fuzz runs and ASan pass may start
   if [[ "${URAID_TSAN:-1}" != 0 ]]; then
     s=$SECONDS c=$(child_cpu)
     if ! { cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -96,7 +107,7 @@ build_sanitizer_trees() {
     stage_took build-tsan/ "$s" "$c"
   fi
 }
-rm -f build-sanitizers.log build-sanitizers.*.failed
+rm -f build-sanitizers.log build-sanitizers.*.failed build-sanitizers.*.done
 # A session of its own (setsid), so that an early exit (^C, set -e) can end
 # the whole build, ninja and compilers included. Where the kernel groups
 # CPU time by session (autogroup, sched(7): on in Debian's kernels and on
@@ -105,12 +116,16 @@ rm -f build-sanitizers.log build-sanitizers.*.failed
 # set to nice 19 too (/proc/self/autogroup; measured on CI's kind of
 # machine: a busy loop pinned beside another got 2% of the CPU so, 58%
 # with setsid and nice alone).
-setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec "$@"' _ \
+setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec "$@"' _ \
   nice -n 19 bash -c "set -euo pipefail; $(declare -f build_sanitizer_trees child_cpu stage_took)
   $(declare -p tsan_tests fuzz_extra); build_sanitizer_trees" \
   </dev/null >build-sanitizers.log 2>&1 &
 bg_pid=$!
-trap '[[ -z ${bg_pid:-} ]] || kill -- -"$bg_pid" 2>/dev/null || true' EXIT
+end_background() {  # the sanitizer builds' and the kernel test's sessions
+  [[ -z ${bg_pid:-} ]] || kill -- -"$bg_pid" 2>/dev/null || true
+  [[ -z ${kernel_pid:-} ]] || kill -- -"$kernel_pid" 2>/dev/null || true
+}
+trap end_background EXIT
 
 
 ./scripts/build.sh
@@ -118,50 +133,78 @@ stage_took "setup and build" "$t0" "$c0"
 
 start=$SECONDS
 failed=()
-t=$SECONDS c=$(child_cpu)
-ctest --test-dir build --output-on-failure -j2 || failed+=("ctest (build/)")
-stage_took ctest "$t" "$c"
 
-# ctest is done, and nothing of this script competes with the background
-# builds any more: their processes and their session's autogroup go back
-# to nice 0, so that they keep their full share of the machine against
-# anything else running there (a shared machine: at nice 19 they got a
-# fraction of it while this script only waited for them). The compilers
-# ninja starts from now on inherit nice 0. Lowering a nice value needs
-# root (CI is): otherwise they stay at 19.
-renice_session() {  # $1: a session id
+# kernel_md (tests/kernel/: Debian's kernel in qemu TCG guests) runs outside
+# ctest's two slots, in the background from here to the end of this script,
+# and ctest below runs every other test. CI time: it held one of the two
+# slots for about 700 s of the 965 s ctest took (rehearsal of 2026-12-04)
+# while the other slot ran the remaining 1211 test-seconds one at a time
+# (ctest used 53% of the two CPUs); now those take both slots, about 610 s
+# packed (from that run's per-test times), beside it. ctest runs
+# it from its own directory (build/tests/kernel/, the test's definition,
+# timeout and skip code unchanged), which keeps its own
+# Testing/Temporary/ (LastTest.log, cost data) apart from build/'s, which
+# the ctest below writes at the same time. Its output goes to
+# build/kernel_md.log, shown whole when it fails; its result is checked at
+# the end and fails the run like any other stage. A session of its own, so
+# that an early exit ends it, its qemu guests included (the EXIT trap).
+# Its session's autogroup gets this script's nice value (own_nice above): a
+# new session's would otherwise weigh as much as a nice-0 one's.
+kernel_log=build/kernel_md.log
+setsid bash -c 'echo "$1" 2>/dev/null >/proc/self/autogroup
+  ctest --test-dir build/tests/kernel -L "^kernel$" --output-on-failure &&
+    rc=0 || rc=$?
+  echo "test.sh: kernel_md took ${SECONDS}s (exit $rc)"; exit $rc' \
+  _ "$own_nice" </dev/null >"$kernel_log" 2>&1 &
+kernel_pid=$!
+
+t=$SECONDS c=$(child_cpu)
+ctest --test-dir build --output-on-failure -j2 -LE '^kernel$' ||
+  failed+=("ctest (build/)")
+stage_took "ctest (all but kernel_md)" "$t" "$c"
+
+# ctest is done, and what follows needs the background builds: their
+# processes and their session's autogroup go back to this script's nice
+# value (0 on CI), so that they keep their full share of the machine
+# against anything else running there (a shared machine: at nice 19 they
+# got a fraction of it while this script only waited for them), and
+# build-tsan/ shares the CPUs evenly with the ASan+UBSan pass below. The
+# compilers ninja starts from now on inherit the session's nice value.
+# Lowering a nice value needs root (CI is): otherwise they stay at 19.
+renice_session() {  # $1: a session id; $2: the nice value
   local d stat fields
   for d in /proc/[0-9]*; do
-    read -r stat <"$d/stat" 2>/dev/null || continue
+    read -r stat 2>/dev/null <"$d/stat" || continue
     # After the command's ")": state ppid pgrp session ...
     read -r -a fields <<<"${stat##*) }"
     [[ ${fields[3]:-} == "$1" ]] || continue
-    renice -n 0 -p "${d#/proc/}" >/dev/null 2>&1 || true
+    renice -n "$2" -p "${d#/proc/}" >/dev/null 2>&1 || true
   done
-  echo 0 >"/proc/$1/autogroup" 2>/dev/null || true
+  echo "$2" 2>/dev/null >"/proc/$1/autogroup" || true
 }
-renice_session "$bg_pid"
+renice_session "$bg_pid" "$own_nice"
 
-t=$SECONDS c=$(child_cpu)
-wait "$bg_pid" || true
-bg_pid=
-echo "test.sh: waited $((SECONDS - t))s after ctest for the sanitizer builds" \
-  "(started before build/'s, niced; CPU $(($(child_cpu) - c))s in all):"
-if compgen -G 'build-sanitizers.*.failed' >/dev/null; then
-  tail -n 100 build-sanitizers.log
-  echo "test.sh: a sanitizer build FAILED (log: build-sanitizers.log)"
-else
-  grep '^test.sh: ' build-sanitizers.log || true
-fi
-
-# The libFuzzer targets need clang; a short run catches decoder regressions.
-t=$SECONDS c=$(child_cpu)
+# The ASan+UBSan pass and the fuzz runs need build-fuzz/ only: they start
+# as soon as it is built, while build-tsan/ (built after it) goes on beside
+# them; the TSan pass waits for the rest below. CI time: everything after
+# ctest waited for both trees, and build-tsan/'s build (about half idle:
+# its links and its one big test file) ran alone.
+bg_running() {  # the sanitizer builds' script still runs (not a zombie)
+  local stat
+  read -r stat 2>/dev/null <"/proc/$bg_pid/stat" || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
+t=$SECONDS
+while [[ ! -e build-sanitizers.fuzz.done ]] && bg_running; do sleep 1; done
+[[ -e build-sanitizers.fuzz.done ]] || touch build-sanitizers.fuzz.failed
+echo "test.sh: waited $((SECONDS - t))s after ctest for build-fuzz/" \
+  "(started before build/, niced):"
 if [[ -e build-sanitizers.fuzz.failed ]]; then
-  failed+=("build-fuzz/ build")
+  tail -n 100 build-sanitizers.log
+  echo "test.sh: the build-fuzz/ build FAILED (log: build-sanitizers.log)"
 else
-  FUZZ_SECONDS=${FUZZ_SECONDS:-10} ./scripts/fuzz.sh --run-only ||
-    failed+=("fuzz runs")
-  stage_took "fuzz runs" "$t" "$c"
+  grep '^test.sh: build-fuzz/' build-sanitizers.log || true
 fi
 
 # ASan+UBSan: the unit tests built in build-fuzz/, the clang tree fuzz.sh
@@ -198,6 +241,36 @@ if [[ "${URAID_ASAN:-1}" != 0 && ! -e build-sanitizers.fuzz.failed ]]; then
   stage_took "ASan+UBSan unit tests" "$t" "$c"
 fi
 
+# The libFuzzer targets need clang; a short run catches decoder regressions.
+t=$SECONDS c=$(child_cpu)
+if [[ -e build-sanitizers.fuzz.failed ]]; then
+  failed+=("build-fuzz/ build")
+else
+  # build-tsan/, if it still builds, goes back to nice 19 for the runs:
+  # -max_total_time is wall time, and each target keeps a CPU of its own
+  # for its FUZZ_SECONDS, as when the runs came after both builds (and
+  # after the ASan+UBSan pass, kernel_md is about always done).
+  renice_session "$bg_pid" 19
+  FUZZ_SECONDS=${FUZZ_SECONDS:-10} ./scripts/fuzz.sh --run-only ||
+    failed+=("fuzz runs")
+  renice_session "$bg_pid" "$own_nice"
+  stage_took "fuzz runs" "$t" "$c"
+fi
+
+# The rest of the sanitizer builds: build-tsan/ (see the wait for build-fuzz/
+# above).
+t=$SECONDS c=$(child_cpu)
+wait "$bg_pid" || true
+bg_pid=
+echo "test.sh: waited $((SECONDS - t))s after the fuzz runs for" \
+  "build-tsan/ (CPU of both sanitizer builds: $(($(child_cpu) - c))s)"
+if [[ -e build-sanitizers.tsan.failed ]]; then
+  tail -n 100 build-sanitizers.log
+  echo "test.sh: the build-tsan/ build FAILED (log: build-sanitizers.log)"
+else
+  grep '^test.sh: build-tsan/' build-sanitizers.log || true
+fi
+
 # ThreadSanitizer: a separate build (build-tsan/) of only the tests that run
 # threads against the library: concurrent writers, the background jobs
 # (rebuild, replace, scrub) with I/O running, the control server's
@@ -210,6 +283,14 @@ fi
 # report fails the binary (exit code 66); tests/tsan.supp, if present, holds
 # suppressions (each with its reason). Two binaries at a time, the longest
 # first; each one's output is shown when it fails.
+# URAID_RANDOM_STEPS_PERCENT=50, as in the ASan+UBSan pass: reshape_test's
+# power-cut and model-step tests (testutil::RandomSteps; no other TSan
+# binary has random steps) take half their random steps, every
+# configuration, kind and assertion kept; TSan reports a race between two
+# accesses that the run executes, whichever order they happened in, so the
+# second half of the same steps adds little. ctest above ran them in full.
+# CI time: they are most of reshape_test, the longest binary here (118 s in
+# the rehearsal of 2026-12-04) on a pass that keeps both CPUs busy.
 if [[ -e build-sanitizers.tsan.failed ]]; then
   failed+=("build-tsan/ build")
 elif [[ "${URAID_TSAN:-1}" != 0 ]]; then
@@ -222,7 +303,8 @@ elif [[ "${URAID_TSAN:-1}" != 0 ]]; then
   run_tsan() {  # runs build-tsan/tests/$1; $1.failed marks a failure
     local log="build-tsan/$1.log" s=$SECONDS
     rm -f "build-tsan/$1.failed"
-    if timeout 600 "build-tsan/tests/$1" >"$log" 2>&1; then
+    if URAID_RANDOM_STEPS_PERCENT=50 timeout 600 "build-tsan/tests/$1" \
+         >"$log" 2>&1; then
       echo "test.sh: TSan $1 passed ($((SECONDS - s))s)"
     else
       cat "$log"
@@ -230,17 +312,35 @@ elif [[ "${URAID_TSAN:-1}" != 0 ]]; then
       touch "build-tsan/$1.failed"
     fi
   }
-  for test in "${tsan_tests[@]}"; do
-    while [[ $(jobs -rp | wc -l) -ge 2 ]]; do wait -n || true; done
-    run_tsan "$test" &
-  done
-  wait
+  # A subshell: its jobs and its wait are the TSan binaries alone, not
+  # kernel_md, which runs in the background of this script too.
+  (
+    for test in "${tsan_tests[@]}"; do
+      while [[ $(jobs -rp | wc -l) -ge 2 ]]; do wait -n || true; done
+      run_tsan "$test" &
+    done
+    wait
+  )
   for test in "${tsan_tests[@]}"; do
     if [[ -e "build-tsan/$test.failed" ]]; then
       failed+=("$test (build-tsan/, TSan)")
     fi
   done
   stage_took "TSan tests" "$t" "$c"
+fi
+
+# kernel_md, started before ctest (see there).
+t=$SECONDS
+kernel_rc=0
+wait "$kernel_pid" || kernel_rc=$?
+kernel_pid=
+echo "test.sh: waited $((SECONDS - t))s at the end for kernel_md"
+if [[ $kernel_rc == 0 ]]; then
+  grep -E '^test.sh: |Test +#|tests passed' "$kernel_log" || true
+else
+  cat "$kernel_log"
+  echo "test.sh: kernel_md FAILED (exit $kernel_rc; log: $kernel_log)"
+  failed+=("kernel_md (build/tests/kernel/)")
 fi
 
 if [[ ${#failed[@]} -eq 0 ]]; then
@@ -252,6 +352,8 @@ else
     case $f in
       "ctest (build/)") ./scripts/ctest_failures.sh build ;;
       "ctest -L unit (build-fuzz/"*) ./scripts/ctest_failures.sh build-fuzz ;;
+      "kernel_md (build/tests/kernel/)")
+        ./scripts/ctest_failures.sh build/tests/kernel ;;
     esac
   done
   failures=$(IFS=';'; echo "${failed[*]}")

@@ -502,7 +502,7 @@ TEST(Reshape, ModelStepsTheReshapeUnderRandomIo) {
        0, true, 6, Layout::kRightAsymmetric},
   };
   // URAID_RESHAPE_SEEDS=N runs seeds 1..N (a long run); CI runs two (one
-  // in the ASan+UBSan pass: testutil::RandomSteps).
+  // in the sanitizer passes: testutil::RandomSteps).
   const char* env = std::getenv("URAID_RESHAPE_SEEDS");
   const uint32_t seeds = env ? static_cast<uint32_t>(std::atoi(env))
                              : static_cast<uint32_t>(testutil::RandomSteps(2));

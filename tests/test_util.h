@@ -169,11 +169,12 @@ inline std::unique_ptr<Array> MustCreate(
 
 // How many random steps (operations, rounds) a randomized test runs: `n`
 // scaled by URAID_RANDOM_STEPS_PERCENT (1 to 100; default and otherwise
-// 100), at least 1. scripts/test.sh's ASan+UBSan pass sets 50: there the
-// same tests, configurations and assertions run on code several times
-// slower, looking for memory errors rather than for the rare interleaving
-// the full count is there to find (the plain ctest run keeps the full
-// count). CI time.
+// 100), at least 1. scripts/test.sh's ASan+UBSan and TSan passes set 50:
+// there the same tests, configurations and assertions run on code several
+// times slower, looking for memory errors and data races (which TSan
+// reports whichever order the two accesses ran in) rather than for the
+// rare interleaving the full count is there to find (the plain ctest run
+// keeps the full count). CI time.
 inline int RandomSteps(int n) {
   const char* s = std::getenv("URAID_RANDOM_STEPS_PERCENT");
   const int percent = s == nullptr ? 100 : std::atoi(s);

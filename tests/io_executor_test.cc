@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine_test_util.h"
+#include "test_util.h"
 #include "uraid/member.h"
 
 namespace uraid {
@@ -230,6 +233,72 @@ TEST_F(IoExecutorTest, RunTogetherRunsEveryTask) {
   std::vector<std::function<void()>> tasks(5, [&] { ran.fetch_add(1); });
   io_.RunTogether(tasks);
   EXPECT_EQ(ran.load(), 5);
+}
+
+// Calls that each wait (up to a bound) until `expected` of them are under
+// way at once, recording the most seen together: calls made one after
+// another each wait out the bound alone.
+struct Rendezvous {
+  std::atomic<int> in_flight{0};
+  std::atomic<int> most{0};
+  int expected = 0;
+  void Arrive() {
+    const int now = in_flight.fetch_add(1) + 1;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (most.load() < expected &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    in_flight.fetch_sub(1);
+  }
+};
+
+// A member whose reads meet at a Rendezvous.
+class RendezvousMember final : public testutil::ForwardingMember {
+ public:
+  RendezvousMember(std::shared_ptr<Member> target, Rendezvous* r)
+      : ForwardingMember(std::move(target)), r_(r) {}
+  absl::Status Read(void* buf, size_t len, uint64_t offset) override {
+    r_->Arrive();
+    return ForwardingMember::Read(buf, len, offset);
+  }
+
+ private:
+  Rendezvous* r_;
+};
+
+// Until a member latency has been measured, the executor cannot know the
+// members are fast: a new array's first plans (a job pass's first
+// stripes, the first superblock fan-out) go out together, not one member
+// after another (on members 2 ms away that cost a recovery's first window
+// several times its length).
+TEST_F(IoExecutorTest, BeforeAnyLatencyIsMeasuredAPlanRunsInParallel) {
+  Rendezvous r;
+  r.expected = kDisks;
+  for (int i = 0; i < kDisks; ++i) {
+    slots_[i]->member.store(
+        std::make_shared<RendezvousMember>(members_[i], &r));
+  }
+  std::vector<std::vector<uint8_t>> bufs(kDisks, std::vector<uint8_t>(4096));
+  std::vector<MemberIo> ios;
+  for (int i = 0; i < kDisks; ++i) {
+    ios.push_back(Io(MemberIo::kRead, i, bufs[i].data(), 4096, 0));
+  }
+  io_.Submit(shape_, ios);
+  for (const MemberIo& io : ios) EXPECT_TRUE(io.status.ok()) << io.status;
+  EXPECT_EQ(r.most.load(), kDisks);
+}
+
+TEST_F(IoExecutorTest, BeforeAnyLatencyIsMeasuredRunTogetherRunsInParallel) {
+  Rendezvous r;
+  r.expected = kDisks;
+  std::vector<std::function<void()>> tasks(kDisks, [&r] { r.Arrive(); });
+  io_.RunTogether(tasks);
+  EXPECT_EQ(r.most.load(), kDisks);
 }
 
 }  // namespace

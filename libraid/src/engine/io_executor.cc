@@ -78,8 +78,13 @@ IoExecutor::IoExecutor(const SlotTable& slots, AtomicCounters& counters,
       pool_(threads) {}
 
 bool IoExecutor::InTurn(size_t n) const {
-  return n <= 1 || io_latency_ns_.load(std::memory_order_relaxed) <
-                       kParallelIoThresholdNs;
+  // Unmeasured is not fast: before any data I/O has been timed (a new
+  // array's first superblock fan-out, a recovery's first stripes) the calls
+  // go out together. Taken in turn, a recovery pass's first stripes on NBD
+  // members 2 ms away read their survivors one after another, and its
+  // first window took two to three times as long as the next ones.
+  const int64_t lat = io_latency_ns_.load(std::memory_order_relaxed);
+  return n <= 1 || (lat >= 0 && lat < kParallelIoThresholdNs);
 }
 
 void IoExecutor::RunTogether(std::span<const std::function<void()>> tasks) {
@@ -187,7 +192,11 @@ void IoExecutor::RunIo(MemberIo& io) {
     const int64_t old = avg.load(std::memory_order_relaxed);
     avg.store(old + (ns - old) / 8, std::memory_order_relaxed);
   };
-  average(io_latency_ns_);
+  if (io_latency_ns_.load(std::memory_order_relaxed) < 0) {
+    io_latency_ns_.store(ns, std::memory_order_relaxed);  // the first sample
+  } else {
+    average(io_latency_ns_);
+  }
   if (stats != nullptr) {
     stats->ios.fetch_add(1, std::memory_order_relaxed);
     stats->io_ns.fetch_add(static_cast<uint64_t>(ns),

@@ -93,7 +93,8 @@ class IoExecutor {
   // calling thread than to hand to the pool.
   static constexpr int64_t kParallelIoThresholdNs = 30'000;
 
-  // True when `n` member calls are cheaper run in turn on this thread.
+  // True when `n` member calls are cheaper run in turn on this thread:
+  // never before a latency has been measured.
   bool InTurn(size_t n) const;
   void RunIo(MemberIo& io);
 
@@ -101,8 +102,9 @@ class IoExecutor {
   AtomicCounters& counters_;
   const ReplacementFailed replacement_failed_;
   TaskPool pool_;
-  // Moving average of member data-I/O latency, in ns (see Submit).
-  std::atomic<int64_t> io_latency_ns_{0};
+  // Moving average of member data-I/O latency, in ns (see Submit); -1
+  // until the first data I/O is measured.
+  std::atomic<int64_t> io_latency_ns_{-1};
   std::atomic<uint64_t> writes_started_{0};
   std::atomic<uint64_t> writes_finished_{0};
 };

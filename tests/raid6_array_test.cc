@@ -724,6 +724,79 @@ TEST(Raid5Recovery, FailureMidReplaceWithoutSpareFinishesTheCopy) {
   testutil::ExpectContents(*a, ref);
 }
 
+// Level 5's one pass over a replace and a failed slot reads the replaced
+// member once per stripe: its rows are the copy and a source of the failed
+// slot's rebuild both (StripeReader::ReconstructPairLocked). Before, each
+// stripe the two targets both needed read it twice, once for the copy and
+// once among the rebuild's sources.
+TEST(Raid5Recovery, JoinedPassReadsTheReplacedMemberOnce) {
+  constexpr int kDisks = 5;
+  constexpr uint64_t kStripes = kMemberBytes / kChunk;
+  auto [f, m] = CountedMembers(kDisks + 2);
+  std::vector<Shared> first(m.begin(), m.begin() + kDisks);
+  CreateOptions o = Opts6(Layout::kLeftSymmetric, true);
+  o.level = 5;
+  auto a = testutil::MustCreate(first, o);
+  ASSERT_NE(a, nullptr);
+  std::vector<uint8_t> ref = testutil::Pattern(a->size(), 74);
+  ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
+  a->StartBackground();
+  ASSERT_TRUE(a->AddMember(ShareMember(m[kDisks + 1])).ok());  // a spare
+  a->SetSpeedLimits({.min_kib_s = 64, .max_kib_s = 64});
+  for (auto& x : f) x->ResetCounters();
+  ASSERT_TRUE(a->ReplaceMember(m[2]->Name(), ShareMember(m[kDisks])).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const JobInfo j = a->Info().job;
+        return j.kind == JobKind::kReplace && j.done_bytes >= 2 * kChunk;
+      },
+      10));
+  ASSERT_TRUE(a->FailSlot(4).ok());
+  EXPECT_TRUE(WaitUntil([&] { return a->Info().job.second_slot == 4; }, 5));
+  a->SetSpeedLimits({});
+  ASSERT_TRUE(a->WaitForJob().ok());
+  ExpectPairDone(a->Info(), 2, *m[kDisks], 4, *m[kDisks + 1]);
+  // Once per stripe, plus the few copied alone before the failure (twice
+  // per stripe for most of the pass before).
+  EXPECT_LE(f[2]->counters().reads, kStripes + kStripes / 4);
+  ExpectSurvivorReadsAtMost(f, {0, 1, 3}, kStripes + kStripes / 4);
+  EXPECT_EQ(testutil::Mismatches(*a), 0u);
+  testutil::ExpectContents(*a, ref);
+  ASSERT_TRUE(a->FailSlot(0).ok());  // the copied and rebuilt slots serve
+  testutil::ExpectContents(*a, ref);
+}
+
+// Level 5, no spare when a member fails mid-replace: the copy goes on
+// alone, degraded; a spare added while it runs joins it (the pass checks
+// for a recoverable second slot at each window, as for a failure), and one
+// pass finishes the copy and rebuilds the failed slot, clients reading and
+// writing throughout, rather than a second job after the copy.
+TEST(Raid5Recovery, SpareArrivingMidReplaceJoinsThePass) {
+  auto [f, m] = CountedMembers(7);
+  std::vector<uint8_t> ref;
+  std::unique_ptr<Array> a;
+  Raid5ReplaceThenFail(m, Layout::kLeftAsymmetric, 73, /*spare=*/false,
+                       /*replaced=*/1, /*failed=*/3, &ref, &a);
+  if (HasFatalFailure()) return;
+  const JobInfo alone = a->Info().job;
+  EXPECT_EQ(alone.kind, JobKind::kReplace);
+  EXPECT_EQ(alone.second_slot, -1);
+  EXPECT_TRUE(a->Info().degraded);
+  ASSERT_TRUE(a->AddMember(ShareMember(m[6])).ok());
+  EXPECT_TRUE(WaitUntil([&] { return a->Info().job.second_slot == 3; }, 5));
+  EXPECT_EQ(a->Info().job.kind, JobKind::kReplace);
+  EXPECT_EQ(a->Info().job.second_target, m[6]->Name());
+  std::mt19937_64 rng(173);
+  Churn(*a, ref, rng, 30);  // during the pass over both
+  a->SetSpeedLimits({});
+  ASSERT_TRUE(a->WaitForJob().ok());
+  ExpectPairDone(a->Info(), 1, *m[5], 3, *m[6]);
+  EXPECT_EQ(testutil::Mismatches(*a), 0u);
+  testutil::ExpectContents(*a, ref);
+  ASSERT_TRUE(a->FailSlot(0).ok());
+  testutil::ExpectContents(*a, ref);
+}
+
 // One target of a two-slot rebuild fails mid-pass (a second failure): the
 // pass ends there, the other target keeps its front, and the next pass
 // rebuilds it on from there beside a third spare from stripe 0.

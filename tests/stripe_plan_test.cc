@@ -362,5 +362,48 @@ TEST(PlanReconstruct, RebuildsAnySlotFromTheOthers) {
   }
 }
 
+// Level 5's pair: one slot read (a replace's old member), the other
+// rebuilt from every slot but itself, each slot read once, into either
+// order of the caller's two buffers.
+TEST(PlanReadAndRebuild, ReadsEachSlotOnceForBoth) {
+  std::mt19937_64 rng(8);
+  for (int disks = 3; disks <= 16; ++disks) {
+    const Geometry geo = Geo(disks, 16 * K);
+    for (int round = 0; round < 8; ++round) {
+      const int read = static_cast<int>(rng() % disks);
+      const int lost =
+          (read + 1 + static_cast<int>(rng() % (disks - 1))) % disks;
+      const bool swapped = round % 2 == 1;
+      SCOPED_TRACE(testing::Message() << "disks " << disks << " read " << read
+                                      << " lost " << lost);
+      Stripe s = MakeStripe(geo, 5, rng, true);
+      const uint64_t x = 4 * K, len = 8 * K;
+      std::vector<uint8_t> want_read(s.chunk[read].begin() + x,
+                                     s.chunk[read].begin() + x + len);
+      std::vector<uint8_t> want_lost(s.chunk[lost].begin() + x,
+                                     s.chunk[lost].begin() + x + len);
+      std::fill(s.chunk[lost].begin(), s.chunk[lost].end(), 0);
+      const uint64_t at_read = swapped ? len : 0, at_lost = swapped ? 0 : len;
+      const ReadPlan plan =
+          PlanReadAndRebuild(geo, 5, read, at_read, lost, at_lost, x, len);
+      AlignedBuffer scratch(plan.scratch_bytes);
+      std::vector<uint8_t> out(2 * len, 0x55);
+      RunIos(plan.reads, false, s, lost, scratch.data(), out.data());
+      if (HasFatalFailure()) return;
+      ComputeRead(plan, scratch.data(), out.data());
+      EXPECT_TRUE(std::equal(want_read.begin(), want_read.end(),
+                             out.begin() + at_read));
+      EXPECT_TRUE(std::equal(want_lost.begin(), want_lost.end(),
+                             out.begin() + at_lost));
+      EXPECT_EQ(ReadBytes(plan.reads), len * (disks - 1));
+      std::vector<int> reads_of(disks, 0);
+      for (const PlannedIo& io : plan.reads) ++reads_of[io.slot];
+      for (int i = 0; i < disks; ++i) {
+        EXPECT_EQ(reads_of[i], i == lost ? 0 : 1) << "slot " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace uraid

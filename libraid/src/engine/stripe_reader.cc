@@ -572,23 +572,36 @@ absl::Status StripeReader::ReconstructPairLocked(const Shape& sh,
                                                  uint64_t chunk_offset,
                                                  size_t len, uint8_t* dst,
                                                  size_t b_at) {
-  if (sh.geo.parity_disks() != 2 || a == b) {
-    return absl::FailedPreconditionError("a pair is rebuilt only at level 6");
-  }
+  if (a == b) return absl::FailedPreconditionError("one slot, not a pair");
   RETURN_IF_ERROR(host_.CheckUsable(false));
   const uint64_t member_offset = stripe * sh.geo.chunk_bytes() + chunk_offset;
   const SlotGens gens = slots_.CaptureGens();  // before the health (as above)
+  const auto helps = [&](int i) {
+    return slots_.UsableAt(i, stripe) &&
+           !slots_.BadAt(i, sh.data_offset + member_offset, len);
+  };
   for (int i = 0; i < sh.geo.raid_disks(); ++i) {
     if (i == a || i == b) continue;
-    if (!slots_.UsableAt(i, stripe) ||
-        slots_.BadAt(i, sh.data_offset + member_offset, len)) {
+    if (!helps(i)) {
       return absl::FailedPreconditionError(
           absl::StrFormat("slot %d cannot help at member offset %d", i,
                           sh.data_offset + member_offset));
     }
   }
-  const ReadPlan plan =
-      PlanReconstructPair(sh.geo, stripe, a, b, chunk_offset, len, b_at);
+  ReadPlan plan;
+  if (sh.geo.parity_disks() == 2) {
+    plan = PlanReconstructPair(sh.geo, stripe, a, b, chunk_offset, len, b_at);
+  } else if (helps(a) != helps(b)) {
+    // One parity: the pair's serving slot is read, the other rebuilt.
+    plan = helps(a) ? PlanReadAndRebuild(sh.geo, stripe, a, 0, b, b_at,
+                                         chunk_offset, len)
+                    : PlanReadAndRebuild(sh.geo, stripe, b, b_at, a, 0,
+                                         chunk_offset, len);
+  } else {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "slots %d and %d: one must serve the stripe, the other be rebuilt", a,
+        b));
+  }
   ScratchOrOwned scratch(ScratchUser::kReconstruct, plan.scratch_bytes);
   std::vector<MemberIo> ios = PlannedMemberIos(sh, MemberIo::kRead, stripe,
                                                plan.reads, scratch.data(), dst);

@@ -57,14 +57,17 @@ class StripeReader : private EnginePart {
   absl::Status ReconstructLocked(const Shape& sh, uint64_t stripe, int slot,
                                  uint64_t chunk_offset, size_t len,
                                  uint8_t* dst, bool record_sources = true);
-  // RAID6: rebuilds slots `a` and `b` together from every other slot, each
-  // of those read once (a recovery writing two targets in one pass): a's
-  // bytes into `dst`, b's into `dst + b_at` (b_at >= len). Records nothing
-  // and fails nothing: FailedPrecondition when it cannot be done in one
-  // read (not RAID6, another slot cannot help in these rows, a recorded bad
-  // block there), else the first error of the reads (a member changing
-  // hands included); the caller then rebuilds one slot at a time, which
-  // corrects or records.
+  // Fills slots `a` and `b` together, every slot read at most once (a
+  // recovery writing two targets in one pass): a's bytes into `dst`, b's
+  // into `dst + b_at` (b_at >= len). RAID6: both rebuilt from every other
+  // slot. Levels 4 and 5: the one whose member serves the stripe (a
+  // replace's old member) is read, and the other rebuilt from every slot
+  // but itself, that read among them. Records nothing and fails nothing:
+  // FailedPrecondition when it cannot be done in one read (another slot
+  // cannot help in these rows, a recorded bad block there; at level 5,
+  // neither or both of a and b serving), else the first error of the
+  // reads (a member changing hands included); the caller then fills one
+  // slot at a time, which corrects or records.
   absl::Status ReconstructPairLocked(const Shape& sh, uint64_t stripe, int a,
                                      int b, uint64_t chunk_offset, size_t len,
                                      uint8_t* dst, size_t b_at);

@@ -230,11 +230,14 @@ absl::Status StripeRebuilder::RebuildPairStripeLocked(
       need[n++] = Need{k, pair[k].slot, to_repl, buf + k * buf_len};
     }
     if (n == 0) return absl::OkStatus();
-    // Both at once, each survivor read once: a replace target's slot is
-    // rebuilt too rather than copied (its old member's read would be a
-    // second pass over that member). Anything in the way (a third slot that
-    // cannot help, a bad block, a read error) falls back to one target at
-    // a time, which corrects, records or fails as a single rebuild does.
+    // Both at once, each member read once. RAID6: a replace target's slot
+    // is rebuilt too rather than copied (its old member's read would be a
+    // second pass over that member). Level 5: the replaced member is read
+    // once, its rows both the copy and a source of the failed slot's
+    // rebuild (one at a time, the copy and the rebuild each read it).
+    // Anything in the way (a slot that cannot help, a bad block, a read
+    // error) falls back to one target at a time, which corrects, records or
+    // fails as a single rebuild does.
     const bool joint =
         n == 2 &&
         reader_

@@ -316,6 +316,23 @@ ReadPlan PlanReconstructPair(const Geometry& geo, uint64_t stripe, int a, int b,
                                              b_client);
 }
 
+ReadPlan PlanReadAndRebuild(const Geometry& geo, uint64_t stripe, int read_slot,
+                            uint64_t read_client, int lost_slot,
+                            uint64_t lost_client, uint64_t x, uint64_t len) {
+  (void)stripe;  // every slot but the lost one is a source, in any stripe
+  ReadPlan plan;
+  plan.rebuild = true;
+  plan.target = Client(lost_client);
+  plan.len = len;
+  plan.reads.push_back({read_slot, x, len, Client(read_client)});
+  plan.sources.push_back(Client(read_client));
+  for (int i = 0; i < geo.raid_disks(); ++i) {
+    if (i == read_slot || i == lost_slot) continue;
+    plan.sources.push_back(plan_internal::GatherRows(plan, i, x, len, nullptr));
+  }
+  return plan;
+}
+
 void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client) {
   for (const ReadPlan::Copy& c : plan.copies) {
     std::memcpy(scratch + c.to_scratch, client + c.from_client, c.len);

@@ -177,6 +177,15 @@ ReadPlan PlanReconstruct(const Geometry& geo, uint64_t stripe, int slot,
 ReadPlan PlanReconstructPair(const Geometry& geo, uint64_t stripe, int a, int b,
                              uint64_t x, uint64_t len, uint64_t b_client);
 
+// Levels 4 and 5: slot `read_slot`'s bytes [x, x + len) read into client
+// offset `read_client`, and slot `lost_slot`'s rebuilt into client offset
+// `lost_client` from every other slot, those rows among them: each member
+// read once for both (a recovery that finishes a replace's copy and
+// rebuilds a failed slot in one pass). The two client ranges are disjoint.
+ReadPlan PlanReadAndRebuild(const Geometry& geo, uint64_t stripe, int read_slot,
+                            uint64_t read_client, int lost_slot,
+                            uint64_t lost_client, uint64_t x, uint64_t len);
+
 // Once the plan's reads are done: the copies, then the rebuild.
 void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client);
 

@@ -189,6 +189,14 @@ renice_session "$bg_pid" "$own_nice"
 # them; the TSan pass waits for the rest below. CI time: everything after
 # ctest waited for both trees, and build-tsan/'s build (about half idle:
 # its links and its one big test file) ran alone.
+report_sanitizer_build() {  # $1: fuzz or tsan; its log, or its stage line
+  if [[ -e build-sanitizers.$1.failed ]]; then
+    tail -n 100 build-sanitizers.log
+    echo "test.sh: the build-$1/ build FAILED (log: build-sanitizers.log)"
+  else
+    grep "^test.sh: build-$1/" build-sanitizers.log || true
+  fi
+}
 bg_running() {  # the sanitizer builds' script still runs (not a zombie)
   local stat
   read -r stat 2>/dev/null <"/proc/$bg_pid/stat" || return 1
@@ -200,12 +208,7 @@ while [[ ! -e build-sanitizers.fuzz.done ]] && bg_running; do sleep 1; done
 [[ -e build-sanitizers.fuzz.done ]] || touch build-sanitizers.fuzz.failed
 echo "test.sh: waited $((SECONDS - t))s after ctest for build-fuzz/" \
   "(started before build/, niced):"
-if [[ -e build-sanitizers.fuzz.failed ]]; then
-  tail -n 100 build-sanitizers.log
-  echo "test.sh: the build-fuzz/ build FAILED (log: build-sanitizers.log)"
-else
-  grep '^test.sh: build-fuzz/' build-sanitizers.log || true
-fi
+report_sanitizer_build fuzz
 
 # ASan+UBSan: the unit tests built in build-fuzz/, the clang tree fuzz.sh
 # configured above with -DURAID_SANITIZE=ON (RelWithDebInfo: the model test
@@ -264,12 +267,7 @@ wait "$bg_pid" || true
 bg_pid=
 echo "test.sh: waited $((SECONDS - t))s after the fuzz runs for" \
   "build-tsan/ (CPU of both sanitizer builds: $(($(child_cpu) - c))s)"
-if [[ -e build-sanitizers.tsan.failed ]]; then
-  tail -n 100 build-sanitizers.log
-  echo "test.sh: the build-tsan/ build FAILED (log: build-sanitizers.log)"
-else
-  grep '^test.sh: build-tsan/' build-sanitizers.log || true
-fi
+report_sanitizer_build tsan
 
 # ThreadSanitizer: a separate build (build-tsan/) of only the tests that run
 # threads against the library: concurrent writers, the background jobs

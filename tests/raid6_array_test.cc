@@ -624,12 +624,12 @@ TEST(Raid6Recovery, FailureMidReplaceJoinsThePass) {
 // Level 5 (5 members on m[0, 5), written with pattern `seed` into *ref,
 // m[6] a spare when `spare`), a replace of slot `replaced` onto m[5] at
 // 64 KiB/s (four stripes a second), and slot `failed` failed two stripes
-// into the copy; then clients write and read (30 rounds of Churn) while
-// the array is degraded and the job goes on or hands over.
+// into the copy; then clients write and read (`churn` rounds of Churn)
+// while the array is degraded and the job goes on or hands over.
 void Raid5ReplaceThenFail(const std::vector<Shared>& m, Layout layout,
                           uint32_t seed, bool spare, int replaced, int failed,
                           std::vector<uint8_t>* ref,
-                          std::unique_ptr<Array>* out) {
+                          std::unique_ptr<Array>* out, int churn = 30) {
   constexpr int kDisks = 5;
   std::vector<Shared> first(m.begin(), m.begin() + kDisks);
   CreateOptions o = Opts6(layout, true);
@@ -654,7 +654,7 @@ void Raid5ReplaceThenFail(const std::vector<Shared>& m, Layout layout,
       10));
   ASSERT_TRUE(a->FailSlot(failed).ok());
   std::mt19937_64 rng(seed);
-  Churn(*a, *ref, rng, 30);
+  Churn(*a, *ref, rng, churn);
 }
 
 // Level 5 beside the RAID6 case above: a member failing (a hot spare in
@@ -730,32 +730,20 @@ TEST(Raid5Recovery, FailureMidReplaceWithoutSpareFinishesTheCopy) {
 // stripe the two targets both needed read it twice, once for the copy and
 // once among the rebuild's sources.
 TEST(Raid5Recovery, JoinedPassReadsTheReplacedMemberOnce) {
-  constexpr int kDisks = 5;
   constexpr uint64_t kStripes = kMemberBytes / kChunk;
-  auto [f, m] = CountedMembers(kDisks + 2);
-  std::vector<Shared> first(m.begin(), m.begin() + kDisks);
-  CreateOptions o = Opts6(Layout::kLeftSymmetric, true);
-  o.level = 5;
-  auto a = testutil::MustCreate(first, o);
-  ASSERT_NE(a, nullptr);
-  std::vector<uint8_t> ref = testutil::Pattern(a->size(), 74);
-  ASSERT_TRUE(a->Write(ref.data(), ref.size(), 0).ok());
-  a->StartBackground();
-  ASSERT_TRUE(a->AddMember(ShareMember(m[kDisks + 1])).ok());  // a spare
-  a->SetSpeedLimits({.min_kib_s = 64, .max_kib_s = 64});
+  auto [f, m] = CountedMembers(7);
+  std::vector<uint8_t> ref;
+  std::unique_ptr<Array> a;
+  // The counts start before the array is made: its creation and the
+  // pattern's full-stripe writes read no data.
   for (auto& x : f) x->ResetCounters();
-  ASSERT_TRUE(a->ReplaceMember(m[2]->Name(), ShareMember(m[kDisks])).ok());
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        const JobInfo j = a->Info().job;
-        return j.kind == JobKind::kReplace && j.done_bytes >= 2 * kChunk;
-      },
-      10));
-  ASSERT_TRUE(a->FailSlot(4).ok());
+  Raid5ReplaceThenFail(m, Layout::kLeftSymmetric, 74, /*spare=*/true,
+                       /*replaced=*/2, /*failed=*/4, &ref, &a, /*churn=*/0);
+  if (HasFatalFailure()) return;
   EXPECT_TRUE(WaitUntil([&] { return a->Info().job.second_slot == 4; }, 5));
   a->SetSpeedLimits({});
   ASSERT_TRUE(a->WaitForJob().ok());
-  ExpectPairDone(a->Info(), 2, *m[kDisks], 4, *m[kDisks + 1]);
+  ExpectPairDone(a->Info(), 2, *m[5], 4, *m[6]);
   // Once per stripe, plus the few copied alone before the failure (twice
   // per stripe for most of the pass before).
   EXPECT_LE(f[2]->counters().reads, kStripes + kStripes / 4);

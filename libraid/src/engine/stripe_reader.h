@@ -152,9 +152,14 @@ class StripeReader : private EnginePart {
                                uint8_t* dst);
   // Reads `pieces` of a stripe a member of which cannot serve it, each
   // surviving byte once (PlanDegradedRead), into `client` at each piece's
-  // client offset, overlaid with newer cached bytes.
+  // client offset, overlaid with newer cached bytes. `have[k]`: piece k
+  // is in `client` already, as the members hold it now (read unlocked
+  // while no write was in flight or has started since): not read again,
+  // a source of the rebuild as it is. Survivor rows the cache holds are
+  // taken from it; rows another request is reading are awaited.
   absl::Status ReadStripeDegradedLocked(const Shape& sh, uint64_t stripe,
                                         std::span<const ReadPiece> pieces,
+                                        std::span<const bool> have,
                                         uint8_t* client);
   static Location PieceLocation(const Shape& sh, uint64_t stripe,
                                 const ReadPiece& piece);

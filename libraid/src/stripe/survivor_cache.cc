@@ -11,58 +11,120 @@ void SurvivorCache::Put(uint64_t shape, uint64_t stripe,
   uint64_t bytes = 0;
   for (const Rows& r : rows) bytes += r.data.size();
   MutexLock lock(&mu_);
+  // Stale entries go (they would serve nothing again).
+  std::erase_if(entries_, [&](const Entry& e) {
+    if (e.tag == writes_started) return false;
+    for (const Rows& r : e.rows) bytes_ -= r.data.size();
+    return true;
+  });
+  if (bytes == 0 || bytes > kMaxBytes) {
+    CountLocked();
+    return;
+  }
   // Rows of the same stripe put since the same write count are as current
   // as the new ones: they join them. Requests smaller than a chunk each put
   // their own rows of a stripe, and the one whose chunk is lost needs rows
   // another request fetched several requests before it; replacing the
   // entry dropped those (measured: 3 members, 1 MiB chunks, 64 KiB
   // sequential reads, 1.33 member bytes read per byte delivered).
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->shape != shape || it->stripe != stripe ||
-        it->tag != writes_started) {
-      continue;
-    }
-    uint64_t held = 0;
-    for (const Rows& r : it->rows) held += r.data.size();
-    if (held + bytes <= kMaxEntryBytes) {
-      for (Rows& r : rows) it->rows.push_back(std::move(r));
-      rows.clear();
-      bytes = 0;
-      // The stripe is the newest again: it goes last (oldest first out).
-      Entry e = std::move(*it);
-      entries_.erase(it);
-      entries_.push_back(std::move(e));
-    }
-    break;
-  }
-  std::erase_if(entries_, [&](const Entry& e) {
-    // Stale, or replaced (when the new rows did not join it).
-    return e.tag != writes_started ||
-           (bytes > 0 && e.shape == shape && e.stripe == stripe);
+  auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) {
+    return e.shape == shape && e.stripe == stripe;
   });
-  if (bytes > 0 && bytes <= kMaxEntryBytes) {
-    if (entries_.size() >= kMaxEntries) entries_.pop_front();
-    entries_.push_back(Entry{shape, stripe, writes_started, std::move(rows)});
+  Entry e = it != entries_.end() ? std::move(*it)
+                                 : Entry{shape, stripe, writes_started, {}};
+  if (it != entries_.end()) entries_.erase(it);
+  for (Rows& r : rows) e.rows.push_back(std::move(r));
+  bytes_ += bytes;
+  // The stripe is the newest: it goes last (oldest first out).
+  entries_.push_back(std::move(e));
+  while (entries_.size() > kMaxEntries || bytes_ > kMaxBytes) {
+    for (const Rows& r : entries_.front().rows) bytes_ -= r.data.size();
+    entries_.pop_front();
   }
-  count_.store(entries_.size(), std::memory_order_relaxed);
+  CountLocked();
 }
 
 bool SurvivorCache::Get(uint64_t shape, uint64_t stripe,
                         uint64_t writes_started, int slot, uint64_t x,
                         uint64_t len, uint8_t* dst) {
   MutexLock lock(&mu_);
-  for (const Entry& e : entries_) {
+  return GetLocked(shape, stripe, writes_started, slot, x, len, dst);
+}
+
+SurvivorCache::Lookup SurvivorCache::Find(uint64_t shape, uint64_t stripe,
+                                          uint64_t writes_started, int slot,
+                                          uint64_t x, uint64_t len,
+                                          uint8_t* dst, uint64_t* claim) {
+  if (claim != nullptr) *claim = 0;
+  MutexLock lock(&mu_);
+  if (GetLocked(shape, stripe, writes_started, slot, x, len, dst)) {
+    return Lookup::kHit;
+  }
+  if (ClaimedLocked(shape, stripe, slot, x, len)) return Lookup::kClaimed;
+  if (claim != nullptr) {
+    *claim = next_ticket_++;
+    claims_.push_back(Claimed{*claim, shape, stripe, slot, x, len});
+    CountLocked();
+  }
+  return Lookup::kMiss;
+}
+
+void SurvivorCache::Release(uint64_t ticket) {
+  // Waiters' conditions are evaluated by the mutex on unlock.
+  MutexLock lock(&mu_);
+  std::erase_if(claims_, [&](const Claimed& c) { return c.ticket == ticket; });
+  CountLocked();
+}
+
+void SurvivorCache::AwaitUnclaimed(uint64_t shape, uint64_t stripe, int slot,
+                                   uint64_t x, uint64_t len) {
+  MutexLock lock(&mu_);
+  // Evaluated with mu_ held (Await's contract).
+  auto unclaimed = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !ClaimedLocked(shape, stripe, slot, x, len);
+  };
+  mu_.Await(Condition(&unclaimed));
+}
+
+bool SurvivorCache::GetLocked(uint64_t shape, uint64_t stripe,
+                              uint64_t writes_started, int slot, uint64_t x,
+                              uint64_t len, uint8_t* dst) {
+  for (Entry& e : entries_) {
     if (e.shape != shape || e.stripe != stripe) continue;
     if (e.tag != writes_started) return false;
-    for (const Rows& r : e.rows) {
-      if (r.slot == slot && r.x <= x && x + len <= r.x + r.data.size()) {
-        std::memcpy(dst, r.data.data() + (x - r.x), len);
-        return true;
+    for (auto r = e.rows.begin(); r != e.rows.end(); ++r) {
+      if (r->slot != slot || x < r->x || r->x + r->data.size() < x + len) {
+        continue;
       }
+      std::memcpy(dst, r->data.data() + (x - r->x), len);
+      r->taken += len;
+      if (r->taken >= uint64_t{r->uses} * r->data.size()) {
+        // Every reader that wanted the rows has had them.
+        bytes_ -= r->data.size();
+        e.rows.erase(r);
+        if (e.rows.empty()) {
+          std::erase_if(entries_,
+                        [](const Entry& en) { return en.rows.empty(); });
+          CountLocked();
+        }
+      }
+      return true;
     }
     return false;
   }
   return false;
+}
+
+bool SurvivorCache::ClaimedLocked(uint64_t shape, uint64_t stripe, int slot,
+                                  uint64_t x, uint64_t len) const {
+  return std::any_of(claims_.begin(), claims_.end(), [&](const Claimed& c) {
+    return c.shape == shape && c.stripe == stripe && c.slot == slot &&
+           c.x <= x && x + len <= c.x + c.len;
+  });
+}
+
+void SurvivorCache::CountLocked() {
+  count_.store(entries_.size() + claims_.size(), std::memory_order_relaxed);
 }
 
 }  // namespace uraid

@@ -12,7 +12,8 @@ void SurvivorCache::Put(uint64_t shape, uint64_t stripe,
   for (const Rows& r : rows) bytes += r.data.size();
   MutexLock lock(&mu_);
   // Stale entries go (they would serve nothing again).
-  std::erase_if(entries_, [&](const Entry& e) {
+  // (The lambda runs under mu_, which the analysis cannot see.)
+  std::erase_if(entries_, [&](const Entry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (e.tag == writes_started) return false;
     for (const Rows& r : e.rows) bytes_ -= r.data.size();
     return true;

@@ -544,15 +544,7 @@ std::unique_ptr<Array> FilledThenDegraded(const std::vector<Shared>& m,
                                           std::vector<uint8_t>* data) {
   CreateOptions o = Opts();
   o.cache.bytes = 0;
-  auto a = MustCreate(m, o);
-  if (a == nullptr) return nullptr;
-  *data = Pattern(a->size(), seed);
-  if (!a->Write(data->data(), data->size(), 0).ok() || !a->Flush().ok() ||
-      !a->FailSlot(1).ok()) {
-    ADD_FAILURE() << "could not fill and degrade the array";
-    return nullptr;
-  }
-  return a;
+  return testutil::FilledThenDegraded(m, o, seed, data);
 }
 
 // Reads the whole array into *got in requests of `step` bytes.

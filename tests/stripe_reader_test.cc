@@ -77,15 +77,7 @@ std::unique_ptr<Array> FilledThenDegraded(const std::vector<Shared>& m,
   o.data_offset_bytes = kOffset;
   o.member_bytes = kMemberBytes;
   o.cache.bytes = 0;
-  auto a = testutil::MustCreate(m, o);
-  if (a == nullptr) return nullptr;
-  *data = testutil::Pattern(a->size(), seed);
-  if (!a->Write(data->data(), data->size(), 0).ok() || !a->Flush().ok() ||
-      !a->FailSlot(1).ok()) {
-    ADD_FAILURE() << "could not fill and degrade the array";
-    return nullptr;
-  }
-  return a;
+  return testutil::FilledThenDegraded(m, o, seed, data);
 }
 
 bool Same(const std::vector<uint8_t>& got, const std::vector<uint8_t>& data,

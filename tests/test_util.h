@@ -190,6 +190,23 @@ inline std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
   return v;
 }
 
+// An array made with `o` over `m`, filled with Pattern(seed) (returned in
+// *data) and flushed, with slot 1 failed; a failure is a test failure, and
+// nullptr.
+inline std::unique_ptr<Array> FilledThenDegraded(
+    const std::vector<std::shared_ptr<Member>>& m, const CreateOptions& o,
+    uint32_t seed, std::vector<uint8_t>* data) {
+  auto a = MustCreate(m, o);
+  if (a == nullptr) return nullptr;
+  *data = Pattern(a->size(), seed);
+  if (!a->Write(data->data(), data->size(), 0).ok() || !a->Flush().ok() ||
+      !a->FailSlot(1).ok()) {
+    ADD_FAILURE() << "could not fill and degrade the array";
+    return nullptr;
+  }
+  return a;
+}
+
 // The array's first want.size() bytes are `want`.
 inline void ExpectContents(Array& a, const std::vector<uint8_t>& want) {
   std::vector<uint8_t> got(want.size());

@@ -459,9 +459,11 @@ class NbdMembersTest(unittest.TestCase):
         write, like a disk's seek): N full-stripe writes must take about N
         delays, not N x members delays as they would one member I/O at a
         time; N full-stripe reads about N delays, not N x data members.
-        Best of three rounds, so that a loaded machine's stalls do not
-        count (one member I/O at a time could not beat the bound in any)."""
-        delay_ms, n, stripes, rounds = 10, 4, 30, 3
+        Best of up to eight rounds, stopping once both bounds hold, so that
+        a loaded machine's stalls do not count: the delays are sleeps, so
+        one member I/O at a time could not beat the bound in any round
+        (CI runs the kernel guest beside this test on two CPUs)."""
+        delay_ms, n, stripes, max_rounds = 10, 4, 30, 8
         servers = self.members(
             n=n, filters=["--filter=delay"],
             params=lambda i: [f"delay-read={delay_ms}ms",
@@ -481,8 +483,10 @@ class NbdMembersTest(unittest.TestCase):
         for i in range(8):
             h.pwrite(data[i], i * stripe)
             h.pread(stripe, i * stripe)
+        serial_write_s = stripes * n * delay_ms / 1000
+        serial_read_s = stripes * (n - 1) * delay_ms / 1000
         writes, reads = [], []
-        for r in range(rounds):
+        for r in range(max_rounds):
             base = (16 + r * stripes) * stripe
             c0 = live_detail(ctl)["counters"]
             t0 = time.monotonic()
@@ -502,9 +506,10 @@ class NbdMembersTest(unittest.TestCase):
             self.assertEqual(c1["member_reads"] - c0["member_reads"], 0)
             self.assertGreaterEqual(
                 c1["member_writes"] - c0["member_writes"], n * stripes)
+            if (min(writes) < 0.6 * serial_write_s
+                    and min(reads) < 0.6 * serial_read_s):
+                break
         h.shutdown()
-        serial_write_s = stripes * n * delay_ms / 1000
-        serial_read_s = stripes * (n - 1) * delay_ms / 1000
         ms = lambda xs: "/".join(f"{x * 1000:.0f}" for x in xs)
         print(f"\n  {stripes} full-stripe writes: {ms(writes)} ms (serial "
               f">= {serial_write_s * 1000:.0f} ms, one delay per stripe "

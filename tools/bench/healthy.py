@@ -176,25 +176,30 @@ def run_healthy(args, plugin, tool, work):
 
     sweep = []
     # Its rows are named "sweep cache=C WORKLOAD"; --only selects them
-    # like any other part.
+    # like any other part. The repeats go round every size in turn rather
+    # than one size at a time, so a machine that slows or speeds up over
+    # the sweep spreads over all sizes instead of reading as a trend from
+    # the smallest cache to the largest.
     if args.sweep and wanted(args, SWEEP_NAMES):
-        for cache in args.sweep.split(","):
-            for name, jobs in (
-                    ("seq write 64K qd8",
-                     [dict(rw="write", bs="64k", iodepth=8)]),
-                    ("seq write 1M qd8",
-                     [dict(rw="write", bs="1m", iodepth=8)]),
-                    ("rand write 4K qd32",
-                     [dict(rw="randwrite", bs="4k", iodepth=32)])):
-                vals = []
-                for rep in range(args.repeat):
+        workloads = (
+            ("seq write 64K qd8", [dict(rw="write", bs="64k", iodepth=8)]),
+            ("seq write 1M qd8", [dict(rw="write", bs="1m", iodepth=8)]),
+            ("rand write 4K qd32",
+             [dict(rw="randwrite", bs="4k", iodepth=32)]))
+        caches = args.sweep.split(",")
+        vals = {(c, n): [] for c in caches for n, _ in workloads}
+        for rep in range(args.repeat):
+            for cache in caches:
+                for name, jobs in workloads:
                     s = Server(args, "uraid",
                                uraid_args([f"cache={cache}"]), work)
                     r = fio(s.uri, jobs, args.runtime, size)
                     s.stop()
-                    vals.append(summarize(r, [0])["mbs"])
-                sweep.append({"cache": cache, "workload": name,
-                              "mbs": statistics.median(vals)})
-                log(f"bench: sweep cache={cache} {name}: "
-                    f"{statistics.median(vals):.0f} MB/s")
+                    vals[(cache, name)].append(summarize(r, [0])["mbs"])
+        for cache in caches:
+            for name, _ in workloads:
+                mbs = statistics.median(vals[(cache, name)])
+                sweep.append({"cache": cache, "workload": name, "mbs": mbs,
+                              "samples": vals[(cache, name)]})
+                log(f"bench: sweep cache={cache} {name}: {mbs:.0f} MB/s")
     return rows, sweep

@@ -105,6 +105,36 @@ def report(rows, sweep, args):
             vals = {s["cache"]: s["mbs"] for s in sweep if s["workload"] == n}
             print(f"| {n} | " + " | ".join(f"{vals[c]:.0f}" for c in caches) +
                   " |")
+        report_sweep_verdict(sweep)
+
+
+# A size within this share of the sweep's best counts as no cliff (issue
+# 35's point 4).
+SWEEP_CLIFF_SHARE = 0.90
+
+
+def report_sweep_verdict(sweep):
+    """Judges each sequential-write workload of the sweep: every cache size
+    above 0 within SWEEP_CLIFF_SHARE of the best of them. cache=0 is no
+    cache at all, shown for reference and not judged: without one, every
+    write smaller than a stripe is a read-modify-write, so small writes are
+    slower there by design; the cliff the target is about is a cache that
+    gets slower as it grows."""
+    print()
+    for n in dict.fromkeys(s["workload"] for s in sweep):
+        if not n.startswith("seq write"):
+            continue
+        vals = {s["cache"]: s["mbs"] for s in sweep
+                if s["workload"] == n and s["cache"] not in ("0", "0M")}
+        if len(vals) < 2:
+            continue
+        best = max(vals.values())
+        worst_cache = min(vals, key=vals.get)
+        share = vals[worst_cache] / best if best else 0
+        ok = "pass" if share >= SWEEP_CLIFF_SHARE else "FAIL"
+        print(f"sweep {n}: slowest cache size ({worst_cache}) is "
+              f"{share:.2f} of the best, target >= {SWEEP_CLIFF_SHARE:.2f} "
+              f"(cache=0 not judged): {ok}")
 
 
 def report_extras(extras, args):

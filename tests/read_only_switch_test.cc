@@ -304,6 +304,68 @@ TEST(ReadOnlySwitch, WaitsForTheWriteInFlight) {
   EXPECT_EQ(testutil::Mismatches(*a), 0u);
 }
 
+// Once switched read-only the members are not written at all, however
+// long the array stays so: the write-intent bitmap's bits are cleared at
+// the switch (md flushes its bitmap when it goes read-only), not by the
+// lazy clear afterwards, nor by the stop. Back to read-write, the lazy
+// clear goes on.
+TEST(ReadOnlySwitch, WritesNothingOnceSwitched) {
+  auto clock = std::make_shared<testutil::StepClock>();
+  auto m = testutil::MakeMembers(kDisks, kSize);
+  CreateOptions o;
+  o.chunk_bytes = kChunk;
+  o.data_offset_bytes = kOffset;
+  o.assume_clean = true;
+  o.bitmap = BitmapMode::kInternal;
+  o.bitmap_chunk_bytes = 4 * kChunk;
+  o.cache.bytes = 0;
+  o.clock = clock;
+  auto a = testutil::MustCreate(m, o);
+  ASSERT_NE(a, nullptr);
+  a->StartBackground();
+  const auto data = Pattern(kArrayBytes / 2, 11);
+  ASSERT_TRUE(a->Write(data.data(), data.size(), 0, false).ok());
+  ASSERT_GT(a->Info().bitmap.dirty_chunks, 0u);  // the clock has not moved
+
+  ASSERT_TRUE(a->SetReadOnly(true).ok());
+  EXPECT_EQ(a->Info().bitmap.dirty_chunks, 0u) << "bits left at the switch";
+  std::vector<testutil::Image> images;
+  for (auto& member : m) images.push_back(Snapshot(*member));
+  // Well past daemon_sleep on the array's clock, and many real ticks of
+  // the background thread (every 10 ms).
+  const int64_t sleep_ns =
+      int64_t{a->Info().bitmap.daemon_sleep_s} * 1'000'000'000;
+  for (int i = 0; i < 10; ++i) {
+    clock->Advance(sleep_ns + 1'000'000'000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  for (int i = 0; i < kDisks; ++i) {
+    EXPECT_TRUE(Snapshot(*m[i]) == images[i])
+        << "member " << i << " written while read-only";
+  }
+  std::vector<uint8_t> got(data.size());
+  ASSERT_TRUE(a->Read(got.data(), got.size(), 0).ok());
+  EXPECT_TRUE(got == data);
+
+  // Writable again: a write sets its bit and the lazy clear takes it.
+  ASSERT_TRUE(a->SetReadOnly(false).ok());
+  ASSERT_TRUE(a->Write(data.data(), kBlock, 0, false).ok());
+  EXPECT_GT(a->Info().bitmap.dirty_chunks, 0u);
+  EXPECT_TRUE(testutil::WaitUntil(
+      [&] {
+        clock->Advance(sleep_ns + 1'000'000'000);
+        return a->Info().bitmap.dirty_chunks == 0;
+      },
+      10));
+  ASSERT_TRUE(a->SetReadOnly(true).ok());
+  for (int i = 0; i < kDisks; ++i) images[i] = Snapshot(*m[i]);
+  a.reset();  // the stop of a read-only array writes nothing either
+  for (int i = 0; i < kDisks; ++i) {
+    EXPECT_TRUE(Snapshot(*m[i]) == images[i])
+        << "member " << i << " written by the stop";
+  }
+}
+
 // An array opened read-only cannot be made writable live; read-only on it
 // is a no-op, and switching twice is too.
 TEST(ReadOnlySwitch, RefusalsNameTheCause) {

@@ -21,6 +21,7 @@
 #include "engine/shape_set.h"
 #include "engine/stripe_engine.h"
 #include "jobs/reshape_job.h"
+#include "meta/array_bitmap.h"
 #include "report/array_reporter.h"
 #include "roster/roster.h"
 
@@ -45,12 +46,14 @@ inline absl::Status WriteSuperblocks(RecoveryHost& edits,
 class HostForwards final : public ArrayStateHost, public ReshapeHost {
  public:
   HostForwards(MemberFaults& faults, StripeEngine& engine, ArrayJobs& jobs,
-               const Roster& roster, const ShapeSet& shapes,
-               WriteEpochs& plain_epochs, std::atomic<uint64_t>& resync_front,
+               ArrayBitmap& bitmap, const Roster& roster,
+               const ShapeSet& shapes, WriteEpochs& plain_epochs,
+               std::atomic<uint64_t>& resync_front,
                const ArrayReporter& reporter)
       : faults_(faults),
         engine_(engine),
         jobs_(jobs),
+        bitmap_(bitmap),
         roster_(roster),
         shapes_(shapes),
         plain_epochs_(plain_epochs),
@@ -73,6 +76,7 @@ class HostForwards final : public ArrayStateHost, public ReshapeHost {
     return faults_.CheckUsable(write);
   }
   void FreezeJobs(bool frozen) override { jobs_.runner().Freeze(frozen); }
+  void FreezeBitmap(bool frozen) override { bitmap_.Freeze(frozen); }
   void WritesResumed() override { jobs_.MaybeStartRecovery(); }
   // --- ReshapeHost ---
   absl::Status UpdateSuperblocks() override {
@@ -94,6 +98,7 @@ class HostForwards final : public ArrayStateHost, public ReshapeHost {
   MemberFaults& faults_;
   StripeEngine& engine_;
   ArrayJobs& jobs_;
+  ArrayBitmap& bitmap_;
   const Roster& roster_;
   const ShapeSet& shapes_;
   WriteEpochs& plain_epochs_;

@@ -258,7 +258,7 @@ class ArrayImpl {
   Mutex policy_mu_ ABSL_ACQUIRED_BEFORE(roster_.mu());
 
   // ArrayState's and the reshape's host (forwards to the parts).
-  HostForwards hosts_{faults_, engine_,       jobs_,          roster_,
+  HostForwards hosts_{faults_, engine_,       jobs_,          bitmap_,  roster_,
                       shapes_, plain_epochs_, resync_stripe_, reporter_};
   // md's array_state: clean/active, writes in flight, the read-only
   // switch, the safemode timer (array_state.h).

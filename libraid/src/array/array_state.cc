@@ -143,6 +143,7 @@ absl::Status ArrayState::SetReadOnly(bool read_only) {
       switched_ro_.store(false, std::memory_order_release);
       gate_closed_ = false;
     }
+    host_.FreezeBitmap(false);
     host_.FreezeJobs(false);
     host_.Log(LogLevel::kNotice,
               "switched to read-write: writes accepted, jobs resume");
@@ -158,6 +159,7 @@ absl::Status ArrayState::SetReadOnly(bool read_only) {
   }
   absl::Status st = SwitchToReadOnly();
   if (!st.ok()) {
+    host_.FreezeBitmap(false);
     host_.FreezeJobs(false);
     MutexLock lock(&mu_);
     gate_closed_ = false;
@@ -173,9 +175,18 @@ absl::Status ArrayState::SwitchToReadOnly() {
   // Jobs first, without mu_ (a job's end takes it): from here no job
   // writes. Then the data and the claim that it is consistent.
   host_.FreezeJobs(true);
+  {
+    MutexLock lock(&mu_);
+    RETURN_IF_ERROR(host_.Flush());
+    RETURN_IF_ERROR(MarkCleanLocked());
+  }
+  // The bitmap's last write (outside mu_: a carrier failing it fails a
+  // slot, which writes superblocks). From here nothing writes the members
+  // (md clears its bitmap when it goes read-only, then writes nothing);
+  // left to the lazy clear, the bits would be cleared later, on members
+  // that a user may be copying because the array is read-only.
+  host_.FreezeBitmap(true);
   MutexLock lock(&mu_);
-  RETURN_IF_ERROR(host_.Flush());
-  RETURN_IF_ERROR(MarkCleanLocked());
   switched_ro_.store(true, std::memory_order_release);
   host_.Log(
       LogLevel::kNotice,

@@ -55,6 +55,10 @@ class ArrayStateHost {
   virtual absl::Status CheckUsable(bool write) const = 0;
   // Holds every job still (`frozen`), or lets them go on.
   virtual void FreezeJobs(bool frozen) = 0;
+  // The read-only switch's last write (`frozen`): the write-intent
+  // bitmap's clearable bits cleared, then nothing more written to it until
+  // unfrozen. Called without the state's lock.
+  virtual void FreezeBitmap(bool frozen) = 0;
   // The read-only switch ended: writes are accepted again (a recovery
   // waiting for them may start).
   virtual void WritesResumed() = 0;

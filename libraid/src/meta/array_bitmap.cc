@@ -157,29 +157,52 @@ absl::Status ArrayBitmap::Create(const BitmapSuper& bs,
   return absl::OkStatus();
 }
 
-void ArrayBitmap::ClearAtStop() {
-  if (bitmap_ == nullptr) return;
+void ArrayBitmap::ClearIdleLocked(const char* why) {
   // Regions idle "long enough" at once: nothing is being written any more
-  // and Tick flushes the data before it clears a bit.
-  clock_skew_ns_.fetch_add((int64_t{bitmap_->super().daemon_sleep} + 1) *
-                           1'000'000'000);
+  // and Tick flushes the data before it clears a bit. The skew is taken
+  // back after the pass, so the lazy clear keeps its daemon_sleep when
+  // the array goes on (after a read-only spell).
+  const int64_t skew =
+      (int64_t{bitmap_->super().daemon_sleep} + 1) * 1'000'000'000;
+  clock_skew_ns_.fetch_add(skew);
   absl::Status st = bitmap_->Tick([this] { return host_->FlushAllSlots(); });
+  clock_skew_ns_.fetch_sub(skew);
   if (!st.ok())
     host_->Log(LogLevel::kError,
-               absl::StrFormat("bitmap: clear at stop: %s", st.message()));
+               absl::StrFormat("bitmap: clear %s: %s", why, st.message()));
+}
+
+void ArrayBitmap::ClearAtStop() {
+  if (bitmap_ == nullptr) return;
+  MutexLock lock(&tick_mu_);
+  if (!frozen_) ClearIdleLocked("at stop");
+}
+
+void ArrayBitmap::Freeze(bool frozen) {
+  if (bitmap_ == nullptr) return;
+  {
+    MutexLock lock(&tick_mu_);
+    if (frozen && !frozen_) ClearIdleLocked("at the read-only switch");
+    frozen_ = frozen;
+  }
+  HandOverFailures();
 }
 
 void ArrayBitmap::Tick() {
   if (bitmap_ == nullptr) return;
-  const int64_t now = clock_.NowNs();
-  if (last_tick_ns_.has_value() && now - *last_tick_ns_ < kTickIntervalNs) {
-    return;
+  {
+    MutexLock lock(&tick_mu_);
+    if (frozen_) return;
+    const int64_t now = clock_.NowNs();
+    if (last_tick_ns_.has_value() && now - *last_tick_ns_ < kTickIntervalNs) {
+      return;
+    }
+    last_tick_ns_ = now;
+    absl::Status st = bitmap_->Tick([this] { return host_->FlushAllSlots(); });
+    if (!st.ok())
+      host_->Log(LogLevel::kError,
+                 absl::StrFormat("bitmap: lazy clear: %s", st.message()));
   }
-  last_tick_ns_ = now;
-  absl::Status st = bitmap_->Tick([this] { return host_->FlushAllSlots(); });
-  if (!st.ok())
-    host_->Log(LogLevel::kError,
-               absl::StrFormat("bitmap: lazy clear: %s", st.message()));
   HandOverFailures();
 }
 

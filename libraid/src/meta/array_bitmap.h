@@ -132,9 +132,14 @@ class ArrayBitmap {
   void SetDegraded(bool degraded);
   // The lazy clear, at most once a second of the array's clock; then
   // HandOverFailures.
-  void Tick();
-  // At a clean stop: clears every bit not needed (md's flush at stop).
-  void ClearAtStop();
+  void Tick() ABSL_LOCKS_EXCLUDED(tick_mu_);
+  // At a clean stop: clears every bit not needed (md's flush at stop); a
+  // no-op while frozen.
+  void ClearAtStop() ABSL_LOCKS_EXCLUDED(tick_mu_);
+  // The read-only switch (`frozen`): clears every bit not needed, as at a
+  // stop, then writes nothing (Tick and ClearAtStop do nothing) until
+  // unfrozen. REQUIRES: no write in flight and none starting while frozen.
+  void Freeze(bool frozen) ABSL_LOCKS_EXCLUDED(tick_mu_);
   // Hands carriers that failed a bitmap write to the host. Call after
   // every bitmap call that may persist, before data is written under the
   // bits it set: cheap when nothing failed.
@@ -154,6 +159,8 @@ class ArrayBitmap {
   // The persist callback: `bytes` at `offset` of the area, onto every
   // carrier (or the file), each write flushed.
   absl::Status Persist(uint64_t offset, std::span<const uint8_t> bytes);
+  // Clears every bit not needed: regions idle "long enough" at once.
+  void ClearIdleLocked(const char* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
 
   BitmapHost* const host_;
   const bool read_only_;
@@ -176,9 +183,15 @@ class ArrayBitmap {
   // The last Tick that looked at the bits (clock_'s ns); only the Tick
   // thread touches it. Empty before the first.
   std::optional<int64_t> last_tick_ns_;
-  // Added to clock_ for the bitmap: a stop moves it on by daemon_sleep so
-  // that every idle region's bit is cleared at once.
+  // Added to clock_ for the bitmap: ClearIdleLocked moves it on by
+  // daemon_sleep for its one pass, so that every idle region's bit is
+  // cleared at once.
   std::atomic<int64_t> clock_skew_ns_{0};
+  // Serialises the clearing passes (Tick, ClearAtStop, Freeze) with the
+  // read-only freeze: once Freeze(true) returns, no pass is running and
+  // none writes until Freeze(false).
+  Mutex tick_mu_;
+  bool frozen_ ABSL_GUARDED_BY(tick_mu_) = false;
 };
 
 }  // namespace uraid

@@ -165,7 +165,9 @@ absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
   // md's write-intent rule: the region's bit is durable before the first
   // member write into it, and is released when the write is done.
   RETURN_IF_ERROR(bitmap_.StartWrite(stripe * C, C));
-  absl::Status st = absl::InternalError("write retries exhausted");
+  // Set by every attempt (there is at least one). Not an error Status made
+  // up front: that is a heap allocation on every write (issue 35).
+  absl::Status st;
   bool whole = true;  // every member got its share (else keep the bit)
   for (int attempt = 0; attempt <= sh.geo.raid_disks(); ++attempt) {
     st = host_.CheckUsable(true);

@@ -287,6 +287,34 @@ def make_array(tool, directory, args, size_mib, bitmap=True, policy=None):
     return members, info
 
 
+# Why the bench writes every job's target file whole before timing the job
+# (touched_file); the report prints it under the rows it concerns.
+FIRST_TOUCH_NOTE = (
+    "Every file a timed job or its fio peer writes (a rebuild's new member, "
+    "a grow's new member, the peer's scratch file) is written whole with "
+    "zeros first, so that its memory exists: on tmpfs in a VM that reports "
+    "free pages to its host, the first write to a page costs several times "
+    "the copy itself, and by how much varies run to run (issue 35). The "
+    "jobs' data is non-zero, so no job skips more or less for it.")
+
+
+def touched_file(path, size):
+    """Creates `path` of `size` bytes and writes zeros through it whole,
+    so that its memory exists before a timed job writes it. On /dev/shm in
+    this VM, the first write to a page the guest freed (and reported free to
+    the host) faults it in on the host, at several times the cost of the
+    copy itself; a job writing a sparse file pays that for pages from the
+    free pool but not for pages of a member just unlinked (reused at once),
+    so a grow's new member and a rebuild's fresh one would be charged
+    unequally, and by however much of the pool the host still backs."""
+    piece = 8 * MIB
+    zeros = bytes(piece)
+    with open(path, "wb") as f:
+        for _ in range(size // piece):
+            f.write(zeros)
+        f.write(bytes(size % piece))
+
+
 def member_args(plugin, members, args, extra=()):
     return ([plugin] + [f"member={m}" for m in members] +
             list(args.uraid_arg) + list(extra))
@@ -328,16 +356,16 @@ def member_read_mbs(path, runtime, repeat):
 def rebuild_io_ceiling_mbs(sources, scratch, repeat):
     """What a rebuild's member I/O alone runs at on these members: fio
     reading each source member once, sequentially (psync, 512K pieces like
-    the rebuild's), while writing a fresh sparse file of the same size, one
-    job per file, all at once; median over `repeat` runs of member size /
+    the rebuild's), while writing a file of the same size whose memory
+    exists (touched_file, as the rebuild's target), one job per file, all
+    at once; median over `repeat` runs of member size /
     time of the slowest job. That is the most a rebuild that copies through
     read()/write() can reach here: on memory members a CPU (copy) bound,
     not a device one."""
     size = os.path.getsize(sources[0])
     vals = []
     for _ in range(repeat):
-        with open(scratch, "wb") as f:
-            f.truncate(size)
+        touched_file(scratch, size)  # as the rebuild's target is
         jobs = []
         for i, src in enumerate(sources):
             jobs += [f"--name=src{i}", "--rw=read", f"--filename={src}"]

@@ -12,7 +12,7 @@ from bench.common import (EXTRA_PARTS, MIB, UNTHROTTLED_KIB_S, CtlServer,
                           machine_share, make_array, member_args,
                           member_read_mbs,
                           rebuild_io_ceiling_mbs, run_tool, sample_done,
-                          summarize, wait_job, wanted)
+                          summarize, touched_file, wait_job, wanted)
 
 # An unthrottled rebuild against fio doing its member I/O alone (n-1
 # sequential reads and one write at once, rebuild_io_ceiling_mbs).
@@ -20,7 +20,7 @@ REBUILD_VS_IO_CEILING = 0.7
 
 
 def bench_rebuild_scrub(args, plugin, tool, work):
-    """Rebuild onto a fresh sparse member (unthrottled, throttled, beside a
+    """Rebuild onto a fresh member (unthrottled, throttled, beside a
     client) and check/repair scrubs, all on one filled array, against one
     member's sequential read bandwidth."""
     parts = [n for n in EXTRA_PARTS
@@ -54,17 +54,17 @@ def bench_rebuild_scrub(args, plugin, tool, work):
                  "--speed-max", str(max_kib))
 
     def start_rebuild():
-        """Fails and removes the last slot's member, adds a fresh sparse
-        file as the rebuild target; returns (time of the add, last_job
-        before it)."""
+        """Fails and removes the last slot's member, adds a fresh file as
+        the rebuild target, its memory touched (touched_file, before the
+        old member's pages are freed), as the fio peer's; returns (time of
+        the add, last_job before it)."""
         cur = state["cur"]
         run_tool(tool, "fail", "--control", ctl, cur)
         run_tool(tool, "remove", "--control", ctl, cur)
-        os.unlink(cur)
         state["n"] += 1
         new = os.path.join(d, f"new{state['n']}.img")
-        with open(new, "wb") as f:
-            f.truncate(args.rebuild_member_size * MIB)
+        touched_file(new, args.rebuild_member_size * MIB)
+        os.unlink(cur)
         before = srv.detail()["last_job"]
         t0 = time.time()
         run_tool(tool, "add", "--control", ctl, new)

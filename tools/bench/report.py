@@ -7,7 +7,8 @@ import platform
 import subprocess
 import time
 
-from bench.common import LOADED_SHARE, MIB, loaded_footnote, loaded_mark
+from bench.common import (FIRST_TOUCH_NOTE, LOADED_SHARE, MIB,
+                          loaded_footnote, loaded_mark)
 from bench.degraded_sweep import report_degraded_sweep
 
 # Issue 35's goals for the healthy paths, as ratios to the file plugin in
@@ -145,7 +146,7 @@ def report_extras(extras, args):
               f"members of {rs['member_mib']} MiB, filled; rate in member "
               f"bytes per second per member (md's unit)"
               + (f"; one member's sequential read: {rd:.0f} MB/s" if rd
-                 else "") + ".\n")
+                 else "") + f". {FIRST_TOUCH_NOTE}\n")
         print("| measurement | MB/s | engine MB/s | / member read | rebuild "
               "MB/s | / rebuild (paired) | target | | how |")
         print("|---|---|---|---|---|---|---|---|---|")
@@ -212,14 +213,15 @@ def report_extras(extras, args):
     rb = extras.get("rebuild") or {}
     if rb.get("rows"):
         print(f"\nrebuild and scrub: {args.members} x {rb['member_mib']} MiB "
-              f"members filled with data, rebuild onto a fresh sparse file; "
+              f"members filled with data, rebuild onto a fresh file; "
               f"rates are member bytes per second (per member, as md's "
               f"speed limits). One member's sequential read (fio psync "
               f"bs=1M on the member file, median of {args.repeat} x 3s): "
               f"{rb['member_read_mbs']:.0f} MB/s. A rebuild's member I/O "
               f"alone ({args.members - 1} member reads and a write to a "
               f"fresh file at once, fio psync 512K, no XOR): "
-              f"{rb['rebuild_io_ceiling_mbs']:.0f} MB/s per member.\n")
+              f"{rb['rebuild_io_ceiling_mbs']:.0f} MB/s per member. "
+              f"{FIRST_TOUCH_NOTE}\n")
         print("| measurement | MB/s | engine MB/s | / member read | limit "
               "MB/s | vs limit | target | | how |")
         print("|---|---|---|---|---|---|---|---|---|")

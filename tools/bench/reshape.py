@@ -10,7 +10,7 @@ import time
 from bench.common import (EXTRA_PARTS, MIB, UNTHROTTLED_KIB_S, CtlServer,
                           ctl_request, fio, load_note, log, machine_share,
                           make_array, member_args, member_read_mbs, run_tool,
-                          summarize, wait_job, wanted)
+                          summarize, touched_file, wait_job, wanted)
 
 # A grow by one member moves each member byte through a read and a write
 # of every member (4 reads and 5 writes per member byte for 4 -> 5),
@@ -29,19 +29,21 @@ def bench_reshape(args, plugin, tool, work):
              if n.startswith("reshape") and wanted(args, n)]
     if not parts:
         return {}
-    d = os.path.join(args.dir, "uraid-bench-reshape")
+    # Inside this run's own directory: a fixed name under --dir was shared
+    # with (and removed under) any other bench running on the same --dir.
+    d = os.path.join(work, "reshape")
     out = {"rows": [], "member_mib": args.rebuild_member_size}
     read_mbs = None
 
     def filled_server():
         """A fresh array filled with data (no holes to read fast), served
-        with a control socket, and a sparse file to grow onto: (members,
-        that file, the server, the array's bytes)."""
+        with a control socket, and a file of zeros to grow onto, its memory
+        touched (touched_file): (members, that file, the server, the
+        array's bytes)."""
         shutil.rmtree(d, ignore_errors=True)
         members, _ = make_array(tool, d, args, args.rebuild_member_size)
         extra = os.path.join(d, "new.img")
-        with open(extra, "wb") as f:
-            f.truncate(args.rebuild_member_size * MIB)
+        touched_file(extra, args.rebuild_member_size * MIB)
         srv = CtlServer(member_args(plugin, members, args), work, "reshape")
         try:
             size = srv.detail()["member_bytes"] * (args.members - 1)
@@ -54,15 +56,16 @@ def bench_reshape(args, plugin, tool, work):
 
     def rebuild_last(srv, members, d, mib):
         """Fails and removes the array's last member, rebuilds onto a
-        fresh sparse file in its place; returns the rate in member bytes
-        per second (the add request to the job's end, like the grow)."""
+        file of zeros in its place, its memory touched like the grow's
+        (touched_file, before the old member's pages are freed); returns
+        the rate in member bytes per second (the add request to the job's
+        end, like the grow)."""
         old = members[-1]
         run_tool(tool, "fail", "--control", srv.ctl, old)
         run_tool(tool, "remove", "--control", srv.ctl, old)
-        os.unlink(old)
         new = os.path.join(d, "rebuilt.img")
-        with open(new, "wb") as f:
-            f.truncate(mib * MIB)
+        touched_file(new, mib * MIB)
+        os.unlink(old)
         before = srv.detail()["last_job"]
         t0 = time.time()
         # On the control socket, as the grow is asked: no process start

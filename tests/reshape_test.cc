@@ -5,6 +5,7 @@
 // member failing mid-reshape, and power cuts at random points of the copy
 // followed by reassembly, resumption and full verification.
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -231,6 +232,63 @@ TEST(Reshape, GrowFourToFiveKeepsEveryByteAndGrowsTheArray) {
   EXPECT_EQ(sb->raid_disks, 5u);
   EXPECT_EQ(sb->feature_map & kFeatureReshapeActive, 0u);
   EXPECT_EQ(sb->data_offset * 512, (*b)->Info().data_offset_bytes);
+}
+
+// A member that counts its discards, and reads discards back as zeros
+// only when told so (else the array must not rely on them).
+class DiscardCounting : public testutil::ForwardingMember {
+ public:
+  DiscardCounting(Shared t, bool zeroes, std::shared_ptr<std::atomic<int>> n)
+      : ForwardingMember(std::move(t)), zeroes_(zeroes), n_(std::move(n)) {}
+  absl::Status Discard(size_t len, uint64_t offset) override {
+    n_->fetch_add(1);
+    return ForwardingMember::Discard(len, offset);
+  }
+  bool DiscardZeroes() const override { return zeroes_; }
+
+ private:
+  const bool zeroes_;
+  std::shared_ptr<std::atomic<int>> n_;
+};
+
+// The grown part of a 4 -> 5 grow (new stripes past the old array's end)
+// is zeros: discarded on every member, parity included, where every member
+// reads discards back as zeros (no member write, no XOR); written as zeros
+// where one does not. Either way it reads as zeros and the parity holds.
+TEST(Reshape, GrowDiscardsTheGrownPartWhereDiscardsReadZeros) {
+  for (const bool zeroes : {true, false}) {
+    SCOPED_TRACE(zeroes ? "discards read zeros" : "discards do not");
+    auto discards = std::make_shared<std::atomic<int>>(0);
+    const auto wrap = [&](std::vector<Shared> v) {
+      for (Shared& m : v) {
+        m = std::make_shared<DiscardCounting>(m, zeroes, discards);
+      }
+      return v;
+    };
+    auto m = wrap(MakeMembers(4));
+    auto a = MustCreate(m);
+    ASSERT_NE(a, nullptr);
+    const uint64_t old_bytes = a->Info().geometry.array_bytes();
+    auto data = Pattern(old_bytes, 3);
+    ASSERT_TRUE(a->Write(data.data(), data.size(), 0).ok());
+    auto extra = wrap(MakeMembers(1, "x"));
+    discards->store(0);
+    ASSERT_TRUE(a->Grow(AddDevices(5, extra)).ok());
+    ASSERT_TRUE(a->WaitForJob().ok());
+    ASSERT_EQ(a->Info().geometry.array_bytes(), 4 * kMemberBytes);
+    // Whole new stripes past the old end, one discard per member each.
+    const uint64_t sd = 4 * kChunk;
+    const uint64_t grown =
+        (4 * kMemberBytes - (old_bytes + sd - 1) / sd * sd) / sd;
+    ASSERT_GT(grown, 0u);
+    EXPECT_EQ(discards->load(), zeroes ? static_cast<int>(5 * grown) : 0);
+    ExpectContents(*a, data);
+    std::vector<uint8_t> tail(4 * kMemberBytes - old_bytes);
+    ASSERT_TRUE(a->Read(tail.data(), tail.size(), old_bytes).ok());
+    EXPECT_TRUE(std::all_of(tail.begin(), tail.end(),
+                            [](uint8_t b) { return b == 0; }));
+    EXPECT_EQ(Mismatches(*a), 0u);
+  }
 }
 
 // The same-size reshapes: layout, chunk (both ways), RAID4 <-> RAID5.

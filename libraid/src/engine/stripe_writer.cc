@@ -604,77 +604,109 @@ absl::Status StripeWriter::Flush() {
   return absl::OkStatus();
 }
 
-absl::Status StripeWriter::Trim(const Shape& sh, size_t len, uint64_t offset,
-                                bool fua) {
-  RETURN_IF_ERROR(CheckRange(sh, "trim", len, offset));
-  RETURN_IF_ERROR(host_.CheckUsable(true));
+bool StripeWriter::EveryMemberDiscardsToZeros() const {
   for (const auto& s : slots_) {
     std::shared_ptr<Member> m = s->member.load();
     std::shared_ptr<Member> r = s->replacement.load();
     if ((m != nullptr && !m->DiscardZeroes()) ||
         (r != nullptr && !r->DiscardZeroes())) {
-      return absl::OkStatus();  // advisory: cannot keep parity, so skip
+      return false;
     }
   }
-  const Geometry& geo = sh.geo;
-  const uint64_t sd = geo.stripe_data_bytes();
+  return true;
+}
+
+absl::Status StripeWriter::Trim(const Shape& sh, size_t len, uint64_t offset,
+                                bool fua) {
+  RETURN_IF_ERROR(CheckRange(sh, "trim", len, offset));
+  RETURN_IF_ERROR(host_.CheckUsable(true));
+  // Advisory: without zeros on read, parity cannot be kept, so skip.
+  if (!EveryMemberDiscardsToZeros()) return absl::OkStatus();
+  const uint64_t sd = sh.geo.stripe_data_bytes();
   uint64_t first = (offset + sd - 1) / sd;
   uint64_t end = (offset + len) / sd;
   if (first >= end) return absl::OkStatus();
   RETURN_IF_ERROR(host_.BeginWrite());
-  std::vector<bool> touched(geo.raid_disks(), false);
+  std::vector<bool> touched(sh.geo.raid_disks(), false);
   absl::Status st;
   for (uint64_t s = first; s < end && st.ok(); ++s) {
     StripeLock lock(&locks_, LockKey(sh, s));
-    cache_.Erase(s);  // the whole stripe is being replaced by zeros
-    const uint64_t C = geo.chunk_bytes();
-    st = bitmap_.StartWrite(s * C, C);
-    if (!st.ok()) break;
-    // PPL: the discard is logged as md logs one (a full-stripe write, an
-    // entry without partial parity) before any chunk is dropped. A crash
-    // in the middle leaves some chunks zero and others not; without the
-    // entry a PPL array, which does not resync, would keep that stripe's
-    // parity wrong, and a later read-modify-write there would carry the
-    // error into data acknowledged after the crash. The replay recomputes
-    // the parity from the data as the crash left it. Logged and held as
-    // WriteStripeLocked logs a write (the pass first, see there).
-    const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
-    PplLog::Hold ppl_hold;
-    if (const std::shared_ptr<PplLog> ppl = ppl_.load(); ppl != nullptr) {
-      // A full-stripe plan logs no partial parity: no buffers are read.
-      absl::StatusOr<PplLog::Hold> hold = LogToPpl(
-          ppl, s, 0, sd,
-          PlanWrite(
-              geo, s, 0, sd,
-              StripeHealth{slots_.MissingAt(sh.geo.raid_disks(), s), false}),
-          /*scratch=*/nullptr, /*client=*/nullptr);
-      if (!hold.ok()) {
-        st = hold.status();
-        break;
-      }
-      ppl_hold = *std::move(hold);
-    }
-    // Every present chunk, parity included, becomes zeros: the stripe stays
-    // consistent and a missing member's chunk reconstructs as zeros too.
-    std::vector<MemberIo> ios;
-    for (int i = 0; i < geo.raid_disks(); ++i) {
-      if (!slots_.UsableAt(i, s)) continue;
-      touched[i] = true;
-      ios.push_back(MemberIo{MemberIo::kDiscard, i, nullptr, C, s * C, {}});
-      if (ppl_hold.held()) ppl_hold.Wrote(i);
-    }
-    io_.Submit(sh, ios);
-    bool slot_failed;
-    st = host_.AbsorbFailures(ios, &slot_failed);
-    if (!st.ok() && slot_failed && host_.CheckUsable(true).ok()) {
-      st = absl::OkStatus();  // the failed member's chunk is implied by P=0
-    }
-    if (bitmap_.intent() != nullptr) {
-      bitmap_.intent()->EndWrite(s * C, C, st.ok() && !slot_failed);
-    }
+    st = DiscardStripeLocked(sh, s, &touched);
   }
   if (st.ok() && fua) st = FlushSlots(touched);
   host_.EndWrite();
+  return st;
+}
+
+absl::StatusOr<bool> StripeWriter::DiscardStripe(const Shape& sh,
+                                                 uint64_t stripe) {
+  RETURN_IF_ERROR(host_.BeginWrite());
+  std::vector<bool> touched(sh.geo.raid_disks(), false);
+  absl::StatusOr<bool> done = false;
+  {
+    StripeLock lock(&locks_, LockKey(sh, stripe));
+    // Under the lock: a write over a bad block would make it good, a
+    // discard would not (the caller writes the zeros instead).
+    if (EveryMemberDiscardsToZeros() &&
+        !(slots_.AnyBad() && reader_.StripeHasBadBlocks(sh, stripe))) {
+      absl::Status st = DiscardStripeLocked(sh, stripe, &touched);
+      if (st.ok()) {
+        done = true;
+      } else {
+        done = st;
+      }
+    }
+  }
+  host_.EndWrite();
+  return done;
+}
+
+absl::Status StripeWriter::DiscardStripeLocked(const Shape& sh, uint64_t s,
+                                               std::vector<bool>* touched) {
+  const Geometry& geo = sh.geo;
+  const uint64_t sd = geo.stripe_data_bytes();
+  const uint64_t C = geo.chunk_bytes();
+  cache_.Erase(s);  // the whole stripe is being replaced by zeros
+  RETURN_IF_ERROR(bitmap_.StartWrite(s * C, C));
+  // PPL: the discard is logged as md logs one (a full-stripe write, an
+  // entry without partial parity) before any chunk is dropped. A crash
+  // in the middle leaves some chunks zero and others not; without the
+  // entry a PPL array, which does not resync, would keep that stripe's
+  // parity wrong, and a later read-modify-write there would carry the
+  // error into data acknowledged after the crash. The replay recomputes
+  // the parity from the data as the crash left it. Logged and held as
+  // WriteStripeLocked logs a write (the pass first, see there).
+  const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
+  PplLog::Hold ppl_hold;
+  if (const std::shared_ptr<PplLog> ppl = ppl_.load(); ppl != nullptr) {
+    // A full-stripe plan logs no partial parity: no buffers are read.
+    absl::StatusOr<PplLog::Hold> hold = LogToPpl(
+        ppl, s, 0, sd,
+        PlanWrite(
+            geo, s, 0, sd,
+            StripeHealth{slots_.MissingAt(sh.geo.raid_disks(), s), false}),
+        /*scratch=*/nullptr, /*client=*/nullptr);
+    if (!hold.ok()) return hold.status();
+    ppl_hold = *std::move(hold);
+  }
+  // Every present chunk, parity included, becomes zeros: the stripe stays
+  // consistent and a missing member's chunk reconstructs as zeros too.
+  std::vector<MemberIo> ios;
+  for (int i = 0; i < geo.raid_disks(); ++i) {
+    if (!slots_.UsableAt(i, s)) continue;
+    (*touched)[i] = true;
+    ios.push_back(MemberIo{MemberIo::kDiscard, i, nullptr, C, s * C, {}});
+    if (ppl_hold.held()) ppl_hold.Wrote(i);
+  }
+  io_.Submit(sh, ios);
+  bool slot_failed;
+  absl::Status st = host_.AbsorbFailures(ios, &slot_failed);
+  if (!st.ok() && slot_failed && host_.CheckUsable(true).ok()) {
+    st = absl::OkStatus();  // the failed member's chunk is implied by P=0
+  }
+  if (bitmap_.intent() != nullptr) {
+    bitmap_.intent()->EndWrite(s * C, C, st.ok() && !slot_failed);
+  }
   return st;
 }
 

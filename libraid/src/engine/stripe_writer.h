@@ -67,6 +67,13 @@ class StripeWriter : private EnginePart {
                      uint64_t offset, bool fua);
   absl::Status Trim(const Shape& sh, size_t len, uint64_t offset, bool fua);
   absl::Status Zero(const Shape& sh, size_t len, uint64_t offset, bool fua);
+  // Makes stripe `stripe` of `sh` zeros in every chunk, parity included,
+  // by discarding it on each member (as Trim does a whole stripe), when
+  // every member and replacement reads a discarded range back as zeros and
+  // the stripe holds no recorded bad block (a write over one makes it good,
+  // a discard would not). Returns false, having done nothing, otherwise:
+  // the caller writes the zeros. Not flushed. Takes the stripe lock.
+  absl::StatusOr<bool> DiscardStripe(const Shape& sh, uint64_t stripe);
   // A client flush: the cache written back, every member flushed, the
   // bitmap's delayed bits persisted.
   absl::Status Flush();
@@ -94,6 +101,14 @@ class StripeWriter : private EnginePart {
                                std::vector<MemberIo>& reads, bool* replan);
 
  private:
+  // Whether every present member and replacement reads a discarded range
+  // back as zeros (Trim and DiscardStripe keep parity only then).
+  bool EveryMemberDiscardsToZeros() const;
+  // Discards every usable chunk of stripe `s`, parity included, with its
+  // write-intent bit and PPL entry as a full-stripe write has; marks the
+  // slots in `touched`. REQUIRES: the stripe lock.
+  absl::Status DiscardStripeLocked(const Shape& sh, uint64_t s,
+                                   std::vector<bool>* touched);
   // One stripe's share of a write: bytes [a, b) of the stripe's data space
   // (0 .. chunk * data disks), new contents at `src`. Gathers it in the
   // cache or writes it through. Takes the stripe lock.

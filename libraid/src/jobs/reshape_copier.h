@@ -4,8 +4,9 @@
 // kJobDepth units at once with reads and writes alternating so both
 // directions of every member stay busy. A new stripe of zeros whose rows
 // are holes on every member is left a hole, so a sparse array stays
-// sparse. What is copied when, and the checkpoints, are the reshape job's
-// (reshape_job.cc).
+// sparse; a new stripe past the old array's end (zeros) is discarded where
+// every member reads discards back as zeros, else written. What is copied when,
+// and the checkpoints, are the reshape job's (reshape_job.cc).
 
 #ifndef URAID_SRC_JOBS_RESHAPE_COPIER_H_
 #define URAID_SRC_JOBS_RESHAPE_COPIER_H_
@@ -30,7 +31,8 @@ class ReshapeCopier {
                 StripeWriter& writer, TaskPool& pool);
 
   // One copy step of reshape `r`: writes [wlo, whi) from `wbuf` in the new
-  // shape (whole new stripes; stripes of zeros over holes are left holes)
+  // shape (whole new stripes; stripes of zeros over holes are left holes,
+  // the grown part's stripes are discarded where that reads back as zeros)
   // while it reads [rlo, rhi) in the old shape into `rbuf` (zeros past the
   // old array's end), and runs `beside` (if any) on the calling thread
   // meanwhile. Either range may be empty; the writes are not flushed.

@@ -299,12 +299,15 @@ TEST(PlanDegradedRead, PartialPiecesShareTheirBytesWithTheRebuild) {
   EXPECT_EQ(ReadBytes(plan.reads), 32 * K + 3 * 16 * K);
 }
 
-TEST(PlanDegradedRead, EveryLayoutRebuildsTheRightBytes) {
-  std::mt19937_64 rng(4);
+// 20 random reads of one stripe with one slot missing for each layout and
+// member count from 3 to `max_disks` (8 KiB chunks): fn(geo, stripe, a, b,
+// missing) reads [a, b) of the stripe's data, under a trace naming them.
+template <typename Fn>
+void ForRandomDegradedReads(std::mt19937_64& rng, int max_disks, Fn fn) {
   for (const LayoutCase& lc : kLayouts) {
-    for (int disks = 3; disks <= 16; ++disks) {
+    for (int disks = 3; disks <= max_disks; ++disks) {
       const Geometry geo = Geo(disks, 8 * K, lc.layout, lc.level);
-      const uint64_t C = geo.chunk_bytes(), S = geo.stripe_data_bytes();
+      const uint64_t S = geo.stripe_data_bytes();
       for (int round = 0; round < 20; ++round) {
         const uint64_t stripe = rng() % geo.stripe_count();
         const uint64_t a = (rng() % (S / 512)) * 512;
@@ -314,12 +317,87 @@ TEST(PlanDegradedRead, EveryLayoutRebuildsTheRightBytes) {
                      << "layout " << static_cast<int>(lc.layout) << " disks "
                      << disks << " [" << a << "," << b << ") missing "
                      << missing);
-        Stripe s = MakeStripe(geo, stripe, rng, true);
-        std::vector<uint8_t> want(b - a);
-        for (uint64_t i = a; i < b; ++i) {
-          want[i - a] = s.chunk[geo.DataDisk(stripe, i / C)][i % C];
-        }
-        std::fill(s.chunk[missing].begin(), s.chunk[missing].end(), 0xEE);
+        fn(geo, stripe, a, b, missing);
+        if (testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// A random stripe whose slot `missing` is lost (overwritten); returns the
+// data bytes [a, b) it held.
+std::vector<uint8_t> LoseSlot(const Geometry& geo, uint64_t stripe, uint64_t a,
+                              uint64_t b, int missing, std::mt19937_64& rng,
+                              Stripe* s) {
+  const uint64_t C = geo.chunk_bytes();
+  *s = MakeStripe(geo, stripe, rng, true);
+  std::vector<uint8_t> want(b - a);
+  for (uint64_t i = a; i < b; ++i) {
+    want[i - a] = s->chunk[geo.DataDisk(stripe, i / C)][i % C];
+  }
+  std::fill(s->chunk[missing].begin(), s->chunk[missing].end(), 0xEE);
+  return want;
+}
+
+// Survivor rows the rebuild finds elsewhere (read into buffers of their
+// own, or lent by the survivor cache) are XORed from there: scratch is
+// written only where a row holds part of a source (one gathered from the
+// client's piece and a read), never where a row holds whole sources.
+TEST(PlanDegradedRead, RebuildTakesItsSourcesFromRowsElsewhere) {
+  std::mt19937_64 rng(5);
+  bool written = false;
+  const auto run = [&](const Geometry& geo, uint64_t stripe, uint64_t a,
+                       uint64_t b, int missing) {
+    Stripe s;
+    const std::vector<uint8_t> want =
+        LoseSlot(geo, stripe, a, b, missing, rng, &s);
+    const ReadPlan plan =
+        PlanDegradedRead(geo, stripe, Pieces(geo, a, b), missing);
+    AlignedBuffer scratch(plan.scratch_bytes);
+    std::vector<uint8_t> client(b - a, 0x55);
+    RunIos(plan.reads, false, s, missing, scratch.data(), client.data());
+    // Every read into scratch moves to a row of its own.
+    std::vector<std::vector<uint8_t>> rows;
+    rows.reserve(plan.reads.size());
+    std::vector<ScratchRow> elsewhere;
+    for (const PlannedIo& io : plan.reads) {
+      if (io.ref.buffer != PlanRef::kScratch) continue;
+      const uint8_t* at = scratch.data() + io.ref.offset;
+      rows.emplace_back(at, at + io.len);
+      elsewhere.push_back(
+          ScratchRow{io.ref.offset, io.len, rows.back().data()});
+    }
+    std::memset(scratch.data(), 0xEE, plan.scratch_bytes);
+    ComputeRead(plan, scratch.data(), client.data(), elsewhere);
+    EXPECT_EQ(client, want);
+    written = false;
+    for (const ScratchRow& e : elsewhere) {
+      for (uint64_t i = 0; i < e.len; ++i) {
+        written |= scratch.data()[e.offset + i] != 0xEE;
+      }
+    }
+  };
+  ForRandomDegradedReads(rng, 8, run);
+  // The lost chunk alone (a 1 MiB request on 1 MiB chunks): each source is
+  // one other chunk's row, XORed where it lies.
+  const Geometry geo = Geo(8, 8 * K);
+  const uint64_t C = geo.chunk_bytes();
+  for (uint64_t stripe = 0; stripe < 8; ++stripe) {
+    SCOPED_TRACE(testing::Message() << "stripe " << stripe);
+    run(geo, stripe, 2 * C, 3 * C, geo.DataDisk(stripe, 2));
+    EXPECT_FALSE(written);
+  }
+}
+
+TEST(PlanDegradedRead, EveryLayoutRebuildsTheRightBytes) {
+  std::mt19937_64 rng(4);
+  ForRandomDegradedReads(
+      rng, 16,
+      [&](const Geometry& geo, uint64_t stripe, uint64_t a, uint64_t b,
+          int missing) {
+        Stripe s;
+        const std::vector<uint8_t> want =
+            LoseSlot(geo, stripe, a, b, missing, rng, &s);
         const auto pieces = Pieces(geo, a, b);
         const ReadPlan plan = PlanDegradedRead(geo, stripe, pieces, missing);
         AlignedBuffer scratch(plan.scratch_bytes);
@@ -334,10 +412,9 @@ TEST(PlanDegradedRead, EveryLayoutRebuildsTheRightBytes) {
         for (const ReadPiece& p : pieces) {
           if (geo.DataDisk(stripe, p.data_index) == missing) lost = p.y - p.x;
         }
-        EXPECT_LE(ReadBytes(plan.reads), (b - a) - lost + lost * (disks - 1));
-      }
-    }
-  }
+        EXPECT_LE(ReadBytes(plan.reads),
+                  (b - a) - lost + lost * (geo.raid_disks() - 1));
+      });
 }
 
 TEST(PlanReconstruct, RebuildsAnySlotFromTheOthers) {

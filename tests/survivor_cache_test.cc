@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -16,8 +17,8 @@ namespace {
 
 std::vector<SurvivorCache::Rows> OneRow(int slot, uint8_t fill) {
   std::vector<SurvivorCache::Rows> rows;
-  AlignedBuffer data(16);
-  std::memset(data.data(), fill, data.size());
+  auto data = std::make_shared<AlignedBuffer>(16);
+  std::memset(data->data(), fill, data->size());
   rows.push_back(SurvivorCache::Rows{slot, 0, std::move(data)});
   return rows;
 }
@@ -118,6 +119,24 @@ TEST(SurvivorCache, RowsGoOnceEveryReaderHadThem) {
   EXPECT_TRUE(cache.empty());
 }
 
+// A rebuild borrows kept rows instead of copying them: the bytes lent are
+// the put buffer's own, and stay valid while held after the cache let them
+// go (their one reader had them all).
+TEST(SurvivorCache, LendsTheRowsItKeepsBeyondTheirEntry) {
+  SurvivorCache cache;
+  std::vector<SurvivorCache::Rows> rows = OneRow(1, 0xab);
+  const uint8_t* const put_at = rows[0].data->data();
+  cache.Put(0, 7, 3, std::move(rows));
+  SurvivorCache::Held held;
+  ASSERT_EQ(cache.Find(0, 7, 3, 1, 0, 16, nullptr, nullptr, &held),
+            SurvivorCache::Lookup::kHit);
+  EXPECT_EQ(held.data, put_at);
+  EXPECT_TRUE(cache.empty());
+  uint8_t dst[16] = {};
+  EXPECT_FALSE(cache.Get(0, 7, 3, 1, 0, 16, dst));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(held.data[i], 0xab);
+}
+
 // A sequential reader's queue spans several wide stripes: the rows of each
 // are kept (the bound was four stripes), up to kMaxBytes in all, beyond
 // which the oldest stripe goes.
@@ -128,8 +147,9 @@ TEST(SurvivorCache, KeepsTheStripesAQueueSpansWithinItsBound) {
   ASSERT_LE(kStripes, SurvivorCache::kMaxEntries);
   for (uint64_t s = 0; s < kStripes; ++s) {
     std::vector<SurvivorCache::Rows> rows;
-    rows.push_back(SurvivorCache::Rows{1, 0, AlignedBuffer(kRows)});
-    rows[0].data.data()[0] = static_cast<uint8_t>(s);
+    auto data = std::make_shared<AlignedBuffer>(kRows);
+    data->data()[0] = static_cast<uint8_t>(s);
+    rows.push_back(SurvivorCache::Rows{1, 0, std::move(data)});
     cache.Put(0, s, 3, std::move(rows));
   }
   uint8_t b = 0;
@@ -139,7 +159,8 @@ TEST(SurvivorCache, KeepsTheStripesAQueueSpansWithinItsBound) {
   }
   // One more stripe: over the bound, the oldest goes.
   std::vector<SurvivorCache::Rows> rows;
-  rows.push_back(SurvivorCache::Rows{1, 0, AlignedBuffer(kRows)});
+  rows.push_back(
+      SurvivorCache::Rows{1, 0, std::make_shared<AlignedBuffer>(kRows)});
   cache.Put(0, kStripes, 3, std::move(rows));
   EXPECT_FALSE(cache.Get(0, 0, 3, 1, 0, 1, &b));
   EXPECT_TRUE(cache.Get(0, 1, 3, 1, 0, 1, &b));

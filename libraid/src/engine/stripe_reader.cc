@@ -14,6 +14,19 @@
 #include "parity/parity.h"
 
 namespace uraid {
+namespace {
+
+// The data chunks of the stripe that slots `m` and `m2` (-1: none) held:
+// how many rebuilds want each of its survivor rows.
+uint32_t LostDataChunks(const Geometry& geo, uint64_t stripe, int m, int m2) {
+  uint32_t n = 0;
+  for (const int s : {m, m2}) {
+    if (s >= 0 && geo.DataIndex(stripe, s) >= 0) ++n;
+  }
+  return n;
+}
+
+}  // namespace
 
 StripeReader::StripeReader(const EngineContext& ctx, StripeCache& cache,
                            SurvivorCache& survivors,
@@ -69,10 +82,7 @@ absl::Status StripeReader::Read(const Shape& sh, void* buf, size_t len,
     if (!lost.empty() && lost.back().stripe == p.loc.stripe) continue;
     int m, m2;
     slots_.MissingAt(sh.geo.raid_disks(), p.loc.stripe, &m, &m2);
-    uint32_t n = 0;
-    for (const int s : {m, m2}) {
-      if (s >= 0 && geo.DataIndex(p.loc.stripe, s) >= 0) ++n;
-    }
+    const uint32_t n = LostDataChunks(geo, p.loc.stripe, m, m2);
     if (n > 0) lost.push_back(Lost{p.loc.stripe, n});
   }
   // Per piece: the index of its stripe in `lost`, or -1.
@@ -151,8 +161,8 @@ absl::Status StripeReader::Read(const Shape& sh, void* buf, size_t len,
       if (ios[j].status.ok()) {
         if (io_ticket[j] != 0 && fresh) {
           const Piece& p = pieces[i];
-          AlignedBuffer copy(p.len);
-          std::memcpy(copy.data(), p.dst, p.len);
+          auto copy = std::make_shared<AlignedBuffer>(p.len);
+          std::memcpy(copy->data(), p.dst, p.len);
           std::vector<SurvivorCache::Rows> rows;
           rows.push_back(SurvivorCache::Rows{p.loc.disk, p.loc.chunk_offset,
                                              std::move(copy),
@@ -180,16 +190,11 @@ absl::Status StripeReader::Read(const Shape& sh, void* buf, size_t len,
     std::vector<size_t> more_piece;
     for (const size_t i : claimed_elsewhere) {
       const Piece& p = pieces[i];
-      survivors_.AwaitUnclaimed(sh.id, p.loc.stripe, p.loc.disk,
-                                p.loc.chunk_offset, p.len);
-      if (survivors_.Get(sh.id, p.loc.stripe, started, p.loc.disk,
-                         p.loc.chunk_offset, p.len, p.dst)) {
-        continue;
-      }
       more.push_back(MemberIo{
           MemberIo::kRead, p.loc.disk, p.dst, p.len, p.loc.member_offset, {}});
       more_piece.push_back(i);
     }
+    TakeAwaited(sh, started, more, &more_piece);
     io_.Submit(sh, more, &gens);
     const size_t first = ios.size();
     ios.insert(ios.end(), more.begin(), more.end());
@@ -247,6 +252,27 @@ absl::Status StripeReader::Read(const Shape& sh, void* buf, size_t len,
     }
   }
   return absl::OkStatus();
+}
+
+void StripeReader::TakeAwaited(const Shape& sh, uint64_t started,
+                               std::vector<MemberIo>& ios,
+                               std::vector<size_t>* tags) {
+  const uint64_t chunk = sh.geo.chunk_bytes();
+  size_t kept = 0;
+  for (size_t j = 0; j < ios.size(); ++j) {
+    const MemberIo& io = ios[j];
+    const uint64_t stripe = io.offset / chunk, x = io.offset % chunk;
+    survivors_.AwaitUnclaimed(sh.id, stripe, io.slot, x, io.len);
+    if (survivors_.Get(sh.id, stripe, started, io.slot, x, io.len,
+                       static_cast<uint8_t*>(io.buf))) {
+      continue;
+    }
+    ios[kept] = io;
+    if (tags != nullptr) (*tags)[kept] = (*tags)[j];
+    ++kept;
+  }
+  ios.resize(kept);
+  if (tags != nullptr) tags->resize(kept);
 }
 
 void StripeReader::OverlayCacheLocked(const Shape& sh, const Location& loc,
@@ -753,12 +779,18 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
     };
     // What is not read here: the pieces the caller read already (`have`,
     // in the client's buffer where the plan would read them), and rows
-    // the survivor cache holds; rows another request is reading right now
-    // are awaited after this read (`claimed`). Extra survivor rows (into
-    // scratch) are claimed: the request that asks for them will want them.
+    // the survivor cache holds (lent, not copied: the rebuild XORs from
+    // them); rows another request is reading right now are awaited after
+    // this read (`claimed`). Extra survivor rows are claimed (the request
+    // that asks for them will want them) and read into buffers of their
+    // own, which the rebuild XORs from and the cache keeps as they are:
+    // no scratch page is touched and no row copied for either.
+    const uint32_t lost_data = LostDataChunks(sh.geo, stripe, missing, second);
     std::vector<MemberIo> ios, claimed;
     std::vector<uint64_t> tickets;
-    std::vector<size_t> mine;  // indexes in ios of the claimed rows
+    std::vector<ScratchRow> elsewhere;
+    std::vector<SurvivorCache::Held> lent;
+    std::vector<SurvivorCache::Rows> fetched;
     for (MemberIo& io : planned) {
       const auto* at = static_cast<const uint8_t*>(io.buf);
       bool held = false;
@@ -767,21 +799,36 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
         held = have[k] && at >= p && at < p + (pieces[k].y - pieces[k].x);
       }
       if (held) continue;
+      const uint64_t x = io.offset - stripe * sh.geo.chunk_bytes();
       const bool claim = quiet && !is_parity(io.slot) && in_scratch(io);
       if (!is_parity(io.slot) && (claim || !survivors_.empty())) {
         uint64_t ticket = 0;
-        const SurvivorCache::Lookup got = survivors_.Find(
-            sh.id, stripe, started, io.slot,
-            io.offset - stripe * sh.geo.chunk_bytes(), io.len,
-            static_cast<uint8_t*>(io.buf), claim ? &ticket : nullptr);
-        if (got == SurvivorCache::Lookup::kHit) continue;
-        if (got == SurvivorCache::Lookup::kClaimed) {
+        SurvivorCache::Held got;
+        const SurvivorCache::Lookup found =
+            survivors_.Find(sh.id, stripe, started, io.slot, x, io.len, nullptr,
+                            claim ? &ticket : nullptr, &got);
+        if (found == SurvivorCache::Lookup::kHit) {
+          if (in_scratch(io)) {
+            elsewhere.push_back(ScratchRow{
+                static_cast<uint64_t>(at - scratch.data()), io.len, got.data});
+            lent.push_back(std::move(got));
+          } else {
+            std::memcpy(io.buf, got.data, io.len);
+          }
+          continue;
+        }
+        if (found == SurvivorCache::Lookup::kClaimed) {
           claimed.push_back(io);
           continue;
         }
         if (ticket != 0) {
           tickets.push_back(ticket);
-          mine.push_back(ios.size());
+          auto row = std::make_shared<AlignedBuffer>(io.len);
+          elsewhere.push_back(ScratchRow{
+              static_cast<uint64_t>(at - scratch.data()), io.len, row->data()});
+          io.buf = row->data();
+          fetched.push_back(
+              SurvivorCache::Rows{io.slot, x, std::move(row), lost_data});
         }
       }
       ios.push_back(io);
@@ -789,41 +836,25 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
     io_.Submit(sh, ios, &gens);
     bool ok = std::all_of(ios.begin(), ios.end(),
                           [](const MemberIo& io) { return io.status.ok(); });
-    // Extra rows another request of the stripe asks for, when no write was
-    // in flight or began while they were read.
-    if (ok && !mine.empty() && io_.writes_started() == started) {
-      int lost_data = 0;
-      for (const int s : {missing, second}) {
-        if (s >= 0 && sh.geo.DataIndex(stripe, s) >= 0) ++lost_data;
+    // The extra rows, for the request of the stripe that asks for them,
+    // when no write was in flight or began while they were read. The
+    // rebuild keeps its own hold of them (`lent`).
+    if (ok && !fetched.empty() && io_.writes_started() == started) {
+      for (const SurvivorCache::Rows& r : fetched) {
+        lent.push_back(SurvivorCache::Held{r.data, r.data->data()});
       }
-      std::vector<SurvivorCache::Rows> rows;
-      for (const size_t j : mine) {
-        AlignedBuffer copy(ios[j].len);
-        std::memcpy(copy.data(), ios[j].buf, ios[j].len);
-        rows.push_back(SurvivorCache::Rows{
-            ios[j].slot, ios[j].offset - stripe * sh.geo.chunk_bytes(),
-            std::move(copy), static_cast<uint32_t>(lost_data)});
-      }
-      survivors_.Put(sh.id, stripe, started, std::move(rows));
+      survivors_.Put(sh.id, stripe, started, std::move(fetched));
     }
     // Released before waiting for others' claims (survivor_cache.h).
     for (const uint64_t t : tickets) survivors_.Release(t);
     if (ok && !claimed.empty()) {
-      std::vector<MemberIo> rest;
-      for (MemberIo& io : claimed) {
-        const uint64_t x = io.offset - stripe * sh.geo.chunk_bytes();
-        survivors_.AwaitUnclaimed(sh.id, stripe, io.slot, x, io.len);
-        if (!survivors_.Get(sh.id, stripe, started, io.slot, x, io.len,
-                            static_cast<uint8_t*>(io.buf))) {
-          rest.push_back(io);
-        }
-      }
-      io_.Submit(sh, rest, &gens);
-      ok = std::all_of(rest.begin(), rest.end(),
+      TakeAwaited(sh, started, claimed);
+      io_.Submit(sh, claimed, &gens);
+      ok = std::all_of(claimed.begin(), claimed.end(),
                        [](const MemberIo& io) { return io.status.ok(); });
     }
     if (ok) {
-      ComputeRead(plan, scratch.data(), client);
+      ComputeRead(plan, scratch.data(), client, elsewhere);
       if (plan.rebuild) {
         counters_.reconstructions.fetch_add(1, std::memory_order_relaxed);
       }

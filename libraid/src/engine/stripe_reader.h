@@ -161,6 +161,15 @@ class StripeReader : private EnginePart {
                                         std::span<const ReadPiece> pieces,
                                         std::span<const bool> have,
                                         uint8_t* client);
+  // Rows another request was reading (claimed) when this one wanted them:
+  // each `ios[j]` (a read of survivor rows in the plan's terms, unsubmitted)
+  // waits for the claim's release, then takes the rows the claimant kept
+  // into its buffer. Left in `ios` (with their `tags`, kept parallel) are
+  // those it could not keep (an error, a write began), to be read. The
+  // caller REQUIRES to hold no claim (survivor_cache.h: no cycle).
+  void TakeAwaited(const Shape& sh, uint64_t started,
+                   std::vector<MemberIo>& ios,
+                   std::vector<size_t>* tags = nullptr);
   static Location PieceLocation(const Shape& sh, uint64_t stripe,
                                 const ReadPiece& piece);
   // Lays newer cached bytes of the piece (of shape `sh`) over `dst`. The

@@ -354,6 +354,48 @@ void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client) {
   Xor(Resolve(plan.target, scratch, client), srcs, plan.len);
 }
 
+void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client,
+                 std::span<const ScratchRow> elsewhere) {
+  // Where each XOR source lies when a row holds it whole; rows that hold
+  // only part of a source, or any source of a syndrome rebuild, are copied
+  // to their place in scratch.
+  const auto within = [&](const PlanRef& r) -> const ScratchRow* {
+    if (r.buffer != PlanRef::kScratch) return nullptr;
+    for (const ScratchRow& e : elsewhere) {
+      if (e.offset <= r.offset && r.offset + plan.len <= e.offset + e.len) {
+        return &e;
+      }
+    }
+    return nullptr;
+  };
+  const bool xor_rebuild = plan.rebuild && !plan.pq;
+  for (const ScratchRow& e : elsewhere) {
+    bool whole = xor_rebuild;
+    for (const PlanRef& r : plan.sources) {
+      if (!whole) break;
+      const bool overlaps = r.buffer == PlanRef::kScratch &&
+                            r.offset < e.offset + e.len &&
+                            e.offset < r.offset + plan.len;
+      whole = !overlaps || within(r) == &e;
+    }
+    if (!whole) std::memcpy(scratch + e.offset, e.at, e.len);
+  }
+  if (!xor_rebuild) {
+    ComputeRead(plan, scratch, client);
+    return;
+  }
+  for (const ReadPlan::Copy& c : plan.copies) {
+    std::memcpy(scratch + c.to_scratch, client + c.from_client, c.len);
+  }
+  std::vector<const void*> srcs;
+  for (const PlanRef& r : plan.sources) {
+    const ScratchRow* e = within(r);
+    srcs.push_back(e != nullptr ? e->at + (r.offset - e->offset)
+                                : Resolve(r, scratch, client));
+  }
+  Xor(Resolve(plan.target, scratch, client), srcs, plan.len);
+}
+
 uint64_t ReadBytes(const std::vector<PlannedIo>& ios) {
   uint64_t n = 0;
   for (const PlannedIo& io : ios) n += io.len;

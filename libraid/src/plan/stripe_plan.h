@@ -189,6 +189,21 @@ ReadPlan PlanReadAndRebuild(const Geometry& geo, uint64_t stripe, int read_slot,
 // Once the plan's reads are done: the copies, then the rebuild.
 void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client);
 
+// Scratch bytes [offset, offset + len) that are at `at` instead (read into
+// a buffer of their own, or lent by a cache), never written through.
+struct ScratchRow {
+  uint64_t offset = 0;
+  uint64_t len = 0;
+  const uint8_t* at = nullptr;
+};
+// ComputeRead where `elsewhere` holds some of the scratch rows: a source of
+// a single-parity rebuild that lies within one of them is XORed from
+// there, and the rest are copied into scratch first (a source the plan
+// gathered from several reads; RAID6's syndrome math, which takes writable
+// rows). The rows must not overlap each other or what the plan writes.
+void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client,
+                 std::span<const ScratchRow> elsewhere);
+
 // Member bytes a plan reads and writes (for tests and counters).
 uint64_t ReadBytes(const std::vector<PlannedIo>& ios);
 

@@ -9,13 +9,13 @@ namespace uraid {
 void SurvivorCache::Put(uint64_t shape, uint64_t stripe,
                         uint64_t writes_started, std::vector<Rows> rows) {
   uint64_t bytes = 0;
-  for (const Rows& r : rows) bytes += r.data.size();
+  for (const Rows& r : rows) bytes += r.data->size();
   MutexLock lock(&mu_);
   // Stale entries go (they would serve nothing again).
   // (The lambda runs under mu_, which the analysis cannot see.)
   std::erase_if(entries_, [&](const Entry& e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (e.tag == writes_started) return false;
-    for (const Rows& r : e.rows) bytes_ -= r.data.size();
+    for (const Rows& r : e.rows) bytes_ -= r.data->size();
     return true;
   });
   if (bytes == 0 || bytes > kMaxBytes) {
@@ -39,7 +39,7 @@ void SurvivorCache::Put(uint64_t shape, uint64_t stripe,
   // The stripe is the newest: it goes last (oldest first out).
   entries_.push_back(std::move(e));
   while (entries_.size() > kMaxEntries || bytes_ > kMaxBytes) {
-    for (const Rows& r : entries_.front().rows) bytes_ -= r.data.size();
+    for (const Rows& r : entries_.front().rows) bytes_ -= r.data->size();
     entries_.pop_front();
   }
   CountLocked();
@@ -48,26 +48,42 @@ void SurvivorCache::Put(uint64_t shape, uint64_t stripe,
 bool SurvivorCache::Get(uint64_t shape, uint64_t stripe,
                         uint64_t writes_started, int slot, uint64_t x,
                         uint64_t len, uint8_t* dst) {
-  MutexLock lock(&mu_);
-  return GetLocked(shape, stripe, writes_started, slot, x, len, dst);
+  Held held;
+  {
+    MutexLock lock(&mu_);
+    if (!TakeLocked(shape, stripe, writes_started, slot, x, len, &held)) {
+      return false;
+    }
+  }
+  std::memcpy(dst, held.data, len);
+  return true;
 }
 
 SurvivorCache::Lookup SurvivorCache::Find(uint64_t shape, uint64_t stripe,
                                           uint64_t writes_started, int slot,
                                           uint64_t x, uint64_t len,
-                                          uint8_t* dst, uint64_t* claim) {
+                                          uint8_t* dst, uint64_t* claim,
+                                          Held* held) {
   if (claim != nullptr) *claim = 0;
-  MutexLock lock(&mu_);
-  if (GetLocked(shape, stripe, writes_started, slot, x, len, dst)) {
-    return Lookup::kHit;
+  Held got;
+  {
+    MutexLock lock(&mu_);
+    if (!TakeLocked(shape, stripe, writes_started, slot, x, len, &got)) {
+      if (ClaimedLocked(shape, stripe, slot, x, len)) return Lookup::kClaimed;
+      if (claim != nullptr) {
+        *claim = next_ticket_++;
+        claims_.push_back(Claimed{*claim, shape, stripe, slot, x, len});
+        CountLocked();
+      }
+      return Lookup::kMiss;
+    }
   }
-  if (ClaimedLocked(shape, stripe, slot, x, len)) return Lookup::kClaimed;
-  if (claim != nullptr) {
-    *claim = next_ticket_++;
-    claims_.push_back(Claimed{*claim, shape, stripe, slot, x, len});
-    CountLocked();
+  if (held != nullptr) {
+    *held = std::move(got);
+  } else {
+    std::memcpy(dst, got.data, len);
   }
-  return Lookup::kMiss;
+  return Lookup::kHit;
 }
 
 void SurvivorCache::Release(uint64_t ticket) {
@@ -87,21 +103,23 @@ void SurvivorCache::AwaitUnclaimed(uint64_t shape, uint64_t stripe, int slot,
   mu_.Await(Condition(&unclaimed));
 }
 
-bool SurvivorCache::GetLocked(uint64_t shape, uint64_t stripe,
-                              uint64_t writes_started, int slot, uint64_t x,
-                              uint64_t len, uint8_t* dst) {
+bool SurvivorCache::TakeLocked(uint64_t shape, uint64_t stripe,
+                               uint64_t writes_started, int slot, uint64_t x,
+                               uint64_t len, Held* out) {
   for (Entry& e : entries_) {
     if (e.shape != shape || e.stripe != stripe) continue;
     if (e.tag != writes_started) return false;
     for (auto r = e.rows.begin(); r != e.rows.end(); ++r) {
-      if (r->slot != slot || x < r->x || r->x + r->data.size() < x + len) {
+      if (r->slot != slot || x < r->x || r->x + r->data->size() < x + len) {
         continue;
       }
-      std::memcpy(dst, r->data.data() + (x - r->x), len);
+      out->data = r->data->data() + (x - r->x);
+      out->rows = r->data;
       r->taken += len;
-      if (r->taken >= uint64_t{r->uses} * r->data.size()) {
-        // Every reader that wanted the rows has had them.
-        bytes_ -= r->data.size();
+      if (r->taken >= uint64_t{r->uses} * r->data->size()) {
+        // Every reader that wanted the rows has had them (the last one
+        // holds them until it has copied them).
+        bytes_ -= r->data->size();
         e.rows.erase(r);
         if (e.rows.empty()) {
           std::erase_if(entries_,

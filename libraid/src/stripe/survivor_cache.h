@@ -19,13 +19,21 @@
 // write elsewhere drops every entry) but needs no stripe lock to read,
 // which reads of intact members do not take.
 //
-// Claims: a reader about to fetch rows another may want claims them
-// (Claim) and releases the claim when its read is over, after putting the
-// rows if they are fresh (Release). A reader that finds the rows it wants
-// claimed (Find: kClaimed) waits for the release (AwaitUnclaimed) and then
-// looks again; a miss means the claimant's read failed or went stale, and
-// it reads them itself. No deadlock: a claimant releases its claims before
+// Claims: a reader about to fetch rows another may want claims them in the
+// same step as its lookup misses (Find with a `claim` ticket) and releases
+// the claim when its read is over, after putting the rows if they are
+// fresh (Release). A reader that finds the rows it wants claimed (Find:
+// kClaimed) waits for the release (AwaitUnclaimed) and then looks again
+// (Get); a miss means the claimant's read failed or went stale, and it
+// reads them itself. No deadlock: a claimant releases its claims before
 // it waits for anyone else's, so a release never waits on a claim.
+//
+// Rows are shared, immutable buffers: a taker copies them outside the
+// mutex (a copy of a 1 MiB row under it, page faults and all, held up
+// every other reader of the array: issue 35's 8 x 1M shape), and a rebuild
+// can XOR straight from them (Find's `held`) instead of copying them into
+// its scratch first; a reader that fetched rows into buffers of its own
+// puts those same buffers, no copy.
 //
 // Consumed rows go: every row a reader takes is wanted by a known number
 // of readers (`Rows::uses`: the stripe's lost data chunks, whose rebuilds
@@ -50,6 +58,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -62,15 +71,16 @@ class SurvivorCache {
   static constexpr size_t kMaxEntries = 16;
   static constexpr uint64_t kMaxBytes = 64ull << 20;
 
-  // One slot's contiguous rows of a stripe: chunk bytes [x, x + data.size()).
+  // One slot's contiguous rows of a stripe: chunk bytes [x, x + data->size()).
   // An AlignedBuffer, not a vector: chunk-sized blocks come back from
   // base/large_buffers.h's free list instead of fresh pages from the
   // kernel (a 512 KiB vector per stripe was mmapped and page-faulted in:
-  // about a tenth of a degraded sequential read's CPU).
+  // about a tenth of a degraded sequential read's CPU). Shared and never
+  // written once put: a taker may hold it past its removal (Held).
   struct Rows {
     int slot = 0;
     uint64_t x = 0;
-    AlignedBuffer data;
+    std::shared_ptr<const AlignedBuffer> data;
     // How many readers want these rows: they go once `uses` times their
     // size was taken.
     uint32_t uses = 1;
@@ -91,16 +101,25 @@ class SurvivorCache {
   bool Get(uint64_t shape, uint64_t stripe, uint64_t writes_started, int slot,
            uint64_t x, uint64_t len, uint8_t* dst);
 
+  // Kept bytes lent to a taker instead of copied: `data` points at them
+  // and stays valid while `rows` is held.
+  struct Held {
+    std::shared_ptr<const AlignedBuffer> rows;
+    const uint8_t* data = nullptr;
+  };
+
   enum class Lookup { kHit, kClaimed, kMiss };
-  // Get; on a miss, kClaimed when a claim covers all of the bytes, else
-  // kMiss, and then with `claim` the caller's claim is made in the same
-  // step (no two readers both miss and both read): the caller is reading
-  // `slot`'s chunk bytes [x, x + len) of the stripe and will Put them if
-  // they are fresh. *claim is its ticket for Release (0: none made), which
-  // the caller REQUIRES to call, before it waits for any other claim.
+  // Get (with `held`, a hit lends the bytes there instead of copying them
+  // into `dst`, which may then be null); on a miss, kClaimed when a claim
+  // covers all of the bytes, else kMiss, and then with `claim` the
+  // caller's claim is made in the same step (no two readers both miss and
+  // both read): the caller is reading `slot`'s chunk bytes [x, x + len) of
+  // the stripe and will Put them if they are fresh. *claim is its ticket
+  // for Release (0: none made), which the caller REQUIRES to call, before
+  // it waits for any other claim.
   Lookup Find(uint64_t shape, uint64_t stripe, uint64_t writes_started,
               int slot, uint64_t x, uint64_t len, uint8_t* dst,
-              uint64_t* claim = nullptr);
+              uint64_t* claim = nullptr, Held* held = nullptr);
   void Release(uint64_t ticket);
   // Returns when no claim covers all of the bytes.
   void AwaitUnclaimed(uint64_t shape, uint64_t stripe, int slot, uint64_t x,
@@ -123,8 +142,10 @@ class SurvivorCache {
     int slot = 0;
     uint64_t x = 0, len = 0;
   };
-  bool GetLocked(uint64_t shape, uint64_t stripe, uint64_t writes_started,
-                 int slot, uint64_t x, uint64_t len, uint8_t* dst)
+  // The kept bytes, counted as taken (the copy is the caller's, after
+  // the mutex: Held keeps them alive).
+  bool TakeLocked(uint64_t shape, uint64_t stripe, uint64_t writes_started,
+                  int slot, uint64_t x, uint64_t len, Held* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ClaimedLocked(uint64_t shape, uint64_t stripe, int slot, uint64_t x,
                      uint64_t len) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

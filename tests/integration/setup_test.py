@@ -130,7 +130,11 @@ class AptLock(unittest.TestCase):
                    URAID_APT_LOCK_TIMEOUT="120")
         if os.getuid() != 0:
             self.skipTest("setup.sh uses sudo when not root")
-        h = LockHolder(self.lock, 3)
+        # Held 6 s: setup.sh's own start (its dpkg-query stand-in) took
+        # more than a second of a 3 s hold on a loaded machine, and a wait
+        # under 2 s can leave apt-get 119 s (whole seconds), which could
+        # not tell "the time left" from the whole bound.
+        h = LockHolder(self.lock, 6)
         self.addCleanup(h.stop)
         t = time.monotonic()
         r = subprocess.run([os.path.join(SCRIPTS, "setup.sh")],

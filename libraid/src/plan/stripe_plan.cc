@@ -339,19 +339,7 @@ ReadPlan PlanReadAndRebuild(const Geometry& geo, uint64_t stripe, int read_slot,
 }
 
 void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client) {
-  for (const ReadPlan::Copy& c : plan.copies) {
-    std::memcpy(scratch + c.to_scratch, client + c.from_client, c.len);
-  }
-  if (!plan.rebuild) return;
-  if (plan.pq) {
-    plan_internal::ComputeRead6(plan, scratch, client);
-    return;
-  }
-  std::vector<const void*> srcs;
-  for (const PlanRef& r : plan.sources) {
-    srcs.push_back(Resolve(r, scratch, client));
-  }
-  Xor(Resolve(plan.target, scratch, client), srcs, plan.len);
+  ComputeRead(plan, scratch, client, {});
 }
 
 void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client,
@@ -380,12 +368,13 @@ void ComputeRead(const ReadPlan& plan, uint8_t* scratch, uint8_t* client,
     }
     if (!whole) std::memcpy(scratch + e.offset, e.at, e.len);
   }
-  if (!xor_rebuild) {
-    ComputeRead(plan, scratch, client);
-    return;
-  }
   for (const ReadPlan::Copy& c : plan.copies) {
     std::memcpy(scratch + c.to_scratch, client + c.from_client, c.len);
+  }
+  if (!plan.rebuild) return;
+  if (plan.pq) {
+    plan_internal::ComputeRead6(plan, scratch, client);
+    return;
   }
   std::vector<const void*> srcs;
   for (const PlanRef& r : plan.sources) {

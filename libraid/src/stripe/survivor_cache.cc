@@ -48,15 +48,7 @@ void SurvivorCache::Put(uint64_t shape, uint64_t stripe,
 bool SurvivorCache::Get(uint64_t shape, uint64_t stripe,
                         uint64_t writes_started, int slot, uint64_t x,
                         uint64_t len, uint8_t* dst) {
-  Held held;
-  {
-    MutexLock lock(&mu_);
-    if (!TakeLocked(shape, stripe, writes_started, slot, x, len, &held)) {
-      return false;
-    }
-  }
-  std::memcpy(dst, held.data, len);
-  return true;
+  return Find(shape, stripe, writes_started, slot, x, len, dst) == Lookup::kHit;
 }
 
 SurvivorCache::Lookup SurvivorCache::Find(uint64_t shape, uint64_t stripe,

@@ -188,20 +188,27 @@ void IoExecutor::RunIo(MemberIo& io) {
   const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now() - start)
                          .count();
-  const auto average = [ns](std::atomic<int64_t>& avg) {
+  const auto average = [](std::atomic<int64_t>& avg, int64_t sample) {
     const int64_t old = avg.load(std::memory_order_relaxed);
-    avg.store(old + (ns - old) / 8, std::memory_order_relaxed);
+    avg.store(old + (sample - old) / 8, std::memory_order_relaxed);
   };
+  // The array's average only decides InTurn, so each sample counts at most
+  // kLatencySampleCapNs: a thread preempted mid-I/O on a busy machine
+  // (milliseconds) no longer lifts the average of fast members over the
+  // threshold for the next few dozen plans, and members really slower than
+  // the threshold still average above it after two samples.
+  const int64_t capped = std::min(ns, kLatencySampleCapNs);
   if (io_latency_ns_.load(std::memory_order_relaxed) < 0) {
-    io_latency_ns_.store(ns, std::memory_order_relaxed);  // the first sample
+    io_latency_ns_.store(capped, std::memory_order_relaxed);  // the first
   } else {
-    average(io_latency_ns_);
+    average(io_latency_ns_, capped);
   }
+  // The member's figures are reported (uraid detail), so they stay true.
   if (stats != nullptr) {
     stats->ios.fetch_add(1, std::memory_order_relaxed);
     stats->io_ns.fetch_add(static_cast<uint64_t>(ns),
                            std::memory_order_relaxed);
-    average(stats->latency_ns);
+    average(stats->latency_ns, ns);
   }
 }
 

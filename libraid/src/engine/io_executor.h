@@ -92,6 +92,8 @@ class IoExecutor {
   // Member I/O faster than this (moving average) is cheaper to run on the
   // calling thread than to hand to the pool.
   static constexpr int64_t kParallelIoThresholdNs = 30'000;
+  // The most one I/O's latency counts in that average (see RunIo).
+  static constexpr int64_t kLatencySampleCapNs = 4 * kParallelIoThresholdNs;
 
   // True when `n` member calls are cheaper run in turn on this thread:
   // never before a latency has been measured.

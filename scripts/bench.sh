@@ -13,8 +13,11 @@
 #                    [--sweep CACHES]
 # Members live on /dev/shm unless --dir names a disk directory. The defaults
 # below (4 s runs, 4 cache sizes, 3 repeats) keep the whole run within about
-# 22 minutes on a 2-vCPU machine (the degraded sweep's 24 shapes take about
-# 7 of them); options given override them.
+# 25 minutes on a 2-vCPU machine (the degraded sweep's 24 shapes take about
+# 7 of them); options given override them. Its members take up to about
+# 16 GiB of /dev/shm at once (the rebuild part's 2 GiB members, their fio
+# peer and the fill): run nothing else that big beside it (a run beside two
+# other benches was OOM-killed on a 24 GiB machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh --tests  # fio, python3-libnbd

@@ -10,12 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "base/locked_shared_ptr.h"
 #include "base/write_epochs.h"
 #include "engine/engine_host.h"
@@ -25,6 +27,7 @@
 #include "engine_test_util.h"
 #include "meta/array_bitmap.h"
 #include "meta/ppl_log.h"
+#include "plan/stripe_plan.h"
 #include "report/array_reporter.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
@@ -176,18 +179,21 @@ class NoBitmapHost : public BitmapHost {
   void Log(LogLevel, const std::string&) const override {}
 };
 
-// RAID5 left-symmetric over four memory members, write-through (no stripe
-// cache, no bitmap, no PPL), parity trusted everywhere (no resync).
+// RAID5 left-symmetric over four memory members (or the geometry a
+// derived fixture asks for), write-through (no stripe cache, no bitmap, no
+// PPL), parity trusted everywhere (no resync).
 class StripeWriterTest : public ::testing::Test {
  protected:
   StripeWriterTest()
-      : shape_{*Geometry::Make(5, Layout::kLeftSymmetric, kChunk, kDisks,
-                               kMemberBytes),
-               kDataOffset, 0, 0},
-        slots_(testutil::FaultySlots(kDisks, kDataOffset + kMemberBytes,
-                                     &members_)),
+      : StripeWriterTest(*Geometry::Make(5, Layout::kLeftSymmetric, kChunk,
+                                         kDisks, kMemberBytes)) {}
+  // The same parts over `geo` (its level, layout and disk count).
+  explicit StripeWriterTest(const Geometry& geo)
+      : shape_{geo, kDataOffset, 0, 0},
+        slots_(testutil::FaultySlots(geo.raid_disks(),
+                                     kDataOffset + kMemberBytes, &members_)),
         host_(slots_),
-        io_(slots_, counters_, kDisks - 1,
+        io_(slots_, counters_, geo.raid_disks() - 1,
             [](const std::string&, int, const absl::Status&) {}),
         cache_(shape_.geo.stripe_data_bytes(), 0),
         reporter_(nullptr, "uuid", "test"),
@@ -349,6 +355,153 @@ TEST_F(StripeWriterTest, AWriteErrorOnALiveMemberIsRecordedNotFailed) {
   // The bad block is never read: the reader rebuilds it from the others.
   EXPECT_EQ(ReadBack(data.size()), data);
 }
+
+// WriteFullStripe (the reshape's copy hands the writer each new stripe's
+// parity, computed as the stripe was read), at every level and layout,
+// with disk counts that move the rotation, over every stripe of the
+// members (every place parity and Q rotate to).
+struct FullStripeCase {
+  int level;
+  Layout layout;
+  int disks;
+};
+
+class FullStripeParityTest
+    : public StripeWriterTest,
+      public ::testing::WithParamInterface<FullStripeCase> {
+ protected:
+  FullStripeParityTest()
+      : StripeWriterTest(*Geometry::Make(GetParam().level, GetParam().layout,
+                                         kChunk, GetParam().disks,
+                                         kMemberBytes)) {}
+
+  uint64_t Stripes() const { return shape_.geo.stripe_count(); }
+  // Stripe `s`'s chunk on every member, by slot.
+  std::vector<std::vector<uint8_t>> OnMembers(uint64_t s) {
+    std::vector<std::vector<uint8_t>> out;
+    for (const auto& m : members_) {
+      std::vector<uint8_t> chunk(kChunk);
+      EXPECT_TRUE(m->Read(chunk.data(), kChunk, kDataOffset + s * kChunk).ok());
+      out.push_back(std::move(chunk));
+    }
+    return out;
+  }
+  // Writes every stripe through Write, with pattern seeds from `seed`.
+  void WriteAll(uint8_t seed) {
+    const uint64_t sd = shape_.geo.stripe_data_bytes();
+    for (uint64_t s = 0; s < Stripes(); ++s) {
+      const std::vector<uint8_t> d =
+          Pattern(sd, static_cast<uint8_t>(seed + s));
+      ASSERT_TRUE(writer_.Write(shape_, d.data(), sd, s * sd, false).ok());
+    }
+  }
+  // Stripe `s` written by WriteFullStripe from pattern `seed + s`, its
+  // parity from ComputeFullStripeParity.
+  void WriteFullWithComputedParity(uint64_t s, uint8_t seed) {
+    const uint64_t sd = shape_.geo.stripe_data_bytes();
+    const std::vector<uint8_t> d = Pattern(sd, static_cast<uint8_t>(seed + s));
+    std::vector<uint8_t> parity(FullStripeParityBytes(shape_.geo));
+    ComputeFullStripeParity(shape_.geo, s, d.data(), parity.data());
+    const absl::Status st =
+        writer_.WriteFullStripe(shape_, s, d.data(), parity.data());
+    ASSERT_TRUE(st.ok()) << st;
+  }
+};
+
+// The parity handed in is byte for byte what the writer would have
+// computed and written for the same data.
+TEST_P(FullStripeParityTest, HandedParityIsWhatTheWriterWouldWrite) {
+  WriteAll(/*seed=*/1);
+  std::vector<std::vector<std::vector<uint8_t>>> want;
+  for (uint64_t s = 0; s < Stripes(); ++s) want.push_back(OnMembers(s));
+  WriteAll(/*seed=*/101);  // other bytes everywhere
+  const uint64_t full_before = counters_.full_stripe_writes.load();
+  for (uint64_t s = 0; s < Stripes(); ++s) {
+    WriteFullWithComputedParity(s, /*seed=*/1);
+    EXPECT_EQ(OnMembers(s), want[s]) << "stripe " << s;
+  }
+  EXPECT_EQ(counters_.full_stripe_writes.load() - full_before, Stripes());
+  EXPECT_EQ(host_.begun(), host_.ended());
+}
+
+// The writer writes the parity it is handed, unchecked: it computes none
+// of its own on a full-stripe write (the point of handing it in).
+TEST_P(FullStripeParityTest, TheWriterWritesTheParityItIsHanded) {
+  const uint64_t sd = shape_.geo.stripe_data_bytes();
+  for (uint64_t s = 0; s < Stripes(); ++s) {
+    const std::vector<uint8_t> d = Pattern(sd, static_cast<uint8_t>(s));
+    const std::vector<uint8_t> marker = Pattern(
+        FullStripeParityBytes(shape_.geo), static_cast<uint8_t>(77 + s));
+    ASSERT_TRUE(
+        writer_.WriteFullStripe(shape_, s, d.data(), marker.data()).ok());
+    const std::vector<std::vector<uint8_t>> on = OnMembers(s);
+    const auto part = [&](int i) {
+      return std::vector<uint8_t>(marker.begin() + i * kChunk,
+                                  marker.begin() + (i + 1) * kChunk);
+    };
+    EXPECT_EQ(on[shape_.geo.ParityDisk(s)], part(0)) << "P of stripe " << s;
+    if (shape_.geo.level() == 6) {
+      EXPECT_EQ(on[shape_.geo.QDisk(s)], part(1)) << "Q of stripe " << s;
+    }
+  }
+}
+
+// With a member gone, a full-stripe write still takes the parity handed
+// in (P, or Q where P is the lost one): the others hold what a healthy
+// write puts there, and the reader rebuilds the lost chunk from them.
+TEST_P(FullStripeParityTest, ADegradedStripeTakesTheHandedParity) {
+  WriteAll(/*seed=*/3);
+  std::vector<std::vector<std::vector<uint8_t>>> want;
+  for (uint64_t s = 0; s < Stripes(); ++s) want.push_back(OnMembers(s));
+  const int lost = 1;  // data, P or Q as the rotation turns
+  ASSERT_TRUE(host_.FailSlot(lost, "test", nullptr).ok());
+  WriteAll(/*seed=*/103);
+  for (uint64_t s = 0; s < Stripes(); ++s) {
+    WriteFullWithComputedParity(s, /*seed=*/3);
+    const std::vector<std::vector<uint8_t>> on = OnMembers(s);
+    for (int i = 0; i < shape_.geo.raid_disks(); ++i) {
+      if (i == lost) continue;
+      EXPECT_EQ(on[i], want[s][i]) << "stripe " << s << " slot " << i;
+    }
+  }
+  const uint64_t sd = shape_.geo.stripe_data_bytes();
+  for (uint64_t s = 0; s < Stripes(); ++s) {
+    std::vector<uint8_t> got(sd);
+    ASSERT_TRUE(reader_.Read(shape_, got.data(), sd, s * sd).ok());
+    EXPECT_EQ(got, Pattern(sd, static_cast<uint8_t>(3 + s))) << "stripe " << s;
+  }
+}
+
+std::vector<FullStripeCase> FullStripeCases() {
+  std::vector<FullStripeCase> v{{4, Layout::kParityLast, 4}};
+  for (const Layout l : {Layout::kLeftAsymmetric, Layout::kRightAsymmetric,
+                         Layout::kLeftSymmetric, Layout::kRightSymmetric,
+                         Layout::kParityFirst, Layout::kParityLast}) {
+    for (const int disks : {3, 5}) v.push_back({5, l, disks});
+  }
+  for (const Layout l :
+       {Layout::kLeftAsymmetric, Layout::kRightAsymmetric,
+        Layout::kLeftSymmetric, Layout::kRightSymmetric, Layout::kParityFirst,
+        Layout::kParityLast, Layout::kDdfZeroRestart, Layout::kDdfNRestart,
+        Layout::kDdfNContinue, Layout::kLeftAsymmetric6,
+        Layout::kRightAsymmetric6, Layout::kLeftSymmetric6,
+        Layout::kRightSymmetric6, Layout::kParityFirst6}) {
+    for (const int disks : {4, 6}) v.push_back({6, l, disks});
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryLayout, FullStripeParityTest, ::testing::ValuesIn(FullStripeCases()),
+    [](const ::testing::TestParamInfo<FullStripeCase>& info) {
+      std::string name = absl::StrCat(
+          "raid", info.param.level, "_",
+          std::string(LayoutName(info.param.layout)), "_", info.param.disks);
+      for (char& c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
 
 }  // namespace
 }  // namespace uraid

@@ -54,10 +54,24 @@ absl::Status StripeWriter::Write(const Shape& sh, const void* buf, size_t len,
   return st;
 }
 
+absl::Status StripeWriter::WriteFullStripe(const Shape& sh, uint64_t stripe,
+                                           const uint8_t* data,
+                                           const uint8_t* parity) {
+  const uint64_t sd = sh.geo.stripe_data_bytes();
+  RETURN_IF_ERROR(CheckRange(sh, "write", sd, stripe * sd));
+  RETURN_IF_ERROR(host_.BeginWrite());
+  std::vector<bool> touched(sh.geo.raid_disks(), false);
+  absl::Status st =
+      WritePiece(sh, stripe, 0, sd, data, /*fua=*/false, &touched, parity);
+  host_.EndWrite();
+  return st;
+}
+
 absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
                                       uint64_t a, uint64_t b,
                                       const uint8_t* src, bool fua,
-                                      std::vector<bool>* touched) {
+                                      std::vector<bool>* touched,
+                                      const uint8_t* parity) {
   const uint64_t sd = sh.geo.stripe_data_bytes();
   const bool full = a == 0 && b == sd;
   // Gather only what looks like a stream: a piece that starts or ends a
@@ -114,7 +128,8 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
   }
   // A full-stripe write supersedes anything cached for the stripe.
   if (e != nullptr) cache_.Erase(stripe);
-  return WriteStripeLocked(sh, stripe, a, b, src, touched);
+  return WriteStripeLocked(sh, stripe, a, b, src, touched,
+                           full ? parity : nullptr);
 }
 
 absl::Status StripeWriter::WritebackLocked(const Shape& sh,
@@ -152,7 +167,8 @@ absl::Status StripeWriter::WritebackAll() {
 absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
                                              uint64_t a, uint64_t b,
                                              const uint8_t* src,
-                                             std::vector<bool>* touched) {
+                                             std::vector<bool>* touched,
+                                             const uint8_t* parity) {
   // A write over the end of one chunk and the start of the next touches
   // disjoint rows when it is shorter than a chunk: two small updates (as
   // md's per-row choice would make) instead of one over the whole chunk.
@@ -186,7 +202,8 @@ absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
                                 touched);
     } else {
       st = PlanAndWriteStripe(sh, stripe, a, b, src, missing, second, gens,
-                              /*force_rcw=*/attempt > 0, &slot_failed, touched);
+                              /*force_rcw=*/attempt > 0, &slot_failed, touched,
+                              parity);
     }
     if (st.ok() || !slot_failed) break;
     whole = false;
@@ -203,7 +220,8 @@ absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
 absl::Status StripeWriter::PlanAndWriteStripe(
     const Shape& sh, uint64_t stripe, uint64_t a, uint64_t b,
     const uint8_t* src, int missing, int second_missing, const SlotGens& gens,
-    bool force_rcw, bool* slot_failed, std::vector<bool>* touched) {
+    bool force_rcw, bool* slot_failed, std::vector<bool>* touched,
+    const uint8_t* parity) {
   // Parity of a stripe the resync has not reached is not trusted yet, and a
   // retry's may already hold part of this write: never carry it forward.
   const StripeHealth health{
@@ -211,17 +229,24 @@ absl::Status StripeWriter::PlanAndWriteStripe(
       !force_rcw && stripe < resync_stripe_.load(std::memory_order_acquire),
       second_missing};
   const WritePlan plan = PlanWrite(sh.geo, stripe, a, b, health);
-  AlignedBuffer scratch(plan.scratch_bytes);
+  // A full-stripe plan's scratch is its parity alone, in the layout
+  // ComputeFullStripeParity makes (plan/stripe_plan.h): one handed in is
+  // written as it is, and no scratch is allocated or computed.
+  const bool ready = parity != nullptr && plan.mode == WriteMode::kFull &&
+                     plan.scratch_bytes == FullStripeParityBytes(sh.geo);
+  AlignedBuffer own(ready ? 0 : plan.scratch_bytes);
+  // Only written from when `ready`.
+  uint8_t* scratch = ready ? const_cast<uint8_t*>(parity) : own.data();
   auto* client = const_cast<uint8_t*>(src);  // only written from
   std::vector<MemberIo> reads;
   if (!plan.reads.empty()) {
-    reads = PlannedMemberIos(sh, MemberIo::kRead, stripe, plan.reads,
-                             scratch.data(), client);
+    reads = PlannedMemberIos(sh, MemberIo::kRead, stripe, plan.reads, scratch,
+                             client);
     io_.Submit(sh, reads, &gens);
     RETURN_IF_ERROR(CorrectPreReads(sh, stripe, reads, slot_failed));
     RETURN_IF_ERROR(host_.AbsorbFailures(reads, slot_failed));
   }
-  ComputeWrite(plan, scratch.data(), src);
+  if (!ready) ComputeWrite(plan, scratch, src);
   // PPL hook (meta/ppl_log.h): the partial parity is durable on the parity
   // member before any data or parity goes out, and that member's log stays
   // held until these writes are done and durable (with FUA, or flushed by
@@ -230,10 +255,10 @@ absl::Status StripeWriter::PlanAndWriteStripe(
   // waits those out: array/ppl_switch.cc); the lock goes before the log it
   // belongs to.
   const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
-  ASSIGN_OR_RETURN(PplLog::Hold ppl_hold, LogToPpl(ppl_.load(), stripe, a, b,
-                                                   plan, scratch.data(), src));
-  std::vector<MemberIo> writes = PlannedMemberIos(
-      sh, MemberIo::kWrite, stripe, plan.writes, scratch.data(), client);
+  ASSIGN_OR_RETURN(PplLog::Hold ppl_hold,
+                   LogToPpl(ppl_.load(), stripe, a, b, plan, scratch, src));
+  std::vector<MemberIo> writes = PlannedMemberIos(sh, MemberIo::kWrite, stripe,
+                                                  plan.writes, scratch, client);
   MarkRewrites(reads, writes);
   std::atomic<uint64_t>* counter = &counters_.degraded_writes;
   if (!plan.degraded) {

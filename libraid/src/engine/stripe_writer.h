@@ -65,6 +65,16 @@ class StripeWriter : private EnginePart {
   // bytes are durable on the members when it returns.
   absl::Status Write(const Shape& sh, const void* buf, size_t len,
                      uint64_t offset, bool fua);
+  // Write(sh, data, stripe_data_bytes(), stripe * stripe_data_bytes(),
+  // false) with the stripe's parity handed in, as ComputeFullStripeParity
+  // makes it from `data` (plan/stripe_plan.h): the writer computes none
+  // where it writes the full stripe (its bitmap bit, PPL entry, ordering
+  // and retries unchanged), and computes its own where it writes the
+  // stripe another way (around bad blocks). `parity` is not checked: wrong
+  // parity handed in is wrong parity on the members. The reshape's copy
+  // computes it while the data it has just read is in the CPU's cache.
+  absl::Status WriteFullStripe(const Shape& sh, uint64_t stripe,
+                               const uint8_t* data, const uint8_t* parity);
   absl::Status Trim(const Shape& sh, size_t len, uint64_t offset, bool fua);
   absl::Status Zero(const Shape& sh, size_t len, uint64_t offset, bool fua);
   // Makes stripe `stripe` of `sh` zeros in every chunk, parity included,
@@ -111,15 +121,18 @@ class StripeWriter : private EnginePart {
                                    std::vector<bool>* touched);
   // One stripe's share of a write: bytes [a, b) of the stripe's data space
   // (0 .. chunk * data disks), new contents at `src`. Gathers it in the
-  // cache or writes it through. Takes the stripe lock.
+  // cache or writes it through. Takes the stripe lock. `parity`: null, or
+  // for a whole stripe its parity (WriteFullStripe).
   absl::Status WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
                           uint64_t b, const uint8_t* src, bool fua,
-                          std::vector<bool>* touched);
+                          std::vector<bool>* touched,
+                          const uint8_t* parity = nullptr);
   // Writes [a, b) of a stripe to the members, retrying around members that
-  // fail. REQUIRES: the stripe lock.
+  // fail. `parity` as for WritePiece. REQUIRES: the stripe lock.
   absl::Status WriteStripeLocked(const Shape& sh, uint64_t stripe, uint64_t a,
                                  uint64_t b, const uint8_t* src,
-                                 std::vector<bool>* touched);
+                                 std::vector<bool>* touched,
+                                 const uint8_t* parity = nullptr);
   // Writes a cache entry's dirty ranges (stripes of `sh`, the current
   // shape) and drops it. REQUIRES: its lock.
   absl::Status WritebackLocked(const Shape& sh, StripeCache::Entry* e,
@@ -127,12 +140,15 @@ class StripeWriter : private EnginePart {
   // `missing` is the slot to write around, or -1 (RAID6: `second_missing`
   // a second one). `force_rcw`: never
   // read-modify-write (a retry after a partly applied attempt: RMW would
-  // fold the new bytes into parity twice).
+  // fold the new bytes into parity twice). `parity`: null, or the whole
+  // stripe's parity (FullStripeParityBytes), written instead of computed
+  // when the plan is a full-stripe write.
   absl::Status PlanAndWriteStripe(const Shape& sh, uint64_t stripe, uint64_t a,
                                   uint64_t b, const uint8_t* src, int missing,
                                   int second_missing, const SlotGens& gens,
                                   bool force_rcw, bool* slot_failed,
-                                  std::vector<bool>* touched);
+                                  std::vector<bool>* touched,
+                                  const uint8_t* parity = nullptr);
   // WriteStripeLocked for a stripe some slot has bad blocks in: each data
   // chunk's share cut where a bad range starts or ends, each piece written
   // around the slots that cannot take it there (the missing member and

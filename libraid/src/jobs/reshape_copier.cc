@@ -12,12 +12,25 @@
 #include "base/sync.h"
 #include "jobs/job_runner.h"
 #include "parity/parity.h"
+#include "plan/stripe_plan.h"
 
 namespace uraid {
 
 ReshapeCopier::ReshapeCopier(const SlotTable& slots, StripeReader& reader,
                              StripeWriter& writer, TaskPool& pool)
     : slots_(slots), reader_(reader), writer_(writer), pool_(pool) {}
+
+uint64_t ReshapeCopier::ParityBytes(const ReshapeState& r, uint64_t window) {
+  const uint64_t sd = r.to->geo.stripe_data_bytes();
+  // A window need not start on a new stripe: one more for a partial first.
+  return (window / sd + 1) * FullStripeParityBytes(r.to->geo);
+}
+
+bool ReshapeCopier::ParityKept(const ReshapeState& r, uint64_t at,
+                               uint64_t next) {
+  const uint64_t sd = r.to->geo.stripe_data_bytes();
+  return at % sd == 0 && next - at == sd && next <= r.from->geo.array_bytes();
+}
 
 uint64_t ReshapeCopier::NewRowsHoleEnd(const ReshapeState& r, uint64_t lo,
                                        uint64_t hi) {
@@ -38,10 +51,17 @@ uint64_t ReshapeCopier::NewRowsHoleEnd(const ReshapeState& r, uint64_t lo,
 }
 
 absl::Status ReshapeCopier::Copy(const ReshapeState& r, uint64_t wlo,
-                                 uint64_t whi, const uint8_t* wbuf,
-                                 uint64_t rlo, uint64_t rhi, uint8_t* rbuf,
+                                 uint64_t whi, ReshapeWindowBuf wbuf,
+                                 uint64_t rlo, uint64_t rhi,
+                                 ReshapeWindowBuf rbuf,
                                  const std::function<absl::Status()>& beside) {
   const uint64_t sd = r.to->geo.stripe_data_bytes();
+  const uint64_t pb = FullStripeParityBytes(r.to->geo);
+  // The parity of the new stripe holding window byte `at` (ParityKept
+  // stripes only), at the same place in the window it was read in.
+  const auto parity_at = [&](uint8_t* parity, uint64_t window_lo, uint64_t at) {
+    return parity + (at - window_lo) / sd * pb;
+  };
   // One new stripe's worth of array bytes in one shape: a write of a whole
   // new stripe (no pre-reads, fresh parity), or a read of the old rows
   // that hold it.
@@ -64,7 +84,7 @@ absl::Status ReshapeCopier::Copy(const ReshapeState& r, uint64_t wlo,
     const uint64_t next = std::min(whi, (at / sd + 1) * sd);
     const bool grown = at >= from_end && at % sd == 0 && next - at == sd;
     bool skip = false;
-    if (grown || IsAllZero(wbuf + (at - wlo), next - at)) {
+    if (grown || IsAllZero(wbuf.data + (at - wlo), next - at)) {
       // One probe answers up to the first data on any member (within the
       // window: past it, clients may write).
       if (holes_end < next) holes_end = NewRowsHoleEnd(r, at, whi);
@@ -81,7 +101,7 @@ absl::Status ReshapeCopier::Copy(const ReshapeState& r, uint64_t wlo,
   }
   const uint64_t zero_from = std::max(rlo, old_end);
   if (zero_from < rhi)
-    std::memset(rbuf + (zero_from - rlo), 0, rhi - zero_from);
+    std::memset(rbuf.data + (zero_from - rlo), 0, rhi - zero_from);
   // Writes and reads alternate, so both directions of every member stay
   // busy; the workers take the units in that order.
   std::vector<Unit> units;
@@ -107,7 +127,18 @@ absl::Status ReshapeCopier::Copy(const ReshapeState& r, uint64_t wlo,
       const Unit& u = units[i];
       absl::Status st;
       if (u.shape != r.to) {
-        st = reader_.Read(*u.shape, rbuf + (u.lo - rlo), u.hi - u.lo, u.lo);
+        uint8_t* data = rbuf.data + (u.lo - rlo);
+        st = reader_.Read(*u.shape, data, u.hi - u.lo, u.lo);
+        if (st.ok() && rbuf.parity != nullptr && ParityKept(r, u.lo, u.hi)) {
+          // Now, while this worker's CPU cache holds the bytes just read
+          // (a stripe of zeros, a hole most likely, needs no XOR).
+          uint8_t* parity = parity_at(rbuf.parity, rlo, u.lo);
+          if (IsAllZero(data, sd)) {
+            std::memset(parity, 0, pb);
+          } else {
+            ComputeFullStripeParity(r.to->geo, u.lo / sd, data, parity);
+          }
+        }
       } else {
         // The grown part costs a member write and its XOR per byte when
         // written; a discard costs neither (a quarter of a 4 -> 5 grow's
@@ -117,8 +148,14 @@ absl::Status ReshapeCopier::Copy(const ReshapeState& r, uint64_t wlo,
         if (!discarded.ok()) {
           st = discarded.status();
         } else if (!*discarded) {
-          st = writer_.Write(*u.shape, wbuf + (u.lo - wlo), u.hi - u.lo, u.lo,
-                             /*fua=*/false);
+          const uint8_t* data = wbuf.data + (u.lo - wlo);
+          // The parity the read kept, else (the stripe holding the old
+          // array's end, the grown part) the writer's own.
+          st = wbuf.parity != nullptr && ParityKept(r, u.lo, u.hi)
+                   ? writer_.WriteFullStripe(*u.shape, u.lo / sd, data,
+                                             parity_at(wbuf.parity, wlo, u.lo))
+                   : writer_.Write(*u.shape, data, u.hi - u.lo, u.lo,
+                                   /*fua=*/false);
         }
       }
       if (st.ok()) continue;
@@ -135,9 +172,9 @@ absl::Status ReshapeCopier::Copy(const ReshapeState& r, uint64_t wlo,
 }
 
 absl::Status ReshapeCopier::CopyWindow(const ReshapeState& r, uint64_t lo,
-                                       uint64_t hi, uint8_t* buf) {
-  RETURN_IF_ERROR(Copy(r, lo, lo, nullptr, lo, hi, buf, nullptr));
-  return Copy(r, lo, hi, buf, hi, hi, nullptr, nullptr);
+                                       uint64_t hi, ReshapeWindowBuf buf) {
+  RETURN_IF_ERROR(Copy(r, lo, lo, {}, lo, hi, buf, nullptr));
+  return Copy(r, lo, hi, buf, hi, hi, {}, nullptr);
 }
 
 }  // namespace uraid

@@ -195,7 +195,7 @@ uint64_t ReshapeJob::MaxWindow() const {
   return std::max<uint64_t>(kMaxReshapeWindow / sd * sd, sd);
 }
 
-absl::Status ReshapeJob::StepWindow(uint8_t* buf, uint64_t max_window) {
+absl::Status ReshapeJob::StepWindow(ReshapeWindowBuf buf, uint64_t max_window) {
   ReshapeState& r = *state_.load();
   if (r.resync_moved) RETURN_IF_ERROR(ResyncMovedPart());
   const uint64_t lo = r.front.load();
@@ -221,8 +221,10 @@ absl::StatusOr<bool> ReshapeJob::Step() {
     return absl::FailedPreconditionError(absl::StrFormat(
         "a %s job is running: it drives the reshape", JobKindName(*busy)));
   }
-  AlignedBuffer buf(MaxWindow());
-  RETURN_IF_ERROR(StepWindow(buf.data(), buf.size()));
+  const uint64_t max_window = MaxWindow();
+  AlignedBuffer buf(max_window);
+  AlignedBuffer parity(ReshapeCopier::ParityBytes(*state_.load(), max_window));
+  RETURN_IF_ERROR(StepWindow({buf.data(), parity.data()}, max_window));
   return !running();
 }
 
@@ -248,8 +250,11 @@ absl::Status ReshapeJob::Run() {
   // writes bytes whose copy is not yet recorded.
   const uint64_t max_window = MaxWindow();
   AlignedBuffer buf_a(max_window), buf_b(max_window);
-  uint8_t* cur = buf_a.data();    // holds [lo, hi) once read
-  uint8_t* ahead = buf_b.data();  // receives [hi, next)
+  // Each window's new stripes' parity, computed as they are read.
+  const uint64_t parity_bytes = ReshapeCopier::ParityBytes(r, max_window);
+  AlignedBuffer par_a(parity_bytes), par_b(parity_bytes);
+  ReshapeWindowBuf cur{buf_a.data(), par_a.data()};    // holds [lo, hi)
+  ReshapeWindowBuf ahead{buf_b.data(), par_b.data()};  // gets [hi, next)
   ThrottleState throttle;
   const uint64_t start = r.front.load();
   uint64_t durable = start;         // reshape_position in the superblocks
@@ -283,7 +288,7 @@ absl::Status ReshapeJob::Run() {
       hi = gate_hi = *e;
       r.gate.Close(durable, hi);
       absl::Status st =
-          copier_.Copy(*state_.load(), lo, lo, nullptr, lo, hi, cur, nullptr);
+          copier_.Copy(*state_.load(), lo, lo, {}, lo, hi, cur, nullptr);
       if (!st.ok()) return stopped_at(st);
     }
     uint64_t next = hi;

@@ -141,7 +141,7 @@ class ReshapeJob {
   // Resyncs the new shape's stripes below the front (after a crash).
   absl::Status ResyncMovedPart();
   // One window copied and recorded (Step's work).
-  absl::Status StepWindow(uint8_t* buf, uint64_t max_window);
+  absl::Status StepWindow(ReshapeWindowBuf buf, uint64_t max_window);
   // The new shape current, the superblocks say so, the cache rekeyed.
   absl::Status Finish() ABSL_LOCKS_EXCLUDED(roster_.mu());
 

@@ -135,6 +135,18 @@ WritePlan PlanWrite(const Geometry& geo, uint64_t stripe, uint64_t a,
   return plan;
 }
 
+uint64_t FullStripeParityBytes(const Geometry& geo) {
+  return geo.chunk_bytes() * static_cast<uint64_t>(geo.parity_disks());
+}
+
+void ComputeFullStripeParity(const Geometry& geo, uint64_t stripe,
+                             const uint8_t* data, uint8_t* parity) {
+  // The healthy plan computes every parity chunk, in the layout every
+  // full-stripe plan of the stripe writes from.
+  ComputeWrite(PlanWrite(geo, stripe, 0, geo.stripe_data_bytes(), {}), parity,
+               data);
+}
+
 void ComputeWrite(const WritePlan& plan, uint8_t* scratch,
                   const uint8_t* client) {
   if (plan.q_slot >= 0) {

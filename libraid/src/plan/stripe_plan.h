@@ -113,6 +113,18 @@ WritePlan PlanWrite(const Geometry& geo, uint64_t stripe, uint64_t a,
 void ComputeWrite(const WritePlan& plan, uint8_t* scratch,
                   const uint8_t* client);
 
+// A whole stripe's parity as a full-stripe write makes it, for a caller
+// that computes it ahead of the write (the reshape's copy, while the data
+// it has just read is in the CPU's cache): P, then (RAID6) Q, one chunk
+// each; exactly the scratch of PlanWrite(geo, stripe, 0,
+// stripe_data_bytes(), ...) after ComputeWrite, whatever the stripe's
+// health (a lost P or Q is simply not written).
+uint64_t FullStripeParityBytes(const Geometry& geo);
+// Computes it into `parity` (FullStripeParityBytes) from the stripe's data
+// `data` (stripe_data_bytes(), data index order).
+void ComputeFullStripeParity(const Geometry& geo, uint64_t stripe,
+                             const uint8_t* data, uint8_t* parity);
+
 // One client piece of a read: data index `data_index`'s bytes [x, y) go to
 // client offset `client`.
 struct ReadPiece {

@@ -123,45 +123,6 @@ TEST(StripeReader, IntactPiecesOfAStripeAreNotHeldBehindItsRebuild) {
   EXPECT_TRUE(Same(lost, data, 1 * kChunk));
 }
 
-// The rebuild of stripe 0's lost chunk (slot 1) reads the rows of slots 0
-// and 2-6 for the requests that will ask for them (claims), and slot 6's
-// read is held. A read of chunk 3 meanwhile waits for slot 3's row only,
-// not for the rebuild's every read, and takes it from the survivor cache
-// (no member byte read twice). (It waited for the rebuild's slowest read
-// before: at 8 members of 1 MiB chunks that is up to seven 1 MiB reads.)
-TEST(StripeReader, ARowTheRebuildReadIsHandedOnWhenItsReadEnds) {
-  std::vector<Shared> m = testutil::MakeMembers(kDisks, kOffset + kMemberBytes);
-  auto held = std::make_shared<HeldMember>(m[6]);
-  m[6] = held;
-  std::vector<uint8_t> data;
-  auto a = FilledThenDegraded(m, 33, &data);
-  ASSERT_NE(a, nullptr);
-  const Counters before = a->Info().counters;
-  held->Arm(kOffset, kOffset + kChunk);
-  std::vector<uint8_t> lost(kChunk);
-  auto rebuild = std::async(std::launch::async, [&] {
-    return a->Read(lost.data(), lost.size(), 1 * kChunk);
-  });
-  ASSERT_TRUE(held->WaitHeld());
-  std::vector<uint8_t> intact(kChunk);
-  auto reader = std::async(std::launch::async, [&] {
-    return a->Read(intact.data(), intact.size(), 3 * kChunk);
-  });
-  const bool done =
-      reader.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
-  EXPECT_TRUE(done) << "chunk 3's read waited for the rebuild's held read";
-  EXPECT_EQ(rebuild.wait_for(std::chrono::seconds(0)),
-            std::future_status::timeout);
-  held->Release();
-  ASSERT_TRUE(reader.get().ok());
-  ASSERT_TRUE(rebuild.get().ok());
-  EXPECT_TRUE(Same(intact, data, 3 * kChunk));
-  EXPECT_TRUE(Same(lost, data, 1 * kChunk));
-  // The rebuild's six rows and parity, nothing for chunk 3.
-  EXPECT_EQ(a->Info().counters.member_read_bytes - before.member_read_bytes,
-            7 * kChunk);
-}
-
 // A sequential reader with 8 requests in flight over 7-chunk stripes: the
 // requests of a stripe run at once, the one on the lost chunk rebuilding
 // it from rows the others are reading. Each survivor byte is read once

@@ -213,8 +213,7 @@ void IoExecutor::RunIo(MemberIo& io) {
 }
 
 void IoExecutor::Submit(const Shape& sh, std::vector<MemberIo>& ios,
-                        const SlotGens* gens,
-                        const std::function<void(size_t)>& each_done) {
+                        const SlotGens* gens) {
   for (MemberIo& io : ios) {
     io.base = sh.data_offset;
     io.chunk_bytes = sh.geo.chunk_bytes();
@@ -231,18 +230,13 @@ void IoExecutor::Submit(const Shape& sh, std::vector<MemberIo>& ios,
   // remote exports) get every I/O of the plan in flight at once, so a
   // stripe costs one member latency, not N. The choice follows the
   // measured latency, so it adapts to whatever the members are.
-  const auto run = [&](size_t j) {
-    RunIo(ios[j]);
-    if (each_done) each_done(j);
-  };
   if (InTurn(ios.size())) {
-    for (size_t j = 0; j < ios.size(); ++j) run(j);
+    for (MemberIo& io : ios) RunIo(io);
     return;
   }
   std::vector<std::function<void()>> tasks;
   tasks.reserve(ios.size());
-  for (size_t j = 0; j < ios.size(); ++j)
-    tasks.emplace_back([&run, j] { run(j); });
+  for (MemberIo& io : ios) tasks.emplace_back([this, &io] { RunIo(io); });
   pool_.RunAll(tasks);
 }
 

@@ -75,14 +75,9 @@ class IoExecutor {
   // the I/O): every I/O in flight together. Counts member I/O. Individual
   // failures are in each MemberIo's status. With `gens` (captured when the
   // plan was decided), an I/O whose slot changed members is refused
-  // (MemberIo::stale). With `each_done`, it is called with an I/O's index
-  // as soon as that I/O is over, on whichever thread ran it (so it must be
-  // thread-safe), before Submit returns: a caller can hand each result on
-  // while the plan's other I/Os are still in flight. Must not be called
-  // from a pool task.
+  // (MemberIo::stale). Must not be called from a pool task.
   void Submit(const Shape& sh, std::vector<MemberIo>& ios,
-              const SlotGens* gens = nullptr,
-              const std::function<void(size_t)>& each_done = {});
+              const SlotGens* gens = nullptr);
   // Runs independent member calls (one per member) at once on the pool, or
   // in turn on this thread when members answer faster than a handoff (the
   // rule Submit follows). Must not be called from a pool task.

@@ -787,11 +787,10 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
     // no scratch page is touched and no row copied for either.
     const uint32_t lost_data = LostDataChunks(sh.geo, stripe, missing, second);
     std::vector<MemberIo> ios, claimed;
-    std::vector<uint64_t> tickets;  // per fetched row, its claim
+    std::vector<uint64_t> tickets;
     std::vector<ScratchRow> elsewhere;
     std::vector<SurvivorCache::Held> lent;
     std::vector<SurvivorCache::Rows> fetched;
-    std::vector<int> fetched_by;  // per I/O: its row in `fetched`, or -1
     for (MemberIo& io : planned) {
       const auto* at = static_cast<const uint8_t*>(io.buf);
       bool held = false;
@@ -830,31 +829,24 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
           io.buf = row->data();
           fetched.push_back(
               SurvivorCache::Rows{io.slot, x, std::move(row), lost_data});
-          fetched_by.resize(ios.size(), -1);
-          fetched_by.push_back(static_cast<int>(fetched.size()) - 1);
         }
       }
       ios.push_back(io);
     }
-    fetched_by.resize(ios.size(), -1);
-    // Each extra row goes to the request of the stripe that asks for it as
-    // soon as its own read is over (when no write was in flight or began
-    // while it was read), and its claim is released then: that request
-    // waits for its row, not for the whole rebuild's reads (up to six
-    // other rows and the parity at 8 members). The rebuild keeps its own
-    // hold of the rows (`fetched`). Every claim is released before this
-    // waits for anyone else's (survivor_cache.h).
-    const auto hand_on = [&](size_t j) {
-      const int r = fetched_by[j];
-      if (r < 0) return;
-      if (ios[j].status.ok() && io_.writes_started() == started) {
-        survivors_.Put(sh.id, stripe, started, {fetched[r]});
-      }
-      survivors_.Release(tickets[r]);
-    };
-    io_.Submit(sh, ios, &gens, hand_on);
+    io_.Submit(sh, ios, &gens);
     bool ok = std::all_of(ios.begin(), ios.end(),
                           [](const MemberIo& io) { return io.status.ok(); });
+    // The extra rows, for the request of the stripe that asks for them,
+    // when no write was in flight or began while they were read. The
+    // rebuild keeps its own hold of them (`lent`).
+    if (ok && !fetched.empty() && io_.writes_started() == started) {
+      for (const SurvivorCache::Rows& r : fetched) {
+        lent.push_back(SurvivorCache::Held{r.data, r.data->data()});
+      }
+      survivors_.Put(sh.id, stripe, started, std::move(fetched));
+    }
+    // Released before waiting for others' claims (survivor_cache.h).
+    for (const uint64_t t : tickets) survivors_.Release(t);
     if (ok && !claimed.empty()) {
       TakeAwaited(sh, started, claimed);
       io_.Submit(sh, claimed, &gens);

@@ -96,16 +96,14 @@ void CheckRequest(std::string_view line) {
         FUZZ_CHECK(*r->raid_devices >= uraid::kMinDisks &&
                    *r->raid_devices <= uraid::kMaxDisks);
       }
-      if (r->layout) {
-        FUZZ_CHECK(static_cast<int>(*r->layout) >= 0 &&
-                   *r->layout <= uraid::Layout::kParityLast);
-      }
+      // RAID6's layouts too (a grow to or within RAID6): md's names.
+      if (r->layout) FUZZ_CHECK(uraid::LayoutName(*r->layout) != "unknown");
       if (r->chunk_bytes) {
         FUZZ_CHECK(*r->chunk_bytes >= uraid::kMinChunkBytes &&
                    *r->chunk_bytes <= uraid::kMaxChunkBytes &&
                    (*r->chunk_bytes & (*r->chunk_bytes - 1)) == 0);
       }
-      if (r->level) FUZZ_CHECK(*r->level == 4 || *r->level == 5);
+      if (r->level) FUZZ_CHECK(*r->level >= 4 && *r->level <= 6);
       FUZZ_CHECK(r->member.empty() && r->replacement.empty());
       break;
     default:

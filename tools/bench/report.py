@@ -97,29 +97,26 @@ def report(rows, sweep, args):
     print(f"uraid nbdkit peak RSS over all workloads: {peak:.0f} MiB")
     if sweep:
         print("\nstripe cache sweep (uraid MB/s):\n")
-        caches = list(dict.fromkeys(s["cache"] for s in sweep))
-        names = list(dict.fromkeys(s["workload"] for s in sweep))
-        print("| workload | " + " | ".join(f"cache={c}" for c in caches) +
-              " |")
-        print("|---|" + "---|" * len(caches))
-        for n in names:
-            vals = {s["cache"]: s["mbs"] for s in sweep if s["workload"] == n}
-            print(f"| {n} | " + " | ".join(f"{vals[c]:.0f}" for c in caches) +
-                  " |")
+        print_sweep_table(sweep, "mbs", "{:.0f}")
         if any("vs_file" in s for s in sweep):
             print("\nthe same, each run over the file plugin's run just "
                   "before it (median of the ratios):\n")
-            print("| workload | " +
-                  " | ".join(f"cache={c}" for c in caches) + " |")
-            print("|---|" + "---|" * len(caches))
-            for n in names:
-                vals = {s["cache"]: s.get("vs_file") for s in sweep
-                        if s["workload"] == n}
-                if any(v is None for v in vals.values()):
-                    continue
-                print(f"| {n} | " +
-                      " | ".join(f"{vals[c]:.2f}" for c in caches) + " |")
+            print_sweep_table(sweep, "vs_file", "{:.2f}")
         report_sweep_verdict(sweep)
+
+
+def print_sweep_table(sweep, key, fmt):
+    """One row per workload, one column per cache size, of each cell's
+    `key`; workloads without it in every cell are left out."""
+    caches = list(dict.fromkeys(s["cache"] for s in sweep))
+    print("| workload | " + " | ".join(f"cache={c}" for c in caches) + " |")
+    print("|---|" + "---|" * len(caches))
+    for n in dict.fromkeys(s["workload"] for s in sweep):
+        vals = {s["cache"]: s.get(key) for s in sweep if s["workload"] == n}
+        if any(v is None for v in vals.values()):
+            continue
+        print(f"| {n} | " + " | ".join(fmt.format(vals[c]) for c in caches) +
+              " |")
 
 
 # A size within this share of the sweep's best counts as no cliff (issue

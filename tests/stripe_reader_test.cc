@@ -123,6 +123,42 @@ TEST(StripeReader, IntactPiecesOfAStripeAreNotHeldBehindItsRebuild) {
   EXPECT_TRUE(Same(lost, data, 1 * kChunk));
 }
 
+// The rebuild of stripe 0's lost chunk (slot 1) meets slot 2's row while
+// an intact read of chunk 2 is fetching it (held, its claim made): it
+// waits for that read and XORs the row the reader kept, lent by the
+// survivor cache, with the rows it reads itself (parity among them).
+// Nothing is read twice, and every byte is right.
+TEST(StripeReader, ARebuildUsesTheRowAnIntactReadWasFetching) {
+  std::vector<Shared> m = testutil::MakeMembers(kDisks, kOffset + kMemberBytes);
+  auto held = std::make_shared<HeldMember>(m[2]);
+  m[2] = held;
+  std::vector<uint8_t> data;
+  auto a = FilledThenDegraded(m, 33, &data);
+  ASSERT_NE(a, nullptr);
+  const Counters before = a->Info().counters;
+  held->Arm(kOffset, kOffset + kChunk);
+  std::vector<uint8_t> intact(kChunk), lost(kChunk);
+  auto first = std::async(std::launch::async, [&] {
+    return a->Read(intact.data(), intact.size(), 2 * kChunk);
+  });
+  ASSERT_TRUE(held->WaitHeld());
+  auto rebuild = std::async(std::launch::async, [&] {
+    return a->Read(lost.data(), lost.size(), 1 * kChunk);
+  });
+  // The rebuild reads the other survivors and then waits on the claim.
+  EXPECT_EQ(rebuild.wait_for(std::chrono::milliseconds(200)),
+            std::future_status::timeout);
+  held->Release();
+  ASSERT_TRUE(first.get().ok());
+  ASSERT_TRUE(rebuild.get().ok());
+  EXPECT_TRUE(Same(intact, data, 2 * kChunk));
+  EXPECT_TRUE(Same(lost, data, 1 * kChunk));
+  // Slot 2's row once (the intact read), and slots 0, 3-6 and parity (7)
+  // once each for the rebuild.
+  EXPECT_EQ(a->Info().counters.member_read_bytes - before.member_read_bytes,
+            7 * kChunk);
+}
+
 // A sequential reader with 8 requests in flight over 7-chunk stripes: the
 // requests of a stripe run at once, the one on the lost chunk rebuilding
 // it from rows the others are reading. Each survivor byte is read once

@@ -793,6 +793,18 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
     std::vector<SurvivorCache::Held> lent;
     std::vector<SurvivorCache::Rows> fetched;
     std::deque<AlignedBuffer> own;  // stable addresses as it grows
+    // A row the cache holds, for `io`: lent to the rebuild where the plan
+    // reads it into scratch, copied where it reads into the client's buffer.
+    const auto use_held = [&](const MemberIo& io, SurvivorCache::Held got) {
+      const auto* at = static_cast<const uint8_t*>(io.buf);
+      if (in_scratch(io)) {
+        elsewhere.push_back(ScratchRow{
+            static_cast<uint64_t>(at - scratch.data()), io.len, got.data});
+        lent.push_back(std::move(got));
+      } else {
+        std::memcpy(io.buf, got.data, io.len);
+      }
+    };
     for (MemberIo& io : planned) {
       const auto* at = static_cast<const uint8_t*>(io.buf);
       bool held = false;
@@ -810,13 +822,7 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
             survivors_.Find(sh.id, stripe, started, io.slot, x, io.len, nullptr,
                             claim ? &ticket : nullptr, &got);
         if (found == SurvivorCache::Lookup::kHit) {
-          if (in_scratch(io)) {
-            elsewhere.push_back(ScratchRow{
-                static_cast<uint64_t>(at - scratch.data()), io.len, got.data});
-            lent.push_back(std::move(got));
-          } else {
-            std::memcpy(io.buf, got.data, io.len);
-          }
+          use_held(io, std::move(got));
           continue;
         }
         if (found == SurvivorCache::Lookup::kClaimed) {
@@ -877,14 +883,7 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
         SurvivorCache::Held got;
         if (survivors_.Find(sh.id, stripe, started, io.slot, x, io.len, nullptr,
                             nullptr, &got) == SurvivorCache::Lookup::kHit) {
-          if (in_scratch(io)) {
-            const auto* at = static_cast<const uint8_t*>(io.buf);
-            elsewhere.push_back(ScratchRow{
-                static_cast<uint64_t>(at - scratch.data()), io.len, got.data});
-            lent.push_back(std::move(got));
-          } else {
-            std::memcpy(io.buf, got.data, io.len);
-          }
+          use_held(io, std::move(got));
           continue;
         }
         claimed[kept++] = io;

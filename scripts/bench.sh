@@ -12,9 +12,10 @@
 #   scripts/bench.sh [--dir DIR] [--runtime S] [--repeat N] [--only TEXT]
 #                    [--sweep CACHES]
 # Members live on /dev/shm unless --dir names a disk directory. The defaults
-# below (4 s runs, 4 cache sizes, 3 repeats) keep the whole run within about
-# 25 minutes on a 2-vCPU machine (the degraded sweep's 24 shapes take about
-# 7 of them); options given override them. Its members take up to about
+# below (4 s runs, 4 cache sizes, 3 repeats) take about 40 minutes on a
+# 2-vCPU machine (38 measured on a quiet one, 2026-12-05; the degraded
+# sweep's 24 shapes take about 7 of them, the jobs on rate-limited members
+# about 13); options given override them. Its members take up to about
 # 16 GiB of /dev/shm at once (the rebuild part's 2 GiB members, their fio
 # peer and the fill): run nothing else that big beside it (a run beside two
 # other benches was OOM-killed on a 24 GiB machine).

@@ -845,8 +845,9 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
       // into a block of its own from the recycled list, not into the
       // scratch: a request thread's scratch is allocated per call, and
       // one of more than 4 MiB (a stripe of 1 MiB chunks) comes fresh
-      // from the kernel, page-faulted in row by row (perf: a tenth of a
-      // degraded 8 x 1M read's CPU in faults).
+      // from the kernel, page-faulted in row by row (perf, 8 x 1M chunks
+      // read 1M qd8 just after a bench freed its memory, when this VM's
+      // faults are dearest: a tenth of the plugin's CPU in faults).
       if (!plan.pq && in_scratch(io)) {
         own.emplace_back(io.len);
         elsewhere.push_back(
@@ -873,9 +874,10 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
     if (ok && !claimed.empty()) {
       // Rows another request was reading: once its read is over, lent by
       // the cache like the rows found there above, not copied into the
-      // scratch (perf, 8 x 1M chunks read 1M qd8: that copy and its page
-      // faults were 18% of the plugin's CPU); read here when it could not
-      // keep them.
+      // scratch; read here when it could not keep them. (perf, 8 x 1M
+      // chunks read 1M qd8: that copy and its page faults were 18% of the
+      // plugin's CPU when reads were slow and rebuilds often found their
+      // rows claimed, 1% on a quiet machine with warm memory.)
       size_t kept = 0;
       for (MemberIo& io : claimed) {
         const uint64_t x = io.offset - stripe * sh.geo.chunk_bytes();

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/aligned_buffer.h"
@@ -195,7 +196,10 @@ absl::Status StripeReader::Read(const Shape& sh, void* buf, size_t len,
           MemberIo::kRead, p.loc.disk, p.dst, p.len, p.loc.member_offset, {}});
       more_piece.push_back(i);
     }
-    TakeAwaited(sh, started, more, &more_piece);
+    TakeAwaited(sh, started, more, &more_piece,
+                [](const MemberIo& io, SurvivorCache::Held got) {
+                  std::memcpy(io.buf, got.data, io.len);
+                });
     io_.Submit(sh, more, &gens);
     const size_t first = ios.size();
     ios.insert(ios.end(), more.begin(), more.end());
@@ -255,17 +259,20 @@ absl::Status StripeReader::Read(const Shape& sh, void* buf, size_t len,
   return absl::OkStatus();
 }
 
-void StripeReader::TakeAwaited(const Shape& sh, uint64_t started,
-                               std::vector<MemberIo>& ios,
-                               std::vector<size_t>* tags) {
+void StripeReader::TakeAwaited(
+    const Shape& sh, uint64_t started, std::vector<MemberIo>& ios,
+    std::vector<size_t>* tags,
+    absl::FunctionRef<void(const MemberIo&, SurvivorCache::Held)> take) {
   const uint64_t chunk = sh.geo.chunk_bytes();
   size_t kept = 0;
   for (size_t j = 0; j < ios.size(); ++j) {
     const MemberIo& io = ios[j];
     const uint64_t stripe = io.offset / chunk, x = io.offset % chunk;
     survivors_.AwaitUnclaimed(sh.id, stripe, io.slot, x, io.len);
-    if (survivors_.Get(sh.id, stripe, started, io.slot, x, io.len,
-                       static_cast<uint8_t*>(io.buf))) {
+    SurvivorCache::Held got;
+    if (survivors_.Find(sh.id, stripe, started, io.slot, x, io.len, nullptr,
+                        nullptr, &got) == SurvivorCache::Lookup::kHit) {
+      take(io, std::move(got));
       continue;
     }
     ios[kept] = io;
@@ -878,19 +885,7 @@ absl::Status StripeReader::ReadStripeDegradedLocked(
       // chunks read 1M qd8: that copy and its page faults were 18% of the
       // plugin's CPU when reads were slow and rebuilds often found their
       // rows claimed, 1% on a quiet machine with warm memory.)
-      size_t kept = 0;
-      for (MemberIo& io : claimed) {
-        const uint64_t x = io.offset - stripe * sh.geo.chunk_bytes();
-        survivors_.AwaitUnclaimed(sh.id, stripe, io.slot, x, io.len);
-        SurvivorCache::Held got;
-        if (survivors_.Find(sh.id, stripe, started, io.slot, x, io.len, nullptr,
-                            nullptr, &got) == SurvivorCache::Lookup::kHit) {
-          use_held(io, std::move(got));
-          continue;
-        }
-        claimed[kept++] = io;
-      }
-      claimed.resize(kept);
+      TakeAwaited(sh, started, claimed, nullptr, use_held);
       io_.Submit(sh, claimed, &gens);
       ok = std::all_of(claimed.begin(), claimed.end(),
                        [](const MemberIo& io) { return io.status.ok(); });

@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/atomic_counters.h"
@@ -163,13 +164,15 @@ class StripeReader : private EnginePart {
                                         uint8_t* client);
   // Rows another request was reading (claimed) when this one wanted them:
   // each `ios[j]` (a read of survivor rows in the plan's terms, unsubmitted)
-  // waits for the claim's release, then takes the rows the claimant kept
-  // into its buffer. Left in `ios` (with their `tags`, kept parallel) are
-  // those it could not keep (an error, a write began), to be read. The
-  // caller REQUIRES to hold no claim (survivor_cache.h: no cycle).
-  void TakeAwaited(const Shape& sh, uint64_t started,
-                   std::vector<MemberIo>& ios,
-                   std::vector<size_t>* tags = nullptr);
+  // waits for the claim's release, then hands the rows the claimant kept
+  // to `take` (which copies them into its buffer, or keeps the hold).
+  // Left in `ios` (with their `tags`, kept parallel, when given) are those
+  // it could not keep (an error, a write began), to be read. The caller
+  // REQUIRES to hold no claim (survivor_cache.h: no cycle).
+  void TakeAwaited(
+      const Shape& sh, uint64_t started, std::vector<MemberIo>& ios,
+      std::vector<size_t>* tags,
+      absl::FunctionRef<void(const MemberIo&, SurvivorCache::Held)> take);
   static Location PieceLocation(const Shape& sh, uint64_t stripe,
                                 const ReadPiece& piece);
   // Lays newer cached bytes of the piece (of shape `sh`) over `dst`. The

@@ -27,6 +27,8 @@
 //   control-group=GROUP  the control socket is mode 0660 with GROUP (a name
 //                  or number), whose members may read (detail, events)
 //   spares=N       md's spares=N: fewer spares give SparesMissing
+//   safe-mode-delay=MS  md's safe_mode_delay: idle this long, the array is
+//                  marked clean (default 200); 0: only at the stop
 //   log=auto|stderr|syslog|journal  where log lines go (plugin_log.h)
 //   array=NAME|UUID  instead of member=: the array of uraid.conf whose
 //                  members are found among its DEVICE candidates by
@@ -86,7 +88,8 @@ struct Config {
   // control-group=: may read the control socket.
   std::optional<uint32_t> control_gid;
   std::string control_group;
-  int spares = 0;  // spares=
+  int spares = 0;                     // spares=
+  uint32_t safe_mode_delay_ms = 200;  // safe-mode-delay=
   uraid::plugin::LogTarget log = uraid::plugin::LogTarget::kAuto;
   std::string array_ref;    // array=: resolved to members at config_complete
   std::string config_file;  // config= (an absolute path); empty: default
@@ -207,6 +210,19 @@ int ConfigKey(const char* key, const char* value) {
     config.spares = n;
     return 0;
   }
+  if (k == "safe-mode-delay") {
+    uint32_t ms;
+    if (nbdkit_parse_uint32_t("safe-mode-delay", value, &ms) == -1) return -1;
+    if (ms > 3'600'000) {
+      nbdkit_error(
+          "uraid: safe-mode-delay=%s: give milliseconds up to 3600000 (an "
+          "hour), or 0 to mark the array clean only at its stop",
+          value);
+      return -1;
+    }
+    config.safe_mode_delay_ms = ms;
+    return 0;
+  }
   if (k == "log") {
     if (!uraid::plugin::ParseLogTarget(value, &config.log)) {
       nbdkit_error("uraid: log=%s: expected auto, stderr, syslog or journal",
@@ -223,7 +239,7 @@ int ConfigKey(const char* key, const char* value) {
   nbdkit_error(
       "uraid: unknown parameter '%s' (expected member=, direct=, force=, run=, "
       "readonly=, cache=, cache-age=, timeout=, stats=, control=, bitmap=, "
-      "control-group=, spares=, log=, array=, config=)",
+      "control-group=, spares=, safe-mode-delay=, log=, array=, config=)",
       key);
   return -1;
 }
@@ -368,6 +384,7 @@ int ConfigComplete() {
   ao.cache = config.cache;
   ao.bitmap_file = config.bitmap;
   ao.expected_spares = config.spares;
+  ao.safe_mode_delay_ms = config.safe_mode_delay_ms;
   // Assembly only reads superblocks; nothing runs threads before the fork.
   absl::StatusOr<std::unique_ptr<uraid::Array>> a =
       uraid::Array::Assemble(std::move(members), ao, LogLine);
@@ -555,6 +572,8 @@ nbdkit_plugin MakePlugin() {
       "control-group=GROUP  control socket mode 0660 with GROUP; its\n"
       "                 members may read (detail, events), not change\n"
       "spares=N         expected spares (fewer: SparesMissing event)\n"
+      "safe-mode-delay=MS  idle this long, the array is marked clean\n"
+      "                 (md's safe_mode_delay; default 200, 0 = at stop)\n"
       "array=NAME|UUID  instead of member=: find the members of this\n"
       "                 array of the config among its DEVICE candidates\n"
       "config=FILE      the config for array= (/etc/uraid/uraid.conf)\n"

@@ -889,5 +889,52 @@ TEST(ArrayState, SafemodeDelayRunsOnTheArraysClock) {
   EXPECT_TRUE(a->Info().clean);
 }
 
+// AssembleOptions::safe_mode_delay_ms: another delay is kept on the
+// array's clock, and 0 keeps the array active until its stop (md's "0
+// disables safemode"), which still marks it clean.
+TEST(ArrayState, SafemodeDelayIsAnAssembleOption) {
+  auto m = MakeMembers(3);
+  MustCreate(m, Opts()).reset();
+  auto on_disk_clean = [&] {
+    auto b = Bytes(*m[0]);
+    auto sb = DecodeSuperblock(std::span<const uint8_t>(b).subspan(4096));
+    return sb.ok() && sb->clean();
+  };
+  auto d = Pattern(4096, 1);
+  {
+    auto clock = std::make_shared<StepClock>();
+    AssembleOptions o;
+    o.clock = clock;
+    o.safe_mode_delay_ms = 1000;
+    auto a = Array::Assemble(Handles(m), o);
+    ASSERT_TRUE(a.ok()) << a.status();
+    (*a)->StartBackground();
+    ASSERT_TRUE((*a)->Write(d.data(), d.size(), 0).ok());
+    clock->Advance(600'000'000);  // past md's 200 ms, short of this one
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_FALSE((*a)->Info().clean);
+    EXPECT_FALSE(on_disk_clean());
+    clock->Advance(400'000'000);
+    EXPECT_TRUE(WaitUntil([&] { return (*a)->Info().clean; }, 10));
+    EXPECT_TRUE(on_disk_clean());
+  }
+  {
+    auto clock = std::make_shared<StepClock>();
+    AssembleOptions o;
+    o.clock = clock;
+    o.safe_mode_delay_ms = 0;
+    auto a = Array::Assemble(Handles(m), o);
+    ASSERT_TRUE(a.ok()) << a.status();
+    (*a)->StartBackground();
+    ASSERT_TRUE((*a)->Write(d.data(), d.size(), 0).ok());
+    clock->Advance(int64_t{3600} * 1'000'000'000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_FALSE((*a)->Info().clean);
+    EXPECT_FALSE(on_disk_clean());
+    a->reset();  // the stop marks it clean
+    EXPECT_TRUE(on_disk_clean());
+  }
+}
+
 }  // namespace
 }  // namespace uraid

@@ -868,7 +868,8 @@ class CrashTest(unittest.TestCase):
         the resync must not have read much more than 1 MB per member."""
         d, paths, size = self.make_array("speed", 32 * MIB, bitmap=False)
         ctl = os.path.join(d, "ctl.sock")
-        srv = Server(d, paths)
+        # safe-mode-delay=0: still active at the kill, however late it comes.
+        srv = Server(d, paths, extra=["safe-mode-delay=0"])
         h = srv.connect()
         h.pwrite(bytes(BLK), 0)  # the array goes active
         srv.stop(signal.SIGKILL)

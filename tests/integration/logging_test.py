@@ -310,6 +310,12 @@ class LoggingTest(unittest.TestCase):
         self.assertIn("control-group= needs control=SOCKET", out)
         out = harness.start_fails(self.tmp, self.members, ["spares=-1"])
         self.assertIn("spares", out)
+        out = harness.start_fails(self.tmp, self.members,
+                                  ["safe-mode-delay=3600001"])
+        self.assertIn("safe-mode-delay=3600001: give milliseconds up to", out)
+        out = harness.start_fails(self.tmp, self.members,
+                                  ["safe-mode-delay=soon"])
+        self.assertIn("safe-mode-delay", out)
 
 
 if __name__ == "__main__":

@@ -505,8 +505,11 @@ class MdadmInteropTest(unittest.TestCase):
         self.assertEqual((int(m.group(2)), int(m.group(3))), (0, bits))
         self.assertEqual(int(m.group(4)), int(x["Events"]))
         # Serve, write all over, flush, and kill -9 before the bits are
-        # lazily cleared (daemon_sleep 5 s): mdadm sees them set.
-        srv = Server(d, paths)
+        # lazily cleared (daemon_sleep 5 s): mdadm sees them set. With
+        # safe-mode-delay=0 the superblocks stay active until the kill: a
+        # kill that came after md's 200 ms idle (a loaded machine) would
+        # find them marked clean, and nothing would be resynced.
+        srv = Server(d, paths, extra=["safe-mode-delay=0"])
         try:
             h = srv.connect()
             size = h.get_size()
@@ -572,7 +575,8 @@ class MdadmInteropTest(unittest.TestCase):
         text = run_tool("detail", *paths).stdout
         self.assertNotIn("Intent Bitmap", text)
         # Serve with the file, write a few regions, kill -9.
-        srv = Server(self.tmp, paths, extra=[f"bitmap={bm}"])
+        srv = Server(self.tmp, paths,
+                     extra=[f"bitmap={bm}", "safe-mode-delay=0"])
         try:
             h = srv.connect()
             size = h.get_size()

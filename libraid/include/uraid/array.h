@@ -203,6 +203,11 @@ struct AssembleOptions {
   // reports SparesMissing (in its state and when a spare is used up or
   // removed). 0: no expectation.
   int expected_spares = 0;
+  // md's safe_mode_delay: once no write has come for this long, the
+  // superblocks are marked clean again (a crash after that needs no
+  // resync). 0: never while the array runs, only at its stop (md's "0
+  // disables safemode"). Measured on `clock`.
+  uint32_t safe_mode_delay_ms = 200;
   // The clock the array's jobs run on (see uraid/clock.h); null: the real
   // one.
   std::shared_ptr<Clock> clock;

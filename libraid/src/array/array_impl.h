@@ -192,6 +192,7 @@ class ArrayImpl {
   std::vector<Event> StateEvents() const;
   // md's spares=N: fewer spares than this gives SparesMissing.
   void SetExpectedSpares(int n) { roster_.SetExpectedSpares(n); }
+  void SetSafemodeDelayMs(uint32_t ms) { state_.SetSafemodeDelayMs(ms); }
 
  private:
   // --- the request router (here and reshape_router.cc) ---

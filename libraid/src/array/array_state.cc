@@ -14,7 +14,7 @@ namespace {
 
 // md's safemode delay: the array is marked clean this long (on the
 // array's clock) after the last write completes.
-constexpr int64_t kSafemodeDelayNs = 200'000'000;
+constexpr int64_t kDefaultSafemodeDelayNs = 200'000'000;
 // How often (real time) the safemode thread looks at the clock.
 constexpr int kSafemodePollMs = 100;
 
@@ -34,6 +34,12 @@ ArrayState::ArrayState(ArrayStateHost& host, bool clean, uint64_t resync_offset,
   clean_ = clean;
   resync_front_claimed_ = !clean && resync_offset != 0;
   last_write_ns_ = clock_.NowNs();
+  safemode_delay_ns_ = kDefaultSafemodeDelayNs;
+}
+
+void ArrayState::SetSafemodeDelayMs(uint32_t ms) {
+  MutexLock lock(&mu_);
+  safemode_delay_ns_ = int64_t{ms} * 1'000'000;
 }
 
 ArrayState::~ArrayState() { Stop(); }
@@ -230,8 +236,8 @@ void ArrayState::SafemodeLoop() {
     mu_.AwaitWithTimeout(Condition(&stop_),
                          absl::Milliseconds(kSafemodePollMs));
     if (stop_) break;
-    if (!clean_ && writes_in_flight_ == 0 &&
-        clock_.NowNs() - last_write_ns_ >= kSafemodeDelayNs) {
+    if (!clean_ && writes_in_flight_ == 0 && safemode_delay_ns_ > 0 &&
+        clock_.NowNs() - last_write_ns_ >= safemode_delay_ns_) {
       MarkCleanOrLogLocked();
     }
   }

@@ -7,8 +7,8 @@
 //
 // Time: the safemode delay runs on the array's injected Clock
 // (uraid/clock.h), so a test on a simulated clock moves the array to
-// clean without waiting 200 ms; the safemode thread polls that clock
-// every 100 ms of real time.
+// clean without waiting the delay (200 ms unless set); the safemode
+// thread polls that clock every 100 ms of real time.
 //
 // Thread-safety: thread-safe. Lock order: the switch's mutex, then the
 // state's, then the roster's (the host's WriteSuperblocks takes it under
@@ -109,6 +109,9 @@ class ArrayState {
   // opens the gate and lets the jobs go on. Serialised.
   absl::Status SetReadOnly(bool read_only) ABSL_LOCKS_EXCLUDED(switch_mu_, mu_);
 
+  // md's safe_mode_delay (AssembleOptions::safe_mode_delay_ms): idle this
+  // long on the clock, the array is marked clean; 0: only at the stop.
+  void SetSafemodeDelayMs(uint32_t ms) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts the safemode thread (writable arrays only).
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits up to `ms` of real time for Stop; true once stopping.
@@ -154,7 +157,8 @@ class ArrayState {
   // checkpoint): they claim the stripes below it consistent, so the first
   // client write rewrites them (offset 0) before it touches a member.
   bool resync_front_claimed_ ABSL_GUARDED_BY(mu_);
-  int64_t last_write_ns_ ABSL_GUARDED_BY(mu_);  // on clock_
+  int64_t last_write_ns_ ABSL_GUARDED_BY(mu_);      // on clock_
+  int64_t safemode_delay_ns_ ABSL_GUARDED_BY(mu_);  // 0: never
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread safemode_thread_;
 };

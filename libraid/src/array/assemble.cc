@@ -567,6 +567,7 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
     }
   }
   impl->SetExpectedSpares(options.expected_spares);
+  impl->SetSafemodeDelayMs(options.safe_mode_delay_ms);
   return std::unique_ptr<Array>(new Array(std::move(impl)));
 }
 

@@ -360,6 +360,28 @@ TEST_F(StripeWriterTest, AWriteErrorOnALiveMemberIsRecordedNotFailed) {
 // parity, computed as the stripe was read), at every level and layout,
 // with disk counts that move the rotation, over every stripe of the
 // members (every place parity and Q rotate to).
+// A stripe completed in the cache whose rows hold a bad block is written
+// around it like any other write (from one buffer: the gathered chunks
+// are copied together for that path), and reads back whole.
+TEST_F(StripeWriterTest, AStripeCompletedInTheCacheIsWrittenAroundBadBlocks) {
+  const uint64_t sd = shape_.geo.stripe_data_bytes();
+  cache_.set_capacity(64 * sd);
+  const int sick = shape_.geo.DataDisk(0, 1);
+  ASSERT_TRUE(host_
+                  .RecordBadBlocks(sick, false, nullptr, kDataOffset + 8192,
+                                   4096, "test")
+                  .ok());
+  const std::vector<uint8_t> d = Pattern(sd, 9);
+  ASSERT_TRUE(writer_.Write(shape_, d.data(), kChunk / 2, 0, false).ok());
+  ASSERT_TRUE(writer_
+                  .Write(shape_, d.data() + kChunk / 2, sd - kChunk / 2,
+                         kChunk / 2, false)
+                  .ok());
+  EXPECT_EQ(cache_.size(), 0u);
+  EXPECT_EQ(ReadBack(sd), d);
+  EXPECT_EQ(host_.begun(), host_.ended());
+}
+
 struct FullStripeCase {
   int level;
   Layout layout;
@@ -470,6 +492,90 @@ TEST_P(FullStripeParityTest, ADegradedStripeTakesTheHandedParity) {
     ASSERT_TRUE(reader_.Read(shape_, got.data(), sd, s * sd).ok());
     EXPECT_EQ(got, Pattern(sd, static_cast<uint8_t>(3 + s))) << "stripe " << s;
   }
+}
+
+// A stripe gathered in the write cache from two pieces goes out when the
+// second completes it, each chunk from where its bytes are (the entry, or
+// the completing piece itself): the members then hold exactly what one
+// full-stripe write of the same bytes makes, whichever piece came first,
+// wherever the split falls (on a chunk boundary, or inside a chunk, which
+// the entry takes a copy of), and when the second piece rewrites bytes the
+// first had cached (the newer bytes win).
+TEST_P(FullStripeParityTest, AStripeCompletedInTheCacheIsWhatOneWriteMakes) {
+  const uint64_t sd = shape_.geo.stripe_data_bytes();
+  cache_.set_capacity(64 * sd);
+  WriteAll(/*seed=*/1);
+  std::vector<std::vector<std::vector<uint8_t>>> want;
+  for (uint64_t s = 0; s < Stripes(); ++s) want.push_back(OnMembers(s));
+  WriteAll(/*seed=*/101);
+  const uint64_t full_before = counters_.full_stripe_writes.load();
+  const uint64_t rmw_before = counters_.rmw_writes.load();
+  const uint64_t rcw_before = counters_.rcw_writes.load();
+  for (uint64_t s = 0; s < Stripes(); ++s) {
+    const std::vector<uint8_t> d = Pattern(sd, static_cast<uint8_t>(1 + s));
+    // Split inside a chunk, on a chunk boundary, inside the last chunk.
+    const uint64_t splits[] = {kChunk / 2, kChunk, sd - kChunk / 2};
+    const uint64_t split = splits[s % 3];
+    // The first piece ends (or starts) where the second starts (or ends),
+    // or, two stripes in three, overlaps it by a quarter chunk with bytes the
+    // second replaces.
+    const uint64_t overlap = s % 3 == 2 ? 0 : kChunk / 4;
+    std::vector<uint8_t> early = d;
+    const bool head_first = s % 2 == 0;
+    uint64_t ea, eb, la, lb;  // the early and the late piece
+    if (head_first) {
+      ea = 0, eb = split + overlap, la = split, lb = sd;
+    } else {
+      ea = split - overlap, eb = sd, la = 0, lb = split;
+    }
+    for (uint64_t i = la; i < lb; ++i) {
+      if (i >= ea && i < eb) early[i] ^= 0x5a;  // stale where both write
+    }
+    ASSERT_TRUE(
+        writer_.Write(shape_, early.data() + ea, eb - ea, s * sd + ea, false)
+            .ok());
+    EXPECT_EQ(cache_.size(), 1u) << "stripe " << s;
+    ASSERT_TRUE(
+        writer_.Write(shape_, d.data() + la, lb - la, s * sd + la, false).ok());
+    EXPECT_EQ(cache_.size(), 0u) << "stripe " << s;
+    EXPECT_EQ(OnMembers(s), want[s]) << "stripe " << s << " split " << split;
+  }
+  EXPECT_EQ(counters_.full_stripe_writes.load() - full_before, Stripes());
+  EXPECT_EQ(counters_.rmw_writes.load(), rmw_before);
+  EXPECT_EQ(counters_.rcw_writes.load(), rcw_before);
+  EXPECT_EQ(host_.begun(), host_.ended());
+}
+
+// The same with a member gone: the others hold what a healthy write puts
+// there (a lost P or Q is simply not written), and the reader rebuilds
+// the lost chunk from them.
+TEST_P(FullStripeParityTest, ADegradedStripeCompletedInTheCacheReadsBack) {
+  const uint64_t sd = shape_.geo.stripe_data_bytes();
+  cache_.set_capacity(64 * sd);
+  WriteAll(/*seed=*/5);
+  std::vector<std::vector<std::vector<uint8_t>>> want;
+  for (uint64_t s = 0; s < Stripes(); ++s) want.push_back(OnMembers(s));
+  const int lost = 1;  // data, P or Q as the rotation turns
+  ASSERT_TRUE(host_.FailSlot(lost, "test", nullptr).ok());
+  WriteAll(/*seed=*/105);
+  for (uint64_t s = 0; s < Stripes(); ++s) {
+    const std::vector<uint8_t> d = Pattern(sd, static_cast<uint8_t>(5 + s));
+    const uint64_t split = s % 2 ? kChunk + kChunk / 2 : kChunk;
+    ASSERT_TRUE(writer_.Write(shape_, d.data(), split, s * sd, false).ok());
+    ASSERT_TRUE(
+        writer_
+            .Write(shape_, d.data() + split, sd - split, s * sd + split, false)
+            .ok());
+    const std::vector<std::vector<uint8_t>> on = OnMembers(s);
+    for (int i = 0; i < shape_.geo.raid_disks(); ++i) {
+      if (i == lost) continue;
+      EXPECT_EQ(on[i], want[s][i]) << "stripe " << s << " slot " << i;
+    }
+    std::vector<uint8_t> got(sd);
+    ASSERT_TRUE(reader_.Read(shape_, got.data(), sd, s * sd).ok());
+    EXPECT_EQ(got, d) << "stripe " << s;
+  }
+  EXPECT_EQ(cache_.size(), 0u);
 }
 
 std::vector<FullStripeCase> FullStripeCases() {

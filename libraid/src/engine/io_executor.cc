@@ -5,6 +5,7 @@
 #include "engine/io_executor.h"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -258,13 +259,24 @@ void MarkRewrites(const std::vector<MemberIo>& reads,
 std::vector<MemberIo> PlannedMemberIos(const Shape& sh, MemberIo::Kind kind,
                                        uint64_t stripe,
                                        const std::vector<PlannedIo>& planned,
-                                       uint8_t* scratch, uint8_t* client) {
-  const uint64_t base = stripe * sh.geo.chunk_bytes();
+                                       uint8_t* scratch, uint8_t* client,
+                                       const uint8_t* const* client_chunks) {
+  const uint64_t C = sh.geo.chunk_bytes();
+  const uint64_t base = stripe * C;
   std::vector<MemberIo> ios;
   ios.reserve(planned.size());
   for (const PlannedIo& p : planned) {
-    uint8_t* buf =
-        (p.ref.buffer == PlanRef::kScratch ? scratch : client) + p.ref.offset;
+    uint8_t* buf;
+    if (p.ref.buffer == PlanRef::kScratch) {
+      buf = scratch + p.ref.offset;
+    } else if (client_chunks == nullptr) {
+      buf = client + p.ref.offset;
+    } else {
+      assert(p.ref.offset % C + p.len <= C);
+      // Only written from, like `client`.
+      buf = const_cast<uint8_t*>(client_chunks[p.ref.offset / C]) +
+            p.ref.offset % C;
+    }
     ios.push_back(
         MemberIo{kind, p.slot, buf, p.len, base + p.chunk_offset, {}});
   }

@@ -42,11 +42,14 @@ inline constexpr uint64_t kMdBlockBytes = 4096;
 absl::Status ProbeMember(Member& m);
 
 // A plan's member I/Os of `kind`, addressed to `stripe` of shape `sh`, with
-// buffers resolved in `scratch` and `client`.
-std::vector<MemberIo> PlannedMemberIos(const Shape& sh, MemberIo::Kind kind,
-                                       uint64_t stripe,
-                                       const std::vector<PlannedIo>& planned,
-                                       uint8_t* scratch, uint8_t* client);
+// buffers resolved in `scratch` and `client`; or, with `client_chunks`
+// (then `client` is null), client offsets resolved chunk by chunk:
+// client_chunks[k] holds [k * chunk, (k + 1) * chunk), and no I/O may
+// cross a chunk (StripeWriter's whole stripes).
+std::vector<MemberIo> PlannedMemberIos(
+    const Shape& sh, MemberIo::Kind kind, uint64_t stripe,
+    const std::vector<PlannedIo>& planned, uint8_t* scratch, uint8_t* client,
+    const uint8_t* const* client_chunks = nullptr);
 
 // Sets each write's read_from to the member a read of `reads` (run by
 // Submit) answered the same slot's covering range from, so that a

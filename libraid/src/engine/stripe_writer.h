@@ -128,11 +128,16 @@ class StripeWriter : private EnginePart {
                           std::vector<bool>* touched,
                           const uint8_t* parity = nullptr);
   // Writes [a, b) of a stripe to the members, retrying around members that
-  // fail. `parity` as for WritePiece. REQUIRES: the stripe lock.
+  // fail. `parity` as for WritePiece. `chunks` instead of `src` (then null):
+  // the whole stripe ([a, b) = [0, stripe_data_bytes())), one pointer per
+  // data chunk in data index order, each to chunk_bytes() bytes; a cache
+  // entry completed by a piece is written from both without copying the
+  // piece into the entry first. REQUIRES: the stripe lock.
   absl::Status WriteStripeLocked(const Shape& sh, uint64_t stripe, uint64_t a,
                                  uint64_t b, const uint8_t* src,
                                  std::vector<bool>* touched,
-                                 const uint8_t* parity = nullptr);
+                                 const uint8_t* parity = nullptr,
+                                 const uint8_t* const* chunks = nullptr);
   // Writes a cache entry's dirty ranges (stripes of `sh`, the current
   // shape) and drops it. REQUIRES: its lock.
   absl::Status WritebackLocked(const Shape& sh, StripeCache::Entry* e,
@@ -142,13 +147,16 @@ class StripeWriter : private EnginePart {
   // read-modify-write (a retry after a partly applied attempt: RMW would
   // fold the new bytes into parity twice). `parity`: null, or the whole
   // stripe's parity (FullStripeParityBytes), written instead of computed
-  // when the plan is a full-stripe write.
+  // when the plan is a full-stripe write. `chunks`: as for
+  // WriteStripeLocked; used as they are by a RAID5 full-stripe plan
+  // without PPL, copied into one buffer for any other.
   absl::Status PlanAndWriteStripe(const Shape& sh, uint64_t stripe, uint64_t a,
                                   uint64_t b, const uint8_t* src, int missing,
                                   int second_missing, const SlotGens& gens,
                                   bool force_rcw, bool* slot_failed,
                                   std::vector<bool>* touched,
-                                  const uint8_t* parity = nullptr);
+                                  const uint8_t* parity = nullptr,
+                                  const uint8_t* const* chunks = nullptr);
   // WriteStripeLocked for a stripe some slot has bad blocks in: each data
   // chunk's share cut where a bad range starts or ends, each piece written
   // around the slots that cannot take it there (the missing member and

@@ -2,6 +2,7 @@
 #include "plan/stripe_plan.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 
 #include "parity/parity.h"
@@ -145,6 +146,19 @@ void ComputeFullStripeParity(const Geometry& geo, uint64_t stripe,
   // full-stripe plan of the stripe writes from.
   ComputeWrite(PlanWrite(geo, stripe, 0, geo.stripe_data_bytes(), {}), parity,
                data);
+}
+
+void ComputeFullWriteFromChunks(const WritePlan& plan, uint64_t chunk_bytes,
+                                const uint8_t* const* chunks,
+                                uint8_t* scratch) {
+  assert(plan.q_slot < 0 && (plan.mode == WriteMode::kFull ||
+                             plan.mode == WriteMode::kParityGone));
+  if (plan.mode != WriteMode::kFull) return;
+  std::vector<const void*> srcs;
+  for (const WritePlan::Chunk& c : plan.chunks) {
+    srcs.push_back(chunks[c.client / chunk_bytes] + c.client % chunk_bytes);
+  }
+  Xor(scratch, srcs, plan.scratch_bytes);
 }
 
 void ComputeWrite(const WritePlan& plan, uint8_t* scratch,

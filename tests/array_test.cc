@@ -901,37 +901,38 @@ TEST(ArrayState, SafemodeDelayIsAnAssembleOption) {
     return sb.ok() && sb->clean();
   };
   auto d = Pattern(4096, 1);
-  {
-    auto clock = std::make_shared<StepClock>();
+  auto clock = std::make_shared<StepClock>();
+  // Assembled with `delay_ms`, started, and written once.
+  auto assemble_and_write = [&](uint32_t delay_ms) {
     AssembleOptions o;
     o.clock = clock;
-    o.safe_mode_delay_ms = 1000;
-    auto a = Array::Assemble(Handles(m), o);
-    ASSERT_TRUE(a.ok()) << a.status();
+    o.safe_mode_delay_ms = delay_ms;
+    absl::StatusOr<std::unique_ptr<Array>> a = Array::Assemble(Handles(m), o);
+    EXPECT_TRUE(a.ok()) << a.status();
+    if (!a.ok()) return std::unique_ptr<Array>();
     (*a)->StartBackground();
-    ASSERT_TRUE((*a)->Write(d.data(), d.size(), 0).ok());
+    EXPECT_TRUE((*a)->Write(d.data(), d.size(), 0).ok());
+    return std::move(*a);
+  };
+  {
+    std::unique_ptr<Array> a = assemble_and_write(1000);
+    ASSERT_NE(a, nullptr);
     clock->Advance(600'000'000);  // past md's 200 ms, short of this one
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    EXPECT_FALSE((*a)->Info().clean);
+    EXPECT_FALSE(a->Info().clean);
     EXPECT_FALSE(on_disk_clean());
     clock->Advance(400'000'000);
-    EXPECT_TRUE(WaitUntil([&] { return (*a)->Info().clean; }, 10));
+    EXPECT_TRUE(WaitUntil([&] { return a->Info().clean; }, 10));
     EXPECT_TRUE(on_disk_clean());
   }
   {
-    auto clock = std::make_shared<StepClock>();
-    AssembleOptions o;
-    o.clock = clock;
-    o.safe_mode_delay_ms = 0;
-    auto a = Array::Assemble(Handles(m), o);
-    ASSERT_TRUE(a.ok()) << a.status();
-    (*a)->StartBackground();
-    ASSERT_TRUE((*a)->Write(d.data(), d.size(), 0).ok());
+    std::unique_ptr<Array> a = assemble_and_write(0);
+    ASSERT_NE(a, nullptr);
     clock->Advance(int64_t{3600} * 1'000'000'000);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    EXPECT_FALSE((*a)->Info().clean);
+    EXPECT_FALSE(a->Info().clean);
     EXPECT_FALSE(on_disk_clean());
-    a->reset();  // the stop marks it clean
+    a.reset();  // the stop marks it clean
     EXPECT_TRUE(on_disk_clean());
   }
 }

@@ -408,6 +408,22 @@ class FullStripeParityTest
     }
     return out;
   }
+  // Stripe `s` holds `want` (an OnMembers) on every slot but `lost`.
+  void ExpectOthersHold(uint64_t s,
+                        const std::vector<std::vector<uint8_t>>& want,
+                        int lost) {
+    const std::vector<std::vector<uint8_t>> on = OnMembers(s);
+    for (int i = 0; i < shape_.geo.raid_disks(); ++i) {
+      if (i == lost) continue;
+      EXPECT_EQ(on[i], want[i]) << "stripe " << s << " slot " << i;
+    }
+  }
+  // OnMembers of every stripe, by stripe.
+  std::vector<std::vector<std::vector<uint8_t>>> AllOnMembers() {
+    std::vector<std::vector<std::vector<uint8_t>>> all;
+    for (uint64_t s = 0; s < Stripes(); ++s) all.push_back(OnMembers(s));
+    return all;
+  }
   // Writes every stripe through Write, with pattern seeds from `seed`.
   void WriteAll(uint8_t seed) {
     const uint64_t sd = shape_.geo.stripe_data_bytes();
@@ -434,8 +450,7 @@ class FullStripeParityTest
 // computed and written for the same data.
 TEST_P(FullStripeParityTest, HandedParityIsWhatTheWriterWouldWrite) {
   WriteAll(/*seed=*/1);
-  std::vector<std::vector<std::vector<uint8_t>>> want;
-  for (uint64_t s = 0; s < Stripes(); ++s) want.push_back(OnMembers(s));
+  const std::vector<std::vector<std::vector<uint8_t>>> want = AllOnMembers();
   WriteAll(/*seed=*/101);  // other bytes everywhere
   const uint64_t full_before = counters_.full_stripe_writes.load();
   for (uint64_t s = 0; s < Stripes(); ++s) {
@@ -473,18 +488,13 @@ TEST_P(FullStripeParityTest, TheWriterWritesTheParityItIsHanded) {
 // write puts there, and the reader rebuilds the lost chunk from them.
 TEST_P(FullStripeParityTest, ADegradedStripeTakesTheHandedParity) {
   WriteAll(/*seed=*/3);
-  std::vector<std::vector<std::vector<uint8_t>>> want;
-  for (uint64_t s = 0; s < Stripes(); ++s) want.push_back(OnMembers(s));
+  const std::vector<std::vector<std::vector<uint8_t>>> want = AllOnMembers();
   const int lost = 1;  // data, P or Q as the rotation turns
   ASSERT_TRUE(host_.FailSlot(lost, "test", nullptr).ok());
   WriteAll(/*seed=*/103);
   for (uint64_t s = 0; s < Stripes(); ++s) {
     WriteFullWithComputedParity(s, /*seed=*/3);
-    const std::vector<std::vector<uint8_t>> on = OnMembers(s);
-    for (int i = 0; i < shape_.geo.raid_disks(); ++i) {
-      if (i == lost) continue;
-      EXPECT_EQ(on[i], want[s][i]) << "stripe " << s << " slot " << i;
-    }
+    ExpectOthersHold(s, want[s], lost);
   }
   const uint64_t sd = shape_.geo.stripe_data_bytes();
   for (uint64_t s = 0; s < Stripes(); ++s) {
@@ -505,8 +515,7 @@ TEST_P(FullStripeParityTest, AStripeCompletedInTheCacheIsWhatOneWriteMakes) {
   const uint64_t sd = shape_.geo.stripe_data_bytes();
   cache_.set_capacity(64 * sd);
   WriteAll(/*seed=*/1);
-  std::vector<std::vector<std::vector<uint8_t>>> want;
-  for (uint64_t s = 0; s < Stripes(); ++s) want.push_back(OnMembers(s));
+  const std::vector<std::vector<std::vector<uint8_t>>> want = AllOnMembers();
   WriteAll(/*seed=*/101);
   const uint64_t full_before = counters_.full_stripe_writes.load();
   const uint64_t rmw_before = counters_.rmw_writes.load();
@@ -553,8 +562,7 @@ TEST_P(FullStripeParityTest, ADegradedStripeCompletedInTheCacheReadsBack) {
   const uint64_t sd = shape_.geo.stripe_data_bytes();
   cache_.set_capacity(64 * sd);
   WriteAll(/*seed=*/5);
-  std::vector<std::vector<std::vector<uint8_t>>> want;
-  for (uint64_t s = 0; s < Stripes(); ++s) want.push_back(OnMembers(s));
+  const std::vector<std::vector<std::vector<uint8_t>>> want = AllOnMembers();
   const int lost = 1;  // data, P or Q as the rotation turns
   ASSERT_TRUE(host_.FailSlot(lost, "test", nullptr).ok());
   WriteAll(/*seed=*/105);
@@ -566,11 +574,7 @@ TEST_P(FullStripeParityTest, ADegradedStripeCompletedInTheCacheReadsBack) {
         writer_
             .Write(shape_, d.data() + split, sd - split, s * sd + split, false)
             .ok());
-    const std::vector<std::vector<uint8_t>> on = OnMembers(s);
-    for (int i = 0; i < shape_.geo.raid_disks(); ++i) {
-      if (i == lost) continue;
-      EXPECT_EQ(on[i], want[s][i]) << "stripe " << s << " slot " << i;
-    }
+    ExpectOthersHold(s, want[s], lost);
     std::vector<uint8_t> got(sd);
     ASSERT_TRUE(reader_.Read(shape_, got.data(), sd, s * sd).ok());
     EXPECT_EQ(got, d) << "stripe " << s;

@@ -142,6 +142,49 @@ TEST_F(PplArrayTest, TrimIsLoggedAsAFullStripeWrite) {
                          data_.begin() + (stripe + 1) * sd));
 }
 
+// A stripe gathered in the write cache from two pieces goes out, when the
+// second completes it, as one full-stripe write: logged as md logs a whole
+// stripe (one entry, no partial parity; the log reads none of its data),
+// and on the members as written.
+TEST_F(PplArrayTest, AStripeCompletedInTheCacheIsLoggedAsAFullStripeWrite) {
+  const Geometry& g = info_->geometry;
+  AssembleOptions o;
+  o.clock = std::make_shared<testutil::StepClock>();  // nothing ages out
+  o.cache.bypass_flush_interval_ms = 0;
+  std::unique_ptr<Array> a = *Array::Assemble(Handles(members_), o);
+  const uint64_t stripe = 4;
+  const uint64_t sd = g.stripe_data_bytes();
+  const std::vector<uint8_t> w = Pattern(sd, 11);
+  const uint64_t split = kChunk + kChunk / 2;  // inside data index 1
+  ASSERT_TRUE(a->Write(w.data(), split, stripe * sd).ok());
+  ASSERT_TRUE(a->Write(w.data() + split, sd - split, stripe * sd + split).ok());
+  const Counters c = a->Info().counters;
+  EXPECT_EQ(c.cached_writes, 2u);
+  EXPECT_EQ(c.full_stripe_writes, 1u);
+  EXPECT_EQ(c.rmw_writes + c.rcw_writes, 0u);
+  const int p = g.ParityDisk(stripe);
+  std::vector<uint8_t> area;
+  absl::StatusOr<PplHeader> h = ReadLog(p, kPplHeaderBytes, &area);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->entries.size(), 1u);
+  EXPECT_EQ(h->entries[0].data_sector, stripe * sd / 512);
+  EXPECT_EQ(h->entries[0].pp_size, 0u);
+  EXPECT_EQ(h->entries[0].data_size, sd);
+  std::vector<uint8_t> got(sd);
+  ASSERT_TRUE(a->Read(got.data(), sd, stripe * sd).ok());
+  EXPECT_EQ(got, w);
+  // Parity on its member is the XOR of the data written.
+  std::vector<uint8_t> parity(kChunk), want(kChunk, 0);
+  const uint64_t data_offset = info_->data_offset_bytes;
+  ASSERT_TRUE(members_[p]
+                  ->Read(parity.data(), kChunk, data_offset + stripe * kChunk)
+                  .ok());
+  for (int k = 0; k < g.data_disks(); ++k) {
+    for (uint64_t i = 0; i < kChunk; ++i) want[i] ^= w[k * kChunk + i];
+  }
+  EXPECT_EQ(parity, want);
+}
+
 // The write hole: the data of a partial write reached its member, the
 // parity did not, and then a member nobody wrote is lost.
 TEST_F(PplArrayTest, WriteHoleClosedDegradedWithoutForce) {

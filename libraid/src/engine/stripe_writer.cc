@@ -18,7 +18,8 @@ namespace {
 
 // A stripe's data given chunk by chunk (StripeWriter::WriteStripeLocked's
 // `chunks`) copied into one stripe-sized buffer, for the paths that
-// address it as one (RAID6's syndrome, the PPL, writes around bad blocks).
+// address it as one (RAID6's syndrome, writes around bad blocks, plans
+// that read).
 AlignedBuffer FlattenChunks(const Geometry& geo, const uint8_t* const* chunks) {
   const uint64_t C = geo.chunk_bytes();
   AlignedBuffer flat(geo.stripe_data_bytes());
@@ -237,6 +238,9 @@ absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
   // up front: that is a heap allocation on every write (issue 35).
   absl::Status st;
   bool whole = true;  // every member got its share (else keep the bit)
+  // `chunks` copied into one buffer, once a write around bad blocks needs
+  // it; `src` points here for the attempts after.
+  AlignedBuffer flat;
   for (int attempt = 0; attempt <= sh.geo.raid_disks(); ++attempt) {
     st = host_.CheckUsable(true);
     if (!st.ok()) break;
@@ -249,7 +253,6 @@ absl::Status StripeWriter::WriteStripeLocked(const Shape& sh, uint64_t stripe,
       // Rows with bad blocks are written around them (and a write that
       // covers one makes it good); the bits stay, as for a degraded stripe.
       whole = false;
-      AlignedBuffer flat;
       if (chunks != nullptr) {
         flat = FlattenChunks(sh.geo, chunks);
         src = flat.data();
@@ -289,18 +292,15 @@ absl::Status StripeWriter::PlanAndWriteStripe(
   const WritePlan plan = PlanWrite(sh.geo, stripe, a, b, health);
   // Chunk by chunk only where the plan reads nothing into the client's
   // bytes and addresses them a chunk at a time: RAID5's full-stripe plans
-  // (P from the data, or none when P is lost). RAID6's syndrome and the
-  // PPL take one buffer.
+  // (P from the data, or none when P is lost). RAID6's syndrome takes one
+  // buffer.
   AlignedBuffer flat;
-  const auto flatten = [&] {
-    if (chunks == nullptr) return;
+  if (chunks != nullptr && (plan.q_slot >= 0 || !plan.reads.empty() ||
+                            (plan.mode != WriteMode::kFull &&
+                             plan.mode != WriteMode::kParityGone))) {
     flat = FlattenChunks(sh.geo, chunks);
     src = flat.data();
     chunks = nullptr;
-  };
-  if (plan.q_slot >= 0 || !plan.reads.empty() ||
-      (plan.mode != WriteMode::kFull && plan.mode != WriteMode::kParityGone)) {
-    flatten();
   }
   // A full-stripe plan's scratch is its parity alone, in the layout
   // ComputeFullStripeParity makes (plan/stripe_plan.h): one handed in is
@@ -334,13 +334,10 @@ absl::Status StripeWriter::PlanAndWriteStripe(
   // waits those out: array/ppl_switch.cc); the lock goes before the log it
   // belongs to.
   const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
-  std::shared_ptr<PplLog> ppl = ppl_.load();
-  if (ppl != nullptr) {
-    flatten();  // the log takes the client's bytes as one buffer
-    client = const_cast<uint8_t*>(src);
-  }
+  // With `chunks` (a whole stripe) `src` is null: md logs a full-stripe
+  // write without partial parity, so the log reads no client bytes.
   ASSIGN_OR_RETURN(PplLog::Hold ppl_hold,
-                   LogToPpl(ppl, stripe, a, b, plan, scratch, src));
+                   LogToPpl(ppl_.load(), stripe, a, b, plan, scratch, src));
   std::vector<MemberIo> writes = PlannedMemberIos(
       sh, MemberIo::kWrite, stripe, plan.writes, scratch, client, chunks);
   MarkRewrites(reads, writes);

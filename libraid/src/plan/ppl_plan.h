@@ -66,9 +66,11 @@ struct PplStripeLog {
 };
 
 // The log of `plan` (PlanWrite(geo, stripe, a, b, ...)) once ComputeWrite
-// has put the new parity in `scratch`; `client` holds the new data. Each
-// rectangle's partial parity is new parity xor the rectangle's new data,
-// which equals the XOR of the data the write leaves alone. InvalidArgument
+// has put the new parity in `scratch`; `client` holds the new data, read
+// only for a partial stripe (null is fine for the whole stripe, which md
+// logs without partial parity). Each rectangle's partial parity is new
+// parity xor the rectangle's new data, which equals the XOR of the data
+// the write leaves alone. InvalidArgument
 // when [a, b) is not in whole 512-byte sectors (md's entries cannot say
 // it); Internal error for a plan without a parity write
 // (WriteMode::kParityGone: nothing to log, the caller skips it).

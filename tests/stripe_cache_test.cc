@@ -30,6 +30,23 @@ TEST(RangeSet, MergesOverlappingAndTouchingRanges) {
   EXPECT_FALSE(r.Covers(41));
 }
 
+TEST(RangeSet, CoversWithAsksWithoutAdding) {
+  RangeSet r;
+  EXPECT_TRUE(r.CoversWith(0, 40, 40));
+  EXPECT_FALSE(r.CoversWith(1, 40, 40));
+  r.Add(10, 20);
+  r.Add(30, 40);
+  EXPECT_TRUE(r.CoversWith(0, 30, 40));    // both gaps
+  EXPECT_FALSE(r.CoversWith(0, 25, 40));   // leaves 25..30
+  EXPECT_FALSE(r.CoversWith(20, 30, 40));  // leaves 0..10
+  EXPECT_FALSE(r.CoversWith(0, 30, 41));   // leaves 40..41
+  EXPECT_TRUE(r.CoversWith(0, 41, 41));
+  EXPECT_EQ(r.ranges().size(), 2u);  // nothing added
+  r.Add(0, 10);
+  EXPECT_TRUE(r.CoversWith(20, 30, 40));
+  EXPECT_TRUE(r.CoversWith(25, 25, 20));  // empty piece, covered already
+}
+
 TEST(StripeCache, CreateRefusesAnEntryPastTheCapacity) {
   StripeCache cache(/*stripe_bytes=*/4096, /*capacity_bytes=*/4 * 4096);
   ASSERT_TRUE(cache.enabled());

@@ -133,41 +133,37 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
       counters_.cache_full_writes.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  if (e != nullptr && !full && !fua) {
-    RangeSet after = e->dirty;
-    after.Add(a, b);
-    if (after.Covers(sd)) {
-      // The piece completes the stripe: it goes out as a full-stripe write
-      // at once, each chunk from where its bytes are. Only a chunk the
-      // piece covers in part is copied into the entry; a sequential writer
-      // whose requests end on chunk boundaries copies nothing but the
-      // stripe's first piece (the copy was 12% of a 1M stream's CPU).
-      const uint64_t C = sh.geo.chunk_bytes();
-      std::vector<const uint8_t*> chunks(sh.geo.data_disks());
-      for (int k = 0; k < sh.geo.data_disks(); ++k) {
-        const uint64_t x = k * C, y = x + C;
-        if (a <= x && y <= b) {
-          chunks[k] = src + (x - a);
-          continue;
-        }
-        const uint64_t lo = std::max(a, x), hi = std::min(b, y);
-        if (lo < hi) std::memcpy(e->data.data() + lo, src + (lo - a), hi - lo);
-        chunks[k] = e->data.data() + x;
+  if (e != nullptr && !full && !fua && e->dirty.CoversWith(a, b, sd)) {
+    // The piece completes the stripe: it goes out as a full-stripe write
+    // at once, each chunk from where its bytes are. Only a chunk the
+    // piece covers in part is copied into the entry; a sequential writer
+    // whose requests end on chunk boundaries copies nothing but the
+    // stripe's first piece (the copy was 12% of a 1M stream's CPU).
+    const uint64_t C = sh.geo.chunk_bytes();
+    std::vector<const uint8_t*> chunks(sh.geo.data_disks());
+    for (int k = 0; k < sh.geo.data_disks(); ++k) {
+      const uint64_t x = k * C, y = x + C;
+      if (a <= x && y <= b) {
+        chunks[k] = src + (x - a);
+        continue;
       }
-      counters_.cached_writes.fetch_add(1, std::memory_order_relaxed);
-      absl::Status st = WriteStripeLocked(sh, stripe, 0, sd, nullptr, touched,
-                                          nullptr, chunks.data());
-      if (!st.ok()) {
-        // The entry keeps what it held, and the piece too: a later
-        // writeback (or the caller's retry) finds the stripe whole.
-        std::memcpy(e->data.data() + a, src, b - a);
-        e->dirty.Add(a, b);
-        return st;
-      }
-      counters_.cache_writebacks.fetch_add(1, std::memory_order_relaxed);
-      cache_.Erase(stripe);
-      return absl::OkStatus();
+      const uint64_t lo = std::max(a, x), hi = std::min(b, y);
+      if (lo < hi) std::memcpy(e->data.data() + lo, src + (lo - a), hi - lo);
+      chunks[k] = e->data.data() + x;
     }
+    counters_.cached_writes.fetch_add(1, std::memory_order_relaxed);
+    absl::Status st = WriteStripeLocked(sh, stripe, 0, sd, nullptr, touched,
+                                        nullptr, chunks.data());
+    if (!st.ok()) {
+      // The entry keeps what it held, and the piece too: a later
+      // writeback (or the caller's retry) finds the stripe whole.
+      std::memcpy(e->data.data() + a, src, b - a);
+      e->dirty.Add(a, b);
+      return st;
+    }
+    counters_.cache_writebacks.fetch_add(1, std::memory_order_relaxed);
+    cache_.Erase(stripe);
+    return absl::OkStatus();
   }
   if (e != nullptr && !full) {
     // Gather: the bytes join the stripe's entry; a stripe that becomes

@@ -148,17 +148,28 @@ void ComputeFullStripeParity(const Geometry& geo, uint64_t stripe,
                data);
 }
 
+namespace {
+
+// RAID5's full-stripe parity: P is the XOR of the data chunks, chunk `c`
+// at `at(c.client)`.
+template <typename At>
+void XorFullStripe(const WritePlan& plan, uint8_t* scratch, At at) {
+  std::vector<const void*> srcs;
+  for (const WritePlan::Chunk& c : plan.chunks) srcs.push_back(at(c.client));
+  Xor(scratch, srcs, plan.scratch_bytes);
+}
+
+}  // namespace
+
 void ComputeFullWriteFromChunks(const WritePlan& plan, uint64_t chunk_bytes,
                                 const uint8_t* const* chunks,
                                 uint8_t* scratch) {
   assert(plan.q_slot < 0 && (plan.mode == WriteMode::kFull ||
                              plan.mode == WriteMode::kParityGone));
   if (plan.mode != WriteMode::kFull) return;
-  std::vector<const void*> srcs;
-  for (const WritePlan::Chunk& c : plan.chunks) {
-    srcs.push_back(chunks[c.client / chunk_bytes] + c.client % chunk_bytes);
-  }
-  Xor(scratch, srcs, plan.scratch_bytes);
+  XorFullStripe(plan, scratch, [&](uint64_t off) {
+    return chunks[off / chunk_bytes] + off % chunk_bytes;
+  });
 }
 
 void ComputeWrite(const WritePlan& plan, uint8_t* scratch,
@@ -171,14 +182,9 @@ void ComputeWrite(const WritePlan& plan, uint8_t* scratch,
   switch (plan.mode) {
     case WriteMode::kParityGone:
       return;
-    case WriteMode::kFull: {
-      std::vector<const void*> srcs;
-      for (const WritePlan::Chunk& c : plan.chunks) {
-        srcs.push_back(client + c.client);
-      }
-      Xor(scratch, srcs, plan.scratch_bytes);
+    case WriteMode::kFull:
+      XorFullStripe(plan, scratch, [&](uint64_t off) { return client + off; });
       return;
-    }
     case WriteMode::kRmw: {
       const uint64_t W = plan.hi - plan.lo;
       for (int k = 0; k < D; ++k) {

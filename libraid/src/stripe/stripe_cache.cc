@@ -26,6 +26,19 @@ bool RangeSet::Covers(uint64_t size) const {
          ranges_.begin()->second >= size;
 }
 
+bool RangeSet::CoversWith(uint64_t start, uint64_t end, uint64_t size) const {
+  const auto gap_inside = [&](uint64_t lo, uint64_t hi) {
+    return lo >= hi || (start <= lo && hi <= end);
+  };
+  uint64_t pos = 0;
+  for (const auto& [s, e] : ranges_) {
+    if (s >= size) break;
+    if (!gap_inside(pos, s)) return false;
+    pos = std::max(pos, e);
+  }
+  return gap_inside(pos, size);
+}
+
 bool StripeCache::MayContain(uint64_t stripe) const {
   if (entries_.load(std::memory_order_acquire) == 0) return false;
   MutexLock lock(&mu_);

@@ -42,6 +42,9 @@ class RangeSet {
   void Add(uint64_t start, uint64_t end);
   // True when [0, size) is covered by one range.
   bool Covers(uint64_t size) const;
+  // True when [0, size) would be covered after Add(start, end), without
+  // adding it: every gap of the set below `size` lies inside [start, end).
+  bool CoversWith(uint64_t start, uint64_t end, uint64_t size) const;
   bool empty() const { return ranges_.empty(); }
   const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }
 

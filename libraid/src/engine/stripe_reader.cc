@@ -508,11 +508,26 @@ absl::Status StripeReader::NarrowReadErrorLocked(
     size_t len, uint8_t* dst, const absl::Status& why, const Member* failed) {
   // md works in 4 KiB rows: each block of the piece that still fails is
   // rebuilt alone if its row allows (and rewritten), else recorded bad.
-  ASSIGN_OR_RETURN(
-      std::vector<Block> still,
-      RereadBlocksLocked(sh, stripe, slot, chunk_offset, len, dst, failed));
+  absl::StatusOr<std::vector<Block>> still =
+      RereadBlocksLocked(sh, stripe, slot, chunk_offset, len, dst, failed);
+  if (!still.ok()) {
+    // The member answered nothing and has been failed. md then serves the
+    // read as any degraded read, from the others, if the array still can:
+    // the rebuild tried first (CorrectReadErrorLocked) counted this slot
+    // as a source and may have failed only on another member that died
+    // with it, which this rebuild fails in turn (RAID6: two gone).
+    if (slots_.UsableAt(slot, stripe) || !host_.CheckUsable(false).ok()) {
+      return still.status();
+    }
+    const absl::Status rs =
+        ReconstructLocked(sh, stripe, slot, chunk_offset, len, dst);
+    if (rs.ok()) return rs;
+    return absl::Status(rs.code(),
+                        absl::StrCat(still.status().message(),
+                                     "; and from the others: ", rs.message()));
+  }
   std::vector<Block> lost;
-  for (const Block& b : still) {
+  for (const Block& b : *still) {
     uint8_t* at = dst + (b.offset - chunk_offset);
     if (ReconstructLocked(sh, stripe, slot, b.offset, b.len, at).ok()) {
       RETURN_IF_ERROR(

@@ -36,6 +36,7 @@
 #include "plan/stripe_plan.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
+#include "stripe/write_streams.h"
 #include "uraid/clock.h"
 
 namespace uraid {
@@ -123,8 +124,9 @@ class StripeWriter : private EnginePart {
   // (0 .. chunk * data disks), new contents at `src`. Gathers it in the
   // cache or writes it through. Takes the stripe lock. `parity`: null, or
   // for a whole stripe its parity (WriteFullStripe).
+  // `stream`: the client write continues a recent one (WriteStreams).
   absl::Status WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
-                          uint64_t b, const uint8_t* src, bool fua,
+                          uint64_t b, const uint8_t* src, bool fua, bool stream,
                           std::vector<bool>* touched,
                           const uint8_t* parity = nullptr);
   // Writes [a, b) of a stripe to the members, retrying around members that
@@ -228,6 +230,8 @@ class StripeWriter : private EnginePart {
   // average of the time between them, in ns of clock_.
   std::atomic<int64_t> last_flush_ns_{0};
   std::atomic<int64_t> flush_interval_ns_{int64_t{1} << 40};
+  // The recent client writes' ends: which writes belong to a stream.
+  WriteStreams streams_;
 };
 
 }  // namespace uraid

@@ -717,6 +717,50 @@ TEST(ArrayWrite, AReorderedStreamStillWritesWholeStripes) {
   EXPECT_TRUE(std::equal(got.begin(), got.end(), d.begin() + sd));
 }
 
+// md acknowledges a write once its stripe is on the members; the cache
+// acknowledges it when gathered. That is safe while the array can lose one
+// more member and still write back what the cache holds, and not once a
+// member is gone: a degraded RAID5 array writes through, and what it held
+// when the member failed goes out at once, not when it ages. (A second
+// failure lost the writes gathered after the first: the forced-assembly
+// test of nbd_members_test read zeros where they were acknowledged.)
+TEST(ArrayWrite, ADegradedArrayWritesThroughAndDrainsTheCache) {
+  auto m = MakeMembers(4);
+  auto clock = std::make_shared<StepClock>();  // nothing ages out
+  CreateOptions o = Opts();
+  o.assume_clean = true;
+  o.clock = clock;
+  auto a = MustCreate(m, o);
+  ASSERT_NE(a, nullptr);
+  a->StartBackground();
+  const uint64_t sd = 3 * kChunk;
+  auto d = Pattern(4096, 21);
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 10 * sd).ok());  // starts 10
+  ASSERT_EQ(a->Info().counters.cached_writes, 1u);
+  ASSERT_TRUE(a->FailSlot(3).ok());
+  ASSERT_TRUE(
+      WaitUntil([&] { return a->Info().counters.cache_writebacks == 1; }, 10))
+      << "the cache was not drained when the member failed";
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 12 * sd).ok());  // starts 12
+  const Counters c = a->Info().counters;
+  EXPECT_EQ(c.cached_writes, 1u);
+  EXPECT_EQ(c.degraded_writes + c.rmw_writes + c.rcw_writes, 2u);
+  // Both are on the members: assembled from their images, without this
+  // array's cache, they read back.
+  a.reset();
+  std::vector<Shared> images;
+  for (int i = 0; i < 3; ++i) images.push_back(Snapshot(*m[i]));
+  AssembleOptions ao;
+  ao.run = true;
+  auto b = Array::Assemble(Handles(images), ao);
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<uint8_t> got(d.size());
+  for (uint64_t at : {10 * sd, 12 * sd}) {
+    ASSERT_TRUE((*b)->Read(got.data(), got.size(), at).ok());
+    EXPECT_EQ(got, d) << at;
+  }
+}
+
 // The cache's age limit runs on the array's clock: a gathered write stays
 // in the cache while real time runs past max_age_ms and the clock does
 // not, and goes out at the writeback thread's next look (every 10 ms of

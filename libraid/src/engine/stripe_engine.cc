@@ -4,6 +4,7 @@
 #include "engine/stripe_engine.h"
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -12,8 +13,12 @@
 namespace uraid {
 
 void StripeEngine::WritebackAged() {
-  // Aged entries first, then the oldest while the cache is over 3/4 full.
-  const int64_t deadline = clock_.NowNs() - max_age_ns_;
+  // Aged entries first, then the oldest while the cache is over 3/4 full;
+  // every entry once one more member failure would lose them (a member
+  // failed since they were gathered: StripeWriter::CacheSafe).
+  const int64_t deadline = writer_.CacheSafe()
+                               ? clock_.NowNs() - max_age_ns_
+                               : std::numeric_limits<int64_t>::max();
   for (uint64_t stripe : cache_.Oldest(SIZE_MAX, deadline)) {
     absl::Status st = writer_.WritebackStripe(stripe);
     if (!st.ok()) {

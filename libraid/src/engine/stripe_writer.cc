@@ -107,12 +107,14 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
   // half-gathered stripes back as partial stripes anyway, and it is the
   // flushing client that would wait for them (the latency-isolation case:
   // a 4K write+flush beside a stream); writing through puts that cost on
-  // the writer instead.
+  // the writer instead. Nor while the array has no member to spare
+  // (CacheSafe).
   // The cache is keyed by stripes of one shape, the current one: a reshape
   // writes it back and runs without it (jobs/reshape_job.cc), so outside a
   // reshape `sh` is the current shape.
+  const bool safe = CacheSafe();
   const bool cache =
-      cache_.enabled() && !shapes_.reshaping() && !full && !fua &&
+      cache_.enabled() && !shapes_.reshaping() && !full && !fua && safe &&
       flush_interval_ns_.load(std::memory_order_relaxed) >= bypass_flush_ns_ &&
       (a == 0 || b == sd || stream || cache_.MayContain(stripe));
   if (cache) {
@@ -129,6 +131,12 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
   }
   StripeLock lock(&locks_, LockKey(sh, stripe));
   StripeCache::Entry* e = cache_.Find(stripe);
+  if (e != nullptr && !safe && !full) {
+    // Gathered before a member failed: out first (the writeback thread
+    // drains the rest), and this piece is written through after it.
+    RETURN_IF_ERROR(WritebackLocked(sh, e, touched));
+    e = nullptr;
+  }
   // A cache still full after the eviction above takes no new entry: the
   // piece is written through (RMW/RCW now instead of a full-stripe write
   // later), which keeps memory within the cache's bound however many
@@ -184,6 +192,10 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
   if (e != nullptr) cache_.Erase(stripe);
   return WriteStripeLocked(sh, stripe, a, b, src, touched,
                            full ? parity : nullptr);
+}
+
+bool StripeWriter::CacheSafe() const {
+  return slots_.Gone() < CurrentShape().geo.parity_disks();
 }
 
 absl::Status StripeWriter::WritebackLocked(const Shape& sh,

@@ -89,6 +89,12 @@ class StripeWriter : private EnginePart {
   // bitmap's delayed bits persisted.
   absl::Status Flush();
 
+  // Whether the cache may hold acknowledged writes: the array survives one
+  // more member failure (no slot gone, or one of RAID6's). Otherwise one
+  // more failure would lose what it holds, where md, which acknowledges a
+  // write once its stripe is on the members, loses nothing: a write is
+  // then written through, and the writeback thread drains the cache.
+  bool CacheSafe() const;
   // Writes back the current shape's `stripe` (takes its lock), or every
   // cached stripe.
   absl::Status WritebackStripe(uint64_t stripe);

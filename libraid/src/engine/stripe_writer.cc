@@ -18,7 +18,8 @@ namespace {
 
 // A stripe's data given chunk by chunk (StripeWriter::WriteStripeLocked's
 // `chunks`) copied into one stripe-sized buffer, for the paths that
-// address it as one (writes around bad blocks, plans that read).
+// address it as one (RAID6's syndrome, writes around bad blocks, plans
+// that read).
 AlignedBuffer FlattenChunks(const Geometry& geo, const uint8_t* const* chunks) {
   const uint64_t C = geo.chunk_bytes();
   AlignedBuffer flat(geo.stripe_data_bytes());
@@ -305,12 +306,13 @@ absl::Status StripeWriter::PlanAndWriteStripe(
       second_missing};
   const WritePlan plan = PlanWrite(sh.geo, stripe, a, b, health);
   // Chunk by chunk only where the plan reads nothing into the client's
-  // bytes and addresses them a chunk at a time: full-stripe plans (parity
-  // from the data, or none where it is lost).
+  // bytes and addresses them a chunk at a time: RAID5's full-stripe plans
+  // (P from the data, or none when P is lost). RAID6's syndrome takes one
+  // buffer.
   AlignedBuffer flat;
-  if (chunks != nullptr &&
-      (!plan.reads.empty() || (plan.mode != WriteMode::kFull &&
-                               plan.mode != WriteMode::kParityGone))) {
+  if (chunks != nullptr && (plan.q_slot >= 0 || !plan.reads.empty() ||
+                            (plan.mode != WriteMode::kFull &&
+                             plan.mode != WriteMode::kParityGone))) {
     flat = FlattenChunks(sh.geo, chunks);
     src = flat.data();
     chunks = nullptr;

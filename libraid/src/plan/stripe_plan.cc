@@ -164,13 +164,8 @@ void XorFullStripe(const WritePlan& plan, uint8_t* scratch, At at) {
 void ComputeFullWriteFromChunks(const WritePlan& plan, uint64_t chunk_bytes,
                                 const uint8_t* const* chunks,
                                 uint8_t* scratch) {
-  assert(plan.reads.empty() && (plan.mode == WriteMode::kFull ||
-                                plan.mode == WriteMode::kParityGone));
-  if (plan.q_slot >= 0) {
-    plan_internal::ComputeFullWrite6FromChunks(plan, chunk_bytes, chunks,
-                                               scratch);
-    return;
-  }
+  assert(plan.q_slot < 0 && (plan.mode == WriteMode::kFull ||
+                             plan.mode == WriteMode::kParityGone));
   if (plan.mode != WriteMode::kFull) return;
   XorFullStripe(plan, scratch, [&](uint64_t off) {
     return chunks[off / chunk_bytes] + off % chunk_bytes;

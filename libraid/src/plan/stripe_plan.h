@@ -112,9 +112,9 @@ WritePlan PlanWrite(const Geometry& geo, uint64_t stripe, uint64_t a,
 // holds the new data.
 void ComputeWrite(const WritePlan& plan, uint8_t* scratch,
                   const uint8_t* client);
-// ComputeWrite for a full-stripe plan (kFull, or kParityGone: nothing to
-// compute), RAID5 or RAID6, whose client bytes are given chunk by chunk:
-// `chunks[k]` holds client bytes [k * chunk_bytes, (k + 1) * chunk_bytes).
+// ComputeWrite for a RAID5 full-stripe plan (kFull, or kParityGone: nothing
+// to compute) whose client bytes are given chunk by chunk: `chunks[k]`
+// holds client bytes [k * chunk_bytes, (k + 1) * chunk_bytes).
 void ComputeFullWriteFromChunks(const WritePlan& plan, uint64_t chunk_bytes,
                                 const uint8_t* const* chunks, uint8_t* scratch);
 

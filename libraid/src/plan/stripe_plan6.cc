@@ -214,39 +214,22 @@ WritePlan PlanWrite6(const Geometry& geo, uint64_t stripe, uint64_t a,
   return plan;
 }
 
-namespace {
-
-// A full-stripe plan's P and Q (those alive), one chunk each in `scratch`,
-// from the data chunks, chunk `c` at `at(c.client)`.
-template <typename At>
-void PQFullStripe(const WritePlan& plan, uint8_t* scratch, At at) {
-  const uint64_t C = plan.scratch_bytes / 2;
-  std::vector<const void*> slots(plan.syndrome_slots, nullptr);
-  for (const WritePlan::Chunk& c : plan.chunks) slots[c.qslot] = at(c.client);
-  ComputePQ(slots, plan.p_alive ? scratch : nullptr,
-            plan.q_alive ? scratch + C : nullptr, C);
-}
-
-}  // namespace
-
-void ComputeFullWrite6FromChunks(const WritePlan& plan, uint64_t chunk_bytes,
-                                 const uint8_t* const* chunks,
-                                 uint8_t* scratch) {
-  if (plan.mode != WriteMode::kFull) return;  // kParityGone: nothing
-  PQFullStripe(plan, scratch, [&](uint64_t off) {
-    return chunks[off / chunk_bytes] + off % chunk_bytes;
-  });
-}
-
 void ComputeWrite6(const WritePlan& plan, uint8_t* scratch,
                    const uint8_t* client) {
   const int D = static_cast<int>(plan.chunks.size());
   switch (plan.mode) {
     case WriteMode::kParityGone:
       return;
-    case WriteMode::kFull:
-      PQFullStripe(plan, scratch, [&](uint64_t off) { return client + off; });
+    case WriteMode::kFull: {
+      const uint64_t C = plan.scratch_bytes / 2;
+      std::vector<const void*> slots(plan.syndrome_slots, nullptr);
+      for (const WritePlan::Chunk& c : plan.chunks) {
+        slots[c.qslot] = client + c.client;
+      }
+      ComputePQ(slots, plan.p_alive ? scratch : nullptr,
+                plan.q_alive ? scratch + C : nullptr, C);
       return;
+    }
     case WriteMode::kRmw: {
       const uint64_t W = plan.hi - plan.lo;
       for (int k = 0; k < D; ++k) {

@@ -46,11 +46,6 @@ WritePlan PlanWrite6(const Geometry& geo, uint64_t stripe, uint64_t a,
                      uint64_t b, const StripeHealth& health);
 void ComputeWrite6(const WritePlan& plan, uint8_t* scratch,
                    const uint8_t* client);
-// ComputeWrite6 for a full-stripe plan (kFull, or kParityGone) whose
-// client bytes are given chunk by chunk (ComputeFullWriteFromChunks).
-void ComputeFullWrite6FromChunks(const WritePlan& plan, uint64_t chunk_bytes,
-                                 const uint8_t* const* chunks,
-                                 uint8_t* scratch);
 ReadPlan PlanDegradedRead6(const Geometry& geo, uint64_t stripe,
                            std::span<const ReadPiece> pieces, int missing_slot,
                            int second_missing_slot);

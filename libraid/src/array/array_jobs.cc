@@ -62,7 +62,7 @@ absl::Status ArrayJobs::StartScrub(bool repair) {
         "repair wait for `uraid readwrite`");
   }
   // RAID6 checks beside one lost member (P and Q still agree or not).
-  if (slots_.Gone() > CurrentShape().geo.parity_disks() - 1) {
+  if (!slots_.CanLoseOne(CurrentShape().geo.parity_disks())) {
     return absl::FailedPreconditionError(
         "array is degraded: parity cannot be checked until it is rebuilt");
   }

@@ -68,7 +68,7 @@ absl::Status MemberAdmin::Fail(const std::string& name) {
   const SlotState st = slots_[slot]->state.load();
   if (st == SlotState::kFaulty) return absl::OkStatus();
   if (st == SlotState::kActive &&
-      slots_.Gone() >= shapes_.current().geo.parity_disks()) {
+      !slots_.CanLoseOne(shapes_.current().geo.parity_disks())) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "refusing to fail %s (slot %d): the array is already degraded (%d "
         "gone, all its parity covers) and would fail (md refuses this too)",

@@ -178,6 +178,9 @@ class SlotTable {
     if (b.empty() || len == 0) return false;
     return b.Overlaps(at / 512, (at + len + 511) / 512 - at / 512);
   }
+  // Whether the array survives one more member failure: fewer slots gone
+  // than the shape's parity chunks (`parity_disks`).
+  bool CanLoseOne(int parity_disks) const { return Gone() < parity_disks; }
   // Slots not active (missing, faulty, rebuilding).
   int Gone() const {
     int gone = 0;

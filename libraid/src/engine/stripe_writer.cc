@@ -196,7 +196,7 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
 }
 
 bool StripeWriter::CacheSafe() const {
-  return slots_.Gone() < CurrentShape().geo.parity_disks();
+  return slots_.CanLoseOne(CurrentShape().geo.parity_disks());
 }
 
 absl::Status StripeWriter::WritebackLocked(const Shape& sh,

@@ -74,6 +74,29 @@ absl::Status AssembleStatus(const std::vector<Shared>& m,
   return Array::Assemble(Handles(m), o).status();
 }
 
+// A clean array on `clock`, its writeback thread running: the cache tests'
+// start.
+std::unique_ptr<Array> MustCreateOnClock(const std::vector<Shared>& m,
+                                         std::shared_ptr<Clock> clock) {
+  CreateOptions o = Opts();
+  o.assume_clean = true;
+  o.clock = std::move(clock);
+  auto a = MustCreate(m, o);
+  if (a != nullptr) a->StartBackground();
+  return a;
+}
+
+// The array assembled (run) from copies of the members `slots` of `m`
+// hold now: what reached them, without any array's cache.
+absl::StatusOr<std::unique_ptr<Array>> AssembleImages(
+    const std::vector<Shared>& m, std::initializer_list<int> slots) {
+  std::vector<Shared> images;
+  for (int i : slots) images.push_back(Snapshot(*m[i]));
+  AssembleOptions ao;
+  ao.run = true;
+  return Array::Assemble(Handles(images), ao);
+}
+
 // ------------------------------------------------------------- creation
 
 TEST(ArrayCreate, SuperblocksDescribeTheArray) {
@@ -724,40 +747,98 @@ TEST(ArrayWrite, AReorderedStreamStillWritesWholeStripes) {
 // when the member failed goes out at once, not when it ages. (A second
 // failure lost the writes gathered after the first: the forced-assembly
 // test of nbd_members_test read zeros where they were acknowledged.)
-TEST(ArrayWrite, ADegradedArrayWritesThroughAndDrainsTheCache) {
+// Once the array cannot spare a member, what the cache held goes out at
+// once, and a gathered write is acknowledged only once its stripe is on the
+// members: here nothing fills stripe 12, so its writer puts it out itself
+// after the hold (a partial-stripe write) before Write returns.
+TEST(ArrayWrite, ADegradedArrayHoldsGatheredWritesAndDrainsTheCache) {
   auto m = MakeMembers(4);
-  auto clock = std::make_shared<StepClock>();  // nothing ages out
-  CreateOptions o = Opts();
-  o.assume_clean = true;
-  o.clock = clock;
-  auto a = MustCreate(m, o);
+  // Nothing ages out.
+  auto a = MustCreateOnClock(m, std::make_shared<StepClock>());
   ASSERT_NE(a, nullptr);
-  a->StartBackground();
   const uint64_t sd = 3 * kChunk;
   auto d = Pattern(4096, 21);
   ASSERT_TRUE(a->Write(d.data(), d.size(), 10 * sd).ok());  // starts 10
   ASSERT_EQ(a->Info().counters.cached_writes, 1u);
+  ASSERT_EQ(a->Info().counters.cache_held_writes, 0u);
   ASSERT_TRUE(a->FailSlot(3).ok());
   ASSERT_TRUE(
       WaitUntil([&] { return a->Info().counters.cache_writebacks == 1; }, 10))
       << "the cache was not drained when the member failed";
   ASSERT_TRUE(a->Write(d.data(), d.size(), 12 * sd).ok());  // starts 12
   const Counters c = a->Info().counters;
-  EXPECT_EQ(c.cached_writes, 1u);
+  EXPECT_EQ(c.cached_writes, 2u);
+  EXPECT_EQ(c.cache_held_writes, 1u);
+  EXPECT_EQ(c.cache_hold_timeouts, 1u);
   EXPECT_EQ(c.degraded_writes + c.rmw_writes + c.rcw_writes, 2u);
+  EXPECT_EQ(c.cache_writebacks, 2u);
   // Both are on the members: assembled from their images, without this
   // array's cache, they read back.
   a.reset();
-  std::vector<Shared> images;
-  for (int i = 0; i < 3; ++i) images.push_back(Snapshot(*m[i]));
-  AssembleOptions ao;
-  ao.run = true;
-  auto b = Array::Assemble(Handles(images), ao);
+  auto b = AssembleImages(m, {0, 1, 2});
   ASSERT_TRUE(b.ok()) << b.status();
   std::vector<uint8_t> got(d.size());
   for (uint64_t at : {10 * sd, 12 * sd}) {
     ASSERT_TRUE((*b)->Read(got.data(), got.size(), at).ok());
     EXPECT_EQ(got, d) << at;
+  }
+}
+
+// A degraded array still gathers a stream whose requests in flight span a
+// stripe: the first half of a stripe waits (held, unacknowledged) until
+// the second half fills it, and the stripe goes out as one full-stripe
+// write, no member read. Both writers return only once it is on the
+// members. The hold is 10 ms of real time, so a writer thread that starts
+// later than that on a loaded machine makes that attempt a partial write
+// (then holding pauses, 100 ms doubling while it keeps timing out); one
+// attempt in five must fill.
+TEST(ArrayWrite, ADegradedArrayFillsAStripeFromHeldWrites) {
+  auto m = MakeMembers(4);
+  auto a = MustCreateOnClock(m, std::make_shared<StepClock>());
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(a->FailSlot(1).ok());
+  const uint64_t sd = 3 * kChunk;
+  const uint64_t half = sd / 2;
+  bool filled = false;
+  int pause_ms = 110;
+  std::vector<uint64_t> written;
+  for (uint64_t stripe = 4; stripe < 9 && !filled; ++stripe) {
+    const Counters before = a->Info().counters;
+    auto first = Pattern(half, 100 + stripe);
+    auto second = Pattern(half, 200 + stripe);
+    absl::Status first_st;
+    std::thread t(
+        [&] { first_st = a->Write(first.data(), half, stripe * sd); });
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ASSERT_TRUE(a->Write(second.data(), half, stripe * sd + half).ok());
+    t.join();
+    ASSERT_TRUE(first_st.ok()) << first_st;
+    written.push_back(stripe);
+    const Counters c = a->Info().counters;
+    if (c.cache_hold_timeouts == before.cache_hold_timeouts) {
+      filled = true;
+      EXPECT_EQ(c.cache_held_writes - before.cache_held_writes, 1u);
+      // One stripe written around the missing member, from its data alone.
+      EXPECT_EQ(c.degraded_writes - before.degraded_writes, 1u);
+      EXPECT_EQ(c.rmw_writes + c.rcw_writes,
+                before.rmw_writes + before.rcw_writes);
+      EXPECT_EQ(c.member_reads, before.member_reads);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+      pause_ms *= 2;
+    }
+  }
+  EXPECT_TRUE(filled) << "no attempt filled its stripe from a held write";
+  // Everything acknowledged is on the surviving members.
+  a.reset();
+  auto b = AssembleImages(m, {0, 2, 3});
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<uint8_t> got(half);
+  for (uint64_t stripe : written) {
+    ASSERT_TRUE((*b)->Read(got.data(), half, stripe * sd).ok());
+    EXPECT_EQ(got, Pattern(half, 100 + stripe)) << stripe;
+    ASSERT_TRUE((*b)->Read(got.data(), half, stripe * sd + half).ok());
+    EXPECT_EQ(got, Pattern(half, 200 + stripe)) << stripe;
   }
 }
 
@@ -769,13 +850,8 @@ TEST(ArrayWrite, ADegradedArrayWritesThroughAndDrainsTheCache) {
 TEST(ArrayWrite, CacheAgeLimitRunsOnTheArraysClock) {
   auto m = MakeMembers(4);
   auto clock = std::make_shared<StepClock>();
-  CreateOptions o = Opts();
-  o.assume_clean = true;
-  o.clock = clock;
-  o.cache.max_age_ms = 100;
-  auto a = MustCreate(m, o);
+  auto a = MustCreateOnClock(m, clock);  // cache.max_age_ms: 100 by default
   ASSERT_NE(a, nullptr);
-  a->StartBackground();
   auto d = Pattern(4096, 9);
   ASSERT_TRUE(a->Write(d.data(), d.size(), 0).ok());  // starts stripe 0
   ASSERT_EQ(a->Info().counters.cached_writes, 1u);

@@ -442,7 +442,8 @@ TEST(InfoJson, CountersKeepTheirNamesAndOrder) {
                 "\"cache_evictions\":15,\"read_errors_corrected\":0,"
                 "\"recovered_stripes\":0,\"scrubbed_stripes\":0,"
                 "\"resync_bitmap_chunks\":0,\"resync_bytes\":0,"
-                "\"cache_full_writes\":0}"));
+                "\"cache_full_writes\":0,\"cache_held_writes\":0,"
+                "\"cache_hold_timeouts\":0}"));
 }
 
 TEST(InfoJson, RoundTripsAReshapeJobAndNoReshape) {

@@ -50,6 +50,11 @@
   X(resync_bitmap_chunks, "bitmap chunks resync went through")             \
   X(resync_bytes, "member bytes resync read, per member")                  \
   X(cache_full_writes,                                                     \
-    "write pieces the cache would have gathered but, full, wrote through")
+    "write pieces the cache would have gathered but, full, wrote through") \
+  X(cache_held_writes,                                                     \
+    "write pieces gathered while the array could not spare a member, "     \
+    "acknowledged once their stripe was on the members")                   \
+  X(cache_hold_timeouts,                                                   \
+    "held pieces whose stripe did not fill in time and went out partial")
 
 #endif  // URAID_COUNTERS_H_

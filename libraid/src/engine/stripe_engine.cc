@@ -15,12 +15,14 @@ namespace uraid {
 void StripeEngine::WritebackAged() {
   // Aged entries first, then the oldest while the cache is over 3/4 full;
   // every entry once one more member failure would lose them (a member
-  // failed since they were gathered: StripeWriter::CacheSafe).
-  const int64_t deadline = writer_.CacheSafe()
-                               ? clock_.NowNs() - max_age_ns_
-                               : std::numeric_limits<int64_t>::max();
+  // failed since they were gathered: StripeWriter::CacheSafe), except
+  // those whose writers are held: they are not acknowledged yet, and
+  // their writers put them out within StripeWriter::kHoldNs.
+  const bool safe = writer_.CacheSafe();
+  const int64_t deadline =
+      safe ? clock_.NowNs() - max_age_ns_ : std::numeric_limits<int64_t>::max();
   for (uint64_t stripe : cache_.Oldest(SIZE_MAX, deadline)) {
-    absl::Status st = writer_.WritebackStripe(stripe);
+    absl::Status st = writer_.WritebackStripe(stripe, /*unheld_only=*/!safe);
     if (!st.ok()) {
       reporter_.Log(LogLevel::kError,
                     absl::StrFormat("cache writeback of stripe %d failed: %s",

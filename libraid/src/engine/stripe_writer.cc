@@ -3,12 +3,16 @@
 #include "engine/stripe_writer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "meta/ppl_log.h"
 #include "parity/parity.h"
@@ -59,13 +63,29 @@ absl::Status StripeWriter::Write(const Shape& sh, const void* buf, size_t len,
   const bool stream = streams_.Continues(offset, len);
   streams_.Record(offset, len);
   absl::Status st;
+  // Pieces held for their stripes (see WritePiece), awaited once every
+  // piece is placed: a request's later piece may be what fills the stripe
+  // of an earlier one's neighbour, and a wait per piece would hold it back.
+  absl::InlinedVector<std::pair<uint64_t, std::shared_ptr<absl::Notification>>,
+                      2>
+      held;
   for (uint64_t done = 0; done < len && st.ok();) {
     uint64_t pos = offset + done;
     uint64_t stripe = pos / sd;
     uint64_t a = pos % sd;
     uint64_t b = std::min<uint64_t>(sd, a + (len - done));
-    st = WritePiece(sh, stripe, a, b, src + done, fua, stream, &touched);
+    std::shared_ptr<absl::Notification> h;
+    st = WritePiece(sh, stripe, a, b, src + done, fua, stream, &touched,
+                    nullptr, &h);
+    if (h != nullptr) held.emplace_back(stripe, std::move(h));
     done += b - a;
+  }
+  // Awaited even after an error: a held entry left behind would sit in
+  // the cache unwritten, since the writeback thread leaves held entries
+  // to their writers.
+  for (const auto& [stripe, h] : held) {
+    absl::Status hs = AwaitHeld(sh, stripe, h, &touched);
+    if (st.ok()) st = hs;
   }
   if (st.ok() && fua) st = FlushSlots(touched);
   host_.EndWrite();
@@ -85,11 +105,10 @@ absl::Status StripeWriter::WriteFullStripe(const Shape& sh, uint64_t stripe,
   return st;
 }
 
-absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
-                                      uint64_t a, uint64_t b,
-                                      const uint8_t* src, bool fua, bool stream,
-                                      std::vector<bool>* touched,
-                                      const uint8_t* parity) {
+absl::Status StripeWriter::WritePiece(
+    const Shape& sh, uint64_t stripe, uint64_t a, uint64_t b,
+    const uint8_t* src, bool fua, bool stream, std::vector<bool>* touched,
+    const uint8_t* parity, std::shared_ptr<absl::Notification>* held) {
   const uint64_t sd = sh.geo.stripe_data_bytes();
   const bool full = a == 0 && b == sd;
   // Gather only what looks like a stream: a piece that starts or ends a
@@ -108,16 +127,24 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
   // half-gathered stripes back as partial stripes anyway, and it is the
   // flushing client that would wait for them (the latency-isolation case:
   // a 4K write+flush beside a stream); writing through puts that cost on
-  // the writer instead. Nor while the array has no member to spare
-  // (CacheSafe).
+  // the writer instead. While the array has no member to spare
+  // (CacheSafe) a gathered piece is held: it is acknowledged only once its
+  // stripe is on the members (AwaitHeld), md's rule, so a second failure
+  // cannot strand it; a client queue that spans a stripe still fills it
+  // into one full-stripe write.
   // The cache is keyed by stripes of one shape, the current one: a reshape
   // writes it back and runs without it (jobs/reshape_job.cc), so outside a
   // reshape `sh` is the current shape.
   const bool safe = CacheSafe();
-  const bool cache =
-      cache_.enabled() && !shapes_.reshaping() && !full && !fua && safe &&
+  const bool gather =
+      cache_.enabled() && !shapes_.reshaping() && !full && !fua &&
       flush_interval_ns_.load(std::memory_order_relaxed) >= bypass_flush_ns_ &&
       (a == 0 || b == sd || stream || cache_.MayContain(stripe));
+  // Not where part of the stripe went out lately: what would fill it may
+  // be on the members already (RecentStripes).
+  const bool hold = gather && !safe && held != nullptr && Holding() &&
+                    !written_through_.Contains(stripe);
+  const bool cache = gather && (safe || hold);
   if (cache) {
     // Make room before taking our stripe lock (never hold one stripe lock
     // while waiting for another). Concurrent writers may pick the same
@@ -132,9 +159,11 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
   }
   StripeLock lock(&locks_, LockKey(sh, stripe));
   StripeCache::Entry* e = cache_.Find(stripe);
-  if (e != nullptr && !safe && !full) {
-    // Gathered before a member failed: out first (the writeback thread
-    // drains the rest), and this piece is written through after it.
+  if (e != nullptr && !safe && !full && !(hold && e->held != nullptr)) {
+    // Gathered before a member failed (the writeback thread drains the
+    // rest), or this piece may not wait in it: out first, and this piece
+    // after it.
+    written_through_.Record(stripe);
     RETURN_IF_ERROR(WritebackLocked(sh, e, touched));
     e = nullptr;
   }
@@ -146,6 +175,8 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
     e = cache_.Create(stripe, clock_.NowNs());
     if (e == nullptr) {
       counters_.cache_full_writes.fetch_add(1, std::memory_order_relaxed);
+    } else if (hold) {
+      e->held = std::make_shared<absl::Notification>();
     }
   }
   if (e != nullptr && !full && !fua && e->dirty.CoversWith(a, b, sd)) {
@@ -186,17 +217,76 @@ absl::Status StripeWriter::WritePiece(const Shape& sh, uint64_t stripe,
     std::memcpy(e->data.data() + a, src, b - a);
     e->dirty.Add(a, b);
     counters_.cached_writes.fetch_add(1, std::memory_order_relaxed);
-    if (!fua && !e->dirty.Covers(sd)) return absl::OkStatus();
+    if (!fua && !e->dirty.Covers(sd)) {
+      if (e->held != nullptr && held != nullptr) {
+        counters_.cache_held_writes.fetch_add(1, std::memory_order_relaxed);
+        *held = e->held;
+      }
+      return absl::OkStatus();
+    }
     return WritebackLocked(sh, e, touched);
   }
-  // A full-stripe write supersedes anything cached for the stripe.
-  if (e != nullptr) cache_.Erase(stripe);
+  // A full-stripe write supersedes anything cached for the stripe; held
+  // writers are told only once their bytes are on the members, so theirs
+  // go out first.
+  if (e != nullptr) {
+    if (e->held != nullptr) {
+      RETURN_IF_ERROR(WritebackLocked(sh, e, touched));
+    } else {
+      cache_.Erase(stripe);
+    }
+  }
+  if (!safe && !full) written_through_.Record(stripe);
   return WriteStripeLocked(sh, stripe, a, b, src, touched,
                            full ? parity : nullptr);
 }
 
 bool StripeWriter::CacheSafe() const {
   return slots_.CanLoseOne(CurrentShape().geo.parity_disks());
+}
+
+namespace {
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+bool StripeWriter::Holding() const {
+  return SteadyNs() >= hold_off_until_ns_.load(std::memory_order_relaxed);
+}
+
+absl::Status StripeWriter::AwaitHeld(
+    const Shape& sh, uint64_t stripe,
+    const std::shared_ptr<absl::Notification>& held,
+    std::vector<bool>* touched) {
+  if (held->WaitForNotificationWithTimeout(absl::Nanoseconds(kHoldNs))) {
+    if (!held_filled_.load(std::memory_order_relaxed)) {
+      held_filled_.store(true, std::memory_order_relaxed);
+    }
+    return absl::OkStatus();
+  }
+  counters_.cache_hold_timeouts.fetch_add(1, std::memory_order_relaxed);
+  // A client whose queue never fills a stripe times out again each time
+  // holding resumes: the pause doubles while no held piece was filled in
+  // between, up to kMaxHoldOffNs, so that it costs such a client at most
+  // kHoldNs in kMaxHoldOffNs.
+  int64_t off = hold_off_ns_.load(std::memory_order_relaxed);
+  off = held_filled_.exchange(false, std::memory_order_relaxed)
+            ? kHoldOffNs
+            : std::min(2 * off, kMaxHoldOffNs);
+  hold_off_ns_.store(off, std::memory_order_relaxed);
+  hold_off_until_ns_.store(SteadyNs() + off, std::memory_order_relaxed);
+  StripeLock lock(&locks_, LockKey(sh, stripe));
+  StripeCache::Entry* e = cache_.Find(stripe);
+  // Gone, or another entry since: Erase notified this one, under the lock
+  // we now hold, once its bytes were on the members.
+  if (e == nullptr || e->held != held) return absl::OkStatus();
+  written_through_.Record(stripe);
+  // Still there: not yet written, or its writeback failed (then this
+  // writer gets the error, and the bytes stay for a later writeback).
+  return WritebackLocked(sh, e, touched);
 }
 
 absl::Status StripeWriter::WritebackLocked(const Shape& sh,
@@ -212,12 +302,14 @@ absl::Status StripeWriter::WritebackLocked(const Shape& sh,
   return absl::OkStatus();
 }
 
-absl::Status StripeWriter::WritebackStripe(uint64_t stripe) {
+absl::Status StripeWriter::WritebackStripe(uint64_t stripe, bool unheld_only) {
   // The cache holds the current shape's stripes (see WritePiece).
   const Shape& sh = CurrentShape();
   StripeLock lock(&locks_, LockKey(sh, stripe));
   StripeCache::Entry* e = cache_.Find(stripe);
-  if (e == nullptr) return absl::OkStatus();
+  if (e == nullptr || (unheld_only && e->held != nullptr)) {
+    return absl::OkStatus();
+  }
   std::vector<bool> touched(sh.geo.raid_disks(), false);
   return WritebackLocked(sh, e, &touched);
 }
@@ -787,7 +879,13 @@ absl::Status StripeWriter::DiscardStripeLocked(const Shape& sh, uint64_t s,
   const Geometry& geo = sh.geo;
   const uint64_t sd = geo.stripe_data_bytes();
   const uint64_t C = geo.chunk_bytes();
-  cache_.Erase(s);  // the whole stripe is being replaced by zeros
+  // The whole stripe is being replaced by zeros; held writers are told
+  // only once their bytes were on the members (see WritePiece).
+  if (StripeCache::Entry* e = cache_.Find(s);
+      e != nullptr && e->held != nullptr) {
+    RETURN_IF_ERROR(WritebackLocked(sh, e, touched));
+  }
+  cache_.Erase(s);
   RETURN_IF_ERROR(bitmap_.StartWrite(s * C, C));
   // PPL: the discard is logged as md logs one (a full-stripe write, an
   // entry without partial parity) before any chunk is dropped. A crash

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "base/locked_shared_ptr.h"
 #include "base/write_epochs.h"
 #include "engine/atomic_counters.h"
@@ -34,6 +35,7 @@
 #include "meta/array_bitmap.h"
 #include "meta/ppl_log.h"
 #include "plan/stripe_plan.h"
+#include "stripe/recent_stripes.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
 #include "stripe/write_streams.h"
@@ -92,12 +94,15 @@ class StripeWriter : private EnginePart {
   // Whether the cache may hold acknowledged writes: the array survives one
   // more member failure (no slot gone, or one of RAID6's). Otherwise one
   // more failure would lose what it holds, where md, which acknowledges a
-  // write once its stripe is on the members, loses nothing: a write is
-  // then written through, and the writeback thread drains the cache.
+  // write once its stripe is on the members, loses nothing: a gathered
+  // write is then held (its acknowledgment waits for its stripe to reach
+  // the members, as md's does), and the writeback thread drains what was
+  // gathered before.
   bool CacheSafe() const;
   // Writes back the current shape's `stripe` (takes its lock), or every
-  // cached stripe.
-  absl::Status WritebackStripe(uint64_t stripe);
+  // cached stripe. `unheld_only`: leaves an entry whose writers are held
+  // (StripeCache::Entry::held) to them.
+  absl::Status WritebackStripe(uint64_t stripe, bool unheld_only = false);
   absl::Status WritebackAll();
   // Every member durable: with `writeback`, the cache written back first
   // (what a client flush and md's clean mark both need; without it, only
@@ -131,10 +136,24 @@ class StripeWriter : private EnginePart {
   // cache or writes it through. Takes the stripe lock. `parity`: null, or
   // for a whole stripe its parity (WriteFullStripe).
   // `stream`: the client write continues a recent one (WriteStreams).
+  // `held`: set when the piece was gathered but may not be acknowledged
+  // yet (the array cannot spare a member): the caller passes it to
+  // AwaitHeld before it acknowledges the write.
   absl::Status WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
                           uint64_t b, const uint8_t* src, bool fua, bool stream,
                           std::vector<bool>* touched,
-                          const uint8_t* parity = nullptr);
+                          const uint8_t* parity = nullptr,
+                          std::shared_ptr<absl::Notification>* held = nullptr);
+  // Waits until the held piece's stripe is on the members: another piece
+  // filled it (a full-stripe write) or it went out otherwise; after
+  // kHoldNs without that, writes it out itself (RMW/RCW) and stops
+  // holding for kHoldOffNs, since the client's queue evidently does not
+  // span a stripe. Takes the stripe lock only then.
+  absl::Status AwaitHeld(const Shape& sh, uint64_t stripe,
+                         const std::shared_ptr<absl::Notification>& held,
+                         std::vector<bool>* touched);
+  // Whether gathered pieces may be held now (see AwaitHeld).
+  bool Holding() const;
   // Writes [a, b) of a stripe to the members, retrying around members that
   // fail. `parity` as for WritePiece. `chunks` instead of `src` (then null):
   // the whole stripe ([a, b) = [0, stripe_data_bytes())), one pointer per
@@ -238,6 +257,23 @@ class StripeWriter : private EnginePart {
   std::atomic<int64_t> flush_interval_ns_{int64_t{1} << 40};
   // The recent client writes' ends: which writes belong to a stream.
   WriteStreams streams_;
+  // Holding a gathered piece (see AwaitHeld), in real time: a client's
+  // deep queue fills a stripe within microseconds of its first piece, so
+  // the wait is short; a queue too shallow to fill one waits this long
+  // once, then writes through for kHoldOffNs (doubling while holds keep
+  // timing out). Not the array's clock: a simulated clock would never end
+  // the wait.
+  static constexpr int64_t kHoldNs = 10'000'000;
+  static constexpr int64_t kHoldOffNs = 100'000'000;
+  static constexpr int64_t kMaxHoldOffNs = 3'200'000'000;
+  // steady_clock ns before which pieces are not held; the pause the last
+  // timeout set; whether a held piece was filled since it.
+  std::atomic<int64_t> hold_off_until_ns_{0};
+  std::atomic<int64_t> hold_off_ns_{kHoldOffNs / 2};
+  std::atomic<bool> held_filled_{false};
+  // Stripes written in part while the array could not spare a member:
+  // no piece is held there (see WritePiece).
+  RecentStripes written_through_;
 };
 
 }  // namespace uraid

@@ -81,6 +81,7 @@ void StripeCache::Erase(uint64_t stripe) {
   map_.erase(it);
   entries_.fetch_sub(1, std::memory_order_release);
   lock.Release();
+  if (victim->held != nullptr) victim->held->Notify();
   ReturnBuffer(std::move(victim->data));
 }
 

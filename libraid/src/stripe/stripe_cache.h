@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/notification.h"
 #include "base/aligned_buffer.h"
 #include "base/sync.h"
 
@@ -59,6 +60,13 @@ class StripeCache {
     AlignedBuffer data;    // the stripe's data space (chunk * data disks)
     RangeSet dirty;        // bytes of `data` newer than the members
     int64_t since_ns = 0;  // when it first became dirty (the array's clock)
+    // Set when the entry was created while the array could not spare a
+    // member: its writers' acknowledgments wait for the stripe to reach
+    // the members (StripeWriter::AwaitHeld). Notified by Erase, which is
+    // called only once the entry's bytes are on the members (written, or
+    // overwritten there by a later write), so a notified writer's data is
+    // on the members.
+    std::shared_ptr<absl::Notification> held;
   };
 
   // `stripe_bytes`: data bytes per stripe. `capacity_bytes`: bound on the
@@ -93,6 +101,9 @@ class StripeCache {
   // (the array's clock), or null when one more entry would pass the
   // capacity.
   Entry* Create(uint64_t stripe, int64_t now_ns);
+  // Drops the entry and notifies its held writers (Entry::held).
+  // REQUIRES: the caller holds the lock of `stripe`, and the entry's dirty
+  // bytes are on the members (or superseded there).
   void Erase(uint64_t stripe);
 
   // Stripes with entries, oldest first; with `older_than_ns` set only

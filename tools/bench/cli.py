@@ -10,6 +10,7 @@ import sys
 
 from bench.common import exit_on_signal, owned_tempdir
 from bench.degraded_sweep import bench_degraded_sweep
+from bench.degraded_write import bench_degraded_write
 from bench.delay import bench_delay_members
 from bench.healthy import run_healthy
 from bench.jobs import bench_jobs_on_slow_members
@@ -112,4 +113,5 @@ def run_extras(args, plugin, tool, work):
             "resync": bench_resync(args, plugin, tool, work),
             "reshape": bench_reshape(args, plugin, tool, work),
             "raid6": bench_raid6(args, plugin, tool, work),
-            "degraded_sweep": bench_degraded_sweep(args, plugin, tool, work)}
+            "degraded_sweep": bench_degraded_sweep(args, plugin, tool, work),
+            "degraded_write": bench_degraded_write(args, plugin, tool, work)}

@@ -10,6 +10,7 @@ import time
 from bench.common import (FIRST_TOUCH_NOTE, LOADED_SHARE, MIB,
                           loaded_footnote, loaded_mark)
 from bench.degraded_sweep import report_degraded_sweep
+from bench.degraded_write import report_degraded_write
 
 # Issue 35's goals for the healthy paths, as ratios to the file plugin in
 # the same run (what bounds them): uraid/file MB/s at least this, and for
@@ -310,3 +311,4 @@ def report_extras(extras, args):
                   f"{a['resync_bytes'] / b['resync_bytes']:.3f}x, time "
                   f"{a['seconds'] / b['seconds']:.3f}x")
     report_degraded_sweep(extras.get("degraded_sweep") or [], args)
+    report_degraded_write(extras.get("degraded_write") or [], args)

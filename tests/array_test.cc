@@ -790,7 +790,7 @@ TEST(ArrayWrite, ADegradedArrayHoldsGatheredWritesAndDrainsTheCache) {
 // write, no member read. Both writers return only once it is on the
 // members. The hold is 10 ms of real time, so a writer thread that starts
 // later than that on a loaded machine makes that attempt a partial write
-// (then holding pauses, 100 ms doubling while it keeps timing out); one
+// (then holding pauses, 20 ms doubling while it keeps timing out); one
 // attempt in five must fill.
 TEST(ArrayWrite, ADegradedArrayFillsAStripeFromHeldWrites) {
   auto m = MakeMembers(4);

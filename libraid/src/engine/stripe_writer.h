@@ -264,7 +264,7 @@ class StripeWriter : private EnginePart {
   // timing out). Not the array's clock: a simulated clock would never end
   // the wait.
   static constexpr int64_t kHoldNs = 10'000'000;
-  static constexpr int64_t kHoldOffNs = 100'000'000;
+  static constexpr int64_t kHoldOffNs = 20'000'000;
   static constexpr int64_t kMaxHoldOffNs = 3'200'000'000;
   // steady_clock ns before which pieces are not held; the pause the last
   // timeout set; whether a held piece was filled since it.

@@ -269,17 +269,24 @@ class CtlServer:
         self.proc.wait(timeout=60)
 
 
+def member_files(directory, n, mib):
+    """`n` sparse files of `mib` MiB, m0.img .. in `directory`; their
+    paths."""
+    paths = []
+    for i in range(n):
+        p = os.path.join(directory, f"m{i}.img")
+        with open(p, "wb") as f:
+            f.truncate(mib * MIB)
+        paths.append(p)
+    return paths
+
+
 def make_array(tool, directory, args, size_mib, bitmap=True, policy=None):
     """Creates args.members sparse member files of size_mib MiB in
     `directory` and an array on them (with --consistency-policy POLICY when
     given); returns (members, offline detail)."""
     os.makedirs(directory, exist_ok=True)
-    members = []
-    for i in range(args.members):
-        p = os.path.join(directory, f"m{i}.img")
-        with open(p, "wb") as f:
-            f.truncate(size_mib * MIB)
-        members.append(p)
+    members = member_files(directory, args.members, size_mib)
     run_tool(tool, "create", "--force", "--chunk", args.chunk,
              *([] if bitmap or policy else ["--bitmap", "none"]),
              *(["--consistency-policy", policy] if policy else []), *members)
@@ -504,3 +511,49 @@ def load_note(shares):
         return (f"LOADED: a busy loop got {low:.2f} of a CPU around the "
                 f"runs; trust the paired ratio, not the MB/s")
     return f"busy loop {low:.2f} of a CPU around the runs"
+
+
+def filled_array_and_peer(args, plugin, tool, d, members, chunk, mib, part,
+                          create_args=()):
+    """A RAID5 array of `members` files of `mib` MiB in `d` (chunk `chunk`,
+    --assume-clean, `create_args`), filled, and a filled peer file of the
+    array's size for the file plugin. Returns (member paths, peer, array
+    bytes)."""
+    paths = member_files(d, members, mib)
+    run_tool(tool, "create", "--force", "--chunk", chunk, *create_args,
+             "--assume-clean", *paths)
+    size = json.loads(run_tool(tool, "detail", "--json",
+                               *paths))["array_bytes"]
+    peer = os.path.join(d, "file.img")
+    with open(peer, "wb") as f:
+        f.truncate(size)
+    log(f"bench: {part}: filling {members} x {chunk} ({size // MIB} MiB) "
+        f"and its peer")
+    fill_array(args, plugin, paths, d, size)
+    fill_export(args, ["file", peer], d, size)
+    return paths, peer, size
+
+
+def ab_with_counters(args, name, peer, uraid_args, stats, work, job, runtime,
+                     size):
+    """--repeat runs of fio `job` (one job) against the file plugin over
+    `peer` and against uraid served with `uraid_args`, which write the
+    array's counters to `stats` at exit, the sides alternating (ab_runs).
+    Returns ({"file": [MB/s], "uraid": [MB/s]}, [(fio result, counters)
+    of each uraid run], machine shares)."""
+    mbs = {"file": [], "uraid": []}
+    runs = []
+    shares = []
+    for _, side in ab_runs(args.repeat, shares):
+        s = Server(args, f"{name}-{side}",
+                   ["file", peer] if side == "file" else uraid_args, work)
+        try:
+            r = fio(s.uri, job, runtime, size)
+        finally:
+            s.stop()
+        mbs[side].append(summarize(r, [0])["mbs"])
+        if side == "uraid":
+            with open(stats) as f:
+                runs.append((r, json.load(f)))
+            os.unlink(stats)
+    return mbs, runs, shares

@@ -15,14 +15,12 @@ qd 1 (per-request cost; a short read of the missing chunk reads every
 survivor's piece of it, which later requests must not read again) through
 1M qd 8 to the largest at qd 32 (bandwidth)."""
 
-import json
 import os
 import shutil
 import statistics
 
-from bench.common import (MIB, Server, ab_runs, fill_array, fill_export,
-                          fio, log, loaded_footnote, loaded_mark, member_args,
-                          run_tool, summarize, wanted)
+from bench.common import (ab_with_counters, filled_array_and_peer, log,
+                          loaded_footnote, loaded_mark, member_args, wanted)
 
 PART = "degraded sweep"
 EVERY_CLIENT = [(req, qd) for req in ("64K", "1M", "4M") for qd in (1, 8, 32)]
@@ -64,23 +62,9 @@ def bench_degraded_sweep(args, plugin, tool, work):
         d = os.path.join(work, f"dsweep-{members}-{chunk}")
         os.makedirs(d)
         try:
-            paths = []
-            for i in range(members):
-                p = os.path.join(d, f"m{i}.img")
-                with open(p, "wb") as f:
-                    f.truncate(args.degraded_member_size * MIB)
-                paths.append(p)
-            run_tool(tool, "create", "--force", "--chunk", chunk, "--bitmap",
-                     "none", "--assume-clean", *paths)
-            size = json.loads(run_tool(tool, "detail", "--json",
-                                       *paths))["array_bytes"]
-            peer = os.path.join(d, "file.img")
-            with open(peer, "wb") as f:
-                f.truncate(size)
-            log(f"bench: {PART}: filling {members} x {chunk} "
-                f"({size // MIB} MiB) and its peer")
-            fill_array(args, plugin, paths, d, size)
-            fill_export(args, ["file", peer], d, size)
+            paths, peer, size = filled_array_and_peer(
+                args, plugin, tool, d, members, chunk,
+                args.degraded_member_size, PART, ["--bitmap", "none"])
             for req, qd in clients:
                 rows.append(measure(args, plugin, paths, peer, size, d,
                                     (members, chunk, req, qd)))
@@ -96,23 +80,11 @@ def measure(args, plugin, paths, peer, size, work, shape):
     stats = os.path.join(work, "stats.json")
     degraded = member_args(plugin, paths[:1] + paths[2:], args,
                            ["run=true", "readonly=true", f"stats={stats}"])
-    mbs = {"file": [], "uraid": []}
-    per_byte = []
-    shares = []
-    for _, side in ab_runs(args.repeat, shares):
-        s = Server(args, f"dsweep-{side}",
-                   ["file", peer] if side == "file" else degraded, work)
-        try:
-            r = fio(s.uri, job, args.degraded_runtime, size)
-        finally:
-            s.stop()
-        mbs[side].append(summarize(r, [0])["mbs"])
-        if side == "uraid":
-            with open(stats) as f:
-                c = json.load(f)
-            os.unlink(stats)
-            per_byte.append(c["member_read_bytes"] /
-                            max(r["jobs"][0]["read"]["io_bytes"], 1))
+    mbs, runs, shares = ab_with_counters(args, "dsweep", peer, degraded,
+                                         stats, work, job,
+                                         args.degraded_runtime, size)
+    per_byte = [c["member_read_bytes"] /
+                max(r["jobs"][0]["read"]["io_bytes"], 1) for r, c in runs]
     med = {side: statistics.median(v) for side, v in mbs.items()}
     row = {"part": row_name(*shape), "members": members, "chunk": chunk,
            "request": req, "qd": qd, "file_mbs": med["file"],

@@ -8,14 +8,12 @@ writes, and one whose queue is shallower writes partial stripes. No
 target: the rows keep that cost in sight (it was 25-40% when the cache
 wrote every piece through on a degraded array)."""
 
-import json
 import os
 import shutil
 import statistics
 
-from bench.common import (MIB, Server, ab_runs, fill_array, fill_export,
-                          fio, log, loaded_footnote, loaded_mark, member_args,
-                          run_tool, summarize, wanted)
+from bench.common import (ab_with_counters, filled_array_and_peer, log,
+                          loaded_footnote, loaded_mark, member_args, wanted)
 
 PART = "degraded write"
 # (request, qd): a 1.5 MiB stripe (4 members, 512K chunks) is spanned by
@@ -44,23 +42,9 @@ def bench_degraded_write(args, plugin, tool, work):
     os.makedirs(d)
     rows = []
     try:
-        paths = []
-        for i in range(MEMBERS):
-            p = os.path.join(d, f"m{i}.img")
-            with open(p, "wb") as f:
-                f.truncate(args.degraded_member_size * MIB)
-            paths.append(p)
-        run_tool(tool, "create", "--force", "--chunk", CHUNK,
-                 "--assume-clean", *paths)
-        size = json.loads(run_tool(tool, "detail", "--json",
-                                   *paths))["array_bytes"]
-        peer = os.path.join(d, "file.img")
-        with open(peer, "wb") as f:
-            f.truncate(size)
-        log(f"bench: {PART}: filling {MEMBERS} x {CHUNK} ({size // MIB} MiB) "
-            f"and its peer")
-        fill_array(args, plugin, paths, d, size)
-        fill_export(args, ["file", peer], d, size)
+        paths, peer, size = filled_array_and_peer(
+            args, plugin, tool, d, MEMBERS, CHUNK, args.degraded_member_size,
+            PART)
         for req, qd in clients:
             rows.append(measure(args, plugin, paths, peer, size, d, req, qd))
     finally:
@@ -73,25 +57,13 @@ def measure(args, plugin, paths, peer, size, work, req, qd):
     stats = os.path.join(work, "stats.json")
     degraded = member_args(plugin, paths[:1] + paths[2:], args,
                            ["run=true", f"stats={stats}"])
-    mbs = {"file": [], "uraid": []}
-    held, timeouts, reads = [], [], []
-    shares = []
-    for _, side in ab_runs(args.repeat, shares):
-        s = Server(args, f"dwrite-{side}",
-                   ["file", peer] if side == "file" else degraded, work)
-        try:
-            r = fio(s.uri, job, args.degraded_runtime, size)
-        finally:
-            s.stop()
-        mbs[side].append(summarize(r, [0])["mbs"])
-        if side == "uraid":
-            with open(stats) as f:
-                c = json.load(f)
-            os.unlink(stats)
-            written = max(r["jobs"][0]["write"]["io_bytes"], 1)
-            held.append(c["cache_held_writes"])
-            timeouts.append(c["cache_hold_timeouts"])
-            reads.append(c["member_read_bytes"] / written)
+    mbs, runs, shares = ab_with_counters(args, "dwrite", peer, degraded,
+                                         stats, work, job,
+                                         args.degraded_runtime, size)
+    held = [c["cache_held_writes"] for _, c in runs]
+    timeouts = [c["cache_hold_timeouts"] for _, c in runs]
+    reads = [c["member_read_bytes"] / max(r["jobs"][0]["write"]["io_bytes"], 1)
+             for r, c in runs]
     med = {side: statistics.median(v) for side, v in mbs.items()}
     row = {"part": row_name(req, qd), "request": req, "qd": qd,
            "file_mbs": med["file"], "uraid_mbs": med["uraid"],

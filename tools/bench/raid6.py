@@ -10,7 +10,7 @@ import subprocess
 
 from bench.common import (EXTRA_PARTS, MIB, UNTHROTTLED_KIB_S, CtlServer,
                           Server, fill_array, fio, log, member_args,
-                          owned_tempdir, run_tool, sample_done,
+                          member_files, owned_tempdir, run_tool, sample_done,
                           seq_read_mbs, summarize, wait_job, wanted)
 from bench.slow_members import (RAID6_SLOW_DEGRADED, RAID6_SLOW_IO_ALONE,
                                 RAID6_SLOW_REBUILD, log_run, slow_exports,
@@ -47,12 +47,7 @@ def bench_raid6(args, plugin, tool, work):
         for level in (6, 5):
             d = os.path.join(work, f"r6-{level}")
             os.makedirs(d, exist_ok=True)
-            members = []
-            for i in range(n):
-                p = os.path.join(d, f"m{i}.img")
-                with open(p, "wb") as f:
-                    f.truncate(mib * MIB)
-                members.append(p)
+            members = member_files(d, n, mib)
             run_tool(tool, "create", "--force", "--level", str(level),
                      "--chunk", args.chunk, "--assume-clean", *members)
             info = json.loads(run_tool(tool, "detail", "--json", *members))

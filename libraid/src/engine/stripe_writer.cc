@@ -140,10 +140,9 @@ absl::Status StripeWriter::WritePiece(
       cache_.enabled() && !shapes_.reshaping() && !full && !fua &&
       flush_interval_ns_.load(std::memory_order_relaxed) >= bypass_flush_ns_ &&
       (a == 0 || b == sd || stream || cache_.MayContain(stripe));
-  // Not where part of the stripe went out lately: what would fill it may
-  // be on the members already (RecentStripes).
+  // Not where part of the stripe went out lately (WrittenThroughLately).
   const bool hold = gather && !safe && held != nullptr && Holding() &&
-                    !written_through_.Contains(stripe);
+                    !WrittenThroughLately(stripe);
   const bool cache = gather && (safe || hold);
   if (cache) {
     // Make room before taking our stripe lock (never hold one stripe lock
@@ -163,7 +162,7 @@ absl::Status StripeWriter::WritePiece(
     // Gathered before a member failed (the writeback thread drains the
     // rest), or this piece may not wait in it: out first, and this piece
     // after it.
-    written_through_.Record(stripe);
+    NoteWrittenThrough(stripe);
     RETURN_IF_ERROR(WritebackLocked(sh, e, touched));
     e = nullptr;
   }
@@ -226,17 +225,9 @@ absl::Status StripeWriter::WritePiece(
     }
     return WritebackLocked(sh, e, touched);
   }
-  // A full-stripe write supersedes anything cached for the stripe; held
-  // writers are told only once their bytes are on the members, so theirs
-  // go out first.
-  if (e != nullptr) {
-    if (e->held != nullptr) {
-      RETURN_IF_ERROR(WritebackLocked(sh, e, touched));
-    } else {
-      cache_.Erase(stripe);
-    }
-  }
-  if (!safe && !full) written_through_.Record(stripe);
+  // A full-stripe write supersedes anything cached for the stripe.
+  if (e != nullptr) RETURN_IF_ERROR(DropEntryLocked(sh, e, touched));
+  if (!safe && !full) NoteWrittenThrough(stripe);
   return WriteStripeLocked(sh, stripe, a, b, src, touched,
                            full ? parity : nullptr);
 }
@@ -283,10 +274,21 @@ absl::Status StripeWriter::AwaitHeld(
   // Gone, or another entry since: Erase notified this one, under the lock
   // we now hold, once its bytes were on the members.
   if (e == nullptr || e->held != held) return absl::OkStatus();
-  written_through_.Record(stripe);
+  NoteWrittenThrough(stripe);
   // Still there: not yet written, or its writeback failed (then this
   // writer gets the error, and the bytes stay for a later writeback).
   return WritebackLocked(sh, e, touched);
+}
+
+absl::Status StripeWriter::DropEntryLocked(const Shape& sh,
+                                           StripeCache::Entry* e,
+                                           std::vector<bool>* touched) {
+  // Held writers learn only that their bytes are on the members, so
+  // theirs go out first (an RMW the replacing write then overwrites; rare:
+  // held entries exist only while the array cannot spare a member).
+  if (e->held != nullptr) return WritebackLocked(sh, e, touched);
+  cache_.Erase(e->stripe);
+  return absl::OkStatus();
 }
 
 absl::Status StripeWriter::WritebackLocked(const Shape& sh,
@@ -879,13 +881,10 @@ absl::Status StripeWriter::DiscardStripeLocked(const Shape& sh, uint64_t s,
   const Geometry& geo = sh.geo;
   const uint64_t sd = geo.stripe_data_bytes();
   const uint64_t C = geo.chunk_bytes();
-  // The whole stripe is being replaced by zeros; held writers are told
-  // only once their bytes were on the members (see WritePiece).
-  if (StripeCache::Entry* e = cache_.Find(s);
-      e != nullptr && e->held != nullptr) {
-    RETURN_IF_ERROR(WritebackLocked(sh, e, touched));
+  // The whole stripe is being replaced by zeros.
+  if (StripeCache::Entry* e = cache_.Find(s)) {
+    RETURN_IF_ERROR(DropEntryLocked(sh, e, touched));
   }
-  cache_.Erase(s);
   RETURN_IF_ERROR(bitmap_.StartWrite(s * C, C));
   // PPL: the discard is logged as md logs one (a full-stripe write, an
   // entry without partial parity) before any chunk is dropped. A crash

@@ -35,7 +35,7 @@
 #include "meta/array_bitmap.h"
 #include "meta/ppl_log.h"
 #include "plan/stripe_plan.h"
-#include "stripe/recent_stripes.h"
+#include "stripe/recent_values.h"
 #include "stripe/stripe_cache.h"
 #include "stripe/stripe_locks.h"
 #include "stripe/write_streams.h"
@@ -154,6 +154,12 @@ class StripeWriter : private EnginePart {
                          std::vector<bool>* touched);
   // Whether gathered pieces may be held now (see AwaitHeld).
   bool Holding() const;
+  // Drops the entry `e` of `stripe` before a write that replaces all of
+  // it: at once, or, when writers are held on it, once its bytes are on
+  // the members (they are told then; StripeCache::Erase). REQUIRES: the
+  // stripe lock.
+  absl::Status DropEntryLocked(const Shape& sh, StripeCache::Entry* e,
+                               std::vector<bool>* touched);
   // Writes [a, b) of a stripe to the members, retrying around members that
   // fail. `parity` as for WritePiece. `chunks` instead of `src` (then null):
   // the whole stripe ([a, b) = [0, stripe_data_bytes())), one pointer per
@@ -267,13 +273,22 @@ class StripeWriter : private EnginePart {
   static constexpr int64_t kHoldOffNs = 20'000'000;
   static constexpr int64_t kMaxHoldOffNs = 3'200'000'000;
   // steady_clock ns before which pieces are not held; the pause the last
-  // timeout set; whether a held piece was filled since it.
+  // timeout set; whether a held piece was filled since it (true before the
+  // first timeout, which therefore pauses kHoldOffNs).
   std::atomic<int64_t> hold_off_until_ns_{0};
-  std::atomic<int64_t> hold_off_ns_{kHoldOffNs / 2};
-  std::atomic<bool> held_filled_{false};
-  // Stripes written in part while the array could not spare a member:
-  // no piece is held there (see WritePiece).
-  RecentStripes written_through_;
+  std::atomic<int64_t> hold_off_ns_{kHoldOffNs};
+  std::atomic<bool> held_filled_{true};
+  // Stripes written in part while the array could not spare a member
+  // (the last 64, as stripe + 1): no piece is held there, since the rest
+  // of such a stripe may be on the members already and a piece held for
+  // it to fill would wait its whole hold for nothing (see WritePiece).
+  RecentValues<64> written_through_;
+  void NoteWrittenThrough(uint64_t stripe) {
+    written_through_.Record(stripe + 1);
+  }
+  bool WrittenThroughLately(uint64_t stripe) const {
+    return written_through_.Any([&](uint64_t v) { return v == stripe + 1; });
+  }
 };
 
 }  // namespace uraid

@@ -7,16 +7,16 @@
 // (engine/stripe_writer.cc): gathering random small writes saves nothing
 // (each is written back by RMW later anyway) and costs a cache entry each.
 //
-// Thread-safe and lock-free: the ends are relaxed atomics. Writers racing
-// may overwrite each other's end or read one a moment old; that changes
-// only whether a piece is gathered, never what is written.
+// Thread-safe and lock-free (stripe/recent_values.h): writers racing may
+// overwrite each other's end or read one a moment old; that changes only
+// whether a piece is gathered, never what is written.
 
 #ifndef URAID_SRC_STRIPE_WRITE_STREAMS_H_
 #define URAID_SRC_STRIPE_WRITE_STREAMS_H_
 
-#include <array>
-#include <atomic>
 #include <cstdint>
+
+#include "stripe/recent_values.h"
 
 namespace uraid {
 
@@ -40,8 +40,7 @@ class WriteStreams {
   void Record(uint64_t offset, uint64_t len);
 
  private:
-  std::array<std::atomic<uint64_t>, kSlots> ends_{};  // 0: no write yet
-  std::atomic<uint32_t> next_{0};
+  RecentValues<kSlots> ends_;  // offset + len, never 0 (len > 0)
 };
 
 }  // namespace uraid

@@ -9,9 +9,10 @@
 // and every arena keeps its freed megabytes: measured under a 64 KiB
 // sequential write stream with the default 64 MiB cache, the plugin's peak
 // RSS was 113 MiB, and 58 MiB with glibc held to one arena. Here large
-// blocks are mapped from the kernel and recycled through one process-wide
-// free list that keeps at most kLargeKeepBytes (the oldest blocks are
-// unmapped to make room for a newly freed one). So the memory outside the
+// blocks are mapped from the kernel (the smallest come from malloc; see
+// kMappedBlockBytes) and recycled through one process-wide free list that
+// keeps at most kLargeKeepBytes (the oldest blocks are given back to make
+// room for a newly freed one). So the memory outside the
 // caller's own bounds (the stripe cache's capacity) is the blocks in use plus
 // that fixed reserve, however many threads allocate.
 //
@@ -41,16 +42,23 @@ inline constexpr bool kLargeBlocksRecycled = false;
 inline constexpr bool kLargeBlocksRecycled = true;
 #endif
 
-// Blocks of at least this many bytes are large; smaller ones stay with
-// malloc, which serves them well. Not glibc's mmap threshold (128 KiB), as
-// it was: a degraded read's 64 KiB survivor rows and scratch rows, freed
-// beside an arena's top, took the arena past glibc's trim threshold
-// (128 KiB), which gave those pages back to the kernel, and the next row
-// faulted them in again. Measured, 4 x 512K chunks served without one
-// member, fio sequential 64K reads at qd8: 30,000-34,000 page faults in
-// 4 s and 860-950 MB/s; from here, 820-850 faults and 1,600-1,720 MB/s.
-inline constexpr size_t kLargeBlockBytes = 64 * 1024;
-// The most the free list keeps mapped for reuse; the oldest blocks go
+// Blocks of at least this many bytes are large (recycled here); smaller
+// ones stay with malloc, which serves them well. Not glibc's mmap
+// threshold (128 KiB), as it was: a degraded read's survivor and scratch
+// rows of 16-64 KiB from malloc, freed beside an arena's top, took the
+// arena past glibc's trim threshold (128 KiB), which gave those pages back
+// to the kernel, and the next rows faulted them in again. Measured, 4 x
+// 512K chunks served without one member, fio sequential reads at qd8, in
+// 4 s: 64K requests, 30,000-34,000 page faults and 860-950 MB/s with the
+// rows from malloc, 820-850 faults and 1,600-1,720 MB/s recycled; 16K and
+// 32K requests faulted 47,000 and 31,000 times with 64 KiB as the line.
+inline constexpr size_t kLargeBlockBytes = 16 * 1024;
+// Blocks from kLargeBlockBytes up to this come from malloc when the list
+// has none of their size and go back to it when the list lets them go (a
+// mapping of its own for every 16 KiB block would be a VMA each); larger
+// ones are mapped and unmapped.
+inline constexpr size_t kMappedBlockBytes = 128 * 1024;
+// The most the free list keeps for reuse; the oldest blocks go
 // first when a freed one would pass it.
 inline constexpr size_t kLargeKeepBytes = 16 * 1024 * 1024;
 // Larger blocks are not kept at all: they are a job's windows, allocated

@@ -16,8 +16,9 @@ namespace {
 // A free block's own first bytes hold its place in the list: in the order
 // blocks were freed (oldest to newest) and among the blocks of its size.
 // Intrusive, so that freeing a block allocates nothing (a healthy 4K write
-// frees a recycled block or two, and its heap allocations are counted:
-// tests/write_allocations_test.cc), and both a request's lookup (the newest
+// frees a recycled block, and its heap allocations are counted:
+// tests/write_allocations_test.cc; a std::list node per free broke its
+// budget), and both a request's lookup (the newest
 // block of its size: the likeliest still in the CPU's caches) and the
 // eviction of the oldest are O(1) however many small blocks the list holds.
 struct FreeBlock {

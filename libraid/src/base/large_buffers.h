@@ -51,7 +51,8 @@ inline constexpr bool kLargeBlocksRecycled = true;
 // 512K chunks served without one member, fio sequential reads at qd8, in
 // 4 s: 64K requests, 30,000-34,000 page faults and 860-950 MB/s with the
 // rows from malloc, 820-850 faults and 1,600-1,720 MB/s recycled; 16K and
-// 32K requests faulted 47,000 and 31,000 times with 64 KiB as the line.
+// 32K requests faulted 31,000-47,000 times each with 64 KiB as the line,
+// 570-670 times from here.
 inline constexpr size_t kLargeBlockBytes = 16 * 1024;
 // Blocks from kLargeBlockBytes up to this come from malloc when the list
 // has none of their size and go back to it when the list lets them go (a

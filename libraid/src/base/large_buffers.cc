@@ -18,9 +18,9 @@ namespace {
 // Intrusive, so that freeing a block allocates nothing (a healthy 4K write
 // frees a recycled block, and its heap allocations are counted:
 // tests/write_allocations_test.cc; a std::list node per free broke its
-// budget), and both a request's lookup (the newest
-// block of its size: the likeliest still in the CPU's caches) and the
-// eviction of the oldest are O(1) however many small blocks the list holds.
+// budget), and both a request's lookup (the newest block of its size: the
+// likeliest still in the CPU's caches) and the eviction of the oldest are
+// O(1) however many small blocks the list holds.
 struct FreeBlock {
   size_t bytes;
   FreeBlock* older;
@@ -45,6 +45,19 @@ struct FreeList {
   absl::flat_hash_map<size_t, FreeBlock*> newest_of ABSL_GUARDED_BY(mu);
   size_t kept ABSL_GUARDED_BY(mu) = 0;
 
+  // Puts `b` (a freed block of b->bytes) in both orders, as the newest.
+  void LinkNewestLocked(FreeBlock* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    b->older = newest;
+    b->newer = nullptr;
+    (newest != nullptr ? newest->newer : oldest) = b;
+    newest = b;
+    FreeBlock*& same = newest_of[b->bytes];
+    b->older_same = same;
+    b->newer_same = nullptr;
+    if (same != nullptr) same->newer_same = b;
+    same = b;
+    kept += b->bytes;
+  }
   // Takes `b` out of both orders.
   void UnlinkLocked(FreeBlock* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     (b->older != nullptr ? b->older->newer : oldest) = b->newer;
@@ -114,15 +127,8 @@ void FreeLargeBlock(void* p, size_t bytes) {
   {
     FreeList& f = Free();
     MutexLock lock(&f.mu);
-    FreeBlock* b =
-        new (p) FreeBlock{bytes, f.newest, nullptr, nullptr, nullptr};
-    (f.newest != nullptr ? f.newest->newer : f.oldest) = b;
-    f.newest = b;
-    FreeBlock*& same = f.newest_of[bytes];
-    b->older_same = same;
-    if (same != nullptr) same->newer_same = b;
-    same = b;
-    f.kept += bytes;
+    f.LinkNewestLocked(
+        new (p) FreeBlock{bytes, nullptr, nullptr, nullptr, nullptr});
     while (f.kept > kLargeKeepBytes) {
       FreeBlock* old = f.oldest;
       f.UnlinkLocked(old);

@@ -44,6 +44,8 @@ esac
 seconds=${FUZZ_SECONDS:-10}
 read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry ppl bad_blocks io_sequence}"
 
+# URAID_UNITY_BATCH=0: every target's files in one unity unit, which checks
+# that no two define the same name (see the root CMakeLists.txt).
 # URAID_SANITIZE=ON: the whole tree is ASan+UBSan (UBSan fatal), and the
 # fuzz targets link the tree's own `raid`, compiled once with coverage added
 # (fuzz/CMakeLists.txt). scripts/test.sh builds the unit tests in this same
@@ -51,7 +53,7 @@ read -r -a targets <<<"${FUZZ_TARGETS:-superblock bitmap control geometry ppl ba
 # libraid again in a tree of its own.
 if [[ $mode != run ]]; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DURAID_SANITIZE=ON \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DURAID_SANITIZE=ON -DURAID_UNITY_BATCH=0 \
     ${URAID_LINE_TABLES_ONLY:+-DURAID_LINE_TABLES_ONLY=$URAID_LINE_TABLES_ONLY} \
     >/dev/null
   cmake --build build-fuzz --target "${targets[@]/%/_fuzz}" "$@"

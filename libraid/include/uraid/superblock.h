@@ -25,6 +25,8 @@
 namespace uraid {
 
 inline constexpr uint32_t kSbMagic = 0xA92B4EFC;
+// md's sector: the unit of every sector-counted field and offset.
+inline constexpr uint64_t kSectorBytes = 512;
 // Byte offset of the 1.2 superblock on a member, and its sector.
 inline constexpr uint64_t kSb12OffsetBytes = 4096;
 inline constexpr uint64_t kSb12OffsetSectors = 8;

@@ -77,14 +77,15 @@ FreeList& Free() {
   return *list;
 }
 
-void* NewBlock(size_t bytes) {
+// [[maybe_unused]]: a sanitizer build takes every block from malloc.
+[[maybe_unused]] void* NewBlock(size_t bytes) {
   if (bytes < kMappedBlockBytes) return std::aligned_alloc(4096, bytes);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
 
-void ReleaseBlock(void* p, size_t bytes) {
+[[maybe_unused]] void ReleaseBlock(void* p, size_t bytes) {
   if (bytes < kMappedBlockBytes) {
     std::free(p);
   } else {

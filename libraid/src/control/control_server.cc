@@ -46,12 +46,6 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-std::string ErrnoText(int err) { return strerror(err); }
-
-absl::Status ErrnoError(int err, std::string_view what) {
-  return absl::ErrnoToStatus(err, absl::string_view(what.data(), what.size()));
-}
-
 }  // namespace
 
 class ControlServer::Impl {
@@ -148,7 +142,8 @@ absl::Status ControlServer::Impl::Listen() {
     }
     // A socket: in use when something accepts on it, else stale.
     int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (probe < 0) return ErrnoError(errno, "control socket: socket()");
+    if (probe < 0)
+      return absl::ErrnoToStatus(errno, "control socket: socket()");
     const int rc =
         connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
     const int err = errno;
@@ -158,21 +153,24 @@ absl::Status ControlServer::Impl::Listen() {
           "control socket %s is in use by a running server", path_));
     }
     if (err != ECONNREFUSED && err != ENOENT) {
-      return ErrnoError(err, absl::StrCat("control socket ", path_,
-                                          ": cannot tell whether it is in "
-                                          "use"));
+      return absl::ErrnoToStatus(err,
+                                 absl::StrCat("control socket ", path_,
+                                              ": cannot tell whether it is in "
+                                              "use"));
     }
     if (unlink(path_.c_str()) != 0 && errno != ENOENT) {
-      return ErrnoError(errno, absl::StrCat("control socket ", path_,
-                                            ": cannot remove the stale "
-                                            "socket"));
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("control socket ", path_,
+                                              ": cannot remove the stale "
+                                              "socket"));
     }
   } else if (errno != ENOENT) {
-    return ErrnoError(errno, absl::StrCat("control socket ", path_));
+    return absl::ErrnoToStatus(errno, absl::StrCat("control socket ", path_));
   }
 
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (listen_fd_ < 0) return ErrnoError(errno, "control socket: socket()");
+  if (listen_fd_ < 0)
+    return absl::ErrnoToStatus(errno, "control socket: socket()");
   // Linux gives the socket file the socket inode's mode (less the umask) at
   // bind, so it is never reachable by others, and nothing can connect
   // before listen() anyway; the mode is checked again below.
@@ -182,7 +180,8 @@ absl::Status ControlServer::Impl::Listen() {
     const int err = errno;
     close(listen_fd_);
     listen_fd_ = -1;
-    return ErrnoError(err, absl::StrCat("control socket ", path_, ": bind"));
+    return absl::ErrnoToStatus(
+        err, absl::StrCat("control socket ", path_, ": bind"));
   }
   // Mode 0600, or 0660 and the read group (group first, so the socket is
   // never open to the file's previous group).
@@ -208,7 +207,7 @@ absl::Status ControlServer::Impl::Listen() {
     unlink(path_.c_str());
     close(listen_fd_);
     listen_fd_ = -1;
-    return ErrnoError(
+    return absl::ErrnoToStatus(
         err, options_.read_group.has_value()
                  ? absl::StrFormat("control socket %s: cannot make it mode "
                                    "0660 with group %s",
@@ -226,7 +225,8 @@ absl::Status ControlServer::Impl::Listen() {
     listen_fd_ = -1;
     if (wake_fd_ >= 0) close(wake_fd_);
     wake_fd_ = -1;
-    return ErrnoError(err, absl::StrCat("control socket ", path_, ": listen"));
+    return absl::ErrnoToStatus(
+        err, absl::StrCat("control socket ", path_, ": listen"));
   }
   accept_thread_ = std::thread([this] { AcceptLoop(); });
   return absl::OkStatus();
@@ -277,7 +277,7 @@ void ControlServer::Impl::AcceptLoop() {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
           errno == ENOMEM) {
         Log(LogLevel::kError,
-            absl::StrCat("control: accept on ", path_, ": ", ErrnoText(errno)));
+            absl::StrCat("control: accept on ", path_, ": ", strerror(errno)));
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       continue;  // EAGAIN, ECONNABORTED, EINTR: nothing to do
@@ -419,7 +419,8 @@ void ControlServer::Impl::ServeEvents(int fd) {
   auto sub = std::make_shared<Subscriber>();
   sub->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (sub->wake_fd < 0) {
-    WriteAll(fd, control::ErrorReply(ErrnoError(errno, "events: eventfd")),
+    WriteAll(fd,
+             control::ErrorReply(absl::ErrnoToStatus(errno, "events: eventfd")),
              options_.write_timeout_ms);
     return;
   }

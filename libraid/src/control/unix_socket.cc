@@ -11,14 +11,11 @@
 #include <vector>
 
 namespace uraid {
-namespace {
-using Clock = std::chrono::steady_clock;
-}  // namespace
 
 // Writes all of `data` to the non-blocking socket `fd` within `timeout_ms`.
 bool WriteAll(int fd, std::string_view data, int timeout_ms) {
-  const Clock::time_point deadline =
-      Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (!data.empty()) {
     const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n > 0) {
@@ -28,7 +25,7 @@ bool WriteAll(int fd, std::string_view data, int timeout_ms) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return false;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - Clock::now());
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd p = {fd, POLLOUT, 0};
     if (poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) {

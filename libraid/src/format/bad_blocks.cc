@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "base/le_bytes.h"
+#include "uraid/superblock.h"
 
 namespace uraid {
 namespace {
@@ -24,7 +25,6 @@ constexpr size_t kEntryBytes = 8;
 constexpr int kLengthBits = 10;
 constexpr uint64_t kLengthMask = (uint64_t{1} << kLengthBits) - 1;
 constexpr uint64_t kEndOfList = ~uint64_t{0};
-constexpr uint64_t kSectorBytes = 512;
 // A unit of 2^64 sectors or more cannot be named in sectors.
 constexpr int kMaxShift = 63;
 

@@ -23,7 +23,7 @@
 namespace uraid {
 namespace {
 
-constexpr size_t kOffMagic = 0;
+constexpr size_t kOffBitmapMagic = 0;
 constexpr size_t kOffClusterName = 72;
 constexpr size_t kClusterNameBytes = 64;
 // The rest of the 256-byte header, from 136 on, is padding.
@@ -33,7 +33,7 @@ static_assert(kOffClusterName + kClusterNameBytes < kBitmapSuperBytes);
 // list for both directions (le::Writer encodes, le::Reader decodes). The
 // magic is not a field of BitmapSuper: Encode writes it, Decode checks it.
 template <typename Io, typename Sb>
-void Fields(Io& io, Sb& sb) {
+void BitmapSuperFields(Io& io, Sb& sb) {
   io.U32(4, sb.version);
   io.Bytes(8, sb.uuid);
   io.U64(24, sb.events);
@@ -50,7 +50,6 @@ void Fields(Io& io, Sb& sb) {
 
 constexpr uint32_t kVersionClustered = 5;
 constexpr uint32_t kVersionLockless = 6;
-constexpr uint64_t kSectorBytes = 512;
 
 using le::Get32;
 using le::Put32;
@@ -62,9 +61,9 @@ uint64_t DivRoundUp(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 std::vector<uint8_t> EncodeBitmapSuper(const BitmapSuper& sb) {
   assert(sb.cluster_name.size() <= kClusterNameBytes);
   std::vector<uint8_t> b(kBitmapSuperBytes, 0);
-  Put32(b, kOffMagic, kBitmapMagic);
+  Put32(b, kOffBitmapMagic, kBitmapMagic);
   le::Writer w(b);
-  Fields(w, sb);
+  BitmapSuperFields(w, sb);
   return b;
 }
 
@@ -116,14 +115,14 @@ absl::StatusOr<BitmapSuper> DecodeBitmapSuper(std::span<const uint8_t> bytes) {
         absl::StrFormat("bitmap superblock buffer too short: %u bytes, need %u",
                         bytes.size(), kBitmapSuperBytes));
   }
-  const uint32_t magic = Get32(bytes, kOffMagic);
+  const uint32_t magic = Get32(bytes, kOffBitmapMagic);
   if (magic != kBitmapMagic) {
     return absl::DataLossError(absl::StrFormat(
         "not an md bitmap: magic 0x%08x (want 0x%08x)", magic, kBitmapMagic));
   }
   BitmapSuper sb;
   le::Reader r(bytes);
-  Fields(r, sb);
+  BitmapSuperFields(r, sb);
   RETURN_IF_ERROR(CheckBitmapSuper(sb));
   return sb;
 }

@@ -41,7 +41,6 @@ static_assert(kOffPad3 + kPad3Bytes == kSbFixedBytes);
 
 // The kernel refuses a member whose data area is smaller than this.
 constexpr uint64_t kMinDataSize = 10;
-constexpr uint64_t kSectorBytes = 512;
 
 // Bytes of the superblock that carry meaning (and that the checksum covers).
 size_t UsedBytes(uint32_t max_dev) {

@@ -21,10 +21,6 @@
 namespace uraid {
 namespace {
 
-absl::Status ErrnoError(int err, const std::string& what) {
-  return absl::ErrnoToStatus(err, what);
-}
-
 const char* FileTypeName(mode_t mode) {
   return S_ISDIR(mode)    ? "a directory"
          : S_ISBLK(mode)  ? "a block device"
@@ -69,7 +65,8 @@ absl::Status Lock(int fd, const std::string& path) {
             path)),
         EBUSY);
   }
-  return ErrnoError(err, absl::StrFormat("bitmap file %s: flock", path));
+  return absl::ErrnoToStatus(err,
+                             absl::StrFormat("bitmap file %s: flock", path));
 }
 
 // Makes the file's directory entry durable: without it a crash right
@@ -83,16 +80,16 @@ absl::Status SyncDirectory(const std::string& path) {
   const std::string dir = parent.empty() ? std::string(".") : parent.string();
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
-    return ErrnoError(errno,
-                      absl::StrFormat("bitmap file %s: open directory %s to "
-                                      "sync it",
-                                      path, dir));
+    return absl::ErrnoToStatus(
+        errno, absl::StrFormat("bitmap file %s: open directory %s to "
+                               "sync it",
+                               path, dir));
   }
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
   if (rc != 0) {
-    return ErrnoError(
+    return absl::ErrnoToStatus(
         err, absl::StrFormat("bitmap file %s: fsync directory %s", path, dir));
   }
   return absl::OkStatus();
@@ -106,18 +103,20 @@ absl::StatusOr<std::unique_ptr<Member>> OpenBitmapFile(
   // Look before opening: opening a FIFO blocks until a writer appears.
   struct stat pre;
   if (::stat(path.c_str(), &pre) != 0) {
-    return ErrnoError(errno, absl::StrFormat("bitmap file %s", path));
+    return absl::ErrnoToStatus(errno, absl::StrFormat("bitmap file %s", path));
   }
   if (!S_ISREG(pre.st_mode)) return NotRegular(path, pre.st_mode);
   const int fd =
       ::open(path.c_str(), (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
   if (fd < 0) {
-    return ErrnoError(errno, absl::StrFormat("bitmap file %s: open", path));
+    return absl::ErrnoToStatus(errno,
+                               absl::StrFormat("bitmap file %s: open", path));
   }
   struct stat st;
   absl::Status status;
   if (::fstat(fd, &st) != 0) {
-    status = ErrnoError(errno, absl::StrFormat("bitmap file %s: fstat", path));
+    status = absl::ErrnoToStatus(
+        errno, absl::StrFormat("bitmap file %s: fstat", path));
   } else if (!S_ISREG(st.st_mode)) {
     status = NotRegular(path, st.st_mode);
   } else {
@@ -146,7 +145,8 @@ absl::StatusOr<std::unique_ptr<Member>> CreateBitmapFile(
           "bitmap file %s: cannot create it: its directory does not exist",
           path));
     }
-    return ErrnoError(err, absl::StrFormat("bitmap file %s: create", path));
+    return absl::ErrnoToStatus(err,
+                               absl::StrFormat("bitmap file %s: create", path));
   }
   // Undo a file this call created, so a refused create leaves nothing.
   auto fail = [&](absl::Status status) {
@@ -156,8 +156,8 @@ absl::StatusOr<std::unique_ptr<Member>> CreateBitmapFile(
   };
   struct stat st;
   if (::fstat(fd, &st) != 0) {
-    return fail(
-        ErrnoError(errno, absl::StrFormat("bitmap file %s: fstat", path)));
+    return fail(absl::ErrnoToStatus(
+        errno, absl::StrFormat("bitmap file %s: fstat", path)));
   }
   if (!S_ISREG(st.st_mode)) return fail(NotRegular(path, st.st_mode));
   // Before anything is truncated: the path may name a member.
@@ -177,7 +177,8 @@ absl::StatusOr<std::unique_ptr<Member>> CreateBitmapFile(
     const int err = errno;
     member.reset();  // closes fd
     if (!existed) ::unlink(path.c_str());
-    return ErrnoError(err, absl::StrFormat("bitmap file %s: truncate", path));
+    return absl::ErrnoToStatus(
+        err, absl::StrFormat("bitmap file %s: truncate", path));
   }
   absl::Status status = member->Write(area.data(), area.size(), 0);
   if (status.ok()) status = member->Flush();

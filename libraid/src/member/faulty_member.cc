@@ -10,12 +10,12 @@
 #include "absl/strings/str_format.h"
 #include "base/sync.h"
 #include "uraid/member.h"
+#include "uraid/superblock.h"
 
 namespace uraid {
 namespace {
 
 constexpr uint64_t kForever = UINT64_MAX;
-constexpr uint64_t kSector = 512;
 
 // The k-th (from 0) output of SplitMix64 seeded with `seed`: a fixed,
 // platform-independent sequence, so a seed always fails the same calls.
@@ -192,8 +192,8 @@ FaultyMember::Impl::Decision FaultyMember::Impl::Decide(Kind kind, size_t len,
       case FaultRule::Action::kTear:
         torn_.fetch_add(1);
         d.tear = true;
-        d.torn_len = static_cast<size_t>(
-            std::min<uint64_t>(r.torn_bytes / kSector * kSector, len));
+        d.torn_len = static_cast<size_t>(std::min<uint64_t>(
+            r.torn_bytes / kSectorBytes * kSectorBytes, len));
         if (!r.torn_ok) {
           d.error = error(plan_.error_code,
                           absl::StrFormat("torn write: %d of %d bytes written",

@@ -34,10 +34,6 @@ namespace {
 // every device and filesystem we meet.
 constexpr uint64_t kDirectAlign = 4096;
 
-absl::Status ErrnoError(int err, const std::string& what) {
-  return absl::ErrnoToStatus(err, what);
-}
-
 // Range check shared by the I/O methods; names the member and request.
 #define RETURN_IF_BAD_RANGE(op, len, offset)                                \
   do {                                                                      \
@@ -94,7 +90,8 @@ class FileMember final : public Member {
 
   absl::Status Flush() override {
     if (::fdatasync(fd_) != 0) {
-      return ErrnoError(errno, absl::StrFormat("%s: fdatasync", name_));
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrFormat("%s: fdatasync", name_));
     }
     // A flush is where a write after a truncation would otherwise pass for
     // durable: the file grew back with holes where data was.
@@ -110,8 +107,9 @@ class FileMember final : public Member {
     known_data_.Forget(offset, len);
     if (::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                     static_cast<off_t>(offset), static_cast<off_t>(len)) != 0) {
-      return ErrnoError(errno, absl::StrFormat("%s: punch hole at %d+%d", name_,
-                                               offset, len));
+      return absl::ErrnoToStatus(
+          errno,
+          absl::StrFormat("%s: punch hole at %d+%d", name_, offset, len));
     }
     return absl::OkStatus();
   }
@@ -233,8 +231,8 @@ class FileMember final : public Member {
       ssize_t n = io(fd_, p, len, static_cast<off_t>(offset));
       if (n < 0) {
         if (errno == EINTR) continue;
-        return ErrnoError(errno,
-                          absl::StrFormat("%s: %s at %d", name_, op, offset));
+        return absl::ErrnoToStatus(
+            errno, absl::StrFormat("%s: %s at %d", name_, op, offset));
       }
       if (n == 0) {
         if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
@@ -336,13 +334,13 @@ absl::StatusOr<std::unique_ptr<Member>> OpenFileMember(
           "%s: O_DIRECT not supported on this filesystem (use direct=false)",
           path));
     }
-    return ErrnoError(err, absl::StrFormat("%s: open", path));
+    return absl::ErrnoToStatus(err, absl::StrFormat("%s: open", path));
   }
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
-    return ErrnoError(err, absl::StrFormat("%s: fstat", path));
+    return absl::ErrnoToStatus(err, absl::StrFormat("%s: fstat", path));
   }
   uint64_t size = 0;
   bool is_block = false;
@@ -353,7 +351,8 @@ absl::StatusOr<std::unique_ptr<Member>> OpenFileMember(
     if (::ioctl(fd, BLKGETSIZE64, &size) != 0) {
       int err = errno;
       ::close(fd);
-      return ErrnoError(err, absl::StrFormat("%s: BLKGETSIZE64", path));
+      return absl::ErrnoToStatus(err,
+                                 absl::StrFormat("%s: BLKGETSIZE64", path));
     }
   } else {
     ::close(fd);
@@ -371,7 +370,7 @@ absl::StatusOr<std::unique_ptr<Member>> OpenFileMember(
                            path)),
                        EBUSY);
     }
-    return ErrnoError(err, absl::StrFormat("%s: flock", path));
+    return absl::ErrnoToStatus(err, absl::StrFormat("%s: flock", path));
   }
   return std::unique_ptr<Member>(new FileMember(path, fd, size, options.direct,
                                                 is_block, options.read_only));

@@ -11,11 +11,11 @@
 #include "base/status_macros.h"
 #include "format/ppl_format.h"
 #include "parity/parity.h"
+#include "uraid/superblock.h"
 
 namespace uraid {
 namespace {
 
-constexpr uint64_t kSectorBytes = 512;
 // The kernel's minimum: a header and one stripe_head's page of partial
 // parity (ppl_validate_rdev).
 constexpr uint64_t kMinAreaBytes = kPplHeaderBytes + 4096;

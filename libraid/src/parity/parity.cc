@@ -61,9 +61,6 @@ namespace {
 constexpr uintptr_t kIsalXorAlign = 32;
 // xor_check only has SSE and base versions.
 constexpr uintptr_t kIsalCheckAlign = 16;
-// ISA-L takes `int len`: feed it pieces no larger than this. A multiple of
-// 64 so later pieces keep every pointer's alignment.
-constexpr size_t kIsalMaxLen = size_t{1} << 30;
 // ISA-L takes a caller-built pointer array; bound it so it lives on the
 // stack. Longer source lists are folded in batches (see IsalXor).
 constexpr size_t kMaxVects = 32;

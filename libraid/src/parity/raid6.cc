@@ -57,8 +57,6 @@ constexpr uintptr_t kIsalAlign = 32;
 constexpr size_t kIsalMinMadLen = 64;
 // Piece size when zero slots or a missing output need stand-in buffers.
 constexpr size_t kPiece = 16 << 10;
-// ISA-L takes `int len`.
-constexpr size_t kIsalMaxLen = size_t{1} << 30;
 
 alignas(64) constexpr uint8_t kZeroPiece[kPiece] = {};
 
@@ -88,8 +86,8 @@ void AfterIsal() {
 void AfterIsal() {}
 #endif
 
-const uint8_t* Bytes(const void* p) { return static_cast<const uint8_t*>(p); }
-uint8_t* Bytes(void* p) { return static_cast<uint8_t*>(p); }
+const uint8_t* AsBytes(const void* p) { return static_cast<const uint8_t*>(p); }
+uint8_t* AsBytes(void* p) { return static_cast<uint8_t*>(p); }
 
 // Multiply every byte of a word by g = {02} (0x11d): shift, and fold the
 // carried-out top bits back in as 0x1d.
@@ -113,7 +111,7 @@ void PortablePQ(std::span<const void* const> slots, uint8_t* p, uint8_t* q,
       qw = Mul2Word(qw);
       if (slots[j] == nullptr) continue;
       uint64_t d;
-      std::memcpy(&d, Bytes(slots[j]) + i, sizeof(d));
+      std::memcpy(&d, AsBytes(slots[j]) + i, sizeof(d));
       pw ^= d;
       qw ^= d;
     }
@@ -125,8 +123,8 @@ void PortablePQ(std::span<const void* const> slots, uint8_t* p, uint8_t* q,
     for (int j = top; j >= 0; --j) {
       qb = Mul2Byte(qb);
       if (slots[j] == nullptr) continue;
-      pb ^= Bytes(slots[j])[i];
-      qb ^= Bytes(slots[j])[i];
+      pb ^= AsBytes(slots[j])[i];
+      qb ^= AsBytes(slots[j])[i];
     }
     if (p != nullptr) p[i] = pb;
     if (q != nullptr) q[i] = qb;
@@ -143,7 +141,7 @@ void IsalPQWhole(std::span<const void* const> slots, uint8_t* p, uint8_t* q,
     const size_t piece = std::min(len - off, kIsalMaxLen);
     for (size_t j = 0; j < n; ++j) {
       // ISA-L's API is not const-correct; it never writes a source.
-      v[j] = const_cast<uint8_t*>(Bytes(slots[j])) + off;
+      v[j] = const_cast<uint8_t*>(AsBytes(slots[j])) + off;
     }
     v[n] = p + off;
     v[n + 1] = q + off;
@@ -163,8 +161,9 @@ void IsalPQPieces(std::span<const void* const> slots, uint8_t* p, uint8_t* q,
   for (size_t off = 0; off < len; off += kPiece) {
     const size_t piece = std::min(len - off, kPiece);
     for (size_t j = 0; j < n; ++j) {
-      v[j] = slots[j] == nullptr ? const_cast<uint8_t*>(kZeroPiece)
-                                 : const_cast<uint8_t*>(Bytes(slots[j])) + off;
+      v[j] = slots[j] == nullptr
+                 ? const_cast<uint8_t*>(kZeroPiece)
+                 : const_cast<uint8_t*>(AsBytes(slots[j])) + off;
     }
     v[n] = p != nullptr ? p + off : scratch;
     v[n + 1] = q != nullptr ? q + off : scratch;
@@ -197,8 +196,8 @@ void ComputePQ(std::span<const void* const> slots, void* p, void* q,
                size_t len) {
   assert(slots.size() <= kMaxSyndromeSlots);
   if (len == 0 || (p == nullptr && q == nullptr)) return;
-  uint8_t* pb = Bytes(p);
-  uint8_t* qb = Bytes(q);
+  uint8_t* pb = AsBytes(p);
+  uint8_t* qb = AsBytes(q);
   bool aligned = (p == nullptr || Aligned(p)) && (q == nullptr || Aligned(q));
   bool any_null = false;
   for (const void* s : slots) {
@@ -236,12 +235,12 @@ void GfMulXor(uint8_t coef, const void* src, void* dst, size_t len) {
     for (size_t off = 0; off < len; off += kIsalMaxLen) {
       const size_t piece = std::min(len - off, kIsalMaxLen);
       gf_vect_mad(static_cast<int>(piece), 1, 0, tbl,
-                  const_cast<uint8_t*>(Bytes(src)) + off, Bytes(dst) + off);
+                  const_cast<uint8_t*>(AsBytes(src)) + off, AsBytes(dst) + off);
     }
     AfterIsal();
     return;
   }
-  PortableMul(coef, Bytes(src), Bytes(dst), len, /*accumulate=*/true);
+  PortableMul(coef, AsBytes(src), AsBytes(dst), len, /*accumulate=*/true);
 }
 
 void GfMul(uint8_t coef, const void* src, void* dst, size_t len) {
@@ -251,15 +250,15 @@ void GfMul(uint8_t coef, const void* src, void* dst, size_t len) {
     gf_vect_mul_init(coef, tbl);
     for (size_t off = 0; off < len; off += kIsalMaxLen) {
       const size_t piece = std::min(len - off, kIsalMaxLen);
-      [[maybe_unused]] int rc =
-          gf_vect_mul(static_cast<int>(piece), tbl,
-                      const_cast<uint8_t*>(Bytes(src)) + off, Bytes(dst) + off);
+      [[maybe_unused]] int rc = gf_vect_mul(
+          static_cast<int>(piece), tbl,
+          const_cast<uint8_t*>(AsBytes(src)) + off, AsBytes(dst) + off);
       assert(rc == 0);
     }
     AfterIsal();
     return;
   }
-  PortableMul(coef, Bytes(src), Bytes(dst), len, /*accumulate=*/false);
+  PortableMul(coef, AsBytes(src), AsBytes(dst), len, /*accumulate=*/false);
 }
 
 void UpdatePQ(int slot, const void* delta, void* p, void* q, size_t len) {
@@ -354,8 +353,8 @@ absl::Status RecoverPQ(std::span<void* const> slots, void* p, void* q,
 PQFault LocatePQFault(std::span<const void* const> slots, const void* p,
                       const void* q, void* scratch_p, void* scratch_q,
                       size_t len) {
-  uint8_t* dp = Bytes(scratch_p);
-  uint8_t* dq = Bytes(scratch_q);
+  uint8_t* dp = AsBytes(scratch_p);
+  uint8_t* dq = AsBytes(scratch_q);
   ComputePQ(slots, dp, dq, len);
   const bool p_ok = std::memcmp(dp, p, len) == 0;
   const bool q_ok = std::memcmp(dq, q, len) == 0;

@@ -9,13 +9,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "parity/parity.h"
+#include "uraid/superblock.h"
 
 namespace uraid {
-namespace {
-
-constexpr uint64_t kSector = 512;
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<PplRect> PplRects(const Geometry& geo, uint64_t stripe, uint64_t a,
                               uint64_t b) {
@@ -48,7 +45,7 @@ PplEntry PplEntryFor(const Geometry& geo, const PplRect& rect) {
   PplEntry e;
   e.data_sector = (rect.stripe * geo.stripe_data_bytes() +
                    uint64_t(rect.first) * geo.chunk_bytes() + rect.row_lo) /
-                  kSector;
+                  kSectorBytes;
   e.pp_size = rect.full_stripe ? 0 : static_cast<uint32_t>(rows);
   e.data_size = static_cast<uint32_t>(rows * (rect.last - rect.first + 1));
   e.parity_disk = static_cast<uint32_t>(geo.ParityDisk(rect.stripe));
@@ -58,18 +55,18 @@ PplEntry PplEntryFor(const Geometry& geo, const PplRect& rect) {
 absl::StatusOr<PplRect> PplRectOf(const Geometry& geo, const PplEntry& e) {
   const uint64_t C = geo.chunk_bytes();
   const int D = geo.data_disks();
-  if (e.data_sector >= geo.array_bytes() / kSector) {
+  if (e.data_sector >= geo.array_bytes() / kSectorBytes) {
     return absl::DataLossError(absl::StrFormat(
         "ppl entry data_sector %u is past the array's end (sector %u)",
-        e.data_sector, geo.array_bytes() / kSector));
+        e.data_sector, geo.array_bytes() / kSectorBytes));
   }
-  if (e.pp_size % kSector != 0 || e.data_size % kSector != 0 ||
+  if (e.pp_size % kSectorBytes != 0 || e.data_size % kSectorBytes != 0 ||
       e.data_size == 0) {
     return absl::DataLossError(absl::StrFormat(
         "ppl entry pp_size %u / data_size %u: not whole non-zero sectors",
         e.pp_size, e.data_size));
   }
-  const Location loc = geo.Map(e.data_sector * kSector);
+  const Location loc = geo.Map(e.data_sector * kSectorBytes);
   PplRect r;
   r.stripe = loc.stripe;
   r.first = loc.data_index;
@@ -78,7 +75,7 @@ absl::StatusOr<PplRect> PplRectOf(const Geometry& geo, const PplEntry& e) {
   if (e.pp_size == 0) {
     // A full-stripe write: md reads every data chunk from the stripe's
     // start (ppl_recover_entry with pp_size 0).
-    if (r.first != 0 || e.data_size % (uint64_t(D) * kSector) != 0) {
+    if (r.first != 0 || e.data_size % (uint64_t(D) * kSectorBytes) != 0) {
       return absl::DataLossError(absl::StrFormat(
           "ppl entry without partial parity: data_sector %u is not a "
           "stripe's first data or data_size %u is not whole rows of %d "
@@ -130,7 +127,7 @@ absl::StatusOr<PplStripeLog> BuildPplStripeLog(
         absl::StrFormat("stripe %u: the plan writes no parity to log", stripe));
   }
   // md's entries count whole 512-byte sectors (data_sector, pp_size).
-  if (a % kSector != 0 || b % kSector != 0) {
+  if (a % kSectorBytes != 0 || b % kSectorBytes != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "stripe %u: a write of bytes %u..%u of the stripe is not in whole "
         "512-byte sectors, which a partial parity log entry needs",

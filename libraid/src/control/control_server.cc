@@ -142,8 +142,9 @@ absl::Status ControlServer::Impl::Listen() {
     }
     // A socket: in use when something accepts on it, else stale.
     int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (probe < 0)
+    if (probe < 0) {
       return absl::ErrnoToStatus(errno, "control socket: socket()");
+    }
     const int rc =
         connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
     const int err = errno;
@@ -169,8 +170,9 @@ absl::Status ControlServer::Impl::Listen() {
   }
 
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (listen_fd_ < 0)
+  if (listen_fd_ < 0) {
     return absl::ErrnoToStatus(errno, "control socket: socket()");
+  }
   // Linux gives the socket file the socket inode's mode (less the umask) at
   // bind, so it is never reachable by others, and nothing can connect
   // before listen() anyway; the mode is checked again below.

@@ -18,9 +18,9 @@
 
 namespace uraid {
 
-// ISA-L takes `int len`: parity.cc's XOR and raid6.cc's P+Q
-// feed it pieces no larger than this. A multiple of 64 so later pieces keep
-// every pointer's alignment.
+// ISA-L takes `int len`: parity.cc's XOR and raid6.cc's P+Q feed it
+// pieces no larger than this. A multiple of 64 so later pieces keep every
+// pointer's alignment.
 inline constexpr size_t kIsalMaxLen = size_t{1} << 30;
 
 // dst = srcs[0] ^ srcs[1] ^ ... over `len` bytes. srcs may be empty (dst is

@@ -6,7 +6,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <latch>
+#include <optional>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -115,6 +119,70 @@ TEST(LargeBuffers, ANewSizeEvictsTheOldestBlocks) {
   const size_t before = LargeBlocksKeptBytes();
   { AlignedBuffer window(kLargeKeepMaxBlockBytes + 4096); }
   EXPECT_EQ(LargeBlocksKeptBytes(), before);
+}
+
+// The mapping of this process that holds `addr`, from /proc/self/smaps:
+// its bounds and VmFlags, or nothing when `addr` is not mapped.
+struct Mapping {
+  uintptr_t start, end;
+  std::string flags;
+};
+std::optional<Mapping> MappingOf(const void* addr) {
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  std::optional<Mapping> found;
+  while (std::getline(smaps, line)) {
+    if (found.has_value()) {
+      if (line.starts_with("VmFlags:")) {
+        found->flags = line.substr(8);
+        return found;
+      }
+      continue;
+    }
+    // A mapping's first line: "start-end perms offset dev inode [path]".
+    const size_t dash = line.find('-');
+    const size_t space = line.find(' ');
+    if (dash == std::string::npos || space == std::string::npos ||
+        dash > space || line.find(':') < dash) {
+      continue;
+    }
+    const uintptr_t start = std::stoull(line.substr(0, dash), nullptr, 16);
+    const uintptr_t end =
+        std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+    if (start <= a && a < end) found = Mapping{start, end, ""};
+  }
+  return found;
+}
+
+// A kHuge block starts on a huge page boundary (a huge page backs only an
+// aligned 2 MiB), is a mapping of exactly its bytes advised for huge pages
+// (the slack mapped to align it is given back), and is unmapped whole when
+// freed; one under a huge page is an ordinary block.
+TEST(LargeBuffers, AHugeBlockIsAlignedAdvisedAndGivenBackWhole) {
+  if (!kLargeBlocksRecycled) GTEST_SKIP() << "ASan: blocks come from malloc";
+  // Above kLargeKeepMaxBlockBytes (not kept when freed), not a multiple of
+  // the huge page size.
+  const size_t bytes = kLargeKeepMaxBlockBytes + kHugePageBytes + 4096;
+  const uint8_t* p;
+  {
+    AlignedBuffer b(bytes, /*zero=*/false, BlockPages::kHuge);
+    p = b.data();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kHugePageBytes, 0u);
+    std::memset(b.data(), 0x5a, bytes);  // all of it is writable
+    std::optional<Mapping> m = MappingOf(p);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(m->start, reinterpret_cast<uintptr_t>(p));
+    EXPECT_EQ(m->end, reinterpret_cast<uintptr_t>(p) + bytes);
+    EXPECT_NE(m->flags.find(" hg"), std::string::npos) << m->flags;
+  }
+  EXPECT_FALSE(MappingOf(p).has_value());
+  EXPECT_FALSE(MappingOf(p + bytes - 1).has_value());
+  // Under a huge page: no advice.
+  AlignedBuffer small(kHugePageBytes - 4096, /*zero=*/false, BlockPages::kHuge);
+  std::optional<Mapping> m = MappingOf(small.data());
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->flags.find(" hg"), std::string::npos) << m->flags;
 }
 
 }  // namespace

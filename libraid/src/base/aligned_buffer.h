@@ -23,13 +23,16 @@ inline constexpr size_t kBufferAlign = 4096;
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
-  // Zero-filled when `zero` is set, else uninitialised.
-  explicit AlignedBuffer(size_t size, bool zero = false) : size_(size) {
+  // Zero-filled when `zero` is set, else uninitialised. `pages`: how a
+  // large block is backed (BlockPages says which buffers want kHuge).
+  explicit AlignedBuffer(size_t size, bool zero = false,
+                         BlockPages pages = BlockPages::kBase)
+      : size_(size) {
     if (size == 0) return;
     const size_t rounded = Rounded(size);
     data_ =
         static_cast<uint8_t*>(rounded >= kLargeBlockBytes
-                                  ? AllocLargeBlock(rounded)
+                                  ? AllocLargeBlock(rounded, pages)
                                   : std::aligned_alloc(kBufferAlign, rounded));
     if (data_ == nullptr) throw std::bad_alloc();
     // A recycled large block holds its last user's bytes.
@@ -88,7 +91,8 @@ class ScratchOrOwned {
     }
     thread_local AlignedBuffer bufs[2];
     AlignedBuffer& b = bufs[static_cast<int>(user)];
-    if (b.size() < size) b = AlignedBuffer(size);
+    // Filled whole, stripe after stripe, for the whole job: huge pages.
+    if (b.size() < size) b = AlignedBuffer(size, false, BlockPages::kHuge);
     data_ = b.data();
   }
   uint8_t* data() { return data_; }

@@ -78,11 +78,33 @@ FreeList& Free() {
 }
 
 // [[maybe_unused]]: a sanitizer build takes every block from malloc.
-[[maybe_unused]] void* NewBlock(size_t bytes) {
+[[maybe_unused]] void* NewBlock(size_t bytes, BlockPages pages) {
   if (bytes < kMappedBlockBytes) return std::aligned_alloc(4096, bytes);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+  if (pages == BlockPages::kBase || bytes < kHugePageBytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  // A huge page more than asked, trimmed to `bytes` from the first huge
+  // page boundary in it: a huge page backs only an aligned 2 MiB, so an
+  // unaligned block would get none for its first and last pieces.
+  // ReleaseBlock unmaps exactly [p, p + bytes).
+  const size_t span = bytes + kHugePageBytes;
+  void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
+  if (m == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(m);
+  const uintptr_t begin =
+      (start + kHugePageBytes - 1) & ~uintptr_t{kHugePageBytes - 1};
+  const uintptr_t end = begin + bytes;
+  if (begin > start) munmap(m, begin - start);
+  munmap(reinterpret_cast<void*>(end), start + span - end);
+  void* p = reinterpret_cast<void*>(begin);
+  // Advice only: without transparent huge pages (a kernel built without,
+  // or "never" in /sys/kernel/mm/transparent_hugepage/enabled) the block
+  // is backed by base pages, as before.
+  (void)madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
 }
 
 [[maybe_unused]] void ReleaseBlock(void* p, size_t bytes) {
@@ -95,8 +117,9 @@ FreeList& Free() {
 
 }  // namespace
 
-void* AllocLargeBlock(size_t bytes) {
+void* AllocLargeBlock(size_t bytes, BlockPages pages) {
 #ifdef URAID_LARGE_BLOCKS_FROM_MALLOC
+  (void)pages;
   return std::aligned_alloc(4096, bytes);
 #else
   {
@@ -109,7 +132,7 @@ void* AllocLargeBlock(size_t bytes) {
       return b;
     }
   }
-  return NewBlock(bytes);
+  return NewBlock(bytes, pages);
 #endif
 }
 

@@ -95,7 +95,8 @@ absl::Status RecoveryJob::RunPair(const Shape& sh, int a, int b) {
             absl::StrFormat("recover: rebuilding %s and %s in one pass from "
                             "stripe %d",
                             names[0], names[1], start));
-  AlignedBuffer bufs(2 * piece * kJobDepth);
+  // Filled whole, window after window: huge pages (BlockPages).
+  AlignedBuffer bufs(2 * piece * kJobDepth, /*zero=*/false, BlockPages::kHuge);
   uint64_t stripe = start;
   StripePass pass;
   pass.stripe_work = C;
@@ -179,7 +180,7 @@ absl::Status RecoveryJob::Run(const Shape& sh, int slot, bool replace,
   const uint64_t C = sh.geo.chunk_bytes();
   const uint64_t stripes = sh.geo.stripe_count();
   const size_t piece = static_cast<size_t>(std::min(C, kRebuildWindow));
-  AlignedBuffer bufs(piece * kJobDepth);
+  AlignedBuffer bufs(piece * kJobDepth, /*zero=*/false, BlockPages::kHuge);
   uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
   if (!replace) {
     host_.Log(LogLevel::kInfo,

@@ -4,6 +4,8 @@
 
 #include "base/aligned_buffer.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -161,6 +163,7 @@ std::optional<Mapping> MappingOf(const void* addr) {
 // freed; one under a huge page is an ordinary block.
 TEST(LargeBuffers, AHugeBlockIsAlignedAdvisedAndGivenBackWhole) {
   if (!kLargeBlocksRecycled) GTEST_SKIP() << "ASan: blocks come from malloc";
+  if (sysconf(_SC_PAGESIZE) != 4096) GTEST_SKIP() << "huge pages need 4K pages";
   // Above kLargeKeepMaxBlockBytes (not kept when freed), not a multiple of
   // the huge page size.
   const size_t bytes = kLargeKeepMaxBlockBytes + kHugePageBytes + 4096;

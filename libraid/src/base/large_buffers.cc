@@ -2,6 +2,7 @@
 #include "base/large_buffers.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -80,7 +81,11 @@ FreeList& Free() {
 // [[maybe_unused]]: a sanitizer build takes every block from malloc.
 [[maybe_unused]] void* NewBlock(size_t bytes, BlockPages pages) {
   if (bytes < kMappedBlockBytes) return std::aligned_alloc(4096, bytes);
-  if (pages == BlockPages::kBase || bytes < kHugePageBytes) {
+  // Huge pages of 2 MiB over 4 KiB base pages (x86-64's; elsewhere the
+  // trimming below could leave an unaligned end, and the advice would not
+  // apply anyway).
+  static const bool huge_pages_fit = sysconf(_SC_PAGESIZE) == 4096;
+  if (pages == BlockPages::kBase || bytes < kHugePageBytes || !huge_pages_fit) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? nullptr : p;

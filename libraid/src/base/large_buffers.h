@@ -78,9 +78,10 @@ enum class BlockPages {
   // scratch), where one fault then backs 2 MiB instead of 512 faults. Not
   // for partial use: a huge page is zeroed whole at its first touch, and
   // its fault may compact memory. Measured, a 4 -> 5 grow of 512 MiB
-  // members on /dev/shm: 10,300 page faults and 840-920 ms of CPU with its
-  // 40 MiB of windows on base pages, 90-120 faults and 610-730 ms on huge
-  // pages (in this VM a page fault costs about 50 us).
+  // members on /dev/shm (40 MiB of windows): 10,300 page faults on base
+  // pages, about 100 on huge pages, and 690-980 against 860-1,190 ms of
+  // CPU, lower in each of 9 alternating runs (a fault on fresh memory
+  // costs about 10 us in this VM).
   kHuge,
 };
 

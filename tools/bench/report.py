@@ -286,7 +286,9 @@ def report_extras(extras, args):
               f"{len(args.resync_regions)} regions of {args.members} x "
               f"{args.member_size} MiB filled members (time: new server "
               f"start to resyncing=false, median of {args.resync_repeat}; "
-              f"uraid's resync ignores the speed limits):\n")
+              f"the resync keeps md's default speed limits, as md's does "
+              f"after a restart: at most 200,000 KiB/s (205 MB/s) per "
+              f"member):\n")
         print("| array | dirty bits at kill | bitmap chunk | expected "
               "MiB/member | resync MiB/member (resync_bytes) | "
               "resync_bitmap_chunks | stripes resynced | repaired | "

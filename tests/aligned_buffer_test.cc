@@ -11,7 +11,6 @@
 #include <fstream>
 #include <latch>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>

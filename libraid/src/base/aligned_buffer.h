@@ -38,6 +38,12 @@ class AlignedBuffer {
     // A recycled large block holds its last user's bytes.
     if (zero) std::memset(data_, 0, rounded);
   }
+  // A buffer a job fills whole, again and again (a reshape's windows, a
+  // rebuild's chunk window, a job thread's scratch): on huge pages where
+  // it is at least one long (BlockPages::kHuge says why).
+  static AlignedBuffer FilledWhole(size_t size) {
+    return AlignedBuffer(size, /*zero=*/false, BlockPages::kHuge);
+  }
   AlignedBuffer(AlignedBuffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)),
         size_(std::exchange(o.size_, 0)) {}
@@ -91,8 +97,7 @@ class ScratchOrOwned {
     }
     thread_local AlignedBuffer bufs[2];
     AlignedBuffer& b = bufs[static_cast<int>(user)];
-    // Filled whole, stripe after stripe, for the whole job: huge pages.
-    if (b.size() < size) b = AlignedBuffer(size, false, BlockPages::kHuge);
+    if (b.size() < size) b = AlignedBuffer::FilledWhole(size);
     data_ = b.data();
   }
   uint8_t* data() { return data_; }

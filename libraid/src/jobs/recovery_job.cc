@@ -95,8 +95,7 @@ absl::Status RecoveryJob::RunPair(const Shape& sh, int a, int b) {
             absl::StrFormat("recover: rebuilding %s and %s in one pass from "
                             "stripe %d",
                             names[0], names[1], start));
-  // Filled whole, window after window: huge pages (BlockPages).
-  AlignedBuffer bufs(2 * piece * kJobDepth, /*zero=*/false, BlockPages::kHuge);
+  AlignedBuffer bufs = AlignedBuffer::FilledWhole(2 * piece * kJobDepth);
   uint64_t stripe = start;
   StripePass pass;
   pass.stripe_work = C;
@@ -180,7 +179,7 @@ absl::Status RecoveryJob::Run(const Shape& sh, int slot, bool replace,
   const uint64_t C = sh.geo.chunk_bytes();
   const uint64_t stripes = sh.geo.stripe_count();
   const size_t piece = static_cast<size_t>(std::min(C, kRebuildWindow));
-  AlignedBuffer bufs(piece * kJobDepth, /*zero=*/false, BlockPages::kHuge);
+  AlignedBuffer bufs = AlignedBuffer::FilledWhole(piece * kJobDepth);
   uint64_t stripe = replace ? s.repl_front.load() : s.front.load();
   if (!replace) {
     host_.Log(LogLevel::kInfo,

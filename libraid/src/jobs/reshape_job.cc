@@ -30,11 +30,6 @@ constexpr uint64_t kMaxReshapeWindow = 16 << 20;
 // through LockKey with the shape it is in.
 constexpr uint64_t kNewShapeLockTag = uint64_t{1} << 63;
 
-// A window's buffer: filled whole, window after window (huge pages).
-AlignedBuffer WindowBuffer(uint64_t bytes) {
-  return AlignedBuffer(bytes, /*zero=*/false, BlockPages::kHuge);
-}
-
 }  // namespace
 
 absl::Status ReshapeJob::Start(const Geometry& to, uint64_t to_offset,
@@ -227,9 +222,9 @@ absl::StatusOr<bool> ReshapeJob::Step() {
         "a %s job is running: it drives the reshape", JobKindName(*busy)));
   }
   const uint64_t max_window = MaxWindow();
-  AlignedBuffer buf = WindowBuffer(max_window);
-  AlignedBuffer parity =
-      WindowBuffer(ReshapeCopier::ParityBytes(*state_.load(), max_window));
+  AlignedBuffer buf = AlignedBuffer::FilledWhole(max_window);
+  AlignedBuffer parity = AlignedBuffer::FilledWhole(
+      ReshapeCopier::ParityBytes(*state_.load(), max_window));
   RETURN_IF_ERROR(StepWindow({buf.data(), parity.data()}, max_window));
   return !running();
 }
@@ -255,12 +250,12 @@ absl::Status ReshapeJob::Run() {
   // `durable` to the end of what is read, so no client request sees or
   // writes bytes whose copy is not yet recorded.
   const uint64_t max_window = MaxWindow();
-  AlignedBuffer buf_a = WindowBuffer(max_window);
-  AlignedBuffer buf_b = WindowBuffer(max_window);
+  AlignedBuffer buf_a = AlignedBuffer::FilledWhole(max_window);
+  AlignedBuffer buf_b = AlignedBuffer::FilledWhole(max_window);
   // Each window's new stripes' parity, computed as they are read.
   const uint64_t parity_bytes = ReshapeCopier::ParityBytes(r, max_window);
-  AlignedBuffer par_a = WindowBuffer(parity_bytes);
-  AlignedBuffer par_b = WindowBuffer(parity_bytes);
+  AlignedBuffer par_a = AlignedBuffer::FilledWhole(parity_bytes);
+  AlignedBuffer par_b = AlignedBuffer::FilledWhole(parity_bytes);
   ReshapeWindowBuf cur{buf_a.data(), par_a.data()};    // holds [lo, hi)
   ReshapeWindowBuf ahead{buf_b.data(), par_b.data()};  // gets [hi, next)
   ThrottleState throttle;

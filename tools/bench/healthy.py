@@ -188,11 +188,13 @@ def run_healthy(args, plugin, tool, work):
              [dict(rw="randwrite", bs="4k", iodepth=32)]))
         caches = args.sweep.split(",")
         vals = {(c, n): [] for c in caches for n, _ in workloads}
-        # The sequential writes are judged (report_sweep_verdict) on each
-        # run over the file plugin's run just before it: on a shared
-        # 2-CPU machine the load moves by more than the 10% judged from
-        # one run to the next, and it moves the peer with it.
+        # The sequential writes are judged (report_sweep_verdict) both on
+        # uraid's MB/s and on each run over the file plugin's run just
+        # before it: on a shared 2-CPU machine the load moves by more than
+        # the 10% judged from one run to the next, and it moves the peer
+        # with it, but the peer has noise of its own.
         ratios = {(c, n): [] for c in caches for n, _ in workloads}
+        peers = {(c, n): [] for c in caches for n, _ in workloads}
 
         def run(side, pargs, jobs):
             s = Server(args, side, pargs, work)
@@ -208,6 +210,7 @@ def run_healthy(args, plugin, tool, work):
                     vals[(cache, name)].append(mbs)
                     if peer:
                         ratios[(cache, name)].append(mbs / peer)
+                        peers[(cache, name)].append(peer)
         for cache in caches:
             for name, _ in workloads:
                 mbs = statistics.median(vals[(cache, name)])
@@ -217,6 +220,7 @@ def run_healthy(args, plugin, tool, work):
                     entry["vs_file"] = statistics.median(
                         ratios[(cache, name)])
                     entry["vs_file_samples"] = ratios[(cache, name)]
+                    entry["file_samples"] = peers[(cache, name)]
                 sweep.append(entry)
                 log(f"bench: sweep cache={cache} {name}: {mbs:.0f} MB/s" +
                     (f", {entry['vs_file']:.2f}x the file plugin beside it"

@@ -87,6 +87,18 @@ class Server:
         tick = os.sysconf("SC_CLK_TCK")
         return (int(fields[11]) + int(fields[12])) / tick
 
+    def io_calls(self):
+        """The server's read and write system calls so far (/proc's syscr
+        + syscw: read, pread, write, pwrite and their vector forms; a send
+        or recv on the client socket is not counted, nor a futex)."""
+        calls = 0
+        with open(f"/proc/{self.proc.pid}/io") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                if key in ("syscr", "syscw"):
+                    calls += int(val)
+        return calls
+
     def peak_rss_mib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
@@ -118,6 +130,15 @@ def fio(uri, jobs, runtime, size):
         os.unlink(path)
     text = out.stdout
     return json.loads(text[text.index("{"):])
+
+
+def whole_run_scale(jobs, runtime):
+    """What fio reports (total_ios, io_bytes, MB/s over `runtime`) leaves
+    its ramp out; the server's counters and CPU time cover the ramp too.
+    The factor from the first to the second, the ramp taken at the rate
+    measured after it."""
+    ramp = float(jobs[0].get("ramp_time", 1)) if jobs else 1.0
+    return (runtime + ramp) / runtime
 
 
 def seq_read_mbs(args, name, plugin_args, work, size):

@@ -13,7 +13,7 @@ import statistics
 import subprocess
 
 from bench.common import (MIB, Server, ab_runs, fill_export, fio, log,
-                          summarize, wanted)
+                          summarize, wanted, whole_run_scale)
 
 WORKLOADS = [
     # name, jobs, measured job indices, degraded[, extra plugin keys]
@@ -119,9 +119,9 @@ def run_healthy(args, plugin, tool, work):
                 pargs = uraid_args([f"stats={stats}", *extra],
                                    degraded)
             s = Server(args, side, pargs, work)
-            cpu0 = s.cpu_seconds()
+            cpu0, calls0 = s.cpu_seconds(), s.io_calls()
             r = fio(s.uri, jobs, args.runtime, size)
-            cpu = s.cpu_seconds() - cpu0
+            cpu, calls = s.cpu_seconds() - cpu0, s.io_calls() - calls0
             rss = s.peak_rss_mib()
             s.stop()
             m = summarize(r, measured)
@@ -133,9 +133,19 @@ def run_healthy(args, plugin, tool, work):
                 # point 5: the stream at >= 0.7 of the file plugin's).
                 m["beside_mbs"] = summarize(r, others)["mbs"]
             all_jobs = summarize(r, range(len(jobs)))
-            gib = max(all_jobs["mbs"] * args.runtime * 1e6 / (1 << 30),
-                      1e-9)
+            # The server's counts and CPU cover fio's ramp as well.
+            whole = whole_run_scale(jobs, args.runtime)
+            gib = max(all_jobs["mbs"] * args.runtime * whole * 1e6 /
+                      (1 << 30), 1e-9)
             m["cpu_s_per_gib"] = cpu / gib
+            # Per client request, where this machine's system calls are
+            # dear (a paravirtual guest: most of a 4K request's CPU is
+            # entering and leaving the kernel).
+            reqs = sum(r["jobs"][i].get(d, {}).get("total_ios", 0)
+                       for i in range(len(jobs))
+                       for d in ("read", "write", "sync"))
+            if reqs:
+                m["io_calls_per_req"] = calls / (reqs * whole)
             m["rss_mib"] = rss
             if side == "uraid" and os.path.exists(stats):
                 with open(stats) as f:
@@ -145,20 +155,18 @@ def run_healthy(args, plugin, tool, work):
                     r["jobs"][i]["write"]["total_ios"]
                     for i in range(len(jobs)))
                 if writes:
-                    m["reads_per_write"] = c["member_reads"] / writes
-                    m["writes_per_write"] = c["member_writes"] / writes
+                    m["reads_per_write"] = c["member_reads"] / (
+                        writes * whole)
+                    m["writes_per_write"] = c["member_writes"] / (
+                        writes * whole)
                 read_bytes = sum(
                     r["jobs"][i]["read"]["io_bytes"]
                     for i in range(len(jobs)))
                 if read_bytes and not writes:
                     # Member bytes read per byte delivered: 1.0 is
                     # each member byte read once (degraded too).
-                    # fio leaves its 1 s ramp out of io_bytes, the
-                    # counters do not: scaled to the whole run.
-                    whole = read_bytes * (args.runtime + 1) / (
-                        args.runtime)
                     m["member_bytes_per_byte"] = (
-                        c["member_read_bytes"] / whole)
+                        c["member_read_bytes"] / (read_bytes * whole))
                 m["counters"] = c
             samples[side].append(m)
         med = {side: {k: statistics.median(x[k] for x in v)

@@ -8,7 +8,8 @@ import shutil
 import statistics
 
 from bench.common import (EXTRA_PARTS, Server, fill_array, fio, log,
-                          make_array, member_args, summarize, wanted)
+                          make_array, member_args, summarize, wanted,
+                          whole_run_scale)
 
 
 COST_JOBS = {
@@ -47,17 +48,19 @@ def bench_policy_cost(args, plugin, tool, work, prefix, sides, targets):
                 s = Server(args, f"pc-{side}", member_args(
                     plugin, arrays[side], args, [f"stats={stats}"]), work)
                 cpu0 = s.cpu_seconds()
-                r = fio(s.uri, COST_JOBS[name.split(": ", 1)[1]],
-                        args.runtime, size)
+                jobs = COST_JOBS[name.split(": ", 1)[1]]
+                r = fio(s.uri, jobs, args.runtime, size)
                 cpu = s.cpu_seconds() - cpu0
                 s.stop()
                 m = summarize(r, [0])
+                # The server's counts and CPU cover fio's ramp as well.
+                whole = whole_run_scale(jobs, args.runtime)
                 m["cpu_s_per_gib"] = cpu / max(
-                    m["mbs"] * args.runtime * 1e6 / (1 << 30), 1e-9)
+                    m["mbs"] * args.runtime * whole * 1e6 / (1 << 30), 1e-9)
                 with open(stats) as f:
                     c = json.load(f)
                 os.unlink(stats)
-                writes = r["jobs"][0]["write"]["total_ios"]
+                writes = r["jobs"][0]["write"]["total_ios"] * whole
                 m["writes_per_write"] = (c["member_writes"] / writes
                                          if writes else 0.0)
                 m["flushes_per_write"] = (c["member_flushes"] / writes

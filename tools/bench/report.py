@@ -51,8 +51,9 @@ def report(rows, sweep, args):
     print("| workload | file MB/s | uraid MB/s | uraid/file | file IOPS | "
           "uraid IOPS | file p99 µs | uraid p99 µs | CPU s/GiB file | "
           "CPU s/GiB uraid | member reads/write (read rows: member B/B) | "
-          "member writes/write | uraid peak RSS MiB | target (uraid/file) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "member writes/write | read/write calls per request file / "
+          "uraid | uraid peak RSS MiB | target (uraid/file) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f, u = r["file"], r["uraid"]
         rpw = f"{u['reads_per_write']:.2f}" if "reads_per_write" in u else "-"
@@ -60,13 +61,16 @@ def report(rows, sweep, args):
             # Read-only rows: the column shows member bytes per byte read.
             rpw = f"{u['member_bytes_per_byte']:.2f} B/B"
         wpw = f"{u['writes_per_write']:.2f}" if "writes_per_write" in u else "-"
+        calls = (f"{f['io_calls_per_req']:.1f} / {u['io_calls_per_req']:.1f}"
+                 if "io_calls_per_req" in f and "io_calls_per_req" in u
+                 else "-")
         name = r["workload"]
         name += loaded_mark([r.get("machine_share", 1.0)])
         print(f"| {name} | {f['mbs']:.0f} | {u['mbs']:.0f} | "
               f"{r['ratio']:.2f} | {f['iops']:.0f} | {u['iops']:.0f} | "
               f"{f['p99_us']:.0f} | {u['p99_us']:.0f} | "
               f"{f['cpu_s_per_gib']:.2f} | {u['cpu_s_per_gib']:.2f} | "
-              f"{rpw} | {wpw} | {u.get('rss_mib', 0):.0f} | "
+              f"{rpw} | {wpw} | {calls} | {u.get('rss_mib', 0):.0f} | "
               f"{healthy_target(r)[0]} |")
     if any(r.get("machine_share", 1.0) < LOADED_SHARE for r in rows):
         print("\n" + loaded_footnote("row's runs"))

@@ -13,7 +13,7 @@
 # fcntl (POSIX record locks), so /proc/locks names the holder without
 # taking the lock, which could race with the apt-get that follows.
 # URAID_APT_LOCKS (space-separated paths) replaces the list of lock files,
-# for tests.
+# and URAID_PROC_LOCKS the table read instead of /proc/locks, for tests.
 set -euo pipefail
 
 timeout=${1:-${URAID_APT_LOCK_TIMEOUT:-600}}
@@ -23,7 +23,7 @@ read -ra locks <<<"${URAID_APT_LOCKS:-/var/lib/dpkg/lock-frontend \
 # "PID COMMAND LINE" of the first process holding a lock on one of the
 # files, or nothing.
 holder() {
-  local f dev major minor ino line
+  local f dev major minor ino
   for f in "${locks[@]}"; do
     [[ -e $f ]] || continue
     read -r dev ino < <(stat -L -c '%d %i' "$f")
@@ -31,11 +31,18 @@ holder() {
     major=$(((dev >> 8) & 0xfff))
     minor=$(((dev & 0xff) | ((dev >> 12) & 0xfff00)))
     # /proc/locks: "1: POSIX  ADVISORY  WRITE 1234 fd:01:5678 0 EOF";
-    # a waiter's line has "->" after the number, and is not a holder.
-    while read -r line; do
-      set -- $line
-      [[ $2 == "->" ]] && continue
-      local pid=$5 dev_ino=$6 m n i
+    # a waiter's line has "->" after the number, and is not a holder. A
+    # line read while a lock comes or goes can be cut short (the kernel
+    # rebuilds the table between two reads): one that is not whole is
+    # skipped, where `set -u` made it kill the wait ("$2: unbound
+    # variable", seen when apt-get let go of its lock mid-read).
+    local -a w
+    while read -r -a w; do
+      ((${#w[@]} >= 6)) || continue
+      [[ ${w[1]} == "->" ]] && continue
+      local pid=${w[4]} dev_ino=${w[5]} m n i
+      [[ $pid =~ ^-?[0-9]+$ && $dev_ino =~ ^[0-9a-f]+:[0-9a-f]+:[0-9]+$ ]] ||
+        continue
       IFS=: read -r m n i <<<"$dev_ino"
       if ((16#$m == major && 16#$n == minor && i == ino)); then
         local cmd
@@ -43,7 +50,7 @@ holder() {
         echo "$pid ${cmd:-(gone)}"
         return 0
       fi
-    done </proc/locks
+    done <"${URAID_PROC_LOCKS:-/proc/locks}"
   done
 }
 

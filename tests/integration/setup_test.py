@@ -121,6 +121,38 @@ class AptLock(unittest.TestCase):
         self.assertLess(took, 20)
         self.assertIn(f"still held by pid {h.proc.pid} ", r.stderr)
 
+    def test_a_lines_cut_short_in_the_locks_table_are_skipped(self):
+        """/proc/locks read while a lock comes or goes can yield the tail
+        of a line ("EOF", "0 EOF"): such lines are skipped, and a whole
+        line after them still names the holder. (Under `set -u` a short
+        line killed the wait: "$2: unbound variable", seen in CI when a
+        real apt-get let go of its lock.)"""
+        st = os.stat(self.lock)
+        dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+        table = os.path.join(self.tmp, "locks")
+        holder = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(holder.wait)
+        self.addCleanup(holder.kill)
+        with open(table, "w") as f:
+            f.write("EOF\n0 EOF\n\n"
+                    f"{dev}:{st.st_ino} 0 EOF\n"
+                    f"2: -> POSIX  ADVISORY  WRITE 1 {dev}:{st.st_ino} 0 EOF\n"
+                    f"3: POSIX  ADVISORY  WRITE {holder.pid} "
+                    f"{dev}:{st.st_ino} 0 EOF\n")
+        self.env["URAID_PROC_LOCKS"] = table
+        r, _ = self.wait("2")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("unbound", r.stderr)
+        self.assertIn(f"still held by pid {holder.pid} (sleep 60", r.stderr)
+        # Only fragments (and a waiter): nobody holds it.
+        with open(table, "w") as f:
+            f.write("EOF\n0 EOF\n"
+                    f"2: -> POSIX  ADVISORY  WRITE 1 {dev}:{st.st_ino} 0 EOF\n")
+        r, took = self.wait("30")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")
+        self.assertLess(took, 5)
+
     def test_setup_waits_then_hands_apt_get_the_rest(self):
         """setup.sh with one package missing (a stand-in dpkg-query) and
         apt-get a stand-in that records its arguments: it waits for the

@@ -141,6 +141,12 @@ def whole_run_scale(jobs, runtime):
     return (runtime + ramp) / runtime
 
 
+def cpu_s_per_gib(cpu_s, mbs, whole, runtime):
+    """CPU seconds per GiB moved, from a server's CPU time over a whole
+    fio run and fio's MB/s over `runtime` (`whole`: whole_run_scale)."""
+    return cpu_s / max(mbs * runtime * whole * 1e6 / (1 << 30), 1e-9)
+
+
 def seq_read_mbs(args, name, plugin_args, work, size):
     """MB/s of fio seq read 1M qd8 for --runtime s on a fresh nbdkit with
     `plugin_args` (a degraded array served read-only, say)."""
@@ -153,26 +159,29 @@ def seq_read_mbs(args, name, plugin_args, work, size):
 
 
 def summarize(result, measured):
-    """MB/s, IOPS and p99 (µs) over the jobs in `measured` (indices)."""
+    """MB/s, IOPS and p99 (µs) over the jobs in `measured` (indices), and
+    their client requests (reads, writes and flushes; fio's ramp left
+    out)."""
     bw = iops = 0.0
     p99 = []
-    ios = 0
+    requests = 0
     for i in measured:
         job = result["jobs"][i]
         for d in ("read", "write"):
             bw += job[d]["bw_bytes"] / 1e6
             iops += job[d]["iops"]
-            ios += job[d]["total_ios"]
+            requests += job[d]["total_ios"]
             pct = job[d]["clat_ns"].get("percentile", {})
             if job[d]["total_ios"] and "99.000000" in pct:
                 p99.append(pct["99.000000"] / 1000)
         sync = job.get("sync", {})
         if sync.get("total_ios"):
+            requests += sync["total_ios"]
             pct = sync["lat_ns"].get("percentile", {})
             if "99.000000" in pct:
                 p99.append(pct["99.000000"] / 1000)
     return {"mbs": bw, "iops": iops, "p99_us": max(p99) if p99 else 0.0,
-            "ios": ios}
+            "requests": requests}
 
 
 # --- Bitmap cost, rebuild, resync after a crash, scrub ----------------------

@@ -12,8 +12,8 @@ import os
 import statistics
 import subprocess
 
-from bench.common import (MIB, Server, ab_runs, fill_export, fio, log,
-                          summarize, wanted, whole_run_scale)
+from bench.common import (MIB, Server, ab_runs, cpu_s_per_gib, fill_export,
+                          fio, log, summarize, wanted, whole_run_scale)
 
 WORKLOADS = [
     # name, jobs, measured job indices, degraded[, extra plugin keys]
@@ -111,6 +111,8 @@ def run_healthy(args, plugin, tool, work):
             continue
         samples = {"file": [], "uraid": []}
         shares = []
+        # The server's counts and CPU cover fio's ramp as well.
+        whole = whole_run_scale(jobs, args.runtime)
         for _, side in ab_runs(args.repeat, shares):
             stats = os.path.join(work, "stats.json")
             if side == "file":
@@ -133,19 +135,13 @@ def run_healthy(args, plugin, tool, work):
                 # point 5: the stream at >= 0.7 of the file plugin's).
                 m["beside_mbs"] = summarize(r, others)["mbs"]
             all_jobs = summarize(r, range(len(jobs)))
-            # The server's counts and CPU cover fio's ramp as well.
-            whole = whole_run_scale(jobs, args.runtime)
-            gib = max(all_jobs["mbs"] * args.runtime * whole * 1e6 /
-                      (1 << 30), 1e-9)
-            m["cpu_s_per_gib"] = cpu / gib
+            m["cpu_s_per_gib"] = cpu_s_per_gib(cpu, all_jobs["mbs"], whole,
+                                               args.runtime)
             # Per client request, where this machine's system calls are
             # dear (a paravirtual guest: most of a 4K request's CPU is
             # entering and leaving the kernel).
-            reqs = sum(r["jobs"][i].get(d, {}).get("total_ios", 0)
-                       for i in range(len(jobs))
-                       for d in ("read", "write", "sync"))
-            if reqs:
-                m["io_calls_per_req"] = calls / (reqs * whole)
+            if all_jobs["requests"]:
+                m["io_calls_per_req"] = calls / (all_jobs["requests"] * whole)
             m["rss_mib"] = rss
             if side == "uraid" and os.path.exists(stats):
                 with open(stats) as f:

@@ -7,9 +7,9 @@ import os
 import shutil
 import statistics
 
-from bench.common import (EXTRA_PARTS, Server, fill_array, fio, log,
-                          make_array, member_args, summarize, wanted,
-                          whole_run_scale)
+from bench.common import (EXTRA_PARTS, Server, cpu_s_per_gib, fill_array,
+                          fio, log, make_array, member_args, summarize,
+                          wanted, whole_run_scale)
 
 
 COST_JOBS = {
@@ -42,21 +42,21 @@ def bench_policy_cost(args, plugin, tool, work, prefix, sides, targets):
     stats = os.path.join(work, "pc-stats.json")
     for name in names:
         samples = {a: [], b: []}
+        jobs = COST_JOBS[name.split(": ", 1)[1]]
+        # The server's counts and CPU cover fio's ramp as well.
+        whole = whole_run_scale(jobs, args.runtime)
         for rep in range(args.repeat):
             # Alternate which side goes first against drift on a noisy box.
             for side in ((a, b) if rep % 2 == 0 else (b, a)):
                 s = Server(args, f"pc-{side}", member_args(
                     plugin, arrays[side], args, [f"stats={stats}"]), work)
                 cpu0 = s.cpu_seconds()
-                jobs = COST_JOBS[name.split(": ", 1)[1]]
                 r = fio(s.uri, jobs, args.runtime, size)
                 cpu = s.cpu_seconds() - cpu0
                 s.stop()
                 m = summarize(r, [0])
-                # The server's counts and CPU cover fio's ramp as well.
-                whole = whole_run_scale(jobs, args.runtime)
-                m["cpu_s_per_gib"] = cpu / max(
-                    m["mbs"] * args.runtime * whole * 1e6 / (1 << 30), 1e-9)
+                m["cpu_s_per_gib"] = cpu_s_per_gib(cpu, m["mbs"], whole,
+                                                   args.runtime)
                 with open(stats) as f:
                     c = json.load(f)
                 os.unlink(stats)

@@ -842,6 +842,94 @@ TEST(ArrayWrite, ADegradedArrayFillsAStripeFromHeldWrites) {
   }
 }
 
+// While a client flushes every few milliseconds, a gathered piece would go
+// out at the next flush as a partial-stripe write (reads of old data or
+// parity), so a stream's piece is held instead: acknowledged once its
+// stripe is on the members. A flush meanwhile leaves it alone (it is not
+// acknowledged, so not the flush's to make durable), and the second half
+// fills the stripe: one full-stripe write, no member read. Timing as in
+// ADegradedArrayFillsAStripeFromHeldWrites: one attempt in five must fill.
+TEST(ArrayWrite, AStreamBesideFrequentFlushesIsHeldNotWrittenThrough) {
+  auto m = MakeMembers(4);
+  // The clock stands still: every flush comes 0 ns after the last.
+  auto a = MustCreateOnClock(m, std::make_shared<StepClock>());
+  ASSERT_NE(a, nullptr);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(a->Flush().ok());
+  const uint64_t sd = 3 * kChunk;
+  const uint64_t half = sd / 2;
+  bool filled = false;
+  int pause_ms = 110;
+  std::vector<uint64_t> written;
+  for (uint64_t stripe = 4; stripe < 9 && !filled; ++stripe) {
+    const Counters before = a->Info().counters;
+    auto first = Pattern(half, 300 + stripe);
+    auto second = Pattern(half, 400 + stripe);
+    absl::Status first_st;
+    std::thread t(
+        [&] { first_st = a->Write(first.data(), half, stripe * sd); });
+    // The flush comes while the first half is held (or after its hold ran
+    // out, and then this attempt does not count).
+    for (int i = 0; i < 50 && a->Info().counters.cache_held_writes ==
+                                  before.cache_held_writes;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    ASSERT_TRUE(a->Flush().ok());
+    ASSERT_TRUE(a->Write(second.data(), half, stripe * sd + half).ok());
+    t.join();
+    ASSERT_TRUE(first_st.ok()) << first_st;
+    written.push_back(stripe);
+    const Counters c = a->Info().counters;
+    if (c.cache_hold_timeouts == before.cache_hold_timeouts) {
+      filled = true;
+      EXPECT_EQ(c.cache_held_writes - before.cache_held_writes, 1u);
+      EXPECT_EQ(c.full_stripe_writes - before.full_stripe_writes, 1u);
+      EXPECT_EQ(c.rmw_writes + c.rcw_writes,
+                before.rmw_writes + before.rcw_writes);
+      EXPECT_EQ(c.member_reads, before.member_reads);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+      pause_ms *= 2;
+    }
+  }
+  EXPECT_TRUE(filled) << "no attempt filled its stripe from a held write";
+  a.reset();
+  auto b = AssembleImages(m, {0, 1, 2, 3});
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<uint8_t> got(half);
+  for (uint64_t stripe : written) {
+    ASSERT_TRUE((*b)->Read(got.data(), half, stripe * sd).ok());
+    EXPECT_EQ(got, Pattern(half, 300 + stripe)) << stripe;
+    ASSERT_TRUE((*b)->Read(got.data(), half, stripe * sd + half).ok());
+    EXPECT_EQ(got, Pattern(half, 400 + stripe)) << stripe;
+  }
+}
+
+// While a client flushes often, a piece of a write smaller than half a
+// stripe is written through, not held: a client that writes a few blocks
+// before each flush (a journal) would never fill the stripe, and would wait
+// out each hold.
+TEST(ArrayWrite, ASmallWriteBesideFrequentFlushesIsWrittenThrough) {
+  auto m = MakeMembers(4);
+  auto a = MustCreateOnClock(m, std::make_shared<StepClock>());
+  ASSERT_NE(a, nullptr);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(a->Flush().ok());
+  const uint64_t sd = 3 * kChunk;
+  auto d = Pattern(64 * 1024, 23);
+  const Counters before = a->Info().counters;
+  // It starts a stripe, and continues the one before: gathered otherwise.
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 6 * sd - d.size()).ok());
+  ASSERT_TRUE(a->Write(d.data(), d.size(), 6 * sd).ok());
+  const Counters c = a->Info().counters;
+  EXPECT_EQ(c.cached_writes, before.cached_writes);
+  EXPECT_EQ(c.cache_held_writes, before.cache_held_writes);
+  EXPECT_EQ(c.rmw_writes + c.rcw_writes - before.rmw_writes - before.rcw_writes,
+            2u);
+  std::vector<uint8_t> got(d.size());
+  ASSERT_TRUE(a->Read(got.data(), got.size(), 6 * sd).ok());
+  EXPECT_EQ(got, d);
+}
+
 // The cache's age limit runs on the array's clock: a gathered write stays
 // in the cache while real time runs past max_age_ms and the clock does
 // not, and goes out at the writeback thread's next look (every 10 ms of

@@ -88,10 +88,12 @@ struct CacheOptions {
   uint64_t bytes = 64ull << 20;
   // Longest time a cached write waits for its stripe to fill.
   uint32_t max_age_ms = 100;
-  // Gathering pauses while flushes arrive more often than this on average
-  // (milliseconds): each flush would write half-gathered stripes back as
-  // partial stripes anyway, and the flushing client would wait for them.
-  // 0 gathers whatever the flush rate (tests of the cache use it).
+  // While flushes arrive more often than this on average (milliseconds),
+  // a gathered write is acknowledged only once its stripe is on the
+  // members, and only writes of half a stripe or more are gathered: each
+  // flush would write half-gathered stripes back as partial stripes, and
+  // the flushing client would wait for them. 0 gathers and acknowledges
+  // whatever the flush rate (tests of the cache use it).
   uint32_t bypass_flush_interval_ms = 10;
 };
 

@@ -21,8 +21,9 @@ void StripeEngine::WritebackAged() {
   const bool safe = writer_.CacheSafe();
   const int64_t deadline =
       safe ? clock_.NowNs() - max_age_ns_ : std::numeric_limits<int64_t>::max();
-  for (uint64_t stripe : cache_.Oldest(SIZE_MAX, deadline)) {
-    absl::Status st = writer_.WritebackStripe(stripe, /*unheld_only=*/!safe);
+  for (uint64_t stripe :
+       cache_.Oldest(SIZE_MAX, deadline, /*unheld_only=*/true)) {
+    absl::Status st = writer_.WritebackStripe(stripe, /*unheld_only=*/true);
     if (!st.ok()) {
       reporter_.Log(LogLevel::kError,
                     absl::StrFormat("cache writeback of stripe %d failed: %s",

@@ -60,7 +60,8 @@ absl::Status StripeWriter::Write(const Shape& sh, const void* buf, size_t len,
   const auto* src = static_cast<const uint8_t*>(buf);
   const uint64_t sd = sh.geo.stripe_data_bytes();
   std::vector<bool> touched(sh.geo.raid_disks(), false);
-  const bool stream = streams_.Continues(offset, len);
+  const ClientWrite client{.stream = streams_.Continues(offset, len),
+                           .large = 2 * len >= sd};
   streams_.Record(offset, len);
   absl::Status st;
   // Pieces held for their stripes (see WritePiece), awaited once every
@@ -75,7 +76,7 @@ absl::Status StripeWriter::Write(const Shape& sh, const void* buf, size_t len,
     uint64_t a = pos % sd;
     uint64_t b = std::min<uint64_t>(sd, a + (len - done));
     std::shared_ptr<absl::Notification> h;
-    st = WritePiece(sh, stripe, a, b, src + done, fua, stream, &touched,
+    st = WritePiece(sh, stripe, a, b, src + done, fua, client, &touched,
                     nullptr, &h);
     if (h != nullptr) held.emplace_back(stripe, std::move(h));
     done += b - a;
@@ -100,21 +101,22 @@ absl::Status StripeWriter::WriteFullStripe(const Shape& sh, uint64_t stripe,
   RETURN_IF_ERROR(host_.BeginWrite());
   std::vector<bool> touched(sh.geo.raid_disks(), false);
   absl::Status st = WritePiece(sh, stripe, 0, sd, data, /*fua=*/false,
-                               /*stream=*/false, &touched, parity);
+                               ClientWrite{}, &touched, parity);
   host_.EndWrite();
   return st;
 }
 
 absl::Status StripeWriter::WritePiece(
     const Shape& sh, uint64_t stripe, uint64_t a, uint64_t b,
-    const uint8_t* src, bool fua, bool stream, std::vector<bool>* touched,
-    const uint8_t* parity, std::shared_ptr<absl::Notification>* held) {
+    const uint8_t* src, bool fua, ClientWrite client,
+    std::vector<bool>* touched, const uint8_t* parity,
+    std::shared_ptr<absl::Notification>* held) {
   const uint64_t sd = sh.geo.stripe_data_bytes();
   const bool full = a == 0 && b == sd;
   // Gather only what looks like a stream: a piece that starts or ends a
   // stripe (a sequential writer crossing a stripe boundary), lands in a
   // stripe already being gathered, or belongs to a write that continues a
-  // recent one (`stream`: with a deep queue a stream's pieces arrive out
+  // recent one (`client.stream`: with a deep queue a stream's pieces arrive out
   // of order, one in the middle of a stripe before the piece that starts
   // it). A random small write gains nothing from waiting, so it goes
   // straight to RMW/RCW. The rule was "in or beside a gathered stripe",
@@ -122,35 +124,49 @@ absl::Status StripeWriter::WritePiece(
   // put two more stripes beside one, until 8% of them were gathered, each
   // for a new entry and an RMW later all the same), and a stream's early
   // piece whose neighbour had just gone out was written through (254 RMWs
-  // in 5 s of a 64K qd8 stream). Nor does anything gather while some
-  // client flushes every few milliseconds: each flush would write the
-  // half-gathered stripes back as partial stripes anyway, and it is the
-  // flushing client that would wait for them (the latency-isolation case:
-  // a 4K write+flush beside a stream); writing through puts that cost on
-  // the writer instead. While the array has no member to spare
-  // (CacheSafe) a gathered piece is held: it is acknowledged only once its
-  // stripe is on the members (AwaitHeld), md's rule, so a second failure
-  // cannot strand it; a client queue that spans a stripe still fills it
-  // into one full-stripe write.
+  // in 5 s of a 64K qd8 stream).
+  // While the array has no member to spare (CacheSafe) a gathered piece is
+  // held: it is acknowledged only once its stripe is on the members
+  // (AwaitHeld), md's rule, so a second failure cannot strand it; a client
+  // queue that spans a stripe still fills it into one full-stripe write.
+  // While some client flushes every few milliseconds a gathered piece is
+  // held too: acknowledged, each flush would write the half-gathered
+  // stripes back as partial stripes, and the flushing client would wait
+  // for them (the latency-isolation case: a 4K write+flush beside a
+  // stream); held, it is not the flush's to make durable (Flush leaves
+  // it), and a stream's next request fills its stripe. Only pieces of
+  // writes of half a stripe or more are held then: a smaller write costs
+  // little written through, and a client that writes a few small blocks
+  // before each flush (a journal) never fills a stripe, so its hold would
+  // only run out (kHoldNs) each time holding resumed. Such writes go
+  // through at once, as every write under frequent flushes once did
+  // (docs/architecture.md has the A/B: the stream beside a 4K
+  // write+flush client +13%, the flushing client +23%, its p99 -19%).
   // The cache is keyed by stripes of one shape, the current one: a reshape
   // writes it back and runs without it (jobs/reshape_job.cc), so outside a
   // reshape `sh` is the current shape.
   const bool safe = CacheSafe();
+  const bool flushing =
+      flush_interval_ns_.load(std::memory_order_relaxed) < bypass_flush_ns_;
   const bool gather =
       cache_.enabled() && !shapes_.reshaping() && !full && !fua &&
-      flush_interval_ns_.load(std::memory_order_relaxed) >= bypass_flush_ns_ &&
-      (a == 0 || b == sd || stream || cache_.MayContain(stripe));
+      (!flushing || client.large) &&
+      (a == 0 || b == sd || client.stream || cache_.MayContain(stripe));
   // Not where part of the stripe went out lately (WrittenThroughLately).
-  const bool hold = gather && !safe && held != nullptr && Holding() &&
+  const bool must_hold = !safe || flushing;
+  const bool hold = gather && must_hold && held != nullptr && Holding() &&
                     !WrittenThroughLately(stripe);
-  const bool cache = gather && (safe || hold);
+  const bool cache = gather && (!must_hold || hold);
   if (cache) {
     // Make room before taking our stripe lock (never hold one stripe lock
     // while waiting for another). Concurrent writers may pick the same
     // victim, so this only makes room likely; the bound itself is
     // Create's, below.
     for (int i = 0; i < 4 && cache_.over_capacity(); ++i) {
-      std::vector<uint64_t> victims = cache_.Oldest(1, std::nullopt);
+      // Not a held entry: its writers put it out within kHoldNs, and
+      // taking its lock would wait behind the write that fills it.
+      std::vector<uint64_t> victims =
+          cache_.Oldest(1, std::nullopt, /*unheld_only=*/true);
       if (victims.empty() || victims[0] == stripe) break;
       RETURN_IF_ERROR(WritebackStripe(victims[0]));
       counters_.cache_evictions.fetch_add(1, std::memory_order_relaxed);
@@ -171,11 +187,9 @@ absl::Status StripeWriter::WritePiece(
   // later), which keeps memory within the cache's bound however many
   // clients write at once.
   if (cache && e == nullptr) {
-    e = cache_.Create(stripe, clock_.NowNs());
+    e = cache_.Create(stripe, clock_.NowNs(), hold);
     if (e == nullptr) {
       counters_.cache_full_writes.fetch_add(1, std::memory_order_relaxed);
-    } else if (hold) {
-      e->held = std::make_shared<absl::Notification>();
     }
   }
   if (e != nullptr && !full && !fua && e->dirty.CoversWith(a, b, sd)) {
@@ -227,7 +241,7 @@ absl::Status StripeWriter::WritePiece(
   }
   // A full-stripe write supersedes anything cached for the stripe.
   if (e != nullptr) RETURN_IF_ERROR(DropEntryLocked(sh, e, touched));
-  if (!safe && !full) NoteWrittenThrough(stripe);
+  if (must_hold && !full) NoteWrittenThrough(stripe);
   return WriteStripeLocked(sh, stripe, a, b, src, touched,
                            full ? parity : nullptr);
 }
@@ -316,10 +330,10 @@ absl::Status StripeWriter::WritebackStripe(uint64_t stripe, bool unheld_only) {
   return WritebackLocked(sh, e, &touched);
 }
 
-absl::Status StripeWriter::WritebackAll() {
+absl::Status StripeWriter::WritebackAll(bool unheld_only) {
   absl::Status first;
-  for (uint64_t stripe : cache_.Oldest(SIZE_MAX, std::nullopt)) {
-    absl::Status st = WritebackStripe(stripe);
+  for (uint64_t stripe : cache_.Oldest(SIZE_MAX, std::nullopt, unheld_only)) {
+    absl::Status st = WritebackStripe(stripe, unheld_only);
     if (first.ok()) first = st;
   }
   return first;
@@ -811,8 +825,13 @@ absl::Status StripeWriter::Flush() {
   const int64_t avg = flush_interval_ns_.load(std::memory_order_relaxed);
   flush_interval_ns_.store(avg + (gap - avg) / 8, std::memory_order_relaxed);
   // Everything acknowledged before this call is in the cache or on the
-  // members: write the cache back, then make the members durable.
-  RETURN_IF_ERROR(FlushAll(/*writeback=*/true));
+  // members: write the cache back, then make the members durable. Held
+  // entries hold only writes not acknowledged yet (every piece gathered
+  // into one is held), so they are left to their writers: writing them
+  // back here would make them partial-stripe writes, and take their
+  // stripe locks behind the write that fills them.
+  RETURN_IF_ERROR(WritebackAll(/*unheld_only=*/true));
+  RETURN_IF_ERROR(FlushSlots(std::vector<bool>(slots_.size(), true)));
   // Bits whose persist failed earlier go out now: after a flush the
   // on-disk bitmap covers every write (FlushSlots made the data durable).
   if (bitmap_.intent() != nullptr) RETURN_IF_ERROR(bitmap_.intent()->Sync());

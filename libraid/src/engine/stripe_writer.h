@@ -103,7 +103,7 @@ class StripeWriter : private EnginePart {
   // cached stripe. `unheld_only`: leaves an entry whose writers are held
   // (StripeCache::Entry::held) to them.
   absl::Status WritebackStripe(uint64_t stripe, bool unheld_only = false);
-  absl::Status WritebackAll();
+  absl::Status WritebackAll(bool unheld_only = false);
   // Every member durable: with `writeback`, the cache written back first
   // (what a client flush and md's clean mark both need; without it, only
   // what is already on the members).
@@ -135,13 +135,17 @@ class StripeWriter : private EnginePart {
   // (0 .. chunk * data disks), new contents at `src`. Gathers it in the
   // cache or writes it through. Takes the stripe lock. `parity`: null, or
   // for a whole stripe its parity (WriteFullStripe).
-  // `stream`: the client write continues a recent one (WriteStreams).
+  // `client`: what the client write the piece belongs to looks like.
   // `held`: set when the piece was gathered but may not be acknowledged
-  // yet (the array cannot spare a member): the caller passes it to
-  // AwaitHeld before it acknowledges the write.
+  // yet (the array cannot spare a member, or a client flushes often): the
+  // caller passes it to AwaitHeld before it acknowledges the write.
+  struct ClientWrite {
+    bool stream = false;  // it continues a recent write (WriteStreams)
+    bool large = false;   // it is at least half a stripe long
+  };
   absl::Status WritePiece(const Shape& sh, uint64_t stripe, uint64_t a,
-                          uint64_t b, const uint8_t* src, bool fua, bool stream,
-                          std::vector<bool>* touched,
+                          uint64_t b, const uint8_t* src, bool fua,
+                          ClientWrite client, std::vector<bool>* touched,
                           const uint8_t* parity = nullptr,
                           std::shared_ptr<absl::Notification>* held = nullptr);
   // Waits until the held piece's stripe is on the members: another piece

@@ -51,7 +51,8 @@ StripeCache::Entry* StripeCache::Find(uint64_t stripe) {
   return it == map_.end() ? nullptr : it->second.get();
 }
 
-StripeCache::Entry* StripeCache::Create(uint64_t stripe, int64_t now_ns) {
+StripeCache::Entry* StripeCache::Create(uint64_t stripe, int64_t now_ns,
+                                        bool held) {
   // Reserve the entry's room first: concurrent creators (each holding its
   // own stripe's lock) cannot all pass the check and then all insert.
   const uint64_t sb = stripe_bytes_.load();
@@ -66,6 +67,7 @@ StripeCache::Entry* StripeCache::Create(uint64_t stripe, int64_t now_ns) {
   e->stripe = stripe;
   e->data = TakeBuffer();
   e->since_ns = now_ns;
+  if (held) e->held = std::make_shared<absl::Notification>();
   Entry* raw = e.get();
   MutexLock lock(&mu_);
   map_.emplace(stripe, std::move(e));
@@ -106,12 +108,14 @@ void StripeCache::ReturnBuffer(AlignedBuffer b) {
   }
 }
 
-std::vector<uint64_t> StripeCache::Oldest(
-    size_t max, std::optional<int64_t> older_than_ns) {
+std::vector<uint64_t> StripeCache::Oldest(size_t max,
+                                          std::optional<int64_t> older_than_ns,
+                                          bool unheld_only) {
   std::vector<std::pair<int64_t, uint64_t>> all;
   {
     MutexLock lock(&mu_);
     for (const auto& [stripe, e] : map_) {
+      if (unheld_only && e->held != nullptr) continue;
       if (!older_than_ns || e->since_ns < *older_than_ns) {
         all.emplace_back(e->since_ns, stripe);
       }

@@ -60,12 +60,11 @@ class StripeCache {
     AlignedBuffer data;    // the stripe's data space (chunk * data disks)
     RangeSet dirty;        // bytes of `data` newer than the members
     int64_t since_ns = 0;  // when it first became dirty (the array's clock)
-    // Set when the entry was created while the array could not spare a
-    // member: its writers' acknowledgments wait for the stripe to reach
-    // the members (StripeWriter::AwaitHeld). Notified by Erase, which is
-    // called only once the entry's bytes are on the members (written, or
-    // overwritten there by a later write), so a notified writer's data is
-    // on the members.
+    // Set at creation when its writers' acknowledgments wait for the
+    // stripe to reach the members (StripeWriter::AwaitHeld), and never
+    // changed after. Notified by Erase, which is called only once the
+    // entry's bytes are on the members (written, or overwritten there by a
+    // later write), so a notified writer's data is on the members.
     std::shared_ptr<absl::Notification> held;
   };
 
@@ -99,18 +98,19 @@ class StripeCache {
   Entry* Find(uint64_t stripe);
   // A new, empty entry for `stripe` (which has none), dirty since `now_ns`
   // (the array's clock), or null when one more entry would pass the
-  // capacity.
-  Entry* Create(uint64_t stripe, int64_t now_ns);
+  // capacity. `held`: its writers are held (Entry::held is set).
+  Entry* Create(uint64_t stripe, int64_t now_ns, bool held = false);
   // Drops the entry and notifies its held writers (Entry::held).
   // REQUIRES: the caller holds the lock of `stripe`, and the entry's dirty
   // bytes are on the members (or superseded there).
   void Erase(uint64_t stripe);
 
   // Stripes with entries, oldest first; with `older_than_ns` set only
-  // those dirty since before it (the clock of Create's stamps). Racy
-  // snapshot: recheck under the stripe lock.
-  std::vector<uint64_t> Oldest(size_t max,
-                               std::optional<int64_t> older_than_ns);
+  // those dirty since before it (the clock of Create's stamps); with
+  // `unheld_only`, none whose writers are held. Racy snapshot: recheck
+  // under the stripe lock.
+  std::vector<uint64_t> Oldest(size_t max, std::optional<int64_t> older_than_ns,
+                               bool unheld_only = false);
 
  private:
   // Stripe buffers are recycled: a stream allocates one per stripe, and

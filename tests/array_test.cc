@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -784,62 +785,95 @@ TEST(ArrayWrite, ADegradedArrayHoldsGatheredWritesAndDrainsTheCache) {
   }
 }
 
-// A degraded array still gathers a stream whose requests in flight span a
-// stripe: the first half of a stripe waits (held, unacknowledged) until
-// the second half fills it, and the stripe goes out as one full-stripe
-// write, no member read. Both writers return only once it is on the
-// members. The hold is 10 ms of real time, so a writer thread that starts
-// later than that on a loaded machine makes that attempt a partial write
-// (then holding pauses, 20 ms doubling while it keeps timing out); one
-// attempt in five must fill.
-TEST(ArrayWrite, ADegradedArrayFillsAStripeFromHeldWrites) {
-  auto m = MakeMembers(4);
-  auto a = MustCreateOnClock(m, std::make_shared<StepClock>());
-  ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(a->FailSlot(1).ok());
+// Writes stripes from 4 on in two halves from two threads, the first half
+// first (held: the array holds gathered writes now) and `between()` before
+// the second, until an attempt fills its stripe from the held half: no hold
+// ran out, and `filled(before, after)` checks that attempt's counters. The
+// hold is 10 ms of real time, so a writer thread that starts later than
+// that on a loaded machine makes that attempt a partial write (then holding
+// pauses, 20 ms doubling while it keeps timing out); one attempt in five
+// must fill. Then every half written must read back from copies of the
+// members `slots` of `m` alone, without the array's cache (`a` is closed).
+// Halves hold Pattern(half, seed + stripe) and Pattern(half, seed + 100 +
+// stripe).
+void ExpectAHeldHalfFilled(
+    const std::vector<Shared>& m, std::unique_ptr<Array>& a,
+    std::initializer_list<int> slots, uint64_t seed,
+    const std::function<void(const Counters& before)>& between,
+    const std::function<void(const Counters& before, const Counters& c)>&
+        filled) {
   const uint64_t sd = 3 * kChunk;
   const uint64_t half = sd / 2;
-  bool filled = false;
+  bool was_filled = false;
   int pause_ms = 110;
   std::vector<uint64_t> written;
-  for (uint64_t stripe = 4; stripe < 9 && !filled; ++stripe) {
+  for (uint64_t stripe = 4; stripe < 9 && !was_filled; ++stripe) {
     const Counters before = a->Info().counters;
-    auto first = Pattern(half, 100 + stripe);
-    auto second = Pattern(half, 200 + stripe);
+    auto first = Pattern(half, seed + stripe);
+    auto second = Pattern(half, seed + 100 + stripe);
     absl::Status first_st;
     std::thread t(
         [&] { first_st = a->Write(first.data(), half, stripe * sd); });
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    between(before);
     ASSERT_TRUE(a->Write(second.data(), half, stripe * sd + half).ok());
     t.join();
     ASSERT_TRUE(first_st.ok()) << first_st;
     written.push_back(stripe);
     const Counters c = a->Info().counters;
     if (c.cache_hold_timeouts == before.cache_hold_timeouts) {
-      filled = true;
+      was_filled = true;
       EXPECT_EQ(c.cache_held_writes - before.cache_held_writes, 1u);
-      // One stripe written around the missing member, from its data alone.
-      EXPECT_EQ(c.degraded_writes - before.degraded_writes, 1u);
       EXPECT_EQ(c.rmw_writes + c.rcw_writes,
                 before.rmw_writes + before.rcw_writes);
       EXPECT_EQ(c.member_reads, before.member_reads);
+      filled(before, c);
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
       pause_ms *= 2;
     }
   }
-  EXPECT_TRUE(filled) << "no attempt filled its stripe from a held write";
-  // Everything acknowledged is on the surviving members.
+  EXPECT_TRUE(was_filled) << "no attempt filled its stripe from a held write";
   a.reset();
-  auto b = AssembleImages(m, {0, 2, 3});
+  auto b = AssembleImages(m, slots);
   ASSERT_TRUE(b.ok()) << b.status();
   std::vector<uint8_t> got(half);
   for (uint64_t stripe : written) {
     ASSERT_TRUE((*b)->Read(got.data(), half, stripe * sd).ok());
-    EXPECT_EQ(got, Pattern(half, 100 + stripe)) << stripe;
+    EXPECT_EQ(got, Pattern(half, seed + stripe)) << stripe;
     ASSERT_TRUE((*b)->Read(got.data(), half, stripe * sd + half).ok());
-    EXPECT_EQ(got, Pattern(half, 200 + stripe)) << stripe;
+    EXPECT_EQ(got, Pattern(half, seed + 100 + stripe)) << stripe;
   }
+}
+
+// A degraded array still gathers a stream whose requests in flight span a
+// stripe: the first half of a stripe waits (held, unacknowledged) until
+// the second half fills it, and the stripe goes out as one write around
+// the missing member, no member read. Both writers return only once it is
+// on the members.
+TEST(ArrayWrite, ADegradedArrayFillsAStripeFromHeldWrites) {
+  auto m = MakeMembers(4);
+  auto a = MustCreateOnClock(m, std::make_shared<StepClock>());
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(a->FailSlot(1).ok());
+  ExpectAHeldHalfFilled(
+      m, a, {0, 2, 3}, 100,
+      [](const Counters&) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      },
+      [](const Counters& before, const Counters& c) {
+        // One stripe written around the missing member, from its data.
+        EXPECT_EQ(c.degraded_writes - before.degraded_writes, 1u);
+      });
+}
+
+// An array that has seen a client flush often: 100 flushes on a clock
+// that stands still, each 0 ns after the last. Null on failure.
+std::unique_ptr<Array> MustCreateFlushedOften(const std::vector<Shared>& m) {
+  auto a = MustCreateOnClock(m, std::make_shared<StepClock>());
+  for (int i = 0; a != nullptr && i < 100; ++i) {
+    if (!a->Flush().ok()) return nullptr;
+  }
+  return a;
 }
 
 // While a client flushes every few milliseconds, a gathered piece would go
@@ -847,62 +881,26 @@ TEST(ArrayWrite, ADegradedArrayFillsAStripeFromHeldWrites) {
 // parity), so a stream's piece is held instead: acknowledged once its
 // stripe is on the members. A flush meanwhile leaves it alone (it is not
 // acknowledged, so not the flush's to make durable), and the second half
-// fills the stripe: one full-stripe write, no member read. Timing as in
-// ADegradedArrayFillsAStripeFromHeldWrites: one attempt in five must fill.
+// fills the stripe: one full-stripe write, no member read.
 TEST(ArrayWrite, AStreamBesideFrequentFlushesIsHeldNotWrittenThrough) {
   auto m = MakeMembers(4);
-  // The clock stands still: every flush comes 0 ns after the last.
-  auto a = MustCreateOnClock(m, std::make_shared<StepClock>());
+  auto a = MustCreateFlushedOften(m);
   ASSERT_NE(a, nullptr);
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(a->Flush().ok());
-  const uint64_t sd = 3 * kChunk;
-  const uint64_t half = sd / 2;
-  bool filled = false;
-  int pause_ms = 110;
-  std::vector<uint64_t> written;
-  for (uint64_t stripe = 4; stripe < 9 && !filled; ++stripe) {
-    const Counters before = a->Info().counters;
-    auto first = Pattern(half, 300 + stripe);
-    auto second = Pattern(half, 400 + stripe);
-    absl::Status first_st;
-    std::thread t(
-        [&] { first_st = a->Write(first.data(), half, stripe * sd); });
-    // The flush comes while the first half is held (or after its hold ran
-    // out, and then this attempt does not count).
-    for (int i = 0; i < 50 && a->Info().counters.cache_held_writes ==
-                                  before.cache_held_writes;
-         ++i) {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-    ASSERT_TRUE(a->Flush().ok());
-    ASSERT_TRUE(a->Write(second.data(), half, stripe * sd + half).ok());
-    t.join();
-    ASSERT_TRUE(first_st.ok()) << first_st;
-    written.push_back(stripe);
-    const Counters c = a->Info().counters;
-    if (c.cache_hold_timeouts == before.cache_hold_timeouts) {
-      filled = true;
-      EXPECT_EQ(c.cache_held_writes - before.cache_held_writes, 1u);
-      EXPECT_EQ(c.full_stripe_writes - before.full_stripe_writes, 1u);
-      EXPECT_EQ(c.rmw_writes + c.rcw_writes,
-                before.rmw_writes + before.rcw_writes);
-      EXPECT_EQ(c.member_reads, before.member_reads);
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
-      pause_ms *= 2;
-    }
-  }
-  EXPECT_TRUE(filled) << "no attempt filled its stripe from a held write";
-  a.reset();
-  auto b = AssembleImages(m, {0, 1, 2, 3});
-  ASSERT_TRUE(b.ok()) << b.status();
-  std::vector<uint8_t> got(half);
-  for (uint64_t stripe : written) {
-    ASSERT_TRUE((*b)->Read(got.data(), half, stripe * sd).ok());
-    EXPECT_EQ(got, Pattern(half, 300 + stripe)) << stripe;
-    ASSERT_TRUE((*b)->Read(got.data(), half, stripe * sd + half).ok());
-    EXPECT_EQ(got, Pattern(half, 400 + stripe)) << stripe;
-  }
+  ExpectAHeldHalfFilled(
+      m, a, {0, 1, 2, 3}, 300,
+      [&](const Counters& before) {
+        // The flush comes while the first half is held (or after its hold
+        // ran out, and then this attempt does not count).
+        for (int i = 0; i < 50 && a->Info().counters.cache_held_writes ==
+                                      before.cache_held_writes;
+             ++i) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+        ASSERT_TRUE(a->Flush().ok());
+      },
+      [](const Counters& before, const Counters& c) {
+        EXPECT_EQ(c.full_stripe_writes - before.full_stripe_writes, 1u);
+      });
 }
 
 // While a client flushes often, a piece of a write smaller than half a
@@ -911,9 +909,8 @@ TEST(ArrayWrite, AStreamBesideFrequentFlushesIsHeldNotWrittenThrough) {
 // out each hold.
 TEST(ArrayWrite, ASmallWriteBesideFrequentFlushesIsWrittenThrough) {
   auto m = MakeMembers(4);
-  auto a = MustCreateOnClock(m, std::make_shared<StepClock>());
+  auto a = MustCreateFlushedOften(m);
   ASSERT_NE(a, nullptr);
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(a->Flush().ok());
   const uint64_t sd = 3 * kChunk;
   auto d = Pattern(64 * 1024, 23);
   const Counters before = a->Info().counters;

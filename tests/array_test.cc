@@ -903,6 +903,39 @@ TEST(ArrayWrite, AStreamBesideFrequentFlushesIsHeldNotWrittenThrough) {
       });
 }
 
+// A writer that waits for each write before the next (queue depth 1, here
+// beside a client flushing often) never fills a stripe: once its hold has
+// run out, the writes that continue it in sequence are not held again,
+// though holding resumed for the array (another writer's new stream is
+// held).
+TEST(ArrayWrite, AWriterWhoseHoldRanOutIsNotHeldAgainInSequence) {
+  auto m = MakeMembers(4);
+  auto a = MustCreateFlushedOften(m);
+  ASSERT_NE(a, nullptr);
+  const uint64_t sd = 3 * kChunk;
+  const uint64_t half = sd / 2;
+  auto d = Pattern(sd, 24);
+  ASSERT_TRUE(a->Write(d.data(), half, 4 * sd).ok());
+  Counters c = a->Info().counters;
+  ASSERT_EQ(c.cache_held_writes, 1u);
+  ASSERT_EQ(c.cache_hold_timeouts, 1u);
+  // Past the array's pause after a timeout (20 ms).
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The rest of stripe 4 and the first half of stripe 5, which would be
+  // held otherwise.
+  ASSERT_TRUE(a->Write(d.data(), sd, 4 * sd + half).ok());
+  c = a->Info().counters;
+  EXPECT_EQ(c.cache_held_writes, 1u);
+  EXPECT_EQ(c.cache_hold_timeouts, 1u);
+  ASSERT_TRUE(a->Write(d.data(), half, 8 * sd).ok());
+  c = a->Info().counters;
+  EXPECT_EQ(c.cache_held_writes, 2u);
+  EXPECT_EQ(c.cache_hold_timeouts, 2u);
+  std::vector<uint8_t> got(sd);
+  ASSERT_TRUE(a->Read(got.data(), sd, 4 * sd + half).ok());
+  EXPECT_EQ(got, d);
+}
+
 // While a client flushes often, a piece of a write smaller than half a
 // stripe is written through, not held: a client that writes a few blocks
 // before each flush (a journal) would never fill the stripe, and would wait

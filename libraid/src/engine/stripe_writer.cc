@@ -60,8 +60,14 @@ absl::Status StripeWriter::Write(const Shape& sh, const void* buf, size_t len,
   const auto* src = static_cast<const uint8_t*>(buf);
   const uint64_t sd = sh.geo.stripe_data_bytes();
   std::vector<bool> touched(sh.geo.raid_disks(), false);
+  // A write that starts where a write whose hold ran out ended (or one of
+  // its successors) is not held: see unfilled_ends_.
+  const bool unfilled =
+      unfilled_ends_.Any([&](uint64_t end) { return end == offset; });
+  if (unfilled) unfilled_ends_.Record(offset + len);
   const ClientWrite client{.stream = streams_.Continues(offset, len),
-                           .large = 2 * len >= sd};
+                           .large = 2 * len >= sd,
+                           .unfilled = unfilled};
   streams_.Record(offset, len);
   absl::Status st;
   // Pieces held for their stripes (see WritePiece), awaited once every
@@ -84,10 +90,12 @@ absl::Status StripeWriter::Write(const Shape& sh, const void* buf, size_t len,
   // Awaited even after an error: a held entry left behind would sit in
   // the cache unwritten, since the writeback thread leaves held entries
   // to their writers.
+  bool ran_out = false;
   for (const auto& [stripe, h] : held) {
-    absl::Status hs = AwaitHeld(sh, stripe, h, &touched);
+    absl::Status hs = AwaitHeld(sh, stripe, h, &touched, &ran_out);
     if (st.ok()) st = hs;
   }
+  if (ran_out) unfilled_ends_.Record(offset + len);
   if (st.ok() && fua) st = FlushSlots(touched);
   host_.EndWrite();
   return st;
@@ -139,9 +147,10 @@ absl::Status StripeWriter::WritePiece(
   // little written through, and a client that writes a few small blocks
   // before each flush (a journal) never fills a stripe, so its hold would
   // only run out (kHoldNs) each time holding resumed. Such writes go
-  // through at once, as every write under frequent flushes once did
-  // (docs/architecture.md has the A/B: the stream beside a 4K
-  // write+flush client +13%, the flushing client +23%, its p99 -19%).
+  // through at once, as every write under frequent flushes once did; so
+  // does a writer whose hold ran out, while it goes on in sequence
+  // (`client.unfilled`). docs/architecture.md has the A/B (the stream
+  // beside a 4K write+flush client +11 to +13%).
   // The cache is keyed by stripes of one shape, the current one: a reshape
   // writes it back and runs without it (jobs/reshape_job.cc), so outside a
   // reshape `sh` is the current shape.
@@ -155,7 +164,7 @@ absl::Status StripeWriter::WritePiece(
   // Not where part of the stripe went out lately (WrittenThroughLately).
   const bool must_hold = !safe || flushing;
   const bool hold = gather && must_hold && held != nullptr && Holding() &&
-                    !WrittenThroughLately(stripe);
+                    !client.unfilled && !WrittenThroughLately(stripe);
   const bool cache = gather && (!must_hold || hold);
   if (cache) {
     // Make room before taking our stripe lock (never hold one stripe lock
@@ -264,14 +273,15 @@ bool StripeWriter::Holding() const {
 
 absl::Status StripeWriter::AwaitHeld(
     const Shape& sh, uint64_t stripe,
-    const std::shared_ptr<absl::Notification>& held,
-    std::vector<bool>* touched) {
+    const std::shared_ptr<absl::Notification>& held, std::vector<bool>* touched,
+    bool* ran_out) {
   if (held->WaitForNotificationWithTimeout(absl::Nanoseconds(kHoldNs))) {
     if (!held_filled_.load(std::memory_order_relaxed)) {
       held_filled_.store(true, std::memory_order_relaxed);
     }
     return absl::OkStatus();
   }
+  *ran_out = true;
   counters_.cache_hold_timeouts.fetch_add(1, std::memory_order_relaxed);
   // A client whose queue never fills a stripe times out again each time
   // holding resumes: the pause doubles while no held piece was filled in

@@ -104,9 +104,10 @@ class StripeWriter : private EnginePart {
   // (StripeCache::Entry::held) to them.
   absl::Status WritebackStripe(uint64_t stripe, bool unheld_only = false);
   absl::Status WritebackAll(bool unheld_only = false);
-  // Every member durable: with `writeback`, the cache written back first
-  // (what a client flush and md's clean mark both need; without it, only
-  // what is already on the members).
+  // Every member durable: with `writeback`, the whole cache written back
+  // first, held entries too (what md's clean mark and closing need; a
+  // client's Flush leaves held entries to their writers); without it, only
+  // what is already on the members.
   absl::Status FlushAll(bool writeback);
   // Flushes the members of the slots marked in `which` (each slot's
   // replacement too), failing those that cannot. `only_dirty`: skips a

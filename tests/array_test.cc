@@ -421,6 +421,27 @@ IoCount Delta(const Counters& a, const Counters& b) {
   return {b.member_reads - a.member_reads, b.member_writes - a.member_writes};
 }
 
+// A read across stripes reads each member's pieces of consecutive stripes
+// in one call: 4 disks, left-symmetric, stripes 0-2 have parity on disks 3,
+// 2 and 1, so disks 0, 1 and 3 each hold adjacent pieces (one call each)
+// and disk 2 two pieces with parity between them (two calls): 5 calls for
+// 9 pieces.
+TEST(ArrayRead, AMembersPiecesOfConsecutiveStripesAreOneRead) {
+  auto m = MakeMembers(4);
+  auto a = MustCreate(m);
+  const uint64_t total = 3 * 3 * kChunk;
+  auto data = Pattern(total, 31);
+  ASSERT_TRUE(a->Write(data.data(), total, 0).ok());
+  ASSERT_TRUE(a->Flush().ok());
+  const Counters before = a->Info().counters;
+  std::vector<uint8_t> got(total);
+  ASSERT_TRUE(a->Read(got.data(), total, 0).ok());
+  EXPECT_EQ(got, data);
+  const IoCount io = Delta(before, a->Info().counters);
+  EXPECT_EQ(io.reads, 5u);
+  EXPECT_EQ(io.writes, 0u);
+}
+
 TEST(ArrayWrite, PlanChoiceByMemberIoCounts) {
   auto m = MakeMembers(5);  // 4 data chunks per stripe
   CreateOptions o = Opts();

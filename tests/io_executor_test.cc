@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -157,6 +158,74 @@ TEST_F(IoExecutorTest, CountsMemberIoAndDataWrites) {
   EXPECT_EQ(counters_.member_flushes.load(), 1u);
   EXPECT_EQ(io_.writes_started(), 2u);
   EXPECT_EQ(io_.writes_finished(), 2u);
+}
+
+// Reads of one member at adjacent offsets (a request's pieces of
+// consecutive stripes) go as one vectored call, in whatever order the plan
+// listed them; a gap, another slot or a write is a call of its own.
+TEST_F(IoExecutorTest, AdjacentReadsOfAMemberAreOneCall) {
+  std::vector<uint8_t> data(4 * kChunk);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<uint8_t>(i * 7);
+  ASSERT_TRUE(members_[0]->Write(data.data(), data.size(), kDataOffset).ok());
+  std::vector<uint8_t> got(6 * kChunk, 0xEE);
+  uint8_t* g = got.data();
+  std::vector<uint8_t> wbuf(4096, 5);
+  std::vector<MemberIo> ios{
+      Io(MemberIo::kRead, 0, g + 2 * kChunk, kChunk, 2 * kChunk),
+      Io(MemberIo::kRead, 0, g, kChunk, 0),
+      Io(MemberIo::kWrite, 2, wbuf.data(), wbuf.size(), 0),
+      Io(MemberIo::kRead, 0, g + kChunk, kChunk, kChunk),
+      Io(MemberIo::kRead, 1, g + 4 * kChunk, kChunk, 0),
+      // After a gap: its own call.
+      Io(MemberIo::kRead, 0, g + 5 * kChunk, kChunk / 2, 4 * kChunk)};
+  io_.Submit(shape_, ios);
+  for (const MemberIo& io : ios) {
+    EXPECT_TRUE(io.status.ok()) << io.status;
+    EXPECT_EQ(io.used, members_[io.slot].get());
+  }
+  EXPECT_TRUE(std::equal(g, g + 3 * kChunk, data.begin()));
+  EXPECT_EQ(counters_.member_reads.load(), 3u) << "slot 0 twice, slot 1 once";
+  EXPECT_EQ(counters_.member_read_bytes.load(), 4 * kChunk + kChunk / 2);
+  EXPECT_EQ(counters_.member_writes.load(), 1u);
+  EXPECT_EQ(slots_[0]->stats.ios.load(), 2u);
+}
+
+// A vectored read that fails says nothing of which piece failed: each is
+// read again on its own, once (the vectored call was its first attempt),
+// so that the error stays with the piece that has it and a second failure
+// there is the member's, as for a piece read alone.
+TEST_F(IoExecutorTest, AFailedVectoredReadLeavesTheErrorWithItsPiece) {
+  std::vector<uint8_t> got(3 * kChunk);
+  const auto plan = [&] {
+    return std::vector<MemberIo>{
+        Io(MemberIo::kRead, 1, got.data(), kChunk, 0),
+        Io(MemberIo::kRead, 1, got.data() + kChunk, kChunk, kChunk),
+        Io(MemberIo::kRead, 1, got.data() + 2 * kChunk, kChunk, 2 * kChunk)};
+  };
+  // The middle piece's range fails twice: its error, the others' bytes.
+  members_[1]->SetPlan(
+      FaultPlan{.rules = {FaultRule{.op = FaultOp::kRead,
+                                    .offset = kDataOffset + kChunk + 4096,
+                                    .len = 1,
+                                    .times = 2}}});
+  std::vector<MemberIo> ios = plan();
+  io_.Submit(shape_, ios);
+  EXPECT_TRUE(ios[0].status.ok()) << ios[0].status;
+  EXPECT_FALSE(ios[1].status.ok());
+  EXPECT_TRUE(ios[1].answered == false && ios[1].used == members_[1].get());
+  EXPECT_TRUE(ios[2].status.ok()) << ios[2].status;
+  EXPECT_EQ(slots_[1]->stats.read_errors.load(), 1u);
+  // Once only: the piece's own read succeeds, nothing is held against it.
+  members_[1]->SetPlan(
+      FaultPlan{.rules = {FaultRule{.op = FaultOp::kRead,
+                                    .offset = kDataOffset + kChunk + 4096,
+                                    .len = 1,
+                                    .times = 1}}});
+  ios = plan();
+  io_.Submit(shape_, ios);
+  for (const MemberIo& io : ios) EXPECT_TRUE(io.status.ok()) << io.status;
+  EXPECT_EQ(slots_[1]->stats.read_errors.load(), 1u) << "unchanged";
 }
 
 TEST_F(IoExecutorTest, WriteDurablyWritesThenFlushesEachRetriedOnce) {

@@ -7,11 +7,15 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -136,6 +140,56 @@ TEST_P(FileMemberTest, WriteFuaStoresLikeWrite) {
   EXPECT_EQ(st.st_size, 8192) << "the refused write did not grow the file";
 }
 
+// ReadVector fills its buffers from consecutive bytes, as a Read of each
+// in turn would: any lengths and alignments (with O_DIRECT, aligned
+// buffers take the one preadv and unaligned ones one bounced read), and a
+// range past the end is refused whole.
+TEST_P(FileMemberTest, ReadVectorFillsEachBufferFromConsecutiveBytes) {
+  FileMemberOptions o;
+  o.direct = GetParam();
+  auto m = OpenFileMember(path_, o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<uint8_t> ref(kSize);
+  std::mt19937 rng(7);
+  for (uint8_t& b : ref) b = static_cast<uint8_t>(rng());
+  ASSERT_TRUE((*m)->Write(ref.data(), ref.size(), 0).ok());
+  constexpr size_t kAlign = 4096;
+  for (int i = 0; i < 200; ++i) {
+    // Every other vector is 4 KiB-aligned throughout (the direct path).
+    const bool aligned = i % 2 == 0;
+    const int n = 1 + static_cast<int>(rng() % 5);
+    std::vector<size_t> lens;
+    size_t total = 0;
+    for (int k = 0; k < n; ++k) {
+      lens.push_back(aligned ? kAlign * (1 + rng() % 4) : 1 + rng() % 20000);
+      total += lens.back();
+    }
+    uint64_t off = rng() % (kSize - total);
+    if (aligned) off = off / kAlign * kAlign;
+    std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> bufs;
+    std::vector<iovec> iov;
+    for (size_t len : lens) {
+      auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, len + kAlign));
+      bufs.emplace_back(p, &std::free);
+      iov.push_back(iovec{p + (aligned ? 0 : 1 + rng() % 3), len});
+    }
+    ASSERT_TRUE((*m)->ReadVector(iov, off).ok());
+    uint64_t at = off;
+    for (const iovec& v : iov) {
+      const auto* p = static_cast<const uint8_t*>(v.iov_base);
+      ASSERT_TRUE(std::equal(p, p + v.iov_len, ref.begin() + at))
+          << "vector " << i << ", buffer at " << at;
+      at += v.iov_len;
+    }
+  }
+  std::vector<uint8_t> a(4096, 1), b(8192, 2);
+  std::vector<iovec> past{iovec{a.data(), a.size()}, iovec{b.data(), b.size()}};
+  absl::Status st = (*m)->ReadVector(past, kSize - 8192);
+  EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st;
+  EXPECT_THAT(st.message(), HasSubstr(path_));
+  EXPECT_EQ(a, std::vector<uint8_t>(4096, 1)) << "nothing read";
+}
+
 INSTANTIATE_TEST_SUITE_P(BufferedAndDirect, FileMemberTest, testing::Bool());
 
 // A file truncated under an open member has lost its data: reads past the
@@ -155,6 +209,14 @@ TEST_P(FileMemberTest, TruncatedUnderneathIsOutOfRange) {
   EXPECT_EQ(r.code(), absl::StatusCode::kOutOfRange) << r;
   EXPECT_THAT(r.message(), HasSubstr("shrank to 8192 bytes"));
   EXPECT_THAT(r.message(), HasSubstr(path_));
+  // A vector across the new end: the bytes before it read (a short
+  // preadv), then the end is met and named.
+  std::vector<uint8_t> head(4096), tail(4096);
+  std::vector<iovec> across{iovec{head.data(), head.size()},
+                            iovec{tail.data(), tail.size()}};
+  absl::Status v = (*m)->ReadVector(across, 4096);
+  EXPECT_EQ(v.code(), absl::StatusCode::kOutOfRange) << v;
+  EXPECT_THAT(v.message(), HasSubstr("shrank to 8192 bytes"));
   absl::Status w = (*m)->Write(buf.data(), buf.size(), 0);
   EXPECT_EQ(w.code(), absl::StatusCode::kOutOfRange) << w;
   EXPECT_EQ((*m)->Flush().code(), absl::StatusCode::kOutOfRange);

@@ -26,10 +26,13 @@
 #ifndef URAID_MEMBER_H_
 #define URAID_MEMBER_H_
 
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,19 @@ class URAID_EXPORT Member {
 
   // Fills `buf` with the `len` bytes at `offset`, or fails.
   virtual absl::Status Read(void* buf, size_t len, uint64_t offset) = 0;
+  // Fills the buffers of `iov` in order from consecutive bytes: iov[0] with
+  // those at `offset`, iov[1] with those right after, and so on (preadv's
+  // contract, all or nothing as Read). The default is Read of each buffer
+  // in turn (member.cc); a backend with a vectored call overrides it (a
+  // file: one preadv; NBD: every command in flight at once).
+  virtual absl::Status ReadVector(std::span<const iovec> iov, uint64_t offset);
+  // True when ReadVector costs about what one Read does (one system call,
+  // one round trip), not one Read per buffer. Only then does the array join
+  // its reads of a member's pieces of consecutive stripes into one
+  // ReadVector: joined, the default's Reads would run one after another
+  // where the array runs separate reads of slow members in parallel. The
+  // default is false.
+  virtual bool ReadVectorIsOneCall() const { return false; }
   // Stores `len` bytes from `buf` at `offset`, or fails. Need not be durable
   // before Flush(); must be visible to every later Read.
   virtual absl::Status Write(const void* buf, size_t len, uint64_t offset) = 0;
@@ -291,6 +307,9 @@ class URAID_EXPORT FaultyMember : public Member {
   void ResetCounters();
 
   absl::Status Read(void* buf, size_t len, uint64_t offset) override;
+  // ReadVector is Member's: a Read per buffer, each through the plan. Joined
+  // reads as the target's are, so that tests see the array's joins.
+  bool ReadVectorIsOneCall() const override;
   absl::Status Write(const void* buf, size_t len, uint64_t offset) override;
   absl::Status Rewrite(const void* buf, size_t len, uint64_t offset) override;
   absl::Status Flush() override;

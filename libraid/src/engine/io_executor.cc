@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -22,14 +24,14 @@ namespace uraid {
 
 namespace {
 
-// One call on one member, retried once: a transient error (a dropped
-// connection, a busy device) should not cost a member. A second failure is
-// the member's.
+// One call on one member, retried once (`attempts` 2): a transient error
+// (a dropped connection, a busy device) should not cost a member. A second
+// failure is the member's.
 // `rewrite`: a kWrite is a Member::Rewrite (see MemberIo::read_from).
 absl::Status DoIo(Member& m, const MemberIo& io, uint64_t raw,
-                  bool rewrite = false) {
+                  bool rewrite = false, int attempts = 2) {
   absl::Status st;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (int attempt = 0; attempt < attempts; ++attempt) {
     switch (io.kind) {
       case MemberIo::kRead:
         st = m.Read(io.buf, io.len, raw);
@@ -96,7 +98,7 @@ void IoExecutor::RunTogether(std::span<const std::function<void()>> tasks) {
   pool_.RunAll(tasks);
 }
 
-void IoExecutor::RunIo(MemberIo& io) {
+void IoExecutor::RunIo(MemberIo& io, int attempts) {
   Slot& slot = *slots_[io.slot];
   const auto stale = [&] {
     if (!io.check_gen || slot.gen.load() == io.gen) return false;
@@ -132,7 +134,7 @@ void IoExecutor::RunIo(MemberIo& io) {
   const bool writes =
       io.kind == MemberIo::kWrite || io.kind == MemberIo::kDiscard;
   if (writes) writes_started_.fetch_add(1);
-  io.status = DoIo(*m, io, raw, io.read_from == m.get());
+  io.status = DoIo(*m, io, raw, io.read_from == m.get(), attempts);
   io.answered = io.status.ok();
   switch (io.kind) {
     case MemberIo::kRead:
@@ -183,6 +185,56 @@ void IoExecutor::RunIo(MemberIo& io) {
   }
   // Flushes and discards say nothing about per-I/O latency.
   if (io.kind == MemberIo::kFlush || io.kind == MemberIo::kDiscard) return;
+  NoteLatency(stats, start);
+}
+
+void IoExecutor::RunVectorRead(std::span<MemberIo* const> call) {
+  MemberIo& head = *call[0];
+  Slot& slot = *slots_[head.slot];
+  // Every read of the call is of one slot, planned with one generation.
+  const auto changed = [&] {
+    return head.check_gen && slot.gen.load() != head.gen;
+  };
+  std::shared_ptr<Member> m = slot.member.load();
+  if (changed() || m == nullptr) {
+    for (MemberIo* io : call) RunIo(*io);  // each refused as RunIo does
+    return;
+  }
+  absl::InlinedVector<iovec, 16> iov;
+  size_t len = 0;
+  for (const MemberIo* io : call) {
+    iov.push_back(iovec{io->buf, io->len});
+    len += io->len;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (!m->ReadVector(iov, head.base + head.offset).ok()) {
+    // Which read failed is not known: each is run on its own, retried and
+    // its error held against it as if it had never been joined, so that a
+    // bad sector costs its own piece only (the correction and the
+    // bad-block records of stripe_reader.h work piece by piece).
+    for (MemberIo* io : call) RunIo(*io, /*attempts=*/1);
+    return;
+  }
+  counters_.member_reads.fetch_add(1, std::memory_order_relaxed);
+  counters_.member_read_bytes.fetch_add(len, std::memory_order_relaxed);
+  const bool stale = changed();
+  for (MemberIo* io : call) {
+    io->used = m.get();
+    io->used_ref = m;
+    io->answered = true;
+    if (stale) {
+      io->stale = true;
+      io->status = absl::AbortedError(absl::StrFormat(
+          "slot %d changed members while the request was planned", io->slot));
+    } else {
+      io->status = absl::OkStatus();
+    }
+  }
+  if (!stale) NoteLatency(&slot.stats, start);
+}
+
+void IoExecutor::NoteLatency(MemberStats* stats,
+                             std::chrono::steady_clock::time_point start) {
   // Moving averages of data I/O latency, the array's and the member's (1/8
   // weight per sample). Racy updates lose a sample now and then, which is
   // harmless.
@@ -231,14 +283,75 @@ void IoExecutor::Submit(const Shape& sh, std::vector<MemberIo>& ios,
   // remote exports) get every I/O of the plan in flight at once, so a
   // stripe costs one member latency, not N. The choice follows the
   // measured latency, so it adapts to whatever the members are.
-  if (InTurn(ios.size())) {
-    for (MemberIo& io : ios) RunIo(io);
+  // A member's reads at adjacent offsets are joined into one call first
+  // (MemberCalls): at memory speed the system call, not the copy, is most
+  // of a small read's cost, and a 4 MiB request on 64 KiB chunks would
+  // otherwise take 64 of them.
+  IoOrder order;
+  const Calls calls = MemberCalls(ios, order);
+  const auto run = [this](std::span<MemberIo* const> call) {
+    if (call.size() == 1) {
+      RunIo(*call[0]);
+    } else {
+      RunVectorRead(call);
+    }
+  };
+  if (InTurn(calls.size())) {
+    for (const auto call : calls) run(call);
     return;
   }
   std::vector<std::function<void()>> tasks;
-  tasks.reserve(ios.size());
-  for (MemberIo& io : ios) tasks.emplace_back([this, &io] { RunIo(io); });
+  tasks.reserve(calls.size());
+  for (const auto call : calls) tasks.emplace_back([&run, call] { run(call); });
   pool_.RunAll(tasks);
+}
+
+IoExecutor::Calls IoExecutor::MemberCalls(std::vector<MemberIo>& ios,
+                                          IoOrder& order) const {
+  Calls calls;
+  size_t reads = 0;
+  for (MemberIo& io : ios) {
+    if (io.kind == MemberIo::kRead && !io.to_replacement) ++reads;
+  }
+  order.reserve(ios.size());
+  if (reads < 2) {
+    for (MemberIo& io : ios) order.push_back(&io);
+    for (MemberIo* const& io : order) calls.emplace_back(&io, 1);
+    return calls;
+  }
+  // Reads first, by slot and offset, so that a chain is a run of `order`.
+  for (MemberIo& io : ios) {
+    if (io.kind == MemberIo::kRead && !io.to_replacement) order.push_back(&io);
+  }
+  std::sort(
+      order.begin(), order.end(), [](const MemberIo* a, const MemberIo* b) {
+        return a->slot != b->slot ? a->slot < b->slot : a->offset < b->offset;
+      });
+  for (MemberIo& io : ios) {
+    if (io.kind != MemberIo::kRead || io.to_replacement) order.push_back(&io);
+  }
+  const auto adjacent = [&](size_t j) {
+    return order[j]->slot == order[j - 1]->slot &&
+           order[j]->offset == order[j - 1]->offset + order[j - 1]->len;
+  };
+  int joins_slot = -1;  // the last slot whose member was asked
+  bool joins = false;
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i + 1;
+    if (j < reads && adjacent(j)) {
+      if (order[i]->slot != joins_slot) {
+        joins_slot = order[i]->slot;
+        const std::shared_ptr<Member> m = slots_[joins_slot]->member.load();
+        joins = m != nullptr && m->ReadVectorIsOneCall();
+      }
+      while (joins && j < reads && j - i < kMaxVectorBuffers && adjacent(j)) {
+        ++j;
+      }
+    }
+    calls.emplace_back(&order[i], j - i);
+    i = j;
+  }
+  return calls;
 }
 
 void MarkRewrites(const std::vector<MemberIo>& reads,

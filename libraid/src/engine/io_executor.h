@@ -10,12 +10,14 @@
 #define URAID_SRC_ENGINE_IO_EXECUTOR_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "base/task_pool.h"
 #include "engine/atomic_counters.h"
@@ -97,11 +99,34 @@ class IoExecutor {
   static constexpr int64_t kParallelIoThresholdNs = 30'000;
   // The most one I/O's latency counts in that average (see RunIo).
   static constexpr int64_t kLatencySampleCapNs = 4 * kParallelIoThresholdNs;
+  // The most reads joined into one vectored call (IOV_MAX is 1024).
+  static constexpr size_t kMaxVectorBuffers = 64;
 
   // True when `n` member calls are cheaper run in turn on this thread:
   // never before a latency has been measured.
   bool InTurn(size_t n) const;
-  void RunIo(MemberIo& io);
+  // Pointers into a plan's I/Os, and the member calls they make: inline up
+  // to a plan's usual size, so that a 4 KiB write allocates nothing more.
+  using IoOrder = absl::InlinedVector<MemberIo*, 16>;
+  using Calls = absl::InlinedVector<std::span<MemberIo* const>, 16>;
+  // The member calls `ios` make, each a span of `order` (which they fill):
+  // one I/O, or reads of one slot's member at adjacent offsets (a request's
+  // pieces of consecutive stripes), at most kMaxVectorBuffers, which
+  // RunVectorRead makes one Member::ReadVector call where the member's
+  // ReadVectorIsOneCall.
+  Calls MemberCalls(std::vector<MemberIo>& ios, IoOrder& order) const;
+  // `attempts`: 2 is a call retried once (DoIo); 1 when a vectored read
+  // that covered it failed already (RunVectorRead).
+  void RunIo(MemberIo& io, int attempts = 2);
+  // One vectored read for the reads of `call` (MemberCalls). When it fails,
+  // each read is run on its own once more, so that an error is held
+  // against the piece that has it (the vectored call was each one's first
+  // attempt).
+  void RunVectorRead(std::span<MemberIo* const> call);
+  // Takes one data I/O's latency (started at `start`) into the array's
+  // average and, with `stats`, the member's figures.
+  void NoteLatency(MemberStats* stats,
+                   std::chrono::steady_clock::time_point start);
 
   const SlotTable& slots_;
   AtomicCounters& counters_;

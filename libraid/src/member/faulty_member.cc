@@ -288,6 +288,9 @@ absl::StatusOr<uint64_t> FaultyMember::NextDataOffset(uint64_t offset) {
 bool FaultyMember::DiscardZeroes() const {
   return impl_->target_->DiscardZeroes();
 }
+bool FaultyMember::ReadVectorIsOneCall() const {
+  return impl_->target_->ReadVectorIsOneCall();
+}
 uint64_t FaultyMember::Size() const { return impl_->target_->Size(); }
 const std::string& FaultyMember::Name() const { return impl_->target_->Name(); }
 

@@ -2,7 +2,10 @@
 // In-memory members and the sharing decorator (fault injection:
 // faulty_member.cc).
 
+#include <sys/uio.h>
+
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -37,6 +40,21 @@ class MemoryMember final : public Member {
     std::memcpy(buf, data_.data() + offset, len);
     return absl::OkStatus();
   }
+  // One lock for the whole vector.
+  absl::Status ReadVector(std::span<const iovec> iov,
+                          uint64_t offset) override {
+    size_t len = 0;
+    for (const iovec& v : iov) len += v.iov_len;
+    absl::Status s = RangeCheck(name_, "read", len, offset, size_);
+    if (!s.ok()) return s;
+    MutexLock lock(&mu_);
+    for (const iovec& v : iov) {
+      std::memcpy(v.iov_base, data_.data() + offset, v.iov_len);
+      offset += v.iov_len;
+    }
+    return absl::OkStatus();
+  }
+  bool ReadVectorIsOneCall() const override { return true; }
   absl::Status Write(const void* buf, size_t len, uint64_t offset) override {
     absl::Status s = RangeCheck(name_, "write", len, offset, size_);
     if (!s.ok()) return s;
@@ -68,6 +86,12 @@ class SharedMember final : public Member {
   explicit SharedMember(std::shared_ptr<Member> t) : t_(std::move(t)) {}
   absl::Status Read(void* b, size_t l, uint64_t o) override {
     return t_->Read(b, l, o);
+  }
+  absl::Status ReadVector(std::span<const iovec> v, uint64_t o) override {
+    return t_->ReadVector(v, o);
+  }
+  bool ReadVectorIsOneCall() const override {
+    return t_->ReadVectorIsOneCall();
   }
   absl::Status Write(const void* b, size_t l, uint64_t o) override {
     return t_->Write(b, l, o);

@@ -12,7 +12,8 @@ import os
 import statistics
 import subprocess
 
-from bench.common import (MIB, Server, ab_runs, cpu_s_per_gib, fill_export,
+from bench.common import (MIB, Server, ab_runs, cpu_s_per_gib,
+                          fill_exports_together,
                           fio, log, summarize, wanted, whole_run_scale)
 
 WORKLOADS = [
@@ -101,8 +102,8 @@ def run_healthy(args, plugin, tool, work):
 
     # Fill both with data so reads read data, not holes.
     log(f"bench: filling {size // MIB} MiB on each side")
-    for pargs in (["file", peer_file], uraid_args()):
-        fill_export(args, pargs, work, size)
+    fill_exports_together(args, [["file", peer_file], uraid_args()], work,
+                          size)
 
     rows = []
     for name, jobs, measured, degraded, *extra in WORKLOADS:

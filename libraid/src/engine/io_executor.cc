@@ -57,6 +57,12 @@ absl::Status DoIo(Member& m, const MemberIo& io, uint64_t raw,
   return st;
 }
 
+// What an I/O planned before its slot changed members gets (MemberIo::stale).
+absl::Status StaleError(int slot) {
+  return absl::AbortedError(absl::StrFormat(
+      "slot %d changed members while the request was planned", slot));
+}
+
 }  // namespace
 
 absl::Status WriteDurably(Member& m, const void* buf, size_t len,
@@ -103,8 +109,7 @@ void IoExecutor::RunIo(MemberIo& io, int attempts) {
   const auto stale = [&] {
     if (!io.check_gen || slot.gen.load() == io.gen) return false;
     io.stale = true;
-    io.status = absl::AbortedError(absl::StrFormat(
-        "slot %d changed members while the request was planned", io.slot));
+    io.status = StaleError(io.slot);
     return true;
   };
   if (stale()) return;
@@ -208,10 +213,11 @@ void IoExecutor::RunVectorRead(std::span<MemberIo* const> call) {
   }
   const auto start = std::chrono::steady_clock::now();
   if (!m->ReadVector(iov, head.base + head.offset).ok()) {
-    // Which read failed is not known: each is run on its own, retried and
-    // its error held against it as if it had never been joined, so that a
-    // bad sector costs its own piece only (the correction and the
-    // bad-block records of stripe_reader.h work piece by piece).
+    // Which read failed is not known: each is run once more on its own
+    // (the joined call was its first attempt), so that an error is held
+    // against the piece that has it and a bad sector costs its own piece
+    // only (the correction and the bad-block records of stripe_reader.h
+    // work piece by piece).
     for (MemberIo* io : call) RunIo(*io, /*attempts=*/1);
     return;
   }
@@ -222,13 +228,8 @@ void IoExecutor::RunVectorRead(std::span<MemberIo* const> call) {
     io->used = m.get();
     io->used_ref = m;
     io->answered = true;
-    if (stale) {
-      io->stale = true;
-      io->status = absl::AbortedError(absl::StrFormat(
-          "slot %d changed members while the request was planned", io->slot));
-    } else {
-      io->status = absl::OkStatus();
-    }
+    io->stale = stale;
+    io->status = stale ? StaleError(io->slot) : absl::OkStatus();
   }
   if (!stale) NoteLatency(&slot.stats, start);
 }

@@ -169,7 +169,9 @@ TEST_P(FileMemberTest, ReadVectorFillsEachBufferFromConsecutiveBytes) {
     std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> bufs;
     std::vector<iovec> iov;
     for (size_t len : lens) {
-      auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, len + kAlign));
+      // aligned_alloc wants a multiple of the alignment.
+      const size_t room = (len + 2 * kAlign - 1) / kAlign * kAlign;
+      auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, room));
       bufs.emplace_back(p, &std::free);
       iov.push_back(iovec{p + (aligned ? 0 : 1 + rng() % 3), len});
     }

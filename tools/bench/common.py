@@ -377,8 +377,9 @@ def fill_exports_together(args, exports, work, size):
     """fill_export of every plugin argument list in `exports` (an array and
     the file plugin over its peer) at the same time, each through its own
     nbdkit. Filled one after the other, the file filled last read 25-35%
-    faster here, whichever side it was (the page cache of /dev/shm
-    remembers the order its pages came in; session 36's note): the healthy
+    faster here, whichever side it was (why is not known: not simply the
+    pages' age, since members re-laid by cp read no faster; session 36's
+    note): the healthy
     table filled the peer first and read uraid's degraded 1M qd8 at 1.06
     of the file plugin, the degraded sweep filled the array first and
     read the same shape at 0.72. Filled together, both read as filled

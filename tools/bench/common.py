@@ -364,26 +364,21 @@ def fill_array(args, plugin, members, work, size):
 def fill_export(args, plugin_args, work, size):
     """Writes `size` bytes of fio's data (1M pieces, qd 8) through a fresh
     nbdkit with `plugin_args` (an array, or the file plugin over its
-    peer), so that reads read data, not holes."""
-    s = Server(args, "fill", plugin_args, work)
-    try:
-        fio(s.uri, [dict(rw="write", bs="1m", iodepth=8, time_based=0)], 600,
-            size)
-    finally:
-        s.stop()
+    peer), so that reads read data, not holes. An export read against
+    another is filled with it by fill_exports_together."""
+    fill_exports_together(args, [plugin_args], work, size)
 
 
 def fill_exports_together(args, exports, work, size):
     """fill_export of every plugin argument list in `exports` (an array and
     the file plugin over its peer) at the same time, each through its own
     nbdkit. Filled one after the other, the file filled last read 25-35%
-    faster here, whichever side it was (why is not known: not simply the
-    pages' age, since members re-laid by cp read no faster; session 36's
-    note): the healthy
-    table filled the peer first and read uraid's degraded 1M qd8 at 1.06
-    of the file plugin, the degraded sweep filled the array first and
-    read the same shape at 0.72. Filled together, both read as filled
-    last (0.80-0.82 for that shape)."""
+    faster here, whichever side it was; why is not known (not simply the
+    pages' age: members re-laid by cp read no faster; session 36's note).
+    The healthy table filled the peer first and read uraid's degraded 1M
+    qd8 at 1.06 of the file plugin, the degraded sweep filled the array
+    first and read the same shape at 0.72. Filled together, both read as
+    if filled last (0.80-0.82 for that shape)."""
     servers, joins = [], []
     try:
         for i, plugin_args in enumerate(exports):

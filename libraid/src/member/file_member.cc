@@ -30,6 +30,7 @@
 #include "base/aligned_buffer.h"
 #include "base/status_macros.h"
 #include "member/data_extent_cache.h"
+#include "member/vector_bytes.h"
 #include "uraid/member.h"
 #include "uraid/status_errno.h"
 
@@ -65,10 +66,11 @@ class FileMember final : public Member {
 
   absl::Status Read(void* buf, size_t len, uint64_t offset) override {
     RETURN_IF_BAD_RANGE("read", len, offset);
+    const iovec v{buf, len};
     if (direct_ && !Aligned(buf, len, offset)) {
-      return BounceRead(static_cast<uint8_t*>(buf), len, offset);
+      return BounceRead({&v, 1}, len, offset);
     }
-    return RawRead(buf, len, offset);
+    return Transfer(ReadIov, "pread", {&v, 1}, offset);
   }
   bool ReadVectorIsOneCall() const override { return true; }
   // One preadv (per IOV_MAX buffers), where Read would take a pread per
@@ -76,56 +78,16 @@ class FileMember final : public Member {
   // of a small read's cost.
   absl::Status ReadVector(std::span<const iovec> iov,
                           uint64_t offset) override {
-    size_t len = 0;
     bool aligned = true;
-    for (const iovec& v : iov) {
-      aligned = aligned && Aligned(v.iov_base, v.iov_len, offset + len);
-      len += v.iov_len;
-    }
+    const uint64_t len = VectorBytes(
+        iov, offset,
+        [](const iovec& v, uint64_t at) {
+          return Aligned(v.iov_base, v.iov_len, at);
+        },
+        &aligned);
     RETURN_IF_BAD_RANGE("read", len, offset);
-    if (direct_ && !aligned) {
-      // One aligned read of the whole range, then each buffer's part.
-      uint64_t start, end;
-      Window(len, offset, &start, &end);
-      AlignedBuffer bounce(end - start);
-      RETURN_IF_ERROR(RawRead(bounce.data(), end - start, start));
-      const uint8_t* from = bounce.data() + (offset - start);
-      for (const iovec& v : iov) {
-        std::memcpy(v.iov_base, from, v.iov_len);
-        from += v.iov_len;
-      }
-      return absl::OkStatus();
-    }
-    // preadv may stop short anywhere, even inside a buffer: `left` is what
-    // remains, its first buffer trimmed to the bytes still wanted.
-    absl::InlinedVector<iovec, 16> left(iov.begin(), iov.end());
-    size_t at = 0;
-    while (at < left.size()) {
-      const int n_iov =
-          static_cast<int>(std::min<size_t>(left.size() - at, IOV_MAX));
-      ssize_t n = ::preadv(fd_, &left[at], n_iov, static_cast<off_t>(offset));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return absl::ErrnoToStatus(
-            errno, absl::StrFormat("%s: preadv at %d", name_, offset));
-      }
-      if (n == 0) {
-        if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
-        return absl::DataLossError(absl::StrFormat(
-            "%s: preadv at %d: unexpected end of member", name_, offset));
-      }
-      offset += static_cast<uint64_t>(n);
-      for (size_t done = static_cast<size_t>(n); done > 0;) {
-        iovec& v = left[at];
-        const size_t step = std::min(done, v.iov_len);
-        v.iov_base = static_cast<uint8_t*>(v.iov_base) + step;
-        v.iov_len -= step;
-        done -= step;
-        if (v.iov_len == 0) ++at;
-      }
-      while (at < left.size() && left[at].iov_len == 0) ++at;
-    }
-    return absl::OkStatus();
+    if (direct_ && !aligned) return BounceRead(iov, len, offset);
+    return Transfer(ReadIov, "preadv", iov, offset);
   }
 
   // A file truncated under the array would silently grow back with holes
@@ -235,8 +197,9 @@ class FileMember final : public Member {
     if (check_size) {
       if (absl::Status shrank = CheckSize(); !shrank.ok()) return shrank;
     }
-    absl::Status st = Transfer(DsyncWrite, "pwritev2(RWF_DSYNC)",
-                               static_cast<const uint8_t*>(buf), len, offset);
+    const iovec v{const_cast<void*>(buf), len};
+    absl::Status st =
+        Transfer(DsyncWriteIov, "pwritev2(RWF_DSYNC)", {&v, 1}, offset);
     if (absl::IsUnimplemented(st) || absl::IsInvalidArgument(st)) {
       // EOPNOTSUPP or EINVAL: a kernel or filesystem without RWF_DSYNC.
       // Nothing was written; from now on this member writes then flushes.
@@ -270,28 +233,50 @@ class FileMember final : public Member {
   }
 
   absl::Status RawRead(void* buf, size_t len, uint64_t offset) {
-    return Transfer(::pread, "pread", static_cast<uint8_t*>(buf), len, offset);
-  }
-
-  // pwrite with RWF_DSYNC: durable on return, in one system call.
-  static ssize_t DsyncWrite(int fd, const uint8_t* p, size_t len, off_t off) {
-    iovec v{const_cast<uint8_t*>(p), len};
-    return ::pwritev2(fd, &v, 1, off, RWF_DSYNC);
+    const iovec v{buf, len};
+    return Transfer(ReadIov, "pread", {&v, 1}, offset);
   }
 
   absl::Status RawWrite(const void* buf, size_t len, uint64_t offset) {
-    return Transfer(::pwrite, "pwrite", static_cast<const uint8_t*>(buf), len,
-                    offset);
+    const iovec v{const_cast<void*>(buf), len};
+    return Transfer(WriteIov, "pwrite", {&v, 1}, offset);
   }
 
-  // Moves all `len` bytes with `io` (::pread or ::pwrite), retrying EINTR
-  // and short transfers. A call that moves nothing meets the end of the
-  // file: an error that says whether the file shrank under the array.
-  template <typename Io, typename Ptr>
-  absl::Status Transfer(Io io, const char* op, Ptr p, size_t len,
+  // The system calls Transfer makes, each in preadv's shape: one buffer
+  // goes as pread or pwrite (no vector to copy in), more as their vector
+  // forms; writes with RWF_DSYNC are durable on return, in one call.
+  static ssize_t ReadIov(int fd, const iovec* v, int n, off_t off) {
+    return n == 1 ? ::pread(fd, v->iov_base, v->iov_len, off)
+                  : ::preadv(fd, v, n, off);
+  }
+  static ssize_t WriteIov(int fd, const iovec* v, int n, off_t off) {
+    return n == 1 ? ::pwrite(fd, v->iov_base, v->iov_len, off)
+                  : ::pwritev(fd, v, n, off);
+  }
+  static ssize_t DsyncWriteIov(int fd, const iovec* v, int n, off_t off) {
+    return ::pwritev2(fd, v, n, off, RWF_DSYNC);
+  }
+
+  // Moves every byte of `iov`, in order from `offset`, with `io` (one of
+  // the above; at most IOV_MAX buffers a call), retrying EINTR and short
+  // transfers, which may stop anywhere, even inside a buffer. A call that
+  // moves nothing meets the end of the file: an error that says whether
+  // the file shrank under the array.
+  template <typename Io>
+  absl::Status Transfer(Io io, const char* op, std::span<const iovec> iov,
                         uint64_t offset) {
-    while (len > 0) {
-      ssize_t n = io(fd_, p, len, static_cast<off_t>(offset));
+    // What remains: left[at..], its first buffer trimmed to the bytes
+    // still wanted.
+    absl::InlinedVector<iovec, 16> left(iov.begin(), iov.end());
+    size_t at = 0;
+    const auto skip_empty = [&] {
+      while (at < left.size() && left[at].iov_len == 0) ++at;
+    };
+    skip_empty();
+    while (at < left.size()) {
+      const int n_iov =
+          static_cast<int>(std::min<size_t>(left.size() - at, IOV_MAX));
+      ssize_t n = io(fd_, &left[at], n_iov, static_cast<off_t>(offset));
       if (n < 0) {
         if (errno == EINTR) continue;
         return absl::ErrnoToStatus(
@@ -302,9 +287,16 @@ class FileMember final : public Member {
         return absl::DataLossError(absl::StrFormat(
             "%s: %s at %d: unexpected end of member", name_, op, offset));
       }
-      p += n;
-      len -= static_cast<size_t>(n);
       offset += static_cast<uint64_t>(n);
+      for (size_t done = static_cast<size_t>(n); done > 0;) {
+        iovec& v = left[at];
+        const size_t step = std::min(done, v.iov_len);
+        v.iov_base = static_cast<uint8_t*>(v.iov_base) + step;
+        v.iov_len -= step;
+        done -= step;
+        if (v.iov_len == 0) ++at;
+      }
+      skip_empty();
     }
     return absl::OkStatus();
   }
@@ -316,13 +308,19 @@ class FileMember final : public Member {
     *end = (offset + len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
   }
 
-  absl::Status BounceRead(uint8_t* buf, size_t len, uint64_t offset) {
+  // One aligned read of the window around [offset, offset + len), then
+  // each buffer of `iov` (`len` bytes in all) its part.
+  absl::Status BounceRead(std::span<const iovec> iov, size_t len,
+                          uint64_t offset) {
     uint64_t start, end;
     Window(len, offset, &start, &end);
     AlignedBuffer bounce(end - start);
-    absl::Status s = RawRead(bounce.data(), end - start, start);
-    if (!s.ok()) return s;
-    std::memcpy(buf, bounce.data() + (offset - start), len);
+    RETURN_IF_ERROR(RawRead(bounce.data(), end - start, start));
+    const uint8_t* from = bounce.data() + (offset - start);
+    for (const iovec& v : iov) {
+      std::memcpy(v.iov_base, from, v.iov_len);
+      from += v.iov_len;
+    }
     return absl::OkStatus();
   }
 

@@ -81,6 +81,7 @@
 #include "base/sync.h"
 #include "member/data_extent_cache.h"
 #include "member/nbd_conn.h"
+#include "member/vector_bytes.h"
 #include "uraid/member.h"
 
 namespace uraid {
@@ -112,13 +113,15 @@ class NbdMember final : public Member {
     if (len == 0) return absl::OkStatus();
     const std::string what = absl::StrFormat("pread at %d", offset);
     if (Aligned(len, offset)) {
-      std::vector<Op> ops = Split(Op::kRead, buf, len, offset);
+      std::vector<Op> ops;
+      Split(Op::kRead, buf, len, offset, &ops);
       return Execute(ops, what);
     }
     uint64_t start, end;
     Window(len, offset, &start, &end);
     std::vector<uint8_t> bounce(end - start);
-    std::vector<Op> ops = Split(Op::kRead, bounce.data(), end - start, start);
+    std::vector<Op> ops;
+    Split(Op::kRead, bounce.data(), end - start, start, &ops);
     if (absl::Status s = Execute(ops, what); !s.ok()) return s;
     std::memcpy(buf, bounce.data() + (offset - start), len);
     return absl::OkStatus();
@@ -130,19 +133,17 @@ class NbdMember final : public Member {
   // take one per piece.
   absl::Status ReadVector(std::span<const iovec> iov,
                           uint64_t offset) override {
-    uint64_t len = 0;
     bool aligned = true;
-    for (const iovec& v : iov) {
-      aligned = aligned && Aligned(v.iov_len, offset + len);
-      len += v.iov_len;
-    }
+    const uint64_t len = VectorBytes(
+        iov, offset,
+        [&](const iovec& v, uint64_t at) { return Aligned(v.iov_len, at); },
+        &aligned);
     if (absl::Status s = RangeCheck("pread", len, offset); !s.ok()) return s;
     if (!aligned) return Member::ReadVector(iov, offset);
     std::vector<Op> ops;
     uint64_t at = offset;
     for (const iovec& v : iov) {
-      std::vector<Op> part = Split(Op::kRead, v.iov_base, v.iov_len, at);
-      ops.insert(ops.end(), part.begin(), part.end());
+      Split(Op::kRead, v.iov_base, v.iov_len, at, &ops);
       at += v.iov_len;
     }
     if (ops.empty()) return absl::OkStatus();
@@ -295,18 +296,16 @@ class NbdMember final : public Member {
     *end = std::min<uint64_t>((offset + len + b - 1) / b * b, info_.size);
   }
 
-  // An aligned transfer as commands of at most max_io bytes, all submitted
-  // together.
-  std::vector<Op> Split(Op::Kind kind, void* buf, uint64_t len,
-                        uint64_t offset) const {
-    std::vector<Op> ops;
+  // Appends an aligned transfer to `ops` as commands of at most max_io
+  // bytes (Execute submits them all together).
+  void Split(Op::Kind kind, void* buf, uint64_t len, uint64_t offset,
+             std::vector<Op>* ops) const {
     auto* p = static_cast<uint8_t*>(buf);
     for (uint64_t done = 0; done < len;) {
       const uint64_t n = std::min<uint64_t>(len - done, info_.max_io);
-      ops.push_back(MakeOp(kind, p + done, n, offset + done));
+      ops->push_back(MakeOp(kind, p + done, n, offset + done));
       done += n;
     }
-    return ops;
   }
 
   // Write, or with `fua` (only for an aligned write to an export that
@@ -320,7 +319,8 @@ class NbdMember final : public Member {
         absl::StrCat(fua ? "pwrite (FUA) at " : "pwrite at ", offset);
     void* data = const_cast<void*>(buf);  // libnbd only reads it
     if (Aligned(len, offset)) {
-      std::vector<Op> ops = Split(Op::kWrite, data, len, offset);
+      std::vector<Op> ops;
+      Split(Op::kWrite, data, len, offset, &ops);
       for (Op& op : ops) op.fua = fua;
       return Execute(ops, what);
     }
@@ -350,7 +350,8 @@ class NbdMember final : public Member {
       if (absl::Status s = Execute(reads, what); !s.ok()) return s;
     }
     std::memcpy(bounce.data() + (offset - start), buf, len);
-    std::vector<Op> ops = Split(Op::kWrite, bounce.data(), end - start, start);
+    std::vector<Op> ops;
+    Split(Op::kWrite, bounce.data(), end - start, start, &ops);
     return Execute(ops, what);
   }
 

@@ -361,6 +361,15 @@ def fill_array(args, plugin, members, work, size):
     fill_export(args, member_args(plugin, members, args), work, size)
 
 
+def fill_arrays_together(args, plugin, arrays, work):
+    """fill_array of every (members, size) of `arrays` at the same time
+    (fill_exports_together): arrays whose rows are read against each other
+    (RAID6 against RAID5, one policy against another)."""
+    fill_exports_together(args, [member_args(plugin, m, args)
+                                 for m, _ in arrays], work,
+                          [size for _, size in arrays])
+
+
 def fill_export(args, plugin_args, work, size):
     """Writes `size` bytes of fio's data (1M pieces, qd 8) through a fresh
     nbdkit with `plugin_args` (an array, or the file plugin over its
@@ -372,7 +381,7 @@ def fill_export(args, plugin_args, work, size):
 def fill_exports_together(args, exports, work, size):
     """fill_export of every plugin argument list in `exports` (an array and
     the file plugin over its peer) at the same time, each through its own
-    nbdkit. Filled one after the other, the file filled last read 25-35%
+    nbdkit; `size` is one size for all, or a list of one per export. Filled one after the other, the file filled last read 25-35%
     faster here, whichever side it was; why is not known (not simply the
     pages' age: members re-laid by cp read no faster; session 36's note).
     The healthy table filled the peer first and read uraid's degraded 1M
@@ -383,10 +392,11 @@ def fill_exports_together(args, exports, work, size):
     try:
         for i, plugin_args in enumerate(exports):
             servers.append(Server(args, f"fill{i}", plugin_args, work))
-        for s in servers:
+        sizes = size if isinstance(size, list) else [size] * len(exports)
+        for s, n in zip(servers, sizes):
             joins.append(fio_in_background(
                 s.uri, [dict(rw="write", bs="1m", iodepth=8, time_based=0)],
-                600, size))
+                600, n))
     finally:
         errors = [e for e in (join() for join in joins)
                   if isinstance(e, BaseException)]

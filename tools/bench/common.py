@@ -423,6 +423,34 @@ def member_read_mbs(path, runtime, repeat):
     return statistics.median(vals)
 
 
+# How far apart the two sides' memory may read before a row says so.
+MEMORY_SKEW = 0.10
+
+
+def memory_balance(members, peer):
+    """How fast the memory under each side reads, as files: the median of
+    the members' sequential read MB/s (member_read_mbs, 0.5 s each), the
+    peer file's (median of 3 such reads), and members / peer. On this VM
+    files of the same size on /dev/shm read at 6.6 to 17.6 GB/s, apart
+    by up to 40% for minutes and then not (session 37's note); a row run
+    while they were apart may carry it, which memory_note marks."""
+    m = statistics.median(member_read_mbs(p, "500ms", 1) for p in members)
+    f = member_read_mbs(peer, "500ms", 3)
+    return {"members_mbs": m, "peer_mbs": f, "ratio": m / f if f else 0.0}
+
+
+def memory_note(balance):
+    """A mark for a row whose sides' memory read apart (memory_balance)."""
+    return "" if abs(balance["ratio"] - 1.0) <= MEMORY_SKEW else " ‡"
+
+
+def memory_footnote():
+    return (f"‡ read as files just after the fill, the members' memory and "
+            f"the peer file's were more than {MEMORY_SKEW:.0%} apart; on "
+            f"this VM such a spread comes and goes within minutes, so the "
+            f"ratios measured after it may carry some of it (either way)")
+
+
 def rebuild_io_ceiling_mbs(sources, scratch, repeat):
     """What a rebuild's member I/O alone runs at on these members: fio
     reading each source member once, sequentially (psync, 512K pieces like

@@ -20,7 +20,9 @@ import shutil
 import statistics
 
 from bench.common import (ab_with_counters, filled_array_and_peer, log,
-                          loaded_footnote, loaded_mark, member_args, wanted)
+                          loaded_footnote, loaded_mark, member_args,
+                          memory_balance, memory_footnote, memory_note,
+                          wanted)
 
 PART = "degraded sweep"
 EVERY_CLIENT = [(req, qd) for req in ("64K", "1M", "4M") for qd in (1, 8, 32)]
@@ -65,9 +67,15 @@ def bench_degraded_sweep(args, plugin, tool, work):
             paths, peer, size = filled_array_and_peer(
                 args, plugin, tool, d, members, chunk,
                 args.degraded_member_size, PART, ["--bitmap", "none"])
+            balance = memory_balance(paths[:1] + paths[2:], peer)
+            log(f"bench: {PART}: {members} x {chunk}: memory read as "
+                f"files: members {balance['members_mbs']:.0f} MB/s, peer "
+                f"{balance['peer_mbs']:.0f} MB/s ({balance['ratio']:.2f})")
             for req, qd in clients:
-                rows.append(measure(args, plugin, paths, peer, size, d,
-                                    (members, chunk, req, qd)))
+                row = measure(args, plugin, paths, peer, size, d,
+                              (members, chunk, req, qd))
+                row["memory"] = balance
+                rows.append(row)
         finally:
             shutil.rmtree(d, ignore_errors=True)
     return rows
@@ -114,8 +122,9 @@ def report_degraded_sweep(rows, args):
           f"≤ {TARGET_BYTES:.1f} (+{BYTES_SLACK:.2f} for assembly's "
           f"metadata reads and the run's cut-off last stripe):\n")
     print("| members | chunk | request | qd | file MB/s | uraid MB/s | "
-          "uraid/file | member B/B | | samples uraid / file |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "uraid/file | member B/B | | memory members / peer | "
+          "samples uraid / file |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         s = r["samples"]
         print(f"| {r['members']} | {r['chunk']} | {r['request']} | "
@@ -123,6 +132,7 @@ def report_degraded_sweep(rows, args):
               f"{r['ratio']:.2f} | {r['member_bytes_per_byte']:.3f} | "
               f"{'pass' if r['pass'] else 'FAIL'}"
               f"{loaded_mark([r['machine_share']])} | "
+              f"{r['memory']['ratio']:.2f}{memory_note(r['memory'])} | "
               f"{', '.join(f'{x:.0f}' for x in s['uraid'])} / "
               f"{', '.join(f'{x:.0f}' for x in s['file'])} |")
     failed = [r for r in rows if not r["pass"]]
@@ -131,3 +141,5 @@ def report_degraded_sweep(rows, args):
                                   for r in failed) if failed else "."))
     if any(loaded_mark([r["machine_share"]]) for r in rows):
         print("\n" + loaded_footnote("row's runs"))
+    if any(memory_note(r["memory"]) for r in rows):
+        print("\n" + memory_footnote())

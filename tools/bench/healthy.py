@@ -13,8 +13,8 @@ import statistics
 import subprocess
 
 from bench.common import (MIB, Server, ab_runs, cpu_s_per_gib,
-                          fill_exports_together,
-                          fio, log, summarize, wanted, whole_run_scale)
+                          fill_exports_together, fio, log, memory_balance,
+                          summarize, wanted, whole_run_scale)
 
 WORKLOADS = [
     # name, jobs, measured job indices, degraded[, extra plugin keys]
@@ -104,6 +104,10 @@ def run_healthy(args, plugin, tool, work):
     log(f"bench: filling {size // MIB} MiB on each side")
     fill_exports_together(args, [["file", peer_file], uraid_args()], work,
                           size)
+    balance = memory_balance(members, peer_file)
+    log(f"bench: memory read as files: members "
+        f"{balance['members_mbs']:.0f} MB/s, peer {balance['peer_mbs']:.0f} "
+        f"MB/s ({balance['ratio']:.2f})")
 
     rows = []
     for name, jobs, measured, degraded, *extra in WORKLOADS:
@@ -175,6 +179,7 @@ def run_healthy(args, plugin, tool, work):
         f_, u_ = med["file"], med["uraid"]
         row["ratio"] = (u_["mbs"] / f_["mbs"]) if f_["mbs"] else 0
         row["machine_share"] = min(shares)
+        row["memory"] = balance
         rows.append(row)
         log(f"bench: {name}: file {f_['mbs']:.0f} MB/s, uraid "
             f"{u_['mbs']:.0f} MB/s, ratio {row['ratio']:.2f}")

@@ -9,7 +9,8 @@ import subprocess
 import time
 
 from bench.common import (FIRST_TOUCH_NOTE, LOADED_SHARE, MIB,
-                          loaded_footnote, loaded_mark)
+                          loaded_footnote, loaded_mark, memory_footnote,
+                          memory_note)
 from bench.degraded_sweep import report_degraded_sweep
 from bench.degraded_write import report_degraded_write
 
@@ -74,6 +75,14 @@ def report(rows, sweep, args):
               f"{healthy_target(r)[0]} |")
     if any(r.get("machine_share", 1.0) < LOADED_SHARE for r in rows):
         print("\n" + loaded_footnote("row's runs"))
+    if rows and "memory" in rows[0]:
+        b = rows[0]["memory"]
+        print(f"\nmemory under the sides, read as files just after the "
+              f"fill: the members {b['members_mbs']:.0f} MB/s (median), the "
+              f"peer file {b['peer_mbs']:.0f} MB/s: {b['ratio']:.2f}"
+              f"{memory_note(b)}")
+        if memory_note(b):
+            print(memory_footnote())
     byname = {r["workload"]: r for r in rows}
     idle = byname.get("4K write+flush qd1, idle")
     busy = byname.get("4K write+flush qd1, beside a 1M stream")

@@ -381,13 +381,15 @@ def fill_export(args, plugin_args, work, size):
 def fill_exports_together(args, exports, work, size):
     """fill_export of every plugin argument list in `exports` (an array and
     the file plugin over its peer) at the same time, each through its own
-    nbdkit; `size` is one size for all, or a list of one per export. Filled one after the other, the file filled last read 25-35%
-    faster here, whichever side it was; why is not known (not simply the
-    pages' age: members re-laid by cp read no faster; session 36's note).
-    The healthy table filled the peer first and read uraid's degraded 1M
-    qd8 at 1.06 of the file plugin, the degraded sweep filled the array
-    first and read the same shape at 0.72. Filled together, both read as
-    if filled last (0.80-0.82 for that shape)."""
+    nbdkit; `size` is one size for all, or a list of one per export.
+    Filled one after the other, the file filled last read 25-35% faster
+    here, whichever side it was: the healthy table filled the peer first
+    and read uraid's degraded 1M qd8 at 1.06 of the file plugin, the
+    degraded sweep filled the array first and read the same shape at
+    0.72. The cause is the VM's memory, not the servers: plain files on
+    /dev/shm read 6.6-17.6 GB/s, up to 40% apart for minutes, the newest
+    fastest for a while (session 37's note). Filled together the sides are
+    treated alike; memory_balance shows what remains."""
     servers, joins = [], []
     try:
         for i, plugin_args in enumerate(exports):
@@ -427,16 +429,20 @@ def member_read_mbs(path, runtime, repeat):
 MEMORY_SKEW = 0.10
 
 
-def memory_balance(members, peer):
+def memory_balance(members, peer, what):
     """How fast the memory under each side reads, as files: the median of
     the members' sequential read MB/s (member_read_mbs, 0.5 s each), the
     peer file's (median of 3 such reads), and members / peer. On this VM
     files of the same size on /dev/shm read at 6.6 to 17.6 GB/s, apart
     by up to 40% for minutes and then not (session 37's note); a row run
-    while they were apart may carry it, which memory_note marks."""
+    while they were apart may carry it, which memory_note marks. Logs the
+    reading as `what`'s."""
     m = statistics.median(member_read_mbs(p, "500ms", 1) for p in members)
     f = member_read_mbs(peer, "500ms", 3)
-    return {"members_mbs": m, "peer_mbs": f, "ratio": m / f if f else 0.0}
+    balance = {"members_mbs": m, "peer_mbs": f, "ratio": m / f if f else 0.0}
+    log(f"bench: {what}: memory read as files: members {m:.0f} MB/s, peer "
+        f"{f:.0f} MB/s ({balance['ratio']:.2f})")
+    return balance
 
 
 def memory_note(balance):

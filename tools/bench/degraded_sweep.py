@@ -67,10 +67,8 @@ def bench_degraded_sweep(args, plugin, tool, work):
             paths, peer, size = filled_array_and_peer(
                 args, plugin, tool, d, members, chunk,
                 args.degraded_member_size, PART, ["--bitmap", "none"])
-            balance = memory_balance(paths[:1] + paths[2:], peer)
-            log(f"bench: {PART}: {members} x {chunk}: memory read as "
-                f"files: members {balance['members_mbs']:.0f} MB/s, peer "
-                f"{balance['peer_mbs']:.0f} MB/s ({balance['ratio']:.2f})")
+            balance = memory_balance(paths[:1] + paths[2:], peer,
+                                     f"{PART}: {members} x {chunk}")
             for req, qd in clients:
                 row = measure(args, plugin, paths, peer, size, d,
                               (members, chunk, req, qd))

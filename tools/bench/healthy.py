@@ -104,10 +104,7 @@ def run_healthy(args, plugin, tool, work):
     log(f"bench: filling {size // MIB} MiB on each side")
     fill_exports_together(args, [["file", peer_file], uraid_args()], work,
                           size)
-    balance = memory_balance(members, peer_file)
-    log(f"bench: memory read as files: members "
-        f"{balance['members_mbs']:.0f} MB/s, peer {balance['peer_mbs']:.0f} "
-        f"MB/s ({balance['ratio']:.2f})")
+    balance = memory_balance(members, peer_file, "healthy table")
 
     rows = []
     for name, jobs, measured, degraded, *extra in WORKLOADS:

@@ -66,11 +66,11 @@ class FileMember final : public Member {
 
   absl::Status Read(void* buf, size_t len, uint64_t offset) override {
     RETURN_IF_BAD_RANGE("read", len, offset);
-    const iovec v{buf, len};
     if (direct_ && !Aligned(buf, len, offset)) {
+      const iovec v{buf, len};
       return BounceRead({&v, 1}, len, offset);
     }
-    return Transfer(ReadIov, "pread", {&v, 1}, offset);
+    return RawRead(buf, len, offset);
   }
   bool ReadVectorIsOneCall() const override { return true; }
   // One preadv (per IOV_MAX buffers), where Read would take a pread per

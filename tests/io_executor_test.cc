@@ -430,5 +430,87 @@ TEST_F(IoExecutorTest, OneStalledIoDoesNotSendTheNextPlansToThePool) {
       << "the plan after one stalled I/O went to the pool";
 }
 
+// A member whose reads take `ns` each, either busy on the CPU (a copy out
+// of the page cache) or asleep (a disk, a remote export), and which
+// records the most of its reads under way at once across members sharing
+// `in_flight` and `most`.
+class TimedMember final : public testutil::ForwardingMember {
+ public:
+  TimedMember(std::shared_ptr<Member> target, bool busy,
+              std::chrono::nanoseconds ns, std::atomic<int>* in_flight,
+              std::atomic<int>* most)
+      : ForwardingMember(std::move(target)),
+        busy_(busy),
+        ns_(ns),
+        in_flight_(in_flight),
+        most_(most) {}
+  absl::Status Read(void* buf, size_t len, uint64_t offset) override {
+    const int now = in_flight_->fetch_add(1) + 1;
+    int seen = most_->load();
+    while (now > seen && !most_->compare_exchange_weak(seen, now)) {
+    }
+    if (busy_) {
+      const auto end = std::chrono::steady_clock::now() + ns_;
+      while (std::chrono::steady_clock::now() < end) {
+      }
+    } else {
+      std::this_thread::sleep_for(ns_);
+    }
+    in_flight_->fetch_sub(1);
+    return ForwardingMember::Read(buf, len, offset);
+  }
+
+ private:
+  const bool busy_;
+  const std::chrono::nanoseconds ns_;
+  std::atomic<int>* const in_flight_;
+  std::atomic<int>* const most_;
+};
+
+// Members whose reads take 200 us each (past the latency threshold), busy
+// or asleep; after `warmup` plans of one read per member, the most reads
+// under way at once over `plans` more such plans.
+int MostTogetherAfterWarmup(SlotTable& slots,
+                            std::vector<std::shared_ptr<FaultyMember>>& members,
+                            IoExecutor& io, const Shape& shape, bool busy) {
+  std::atomic<int> in_flight{0}, most{0};
+  for (int i = 0; i < kDisks; ++i) {
+    slots[i]->member.store(std::make_shared<TimedMember>(
+        members[i], busy, std::chrono::microseconds(200), &in_flight, &most));
+  }
+  std::vector<std::vector<uint8_t>> bufs(kDisks, std::vector<uint8_t>(4096));
+  const auto plan = [&] {
+    std::vector<MemberIo> ios;
+    for (int i = 0; i < kDisks; ++i) {
+      ios.push_back(MemberIo{MemberIo::kRead, i, bufs[i].data(), 4096, 0, {}});
+    }
+    io.Submit(shape, ios);
+    for (const MemberIo& r : ios) EXPECT_TRUE(r.status.ok()) << r.status;
+  };
+  for (int i = 0; i < 200; ++i) plan();
+  most.store(0);
+  for (int i = 0; i < 20; ++i) plan();
+  return most.load();
+}
+
+// Member reads slower than the latency threshold that are CPU work on the
+// calling thread (a page-cache copy of a large piece) run in turn once
+// sampled: handing them to other threads costs wakeups and takes CPUs the
+// other requests use. 200 plans give each thread's sampling (one read in
+// 16) several samples.
+TEST_F(IoExecutorTest, SlowReadsThatAreCpuWorkRunInTurnOnceMeasured) {
+  EXPECT_EQ(MostTogetherAfterWarmup(slots_, members_, io_, shape_,
+                                    /*busy=*/true),
+            1);
+}
+
+// Reads as slow that wait (asleep: a disk, a remote member) still go out
+// together: one member latency per plan, not three.
+TEST_F(IoExecutorTest, SlowReadsThatWaitStillRunTogether) {
+  EXPECT_EQ(MostTogetherAfterWarmup(slots_, members_, io_, shape_,
+                                    /*busy=*/false),
+            kDisks);
+}
+
 }  // namespace
 }  // namespace uraid

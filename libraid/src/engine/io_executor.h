@@ -99,12 +99,29 @@ class IoExecutor {
   static constexpr int64_t kParallelIoThresholdNs = 30'000;
   // The most one I/O's latency counts in that average (see RunIo).
   static constexpr int64_t kLatencySampleCapNs = 4 * kParallelIoThresholdNs;
+  // Slower I/O that spends at least this share of its time (per mille) on
+  // its thread's CPU is a copy (page cache, memory), not a wait: it runs in
+  // turn too (see InTurn).
+  static constexpr int64_t kCpuBoundPermille = 500;
+  // One I/O in this many per thread is timed on the thread's CPU clock
+  // (four more system calls each), and only while latency alone would hand
+  // plans to the pool.
+  static constexpr uint32_t kCpuSampleEvery = 16;
   // The most reads joined into one vectored call (IOV_MAX is 1024).
   static constexpr size_t kMaxVectorBuffers = 64;
 
   // True when `n` member calls are cheaper run in turn on this thread:
   // never before a latency has been measured.
   bool InTurn(size_t n) const;
+  // When an I/O began: on the wall clock, and for a sampled one (see
+  // kCpuSampleEvery) on its thread's CPU clock, with the thread's
+  // involuntary context switches so far.
+  struct IoStart {
+    std::chrono::steady_clock::time_point wall;
+    int64_t cpu_ns = -1;  // -1: not sampled
+    long preempted = 0;
+  };
+  IoStart StartIo() const;
   // Pointers into a plan's I/Os, and the member calls they make: inline up
   // to a plan's usual size, so that a 4 KiB write allocates nothing more.
   using IoOrder = absl::InlinedVector<MemberIo*, 16>;
@@ -124,9 +141,9 @@ class IoExecutor {
   // attempt).
   void RunVectorRead(std::span<MemberIo* const> call);
   // Takes one data I/O's latency (started at `start`) into the array's
-  // average and, with `stats`, the member's figures.
-  void NoteLatency(MemberStats* stats,
-                   std::chrono::steady_clock::time_point start);
+  // average and, with `stats`, the member's figures; a sampled one's CPU
+  // share into io_cpu_permille_.
+  void NoteLatency(MemberStats* stats, const IoStart& start);
 
   const SlotTable& slots_;
   AtomicCounters& counters_;
@@ -135,6 +152,9 @@ class IoExecutor {
   // Moving average of member data-I/O latency, in ns (see Submit); -1
   // until the first data I/O is measured.
   std::atomic<int64_t> io_latency_ns_{-1};
+  // Moving average of the share of a sampled data I/O's time spent on its
+  // thread's CPU, per mille (see InTurn); -1 until the first sample.
+  std::atomic<int64_t> io_cpu_permille_{-1};
   std::atomic<uint64_t> writes_started_{0};
   std::atomic<uint64_t> writes_finished_{0};
 };

@@ -304,6 +304,13 @@ TEST_F(IoExecutorTest, RunTogetherRunsEveryTask) {
   EXPECT_EQ(ran.load(), 5);
 }
 
+// Raises `most` to `now` if it is below (a peak kept by many threads).
+void RaiseTo(std::atomic<int>& most, int now) {
+  int seen = most.load();
+  while (now > seen && !most.compare_exchange_weak(seen, now)) {
+  }
+}
+
 // Calls that each wait (up to a bound) until `expected` of them are under
 // way at once, recording the most seen together: calls made one after
 // another each wait out the bound alone.
@@ -313,10 +320,7 @@ struct Rendezvous {
   int expected = 0;
   std::chrono::milliseconds bound{5000};
   void Arrive() {
-    const int now = in_flight.fetch_add(1) + 1;
-    int seen = most.load();
-    while (now > seen && !most.compare_exchange_weak(seen, now)) {
-    }
+    RaiseTo(most, in_flight.fetch_add(1) + 1);
     const auto deadline = std::chrono::steady_clock::now() + bound;
     while (most.load() < expected &&
            std::chrono::steady_clock::now() < deadline) {
@@ -445,10 +449,7 @@ class TimedMember final : public testutil::ForwardingMember {
         in_flight_(in_flight),
         most_(most) {}
   absl::Status Read(void* buf, size_t len, uint64_t offset) override {
-    const int now = in_flight_->fetch_add(1) + 1;
-    int seen = most_->load();
-    while (now > seen && !most_->compare_exchange_weak(seen, now)) {
-    }
+    RaiseTo(*most_, in_flight_->fetch_add(1) + 1);
     if (busy_) {
       const auto end = std::chrono::steady_clock::now() + ns_;
       while (std::chrono::steady_clock::now() < end) {

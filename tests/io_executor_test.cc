@@ -468,16 +468,17 @@ class TimedMember final : public testutil::ForwardingMember {
   std::atomic<int>* const most_;
 };
 
-// Members whose reads take 200 us each (past the latency threshold), busy
-// or asleep; after `warmup` plans of one read per member, the most reads
-// under way at once over `plans` more such plans.
+// Members whose reads take `each` (past the latency threshold), busy or
+// asleep; after 200 plans of one read per member, the most reads under way
+// at once over 20 more such plans.
 int MostTogetherAfterWarmup(SlotTable& slots,
                             std::vector<std::shared_ptr<FaultyMember>>& members,
-                            IoExecutor& io, const Shape& shape, bool busy) {
+                            IoExecutor& io, const Shape& shape, bool busy,
+                            std::chrono::microseconds each) {
   std::atomic<int> in_flight{0}, most{0};
   for (int i = 0; i < kDisks; ++i) {
-    slots[i]->member.store(std::make_shared<TimedMember>(
-        members[i], busy, std::chrono::microseconds(200), &in_flight, &most));
+    slots[i]->member.store(std::make_shared<TimedMember>(members[i], busy, each,
+                                                         &in_flight, &most));
   }
   std::vector<std::vector<uint8_t>> bufs(kDisks, std::vector<uint8_t>(4096));
   const auto plan = [&] {
@@ -494,23 +495,27 @@ int MostTogetherAfterWarmup(SlotTable& slots,
   return most.load();
 }
 
-// Member reads slower than the latency threshold that are CPU work on the
-// calling thread (a page-cache copy of a large piece) run in turn once
-// sampled: handing them to other threads costs wakeups and takes CPUs the
-// other requests use. 200 plans give each thread's sampling (one read in
-// 16) several samples.
+// Member reads slower than the latency threshold (200 us) that are CPU
+// work on the calling thread (a page-cache copy of a large piece) run in
+// turn once sampled: handing them to other threads costs wakeups and takes
+// CPUs the other requests use. 200 plans give each thread's sampling (one
+// read in 16) several samples.
 TEST_F(IoExecutorTest, SlowReadsThatAreCpuWorkRunInTurnOnceMeasured) {
-  EXPECT_EQ(MostTogetherAfterWarmup(slots_, members_, io_, shape_,
-                                    /*busy=*/true),
-            1);
+  EXPECT_EQ(
+      MostTogetherAfterWarmup(slots_, members_, io_, shape_,
+                              /*busy=*/true, std::chrono::microseconds(200)),
+      1);
 }
 
-// Reads as slow that wait (asleep: a disk, a remote member) still go out
-// together: one member latency per plan, not three.
+// Slow reads that wait (asleep 1 ms: a disk, a remote member) still go out
+// together: one member latency per plan, not three. A millisecond, so that
+// the three overlap in some plan even when a loaded machine wakes the pool
+// late.
 TEST_F(IoExecutorTest, SlowReadsThatWaitStillRunTogether) {
-  EXPECT_EQ(MostTogetherAfterWarmup(slots_, members_, io_, shape_,
-                                    /*busy=*/false),
-            kDisks);
+  EXPECT_EQ(
+      MostTogetherAfterWarmup(slots_, members_, io_, shape_,
+                              /*busy=*/false, std::chrono::milliseconds(1)),
+      kDisks);
 }
 
 }  // namespace

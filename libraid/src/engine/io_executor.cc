@@ -128,7 +128,6 @@ long ThreadPreemptions() {
 
 IoExecutor::IoStart IoExecutor::StartIo() const {
   IoStart start;
-  start.wall = std::chrono::steady_clock::now();
   // Only where it can change a decision: below the latency threshold the
   // plans run in turn anyway.
   const int64_t lat = io_latency_ns_.load(std::memory_order_relaxed);
@@ -137,6 +136,9 @@ IoExecutor::IoStart IoExecutor::StartIo() const {
     start.preempted = ThreadPreemptions();
     start.cpu_ns = ThreadCpuNs();
   }
+  // Last, so that the sampling's own system calls are not in the I/O's
+  // latency (NoteLatency reads the clock before its own).
+  start.wall = std::chrono::steady_clock::now();
   return start;
 }
 

@@ -95,6 +95,7 @@ bool IoExecutor::InTurn(size_t n) const {
   // go out together. Taken in turn, a recovery pass's first stripes on NBD
   // members 2 ms away read their survivors one after another, and its
   // first window took two to three times as long as the next ones.
+  //
   // Slower I/O in turn too when it is mostly CPU work on the calling
   // thread (a page-cache copy of a large piece): another thread would take
   // a CPU the other requests are using rather than overlap a wait, and the

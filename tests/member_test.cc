@@ -78,6 +78,30 @@ TEST_P(FileMemberTest, AnyAlignmentRoundTrips) {
   EXPECT_EQ(z, std::vector<uint8_t>(65536, 0));
 }
 
+// The probes jobs make stripe after stripe remember a data extent; a
+// discard inside it leaves what it punched as holes (NextDataOffset skips
+// them) and the data around them as data, whether the extent is forgotten
+// or kept.
+TEST_P(FileMemberTest, ProbesAfterDiscardsSeeTheHoles) {
+  FileMemberOptions o;
+  o.direct = GetParam();
+  auto m = OpenFileMember(path_, o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<uint8_t> ones(kSize, 1);
+  ASSERT_TRUE((*m)->Write(ones.data(), ones.size(), 0).ok());
+  constexpr uint64_t k = 64 * 1024;
+  EXPECT_EQ(*(*m)->NextDataOffset(0), 0u);  // learns [0, kSize)
+  ASSERT_TRUE((*m)->Discard(k, 0).ok());    // (len, offset)
+  EXPECT_EQ(*(*m)->NextDataOffset(0), k);
+  EXPECT_EQ(*(*m)->NextDataOffset(k + 4096), k + 4096);
+  ASSERT_TRUE((*m)->Discard(k, 2 * k).ok());
+  EXPECT_EQ(*(*m)->NextDataOffset(2 * k), 3 * k);
+  EXPECT_EQ(*(*m)->NextDataOffset(k), k);
+  ASSERT_TRUE((*m)->Discard(k, kSize - k).ok());
+  EXPECT_EQ(*(*m)->NextDataOffset(kSize - k), kSize) << "only holes after";
+  EXPECT_EQ(*(*m)->NextDataOffset(kSize - 2 * k), kSize - 2 * k);
+}
+
 TEST_P(FileMemberTest, ErrorsNameTheMember) {
   FileMemberOptions o;
   o.direct = GetParam();

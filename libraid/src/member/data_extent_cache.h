@@ -36,10 +36,24 @@ class DataExtentCache {
     lo_ = lo;
     hi_ = hi;
   }
-  // Bytes [offset, offset + len) may be holes now (discarded).
+  // Bytes [offset, offset + len) may be holes now (discarded). What the
+  // discard leaves of the extent is still data and is kept: the part after
+  // it where there is one, since the jobs probe forward and discard as
+  // they go (a grow discards each zero stripe past the old array's end,
+  // then probes the next). Forgetting the whole extent there cost a
+  // SEEK_DATA and a SEEK_HOLE per stripe, the hole probe walking tmpfs's
+  // pages to the end of the member each time: 4.6% of a grow's CPU.
   void Forget(uint64_t offset, uint64_t len) {
     MutexLock l(&mu_);
-    if (offset < hi_ && offset + len > lo_) lo_ = hi_ = 0;
+    const uint64_t end = offset + len;
+    if (offset >= hi_ || end <= lo_) return;
+    if (end < hi_) {
+      lo_ = end;
+    } else if (offset > lo_) {
+      hi_ = offset;
+    } else {
+      lo_ = hi_ = 0;
+    }
   }
 
  private:

@@ -12,9 +12,9 @@ import os
 import statistics
 import subprocess
 
-from bench.common import (MIB, Server, ab_runs, cpu_s_per_gib,
-                          fill_exports_together, fio, log, memory_balance,
-                          summarize, wanted, whole_run_scale)
+from bench.common import (MIB, ClientAndMachine, Server, ab_runs,
+                          cpu_s_per_gib, fill_exports_together, fio, log,
+                          memory_balance, summarize, wanted, whole_run_scale)
 
 WORKLOADS = [
     # name, jobs, measured job indices, degraded[, extra plugin keys]
@@ -124,7 +124,10 @@ def run_healthy(args, plugin, tool, work):
                                    degraded)
             s = Server(args, side, pargs, work)
             cpu0, calls0 = s.cpu_seconds(), s.io_calls()
+            client = ClientAndMachine()
+            client.start()
             r = fio(s.uri, jobs, args.runtime, size)
+            client.stop()
             cpu, calls = s.cpu_seconds() - cpu0, s.io_calls() - calls0
             rss = s.peak_rss_mib()
             s.stop()
@@ -144,6 +147,10 @@ def run_healthy(args, plugin, tool, work):
             # entering and leaving the kernel).
             if all_jobs["requests"]:
                 m["io_calls_per_req"] = calls / (all_jobs["requests"] * whole)
+                # fio's sleeps cover its ramp and its start too.
+                m["client_sleeps_per_req"] = client.sleeps / (
+                    all_jobs["requests"] * whole)
+            m["idle_share"] = client.idle
             m["rss_mib"] = rss
             if side == "uraid" and os.path.exists(stats):
                 with open(stats) as f:

@@ -75,6 +75,7 @@ def report(rows, sweep, args):
               f"{healthy_target(r)[0]} |")
     if any(r.get("machine_share", 1.0) < LOADED_SHARE for r in rows):
         print("\n" + loaded_footnote("row's runs"))
+    print_client_table(rows)
     if rows and "memory" in rows[0]:
         b = rows[0]["memory"]
         print(f"\nmemory under the sides, read as files just after the "
@@ -118,6 +119,30 @@ def report(rows, sweep, args):
                   "before it (median of the ratios):\n")
             print_sweep_table(sweep, "vs_file", "{:.2f}")
         report_sweep_verdict(sweep)
+
+
+def print_client_table(rows):
+    """The client and the machine under each healthy row (medians of the
+    same runs): how often fio slept waiting for a reply, and how much of
+    the machine's CPU time was idle. A server that keeps the client busy
+    is not waking it per reply; one that does pays an interrupt per reply
+    and leaves CPU idle (common.ClientAndMachine)."""
+    have = [r for r in rows if "client_sleeps_per_req" in r["file"] and
+            "client_sleeps_per_req" in r["uraid"]]
+    if not have:
+        return
+    print("\nthe client and the machine under each row: fio's sleeps per "
+          "request (voluntary context switches, waiting for a reply) and "
+          "the share of the machine's CPU time left idle, during each "
+          "side's runs:\n")
+    print("| workload | fio sleeps per request file / uraid | "
+          "machine idle file / uraid |")
+    print("|---|---|---|")
+    for r in have:
+        f, u = r["file"], r["uraid"]
+        print(f"| {r['workload']} | {f['client_sleeps_per_req']:.3f} / "
+              f"{u['client_sleeps_per_req']:.3f} | "
+              f"{f.get('idle_share', 0):.0%} / {u.get('idle_share', 0):.0%} |")
 
 
 def print_sweep_table(sweep, key, fmt):

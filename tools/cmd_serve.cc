@@ -43,6 +43,7 @@
 #include "common.h"
 #include "nbdkit_supervisor.h"
 #include "plugin_path.h"
+#include "serve_threads.h"
 #include "size_parse.h"
 #include "uraid/array.h"
 #include "uraid/config_file.h"
@@ -165,10 +166,8 @@ absl::Status MakeSocketDir(const std::string& socket) {
   return absl::OkStatus();
 }
 
-// Whether words[i], after `--`, is a KEY=VALUE parameter (a filter's:
-// nbdkit wants those after the plugin, where serve puts them) rather than
-// an option or an option's own value ("-D uraid.x=1").
-bool IsKeyWord(const std::vector<std::string>& words, size_t i) {
+// Whether nbdkit's `option` takes the next word as its value.
+bool TakesAValue(const std::string& option) {
   static const std::set<std::string> kTakeAValue = {
       "-D",        "--debug",
       "-e",        "--exportname",
@@ -183,10 +182,32 @@ bool IsKeyWord(const std::vector<std::string>& words, size_t i) {
       "--tls-psk", "-U",
       "--unix",    "-u",
       "--user",    "--log"};
+  return kTakeAValue.count(option) != 0;
+}
+
+// Whether words[i], after `--`, is a KEY=VALUE parameter (a filter's:
+// nbdkit wants those after the plugin, where serve puts them) rather than
+// an option or an option's own value ("-D uraid.x=1").
+bool IsKeyWord(const std::vector<std::string>& words, size_t i) {
   const std::string& w = words[i];
   const size_t eq = w.find('=');
   if (eq == std::string::npos || eq == 0 || w[0] == '-') return false;
-  return i == 0 || kTakeAValue.count(words[i - 1]) == 0;
+  return i == 0 || !TakesAValue(words[i - 1]);
+}
+
+// Whether the nbdkit options given after `--` set its thread count (-t N,
+// -tN, --threads N, --threads=N); a word that is another option's value
+// ("-e -t1", an export name) is not one.
+bool GivesThreads(const std::vector<std::string>& words) {
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0 && TakesAValue(words[i - 1])) continue;
+    const std::string& w = words[i];
+    if (w == "-t" || w == "--threads" || absl::StartsWith(w, "--threads=") ||
+        (w.size() > 2 && absl::StartsWith(w, "-t"))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The uraid plugin's own keys are serve's flags: one given after `--` is
@@ -359,6 +380,13 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
   if (readonly) argv.push_back("-r");
   if (supervised) argv.insert(argv.end(), {"-f", "--exit-with-parent"});
   if (args.verbose) argv.push_back("-v");
+  // Memory members make every request CPU work: threads beyond the CPUs
+  // only take turns (serve_threads.h). A -t given after `--` wins.
+  if (!GivesThreads(args.nbdkit_extra)) {
+    if (std::optional<int> t = DefaultThreads(members, AvailableCpus())) {
+      argv.insert(argv.end(), {"-t", absl::StrCat(*t)});
+    }
+  }
   // Any other nbdkit option, as given after `--` (filters, -u/-g, ...);
   // KEY=VALUE words (a filter's parameters) after the plugin's keys.
   std::vector<std::string> key_words;

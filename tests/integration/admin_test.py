@@ -580,6 +580,68 @@ class HonestMessages(unittest.TestCase):
         self.assertNotIn("error", out)
 
 
+def fs_type(path):
+    return subprocess.run(["stat", "-f", "-c", "%T", path], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+class ServeThreads(unittest.TestCase):
+    """serve gives nbdkit -t (the CPUs, at least 2) when every member is
+    memory, where more threads only take turns on the CPUs
+    (tools/serve_threads.h); members elsewhere keep nbdkit's default, and
+    a -t after -- wins."""
+
+    def serve_cmdline(self, tmp, paths, *extra):
+        env = Env(tmp)
+        env.env["URAID_PLUGIN"] = harness.ARGS.plugin
+        sock = os.path.join(tmp, "t.sock")
+        r = env.tool("serve", "--socket", sock, *paths, *extra)
+        pid = int(r.stdout.rsplit("nbdkit pid ", 1)[1])
+        try:
+            with open(f"/proc/{pid}/cmdline") as f:
+                return f.read().split("\0")
+        finally:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.time() + 30
+            while alive(pid) and time.time() < deadline:
+                time.sleep(0.05)
+
+    def threads(self, argv):
+        return [argv[i + 1] for i, w in enumerate(argv) if w == "-t"]
+
+    def array_in(self, parent):
+        tmp = tempfile.mkdtemp(prefix="uraid-adm-thr-", dir=parent)
+        self.addCleanup(shutil.rmtree, tmp, True)
+        paths = make_members(tmp, 3, 16 * MIB)
+        Env(tmp).tool("create", "--force", "--assume-clean", "--chunk",
+                      "64K", *paths)
+        return tmp, paths
+
+    def test_memory_members_get_the_cpus(self):
+        if fs_type("/dev/shm") != "tmpfs":
+            self.skipTest("/dev/shm is not tmpfs here")
+        tmp, paths = self.array_in("/dev/shm")
+        want = str(max(2, len(os.sched_getaffinity(0))))
+        self.assertEqual(self.threads(self.serve_cmdline(tmp, paths)),
+                         [want])
+        # The user's -t wins, in any of nbdkit's spellings.
+        for extra in (["-t", "5"], ["-t5"], ["--threads=5"],
+                      ["--threads", "5"]):
+            argv = self.serve_cmdline(tmp, paths, "--", *extra)
+            setting = [w for w in argv
+                       if w in ("-t", "--threads") or
+                       w.startswith("--threads=") or
+                       (w.startswith("-t") and len(w) > 2)]
+            self.assertEqual(setting, extra[:1], argv)
+
+    def test_disk_members_keep_nbdkit_default(self):
+        parent = "/var/tmp"
+        if fs_type(parent) in ("tmpfs", "ramfs"):
+            self.skipTest(f"{parent} is memory here")
+        tmp, paths = self.array_in(parent)
+        self.assertEqual(self.threads(self.serve_cmdline(tmp, paths)), [])
+
+
 class NonRootMonitor(unittest.TestCase):
     """The uraid@ unit's ExecStart as root, monitor and status as another
     uid in the ARRAY's control-group."""

@@ -8,6 +8,7 @@ import shutil
 import signal
 import sys
 
+from bench import common
 from bench.common import exit_on_signal, owned_tempdir
 from bench.degraded_sweep import bench_degraded_sweep
 from bench.degraded_write import bench_degraded_write
@@ -38,6 +39,11 @@ def main():
     ap.add_argument("--uraid-arg", action="append", default=[],
                     help="extra plugin key=value for uraid (repeatable)")
     ap.add_argument("--json", default="")
+    # What `uraid serve` gives nbdkit for members in memory
+    # (tools/serve_threads.h): the same -t on both sides keeps them equal.
+    ap.add_argument("--threads", default=0, type=int,
+                    help="nbdkit -t for every server, uraid's and the "
+                    "peers' alike (default: nbdkit's own, 16)")
     # Bitmap cost, rebuild, resync and scrub (EXTRA_PARTS, filtered by --only).
     ap.add_argument("--rebuild-member-size", default=0, type=int,
                     help="MiB per member of the rebuild/scrub array "
@@ -83,6 +89,7 @@ def main():
                          "benchmark with this member latency (e.g. 2)")
     args = ap.parse_args()
     args.rebuild_member_size = args.rebuild_member_size or args.member_size
+    common.NBDKIT_THREADS = args.threads
 
     plugin = os.path.join(args.build, "nbdplugin", "nbdkit-uraid-plugin.so")
     tool = os.path.join(args.build, "tools", "uraid")

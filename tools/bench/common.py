@@ -64,6 +64,15 @@ def exit_on_signal(signum, frame):
     sys.exit(128 + signum)
 
 
+# nbdkit's -t for every server the bench starts, both sides alike
+# (--threads; 0: nbdkit's default). Set once by the command line.
+NBDKIT_THREADS = 0
+
+
+def threads_args():
+    return ["-t", str(NBDKIT_THREADS)] if NBDKIT_THREADS else []
+
+
 class Server:
     def __init__(self, args, name, plugin_args, workdir):
         self.sock = os.path.join(workdir, f"{name}.sock")
@@ -71,8 +80,8 @@ class Server:
         for f in (self.sock, self.pidfile):
             if os.path.exists(f):
                 os.unlink(f)
-        cmd = ["nbdkit", "-U", self.sock, "-P", self.pidfile, "-f",
-               "--exit-with-parent"] + plugin_args
+        cmd = (["nbdkit", "-U", self.sock, "-P", self.pidfile, "-f",
+                "--exit-with-parent"] + threads_args() + plugin_args)
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
         deadline = time.time() + 30
         while not os.path.exists(self.pidfile):
@@ -307,7 +316,8 @@ class CtlServer:
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(
                 ["nbdkit", "-U", self.sock, "-P", self.pidfile, "-f",
-                 "--exit-with-parent"] + plugin_args + [f"control={self.ctl}"],
+                 "--exit-with-parent"] + threads_args() + plugin_args +
+                [f"control={self.ctl}"],
                 stderr=log)
         self.uri = f"nbd+unix:///?socket={self.sock}"
         deadline = time.time() + 30

@@ -48,7 +48,9 @@ def report(rows, sweep, args):
           f"{platform.node()} ({os.cpu_count()} CPUs,{cpu.strip()}), "
           f"members on {args.dir}, {args.members} x {args.member_size} MiB, "
           f"chunk {args.chunk}, {args.runtime}s x {args.repeat} "
-          f"(medians)\n")
+          f"(medians), nbdkit "
+          f"{f'-t {args.threads}' if args.threads else 'default threads (16)'}"
+          f" on both sides\n")
     print("| workload | file MB/s | uraid MB/s | uraid/file | file IOPS | "
           "uraid IOPS | file p99 µs | uraid p99 µs | CPU s/GiB file | "
           "CPU s/GiB uraid | member reads/write (read rows: member B/B) | "

@@ -171,10 +171,9 @@ class ClientAndMachine:
         self._ticks = self._idle_ticks()
 
     def stop(self):
-        sleeps = (resource.getrusage(resource.RUSAGE_CHILDREN).ru_nvcsw -
-                  self._ru)
+        self.sleeps = (resource.getrusage(resource.RUSAGE_CHILDREN).ru_nvcsw -
+                       self._ru)
         idle, total = self._idle_ticks()
-        self.sleeps = sleeps
         self.idle = (idle - self._ticks[0]) / max(total - self._ticks[1], 1)
 
 

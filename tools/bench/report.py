@@ -144,7 +144,7 @@ def print_client_table(rows):
         f, u = r["file"], r["uraid"]
         print(f"| {r['workload']} | {f['client_sleeps_per_req']:.3f} / "
               f"{u['client_sleeps_per_req']:.3f} | "
-              f"{f.get('idle_share', 0):.0%} / {u.get('idle_share', 0):.0%} |")
+              f"{f['idle_share']:.0%} / {u['idle_share']:.0%} |")
 
 
 def print_sweep_table(sweep, key, fmt):

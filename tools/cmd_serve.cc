@@ -382,10 +382,10 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
   if (args.verbose) argv.push_back("-v");
   // Memory members make every request CPU work: threads beyond the CPUs
   // only take turns (serve_threads.h). A -t given after `--` wins.
+  std::optional<int> threads;
   if (!GivesThreads(args.nbdkit_extra)) {
-    if (std::optional<int> t = DefaultThreads(members, AvailableCpus())) {
-      argv.insert(argv.end(), {"-t", absl::StrCat(*t)});
-    }
+    threads = DefaultThreads(members, AvailableCpus());
+    if (threads) argv.insert(argv.end(), {"-t", absl::StrCat(*threads)});
   }
   // Any other nbdkit option, as given after `--` (filters, -u/-g, ...);
   // KEY=VALUE words (a filter's parameters) after the plugin's keys.
@@ -433,10 +433,12 @@ absl::StatusOr<NbdkitChild> PlanServe(const ServeArgs& args,
   // Said once the export answers (nbdkit_supervisor.h), never before: a
   // port in use or a bad nbdkit option is nbdkit's failure to report.
   child.ready_message = absl::StrFormat(
-      "serving array %s%s (%d bytes%s) on %s%s%s%s%s%s",
+      "serving array %s%s (%d bytes%s) on %s%s%s%s%s%s%s",
       target.from_config ? absl::StrCat(name, " ") : "", uuid, array_bytes,
       MdHumanSize(array_bytes), where, pidfile.empty() ? "" : "; pid file ",
       pidfile, control.empty() ? "" : "; control ", control,
+      threads ? absl::StrFormat("; members in memory: nbdkit -t %d", *threads)
+              : "",
       ppl_replay ? "; not shut down cleanly, PPL: log replayed at assembly "
                    "(no resync)"
                  : "");

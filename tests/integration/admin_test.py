@@ -599,7 +599,12 @@ class ServeThreads(unittest.TestCase):
         pid = int(r.stdout.rsplit("nbdkit pid ", 1)[1])
         try:
             with open(f"/proc/{pid}/cmdline") as f:
-                return f.read().split("\0")
+                argv = f.read().split("\0")
+            # serve says what it chose, and only then.
+            chose = self.threads(argv) and not extra
+            self.assertEqual("; members in memory: nbdkit -t " in r.stdout,
+                             bool(chose), r.stdout)
+            return argv
         finally:
             os.kill(pid, signal.SIGTERM)
             deadline = time.time() + 30

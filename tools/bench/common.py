@@ -74,14 +74,19 @@ def threads_args():
 
 
 class Server:
-    def __init__(self, args, name, plugin_args, workdir):
+    # `member`: a server that stands in for a member (a disk behind nbdkit's
+    # filters), not one under test: it keeps nbdkit's default -t, as a
+    # disk keeps its queue depth whatever --threads the servers measured
+    # run with.
+    def __init__(self, args, name, plugin_args, workdir, member=False):
         self.sock = os.path.join(workdir, f"{name}.sock")
         self.pidfile = os.path.join(workdir, f"{name}.pid")
         for f in (self.sock, self.pidfile):
             if os.path.exists(f):
                 os.unlink(f)
         cmd = (["nbdkit", "-U", self.sock, "-P", self.pidfile, "-f",
-                "--exit-with-parent"] + threads_args() + plugin_args)
+                "--exit-with-parent"] + ([] if member else threads_args()) +
+               plugin_args)
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
         deadline = time.time() + 30
         while not os.path.exists(self.pidfile):

@@ -33,7 +33,7 @@ def bench_delay_members(args, plugin, tool):
             s = Server(args, f"d{i}",
                        ["--filter=delay", "file", img,
                         f"delay-read={delay}ms", f"delay-write={delay}ms"],
-                       work)
+                       work, member=True)
             servers.append(s)
             uris.append(s.uri)
         subprocess.run([tool, "create", "--force", "--assume-clean",

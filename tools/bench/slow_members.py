@@ -55,7 +55,7 @@ def slow_exports(args, work, count, lat, servers, prefix="j"):
                    ["file", img, "rate=800M",
                     # No 2 s burst (the default): the members are too
                     # small to hide it.
-                    "burstiness=0.1"] + delay, work)
+                    "burstiness=0.1"] + delay, work, member=True)
         servers.append(s)
         uris.append(s.uri)
     return uris

@@ -60,6 +60,25 @@ TEST_F(ServeThreadsTest, UrisMissingPathsAndOtherFilesAreNot) {
   EXPECT_FALSE(IsMemoryMember("/dev/null"));  // a character device
 }
 
+// Every block device this machine has a node for (its sysfs name under
+// /sys/block, the node /dev/NAME) is memory exactly when its name says so:
+// read through the device number, as serve does for member=/dev/...
+TEST_F(ServeThreadsTest, BlockDevicesAreMemoryByTheirKernelName) {
+  int seen = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& e :
+       fs::directory_iterator("/sys/block", ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string node = "/dev/" + name;
+    if (!fs::is_block_file(node, ec)) continue;
+    const bool memory = name.starts_with("ram") || name.starts_with("zram") ||
+                        name.starts_with("pmem");
+    EXPECT_EQ(IsMemoryMember(node), memory) << node;
+    ++seen;
+  }
+  if (seen == 0) GTEST_SKIP() << "no block device nodes under /dev";
+}
+
 TEST_F(ServeThreadsTest, CpusWhenEveryMemberIsMemory) {
   if (!OnMemoryFs("/dev/shm")) GTEST_SKIP() << "/dev/shm is not tmpfs here";
   const std::vector<std::string> memory = {

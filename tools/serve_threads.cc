@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "serve_threads.h"
 
-#include <limits.h>
 #include <linux/magic.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -10,7 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <string_view>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
@@ -22,15 +22,10 @@ namespace {
 // The kernel's name of block device `dev` ("ram0", "nvme0n1p2"), from
 // sysfs; empty when it cannot be read.
 std::string BlockDeviceName(dev_t dev) {
-  const std::string link =
-      absl::StrFormat("/sys/dev/block/%u:%u", major(dev), minor(dev));
-  char target[PATH_MAX];
-  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
-  if (n <= 0) return "";
-  const std::string_view path(target, static_cast<size_t>(n));
-  const size_t slash = path.rfind('/');
-  return std::string(slash == std::string_view::npos ? path
-                                                     : path.substr(slash + 1));
+  std::error_code ec;
+  const std::filesystem::path target = std::filesystem::read_symlink(
+      absl::StrFormat("/sys/dev/block/%u:%u", major(dev), minor(dev)), ec);
+  return ec ? "" : target.filename().string();
 }
 
 }  // namespace
@@ -62,9 +57,9 @@ int AvailableCpus() {
 
 std::optional<int> DefaultThreads(const std::vector<std::string>& members,
                                   int cpus) {
-  if (members.empty()) return std::nullopt;
-  for (const std::string& m : members) {
-    if (!IsMemoryMember(m)) return std::nullopt;
+  if (members.empty() ||
+      !std::all_of(members.begin(), members.end(), IsMemoryMember)) {
+    return std::nullopt;
   }
   return std::max(2, cpus);
 }

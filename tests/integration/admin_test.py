@@ -23,12 +23,19 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 
 import harness
 from harness import Server, make_members
+
+# The bench (tools/bench) mirrors serve's -t rule for its servers: checked
+# against serve's own choice in ServeThreads.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "tools"))
+from bench import common as bench_common  # noqa: E402
 
 MIB = 1 << 20
 TAG = f"adm{os.getpid()}"
@@ -614,6 +621,16 @@ class ServeThreads(unittest.TestCase):
     def threads(self, argv):
         return [argv[i + 1] for i, w in enumerate(argv) if w == "-t"]
 
+    def bench_threads(self, paths):
+        """The -t the bench's default ("auto") gives a uraid server over
+        `paths` and a file-plugin peer beside them: serve's choice."""
+        bench_common.NBDKIT_THREADS = "auto"
+        uraid = bench_common.threads_args(
+            [harness.ARGS.plugin] + [f"member={p}" for p in paths])
+        peer = bench_common.threads_args(["file", paths[0]])
+        self.assertEqual(uraid, peer)
+        return uraid[1:]
+
     def array_in(self, parent):
         tmp = tempfile.mkdtemp(prefix="uraid-adm-thr-", dir=parent)
         self.addCleanup(shutil.rmtree, tmp, True)
@@ -629,6 +646,7 @@ class ServeThreads(unittest.TestCase):
         want = str(max(2, len(os.sched_getaffinity(0))))
         self.assertEqual(self.threads(self.serve_cmdline(tmp, paths)),
                          [want])
+        self.assertEqual(self.bench_threads(paths), [want])
         # The user's -t wins, in any of nbdkit's spellings.
         for extra in (["-t", "5"], ["-t5"], ["--threads=5"],
                       ["--threads", "5"]):
@@ -645,6 +663,7 @@ class ServeThreads(unittest.TestCase):
             self.skipTest(f"{parent} is memory here")
         tmp, paths = self.array_in(parent)
         self.assertEqual(self.threads(self.serve_cmdline(tmp, paths)), [])
+        self.assertEqual(self.bench_threads(paths), [])
 
 
 class NonRootMonitor(unittest.TestCase):

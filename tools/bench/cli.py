@@ -23,6 +23,20 @@ from bench.reshape import bench_reshape
 from bench.resync import bench_resync
 
 
+def threads_choice(text):
+    """--threads: auto, default, or a thread count of at least 1."""
+    if text in ("auto", "default"):
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: want auto, default or a thread count (at least 1)")
+    return n
+
+
 def main():
     signal.signal(signal.SIGTERM, exit_on_signal)
     signal.signal(signal.SIGHUP, exit_on_signal)
@@ -39,11 +53,15 @@ def main():
     ap.add_argument("--uraid-arg", action="append", default=[],
                     help="extra plugin key=value for uraid (repeatable)")
     ap.add_argument("--json", default="")
-    # What `uraid serve` gives nbdkit for members in memory
-    # (tools/serve_threads.h): the same -t on both sides keeps them equal.
-    ap.add_argument("--threads", default=0, type=int,
-                    help="nbdkit -t for every server, uraid's and the "
-                    "peers' alike (default: nbdkit's own, 16)")
+    # What `uraid serve` gives nbdkit (tools/serve_threads.h), the same -t
+    # on both sides of a row (common.threads_args).
+    ap.add_argument("--threads", default="auto", type=threads_choice,
+                    help="nbdkit -t of the servers measured, uraid's and "
+                    "the peers' alike: auto (the default) as `uraid serve` "
+                    "chooses, the CPUs (at least 2) where every file a "
+                    "server serves is in memory and nbdkit's default "
+                    "elsewhere; default: nbdkit's own (16) everywhere; or "
+                    "a number")
     # Bitmap cost, rebuild, resync and scrub (EXTRA_PARTS, filtered by --only).
     ap.add_argument("--rebuild-member-size", default=0, type=int,
                     help="MiB per member of the rebuild/scrub array "

@@ -64,13 +64,66 @@ def exit_on_signal(signum, frame):
     sys.exit(128 + signum)
 
 
-# nbdkit's -t for every server the bench starts, both sides alike
-# (--threads; 0: nbdkit's default). Set once by the command line.
-NBDKIT_THREADS = 0
+# nbdkit's -t for the servers the bench measures, both sides alike
+# (--threads): "auto" (the default) is the -t `uraid serve` chooses
+# (tools/serve_threads.h): the CPUs, at least 2, for a server whose every
+# file is in memory, nbdkit's default otherwise; "default" is nbdkit's own
+# for every server (every run before 2026-12-07); N is -t N for every
+# server. Set once by the command line.
+NBDKIT_THREADS = "auto"
+# The filesystems whose files `uraid serve` counts as memory.
+MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
 
 
-def threads_args():
-    return ["-t", str(NBDKIT_THREADS)] if NBDKIT_THREADS else []
+def auto_threads():
+    """The -t `uraid serve` gives nbdkit for members in memory."""
+    return max(2, len(os.sched_getaffinity(0)))
+
+
+def served_files(plugin_args):
+    """The files a server's plugin arguments name: uraid's member=PATH
+    keys (an NBD URI is not a file), the file plugin's file=PATH or the
+    word after "file". None when it names none (another plugin)."""
+    files = []
+    if plugin_args[:1] == ["file"] and len(plugin_args) > 1:
+        files.append(plugin_args[1])
+    for a in plugin_args:
+        key, eq, val = a.partition("=")
+        if eq and key in ("member", "file"):
+            files.append(val)
+    if any(f.startswith("nbd") and "://" in f for f in files):
+        return None
+    return files or None
+
+
+def in_memory(path):
+    """Whether `path` is on tmpfs or ramfs, as `uraid serve` asks statfs;
+    False when it cannot be examined."""
+    out = subprocess.run(["stat", "-f", "-c", "%T", path],
+                         capture_output=True, text=True)
+    return out.returncode == 0 and out.stdout.strip() in MEMORY_FILESYSTEMS
+
+
+def threads_args(plugin_args):
+    if NBDKIT_THREADS == "default":
+        return []
+    if NBDKIT_THREADS != "auto":
+        return ["-t", str(NBDKIT_THREADS)]
+    files = served_files(plugin_args)
+    if files and all(in_memory(f) for f in files):
+        return ["-t", str(auto_threads())]
+    return []
+
+
+def threads_header():
+    """What the report's header says of nbdkit's -t."""
+    if NBDKIT_THREADS == "default":
+        return "nbdkit's default threads (16)"
+    if NBDKIT_THREADS != "auto":
+        return f"nbdkit -t {NBDKIT_THREADS}"
+    return (f"nbdkit -t {auto_threads()} where every file a server serves "
+            f"is in memory, as `uraid serve` chooses, its default (16) "
+            f"elsewhere")
 
 
 class Server:
@@ -85,7 +138,8 @@ class Server:
             if os.path.exists(f):
                 os.unlink(f)
         cmd = (["nbdkit", "-U", self.sock, "-P", self.pidfile, "-f",
-                "--exit-with-parent"] + ([] if member else threads_args()) +
+                "--exit-with-parent"] +
+               ([] if member else threads_args(plugin_args)) +
                plugin_args)
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
         deadline = time.time() + 30
@@ -320,7 +374,8 @@ class CtlServer:
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(
                 ["nbdkit", "-U", self.sock, "-P", self.pidfile, "-f",
-                 "--exit-with-parent"] + threads_args() + plugin_args +
+                 "--exit-with-parent"] + threads_args(plugin_args) +
+                plugin_args +
                 [f"control={self.ctl}"],
                 stderr=log)
         self.uri = f"nbd+unix:///?socket={self.sock}"

@@ -10,7 +10,7 @@ import time
 
 from bench.common import (FIRST_TOUCH_NOTE, LOADED_SHARE, MIB,
                           loaded_footnote, loaded_mark, memory_footnote,
-                          memory_note)
+                          memory_note, threads_header)
 from bench.degraded_sweep import report_degraded_sweep
 from bench.degraded_write import report_degraded_write
 
@@ -48,9 +48,7 @@ def report(rows, sweep, args):
           f"{platform.node()} ({os.cpu_count()} CPUs,{cpu.strip()}), "
           f"members on {args.dir}, {args.members} x {args.member_size} MiB, "
           f"chunk {args.chunk}, {args.runtime}s x {args.repeat} "
-          f"(medians), nbdkit "
-          f"{f'-t {args.threads}' if args.threads else 'default threads (16)'}"
-          f" on both sides\n")
+          f"(medians), {threads_header()}, on both sides\n")
     print("| workload | file MB/s | uraid MB/s | uraid/file | file IOPS | "
           "uraid IOPS | file p99 µs | uraid p99 µs | CPU s/GiB file | "
           "CPU s/GiB uraid | member reads/write (read rows: member B/B) | "

@@ -81,19 +81,14 @@ def auto_threads():
 
 
 def served_files(plugin_args):
-    """The files a server's plugin arguments name: uraid's member=PATH
-    keys (an NBD URI is not a file), the file plugin's file=PATH or the
-    word after "file". None when it names none (another plugin)."""
-    files = []
-    if plugin_args[:1] == ["file"] and len(plugin_args) > 1:
-        files.append(plugin_args[1])
-    for a in plugin_args:
-        key, eq, val = a.partition("=")
-        if eq and key in ("member", "file"):
-            files.append(val)
-    if any(f.startswith("nbd") and "://" in f for f in files):
-        return None
-    return files or None
+    """What a server's plugin arguments name as its files: uraid's
+    member=PATH keys (an NBD URI among them, which in_memory rejects), the
+    file plugin's file=PATH or the word after "file"."""
+    files = [a.partition("=")[2] for a in plugin_args
+             if a.startswith(("member=", "file="))]
+    if plugin_args[:1] == ["file"]:
+        files += plugin_args[1:2]
+    return files
 
 
 def in_memory(path):

@@ -76,12 +76,16 @@ class PassHost : public JobHost {
     MutexLock lock(&mu_);
     started_.push_back(req.kind);
   }
-  absl::Status RunJob(const JobRequest&) override {
-    while (held_.load() && !runner_->StopRequested()) {
+  absl::Status RunJob(const JobRequest& req) override {
+    // A resync does not honour a stop (as the array's): only Release ends
+    // its hold.
+    while (held_.load() &&
+           (req.kind == JobKind::kResync || !runner_->StopRequested())) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     StripePass pass;
     pass.stripe_work = kMiB;
+    pass.honour_cancel = req.kind != JobKind::kResync;
     pass.work = [&](uint64_t, uint64_t count, absl::Status*) {
       clock_->Advance(stripe_ns_ * static_cast<int64_t>(count));
       worked_.fetch_add(count);
@@ -278,6 +282,28 @@ TEST(JobRunner, StopEndsTheJobAtItsNextWindowAndRefusesAfterShutdown) {
   rig.runner.Shutdown();
   EXPECT_THAT(rig.runner.Request({JobKind::kCheck, -1}).message(),
               HasSubstr("shutting down"));
+}
+
+TEST(JobRunner, StopReturnsOnceTheJobHasEnded) {
+  Rig rig(/*stripes=*/1000);
+  rig.host.Hold();
+  ASSERT_TRUE(rig.runner.Request({JobKind::kCheck, -1}).ok());
+  rig.WaitStarted(1);
+  rig.runner.Stop();
+  // md's "idle": the caller's next look sees no job and the ended one.
+  EXPECT_FALSE(rig.runner.Busy(/*or_queued=*/true).has_value());
+  EXPECT_EQ(rig.runner.current().kind, JobKind::kNone);
+  EXPECT_EQ(rig.runner.last().result, "interrupted");
+  EXPECT_THAT(rig.host.ended(), ElementsAre("interrupted"));
+  // A resync goes on (parity must become trustworthy): Stop does not wait
+  // for it.
+  ASSERT_TRUE(rig.runner.Request({JobKind::kResync, -1}).ok());
+  rig.WaitStarted(2);
+  rig.runner.Stop();
+  EXPECT_EQ(rig.runner.Busy(), JobKind::kResync);
+  rig.host.Release();
+  ASSERT_TRUE(rig.runner.Wait().ok());
+  EXPECT_THAT(rig.host.ended(), ElementsAre("interrupted", "completed"));
 }
 
 // The clock given to an array reaches its rebuild: 4 MiB per member at

@@ -496,6 +496,8 @@ class Array:
         self.check(repair=True)
 
     def stop(self):
+        """Stops the running job (md's "idle"); returns (GIL released) once
+        it has ended. A resync goes on and is not waited for."""
         _call(_c.uraid_stop_job, self._live())
 
     def wait(self):

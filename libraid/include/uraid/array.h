@@ -581,8 +581,11 @@ class URAID_EXPORT Array {
   // match; kRepair also rewrites their parity. FailedPrecondition when
   // another job runs or the array is degraded.
   absl::Status StartScrub(bool repair);
-  // Stops the running job at its next stripe (md's "idle"); resync and
-  // recovery resume on the next assembly from their checkpoint.
+  // Stops the running job at its next stripe (md's "idle") and returns
+  // once it has ended, so Info() then shows no job; resync and recovery
+  // resume on the next assembly from their checkpoint. A resync does not
+  // stop (parity must become trustworthy) and is not waited for. Must not
+  // be called from a log or event callback.
   absl::Status StopJob();
   // Blocks until no job runs; returns the last job's outcome (OK when it
   // completed or none ran).

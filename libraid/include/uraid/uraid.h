@@ -502,8 +502,10 @@ URAID_EXPORT int uraid_get_progress(const uraid_array* array,
  * or the array is degraded. */
 URAID_EXPORT int uraid_check(uraid_array* array, int repair, char* err,
                              size_t err_len);
-/** Stops the running job at its next stripe (md's "idle"); resync and
- * recovery resume at the next assembly. 0 when none runs. */
+/** Stops the running job at its next stripe (md's "idle") and returns once
+ * it has ended; resync and recovery resume at the next assembly. A resync
+ * does not stop and is not waited for. 0 when none runs. Must not be called
+ * from a log or event callback. */
 URAID_EXPORT int uraid_stop_job(uraid_array* array, char* err, size_t err_len);
 /** Blocks until no job runs. Returns the last job's outcome: 0 when it
  * completed (or none ran), else its error. Thread-safe; must not be

@@ -93,6 +93,21 @@ void JobRunner::Stop() {
   MutexLock lock(&mu_);
   cancel_ = true;
   pending_.reset();
+  // As md's sync_action "idle", which returns once the sync thread has
+  // stopped: whoever reads the array's state next sees the job gone and
+  // its checkpoint written. Not a resync (it does not honour a cancel),
+  // and not on the job thread itself (an event callback there would wait
+  // for its own job).
+  if (!thread_running_ || job_.kind == JobKind::kResync ||
+      std::this_thread::get_id() == job_thread_) {
+    return;
+  }
+  const uint64_t ended = jobs_ended_;
+  const auto stopped = [this, ended]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !thread_running_ || jobs_ended_ != ended ||
+           job_.kind == JobKind::kResync;
+  };
+  mu_.Await(Condition(&stopped));
 }
 
 absl::Status JobRunner::Wait() {
@@ -170,6 +185,10 @@ bool JobRunner::StopRequested() const {
 }
 
 void JobRunner::Thread() {
+  {
+    MutexLock lock(&mu_);
+    job_thread_ = std::this_thread::get_id();
+  }
   for (;;) {
     JobRequest req;
     {
@@ -226,6 +245,8 @@ void JobRunner::Thread() {
       job_ = JobInfo{};
     }
     host_->JobEnded(done, st, secs, cancelled);
+    MutexLock lock(&mu_);
+    ++jobs_ended_;
   }
 }
 

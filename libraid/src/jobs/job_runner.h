@@ -131,7 +131,9 @@ class JobRunner {
   // queued; a running check or repair is cancelled first (md: redundancy
   // before a scrub). OK when nothing needed queueing.
   absl::Status RequestRecovery();
-  // Cancels the running job at its next window and drops a queued one.
+  // Cancels the running job at its next window and drops a queued one;
+  // returns once the job has ended (JobEnded done), except a resync, which
+  // does not stop, or when called on the job thread (an event callback).
   void Stop();
   // Waits until no job runs or is queued; the last job's status.
   absl::Status Wait();
@@ -230,6 +232,8 @@ class JobRunner {
   bool cancel_ ABSL_GUARDED_BY(mu_) = false;  // Stop()
   bool frozen_ ABSL_GUARDED_BY(mu_) = false;  // Freeze()
   bool parked_ ABSL_GUARDED_BY(mu_) = false;  // the job thread waits in it
+  std::thread::id job_thread_ ABSL_GUARDED_BY(mu_);  // the latest thread_'s
+  uint64_t jobs_ended_ ABSL_GUARDED_BY(mu_) = 0;     // JobEnded calls, for Stop
   JobInfo job_ ABSL_GUARDED_BY(mu_);
   // The last Rebuild milestone reported for the running job (20, 40, ...).
   int milestone_ ABSL_GUARDED_BY(mu_) = 0;

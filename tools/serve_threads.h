@@ -13,7 +13,10 @@
 // 4K qd32 +0-32%, rand read 4K unchanged, and the p99 of a 4K write+flush
 // beside a 1 MiB stream 108-169 us against 676-1,204 us. Members with
 // latency (disks, NBD exports) need the threads to keep requests in
-// flight, so they keep nbdkit's default.
+// flight, so they keep nbdkit's default. A degraded array's writes would
+// take more (each waits for the next request to fill its stripe): -t 4
+// gives them +17-32% and costs seq write 12% and rand read 10% while
+// healthy (docs/architecture.md), so the rule is for the healthy array.
 
 #ifndef URAID_TOOLS_SERVE_THREADS_H_
 #define URAID_TOOLS_SERVE_THREADS_H_

@@ -45,7 +45,7 @@ def bench_rebuild_scrub(args, plugin, tool, work):
            "member_mib": args.rebuild_member_size, "rows": []}
     srv = CtlServer(member_args(plugin, members, args), work, "rb")
     ctl = srv.ctl
-    state = {"cur": members[-1], "n": 0}
+    state = {"cur": members[-1], "n": 0, "degraded": False}
 
     def set_speed(min_kib, max_kib):
         # Raise max before min (and lower min before max): min > max is
@@ -67,8 +67,9 @@ def bench_rebuild_scrub(args, plugin, tool, work):
         old member's pages are freed), as the fio peer's; returns (time of
         the add, last_job before it)."""
         cur = state["cur"]
-        if not state.pop("degraded", False):
+        if not state["degraded"]:
             degrade()
+        state["degraded"] = False
         state["n"] += 1
         new = os.path.join(d, f"new{state['n']}.img")
         touched_file(new, args.rebuild_member_size * MIB)

@@ -71,6 +71,7 @@ absl::Status JobRunner::Request(JobRequest req) {
   job_ = JobInfo{};
   job_.kind = req.kind;
   thread_ = std::thread([this] { Thread(); });
+  job_thread_ = thread_.get_id();
   return absl::OkStatus();
 }
 
@@ -185,14 +186,16 @@ bool JobRunner::StopRequested() const {
 }
 
 void JobRunner::Thread() {
-  {
-    MutexLock lock(&mu_);
-    job_thread_ = std::this_thread::get_id();
-  }
+  // The last job's JobEnded is done: counted for Stop under the same lock
+  // that then finds no job queued and ends the thread, so a Stop that
+  // returns sees the runner idle.
+  bool ended = false;
   for (;;) {
     JobRequest req;
     {
       MutexLock lock(&mu_);
+      if (ended) ++jobs_ended_;
+      ended = false;
       // Frozen: a queued job waits here, before it does anything.
       ParkLocked(&JobRunner::MayStartNext);
       if (!pending_.has_value() || stop_) {
@@ -245,8 +248,7 @@ void JobRunner::Thread() {
       job_ = JobInfo{};
     }
     host_->JobEnded(done, st, secs, cancelled);
-    MutexLock lock(&mu_);
-    ++jobs_ended_;
+    ended = true;
   }
 }
 

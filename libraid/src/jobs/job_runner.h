@@ -232,8 +232,9 @@ class JobRunner {
   bool cancel_ ABSL_GUARDED_BY(mu_) = false;  // Stop()
   bool frozen_ ABSL_GUARDED_BY(mu_) = false;  // Freeze()
   bool parked_ ABSL_GUARDED_BY(mu_) = false;  // the job thread waits in it
-  std::thread::id job_thread_ ABSL_GUARDED_BY(mu_);  // the latest thread_'s
-  uint64_t jobs_ended_ ABSL_GUARDED_BY(mu_) = 0;     // JobEnded calls, for Stop
+  std::thread::id job_thread_ ABSL_GUARDED_BY(mu_);  // thread_'s, for Stop
+  // Jobs whose JobEnded has returned, for Stop's wait.
+  uint64_t jobs_ended_ ABSL_GUARDED_BY(mu_) = 0;
   JobInfo job_ ABSL_GUARDED_BY(mu_);
   // The last Rebuild milestone reported for the running job (20, 40, ...).
   int milestone_ ABSL_GUARDED_BY(mu_) = 0;

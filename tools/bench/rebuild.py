@@ -45,7 +45,7 @@ def bench_rebuild_scrub(args, plugin, tool, work):
            "member_mib": args.rebuild_member_size, "rows": []}
     srv = CtlServer(member_args(plugin, members, args), work, "rb")
     ctl = srv.ctl
-    state = {"cur": members[-1], "n": 0, "degraded": False}
+    state = {"cur": members[-1], "n": 0}
 
     def set_speed(min_kib, max_kib):
         # Raise max before min (and lower min before max): min > max is
@@ -59,17 +59,15 @@ def bench_rebuild_scrub(args, plugin, tool, work):
         cur = state["cur"]
         run_tool(tool, "fail", "--control", ctl, cur)
         run_tool(tool, "remove", "--control", ctl, cur)
-        state["degraded"] = True
 
-    def start_rebuild():
-        """Degrades the array (unless degrade() did), adds a fresh file as
+    def start_rebuild(degraded=False):
+        """Degrades the array (unless `degraded`: degrade() did), adds a fresh file as
         the rebuild target, its memory touched (touched_file, before the
         old member's pages are freed), as the fio peer's; returns (time of
         the add, last_job before it)."""
         cur = state["cur"]
-        if not state["degraded"]:
+        if not degraded:
             degrade()
-        state["degraded"] = False
         state["n"] += 1
         new = os.path.join(d, f"new{state['n']}.img")
         touched_file(new, args.rebuild_member_size * MIB)
@@ -115,13 +113,14 @@ def bench_rebuild_scrub(args, plugin, tool, work):
         db = lj["total_bytes"]
         return (db - da) / (tb - ta), db / (tb - t0), det, True
 
-    def rebuild_beside(jobs, runtime, ramp):
+    def rebuild_beside(jobs, runtime, ramp, degraded=False):
         """A rebuild started `ramp` s into fio `jobs` (runtime s), at the
         limits in force; returns (rate over the window, average from the
-        add, the client's summary) once both are done, unthrottled again."""
+        add, the client's summary) once both are done, unthrottled again.
+        `degraded`: degrade() already ran."""
         join = fio_in_background(srv.uri, jobs, runtime, size)
         time.sleep(ramp)  # fio's ramp
-        t0, before = start_rebuild()
+        t0, before = start_rebuild(degraded)
         rate, avg, _, ended = windowed(t0, 1.0, args.extra_window,
                                        may_end=True)
         r = join(timeout=120)
@@ -232,7 +231,8 @@ def bench_rebuild_scrub(args, plugin, tool, work):
             # One request: the pair is checked together (min <= max).
             run_tool(tool, "set", "--control", ctl, "--speed-min", "1000",
                      "--speed-max", "200000", "--busy-share", "25")
-            rate, avg, client, _ = rebuild_beside(stream, run_s + 1, 1.0)
+            rate, avg, client, _ = rebuild_beside(stream, run_s + 1, 1.0,
+                                                  degraded=True)
             keep = client["mbs"] / alone["mbs"] if alone["mbs"] else 0
             keep_healthy = (client["mbs"] / healthy["mbs"]
                             if healthy["mbs"] else 0)

@@ -385,7 +385,10 @@ int ConfigComplete() {
   ao.bitmap_file = config.bitmap;
   ao.expected_spares = config.spares;
   ao.safe_mode_delay_ms = config.safe_mode_delay_ms;
-  // Assembly only reads superblocks; nothing runs threads before the fork.
+  // Assembly starts no thread (Array::Assemble), even when it writes:
+  // none survives the fork, and with -f nbdkit reopens stdin and stdout
+  // on /dev/null after this returns, which fails if a thread has just
+  // opened a file in their place.
   absl::StatusOr<std::unique_ptr<uraid::Array>> a =
       uraid::Array::Assemble(std::move(members), ao, LogLine);
   if (!a.ok()) return Fail("assemble", a.status());

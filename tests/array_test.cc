@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <thread>
@@ -410,6 +411,49 @@ TEST(ArrayAssemble, DirtyArrayResyncsAndDirtyDegradedNeedsForce) {
   auto n = (*b)->CheckParity(nullptr);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 0u);
+}
+
+// The threads of this process, from /proc/self/task.
+size_t ThreadsOfThisProcess() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    ++n;
+  }
+  return n;
+}
+
+// nbdkit assembles before it forks, and with -f reopens stdin and stdout
+// right after: a thread started by assembly dies at the fork or, opening a
+// file at that moment, makes nbdkit exit ("open: Invalid argument", a CI
+// run of the reshape crash test). Members one event apart are the case
+// that writes: every superblock is rewritten, and before any I/O is timed
+// the executor would send those writes to its pool.
+TEST(ArrayAssemble, StartsNoThreadEvenWhenItBringsMembersLevel) {
+  auto m = MakeMembers(4);
+  {
+    auto a = MustCreate(m);
+    ASSERT_NE(a, nullptr);
+  }
+  Superblock behind = testutil::SuperOf(*m[3]);
+  ASSERT_GT(behind.events, 0u);
+  const uint64_t events = behind.events;
+  behind.events -= 1;
+  const std::vector<uint8_t> sb = EncodeSuperblock(behind);
+  ASSERT_TRUE(m[3]->Write(sb.data(), sb.size(), kSb12OffsetBytes).ok());
+
+  const size_t before = ThreadsOfThisProcess();
+  auto a = Array::Assemble(Handles(m), {});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(ThreadsOfThisProcess(), before);
+  // It did write: every member now holds the freshest events, plus one.
+  for (const auto& x : m) EXPECT_EQ(testutil::SuperOf(*x).events, events + 1);
+  // After assembly the array's I/O may use threads again, and works.
+  auto d = Pattern(3 * kChunk, 9);
+  ASSERT_TRUE((*a)->Write(d.data(), d.size(), 0).ok());
+  std::vector<uint8_t> got(d.size());
+  ASSERT_TRUE((*a)->Read(got.data(), got.size(), 0).ok());
+  EXPECT_EQ(got, d);
 }
 
 // ----------------------------------------------- write plans by I/O count

@@ -379,6 +379,29 @@ TEST_F(IoExecutorTest, BeforeAnyLatencyIsMeasuredRunTogetherRunsInParallel) {
   EXPECT_EQ(r.most.load(), kDisks);
 }
 
+// Held threads (what Array::Assemble does before nbdkit forks): the same
+// unmeasured batch runs in turn on the calling thread, and no pool thread
+// starts.
+TEST_F(IoExecutorTest, HeldThreadsRunEveryTaskOnTheCallingThread) {
+  io_.SetThreadsAllowed(false);
+  std::vector<std::thread::id> ran(kDisks);
+  std::vector<std::function<void()>> tasks;
+  for (int i = 0; i < kDisks; ++i) {
+    tasks.emplace_back([&ran, i] { ran[i] = std::this_thread::get_id(); });
+  }
+  io_.RunTogether(tasks);
+  for (const std::thread::id& id : ran) {
+    EXPECT_EQ(id, std::this_thread::get_id());
+  }
+  // Allowed again, the next unmeasured batch goes out together.
+  io_.SetThreadsAllowed(true);
+  Rendezvous r;
+  r.expected = kDisks;
+  std::vector<std::function<void()>> meet(kDisks, [&r] { r.Arrive(); });
+  io_.RunTogether(meet);
+  EXPECT_EQ(r.most.load(), kDisks);
+}
+
 // A member whose next read stalls 20 ms once armed (a thread preempted
 // mid-I/O), and whose reads meet at a Rendezvous while one is set.
 class StallOnceMember final : public testutil::ForwardingMember {

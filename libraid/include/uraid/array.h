@@ -454,6 +454,9 @@ class URAID_EXPORT Array {
   // writes nothing; a writable array marks itself active (md's clean flag)
   // on its first write. With options.read_only nothing is ever written, so
   // members opened read-only (FileMemberOptions::read_only) are enough.
+  // Assembly starts no thread, so a process may fork after it (nbdkit
+  // assembles in config_complete); the first I/O after it may start the
+  // array's I/O threads, and StartBackground its background ones.
   static absl::StatusOr<std::unique_ptr<Array>> Assemble(
       std::vector<std::unique_ptr<Member>> members,
       const AssembleOptions& options, Logger logger = nullptr);

@@ -126,6 +126,12 @@ class ArrayImpl {
   ArrayJobs& jobs() { return jobs_; }
 
   void StartBackground();
+  // Whether member I/O may start the I/O pool's threads (IoExecutor::
+  // SetThreadsAllowed): Assemble holds them while it runs, since nbdkit
+  // assembles before it forks.
+  void SetIoThreadsAllowed(bool allowed) {
+    engine_.io().SetThreadsAllowed(allowed);
+  }
 
   // --- member management (member_admin.h: fail, remove, add, replace) ---
   MemberAdmin& members() { return members_; }

@@ -480,6 +480,12 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   auto impl = std::make_unique<ArrayImpl>(
       *geo, top.data_offset * 512, tmpl, std::move(slots), std::move(spares),
       options.read_only, options.cache, logger, options.clock);
+  // Assembly starts no thread: nbdkit assembles in config_complete, before
+  // it forks (threads do not survive that) and, with -f, before it reopens
+  // stdin and stdout on /dev/null (a thread that opens a file in between
+  // takes their place and nbdkit exits). What assembly writes (superblocks
+  // one event behind brought level, the bitmap) goes member after member.
+  impl->SetIoThreadsAllowed(false);
   if (ppl_log != nullptr) impl->AttachPpl(std::move(ppl_log));
   if (!ppl_message.empty()) {
     impl->Log(ppl_recovered ? LogLevel::kInfo : LogLevel::kWarning,
@@ -568,6 +574,7 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   }
   impl->SetExpectedSpares(options.expected_spares);
   impl->SetSafemodeDelayMs(options.safe_mode_delay_ms);
+  impl->SetIoThreadsAllowed(true);
   return std::unique_ptr<Array>(new Array(std::move(impl)));
 }
 

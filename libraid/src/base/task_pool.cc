@@ -52,7 +52,8 @@ void TaskPool::RunEach(uint64_t n, const std::function<void(uint64_t)>& fn) {
 
 void TaskPool::RunAll(std::span<const std::function<void()>> tasks) {
   if (tasks.empty()) return;
-  if (tasks.size() == 1 || max_threads_ == 0) {
+  if (tasks.size() == 1 || max_threads_ == 0 ||
+      !threads_allowed_.load(std::memory_order_acquire)) {
     for (const auto& t : tasks) t();
     return;
   }

@@ -7,15 +7,19 @@
 // then helps drain the queue while it waits), so a batch never waits on an
 // idle pool, and many concurrent callers keep the pool busy without
 // deadlock. Worker threads start lazily on the first batch of two or more
-// tasks: nbdkit forks after configuration and threads do not survive a fork,
-// so nothing may run a batch before the fork (assembly reads superblocks
-// directly, not through the pool).
+// tasks, and not while threads are held (SetThreadsAllowed): nbdkit forks
+// after configuration, threads do not survive a fork, and with -f it
+// reopens stdin and stdout on /dev/null right after configuration, which
+// fails when another thread has just opened a file in their place. So an
+// array's assembly, which may write superblocks, runs its batches in turn
+// on the calling thread (Array::Assemble holds its I/O pool's threads).
 //
 // Thread-safe.
 
 #ifndef URAID_SRC_TASK_POOL_H_
 #define URAID_SRC_TASK_POOL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -40,6 +44,13 @@ class TaskPool {
   // Runs fn(0) .. fn(n - 1) as one batch (fn(0) on the calling thread):
   // a job's window of stripes. Same rules as RunAll.
   void RunEach(uint64_t n, const std::function<void(uint64_t)>& fn);
+  // While false, RunAll and RunEach run every task in turn on the calling
+  // thread and no worker thread starts (workers started before stay, idle:
+  // hold threads before the first batch). Default true. Safe beside
+  // RunAll on other threads.
+  void SetThreadsAllowed(bool allowed) {
+    threads_allowed_.store(allowed, std::memory_order_release);
+  }
 
  private:
   struct Batch {
@@ -54,6 +65,7 @@ class TaskPool {
   void RunItem(const Item& item);
 
   const int max_threads_;
+  std::atomic<bool> threads_allowed_{true};
   Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

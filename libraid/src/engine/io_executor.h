@@ -87,6 +87,10 @@ class IoExecutor {
   // in turn on this thread when members answer faster than a handoff (the
   // rule Submit follows). Must not be called from a pool task.
   void RunTogether(std::span<const std::function<void()>> tasks);
+  // While false, every plan and batch runs in turn on the calling thread
+  // and the pool starts no thread (TaskPool::SetThreadsAllowed): for work
+  // done before a fork. Default true.
+  void SetThreadsAllowed(bool allowed) { pool_.SetThreadsAllowed(allowed); }
 
   // Member data writes (and discards) started and finished, for the
   // survivor cache's freshness rule (see survivor_cache.h).

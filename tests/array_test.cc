@@ -427,12 +427,16 @@ size_t ThreadsOfThisProcess() {
 // right after: a thread started by assembly dies at the fork or, opening a
 // file at that moment, makes nbdkit exit ("open: Invalid argument", a CI
 // run of the reshape crash test). Members one event apart are the case
-// that writes: every superblock is rewritten, and before any I/O is timed
-// the executor would send those writes to its pool.
+// that writes: every superblock is rewritten, one member after another,
+// and with them the internal bitmap's header, which goes to every member
+// at once through the executor (RunTogether): before any I/O is timed,
+// on its pool.
 TEST(ArrayAssemble, StartsNoThreadEvenWhenItBringsMembersLevel) {
   auto m = MakeMembers(4);
   {
-    auto a = MustCreate(m);
+    CreateOptions o = Opts();
+    o.bitmap = BitmapMode::kInternal;
+    auto a = MustCreate(m, o);
     ASSERT_NE(a, nullptr);
   }
   Superblock behind = testutil::SuperOf(*m[3]);

@@ -109,7 +109,9 @@ class Server:
         deadline = time.time() + 30
         while not os.path.exists(self.pidfile):
             if self.proc.poll() is not None:
-                raise RuntimeError("nbdkit exited: " + self.output())
+                raise RuntimeError(f"nbdkit exited (status "
+                                   f"{self.proc.returncode}): " +
+                                   self.output())
             if time.time() > deadline:
                 self.proc.kill()
                 raise RuntimeError("nbdkit did not start: " + self.output())

@@ -484,7 +484,8 @@ absl::StatusOr<std::unique_ptr<Array>> Array::Assemble(
   // it forks (threads do not survive that) and, with -f, before it reopens
   // stdin and stdout on /dev/null (a thread that opens a file in between
   // takes their place and nbdkit exits). What assembly writes (superblocks
-  // one event behind brought level, the bitmap) goes member after member.
+  // one event behind brought level, the bitmap's pages with them, which
+  // would otherwise go to the members at once) goes member after member.
   impl->SetIoThreadsAllowed(false);
   if (ppl_log != nullptr) impl->AttachPpl(std::move(ppl_log));
   if (!ppl_message.empty()) {

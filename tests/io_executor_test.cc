@@ -380,8 +380,7 @@ TEST_F(IoExecutorTest, BeforeAnyLatencyIsMeasuredRunTogetherRunsInParallel) {
 }
 
 // Held threads (what Array::Assemble does before nbdkit forks): the same
-// unmeasured batch runs in turn on the calling thread, and no pool thread
-// starts.
+// unmeasured batch runs in turn, every task on the calling thread.
 TEST_F(IoExecutorTest, HeldThreadsRunEveryTaskOnTheCallingThread) {
   io_.SetThreadsAllowed(false);
   std::vector<std::thread::id> ran(kDisks);

@@ -61,10 +61,10 @@ def bench_rebuild_scrub(args, plugin, tool, work):
         run_tool(tool, "remove", "--control", ctl, cur)
 
     def start_rebuild(degraded=False):
-        """Degrades the array (unless `degraded`: degrade() did), adds a fresh file as
-        the rebuild target, its memory touched (touched_file, before the
-        old member's pages are freed), as the fio peer's; returns (time of
-        the add, last_job before it)."""
+        """Degrades the array (unless `degraded`: degrade() did), adds a
+        fresh file as the rebuild target, its memory touched (touched_file,
+        before the old member's pages are freed), as the fio peer's;
+        returns (time of the add, last_job before it)."""
         cur = state["cur"]
         if not degraded:
             degrade()

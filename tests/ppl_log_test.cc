@@ -109,6 +109,46 @@ TEST_F(PplArrayTest, PartialWriteLeavesItsPartialParityInTheLog) {
   EXPECT_EQ(e.checksum, Crc32c(want));
 }
 
+// The log header of a read-modify-write, which read the parity member just
+// before, is a Member::Rewrite there (a file member skips its size probe,
+// as for the data and parity written back); a write that did not read the
+// parity member (RCW) writes its header with a checked Write.
+TEST_F(PplArrayTest, AReadModifyWritesHeaderIsARewriteOnTheParityMember) {
+  const Geometry& g = info_->geometry;
+  std::vector<std::shared_ptr<FaultyMember>> f;
+  std::vector<std::shared_ptr<Member>> m;
+  for (const auto& b : members_) {
+    f.push_back(std::make_shared<FaultyMember>(b));
+    m.push_back(f.back());
+  }
+  AssembleOptions o;
+  o.cache.bytes = 0;  // write-through: each write is planned on its own
+  std::unique_ptr<Array> a = *Array::Assemble(Handles(m), o);
+  const uint64_t stripe = 5;
+  const int p = g.ParityDisk(stripe);
+  const uint64_t base = stripe * g.stripe_data_bytes();
+  const std::vector<uint8_t> w = Pattern(2 * kChunk, 9);
+  // The first write also marks the array active on every member.
+  ASSERT_TRUE(a->Write(w.data(), 4096, 0).ok());
+  FaultCounters before = f[p]->counters();
+  ASSERT_TRUE(a->Write(w.data(), 4096, base + kChunk + 8192).ok());
+  FaultCounters after = f[p]->counters();
+  EXPECT_EQ(a->Info().counters.rmw_writes, 2u);
+  EXPECT_EQ(after.writes - before.writes, 2u) << "header and parity";
+  EXPECT_EQ(after.rewrites - before.rewrites, 2u) << "both over a read";
+  before = after;
+  ASSERT_TRUE(a->Write(w.data(), 2 * kChunk, base).ok());
+  after = f[p]->counters();
+  EXPECT_EQ(a->Info().counters.rcw_writes, 1u);
+  EXPECT_EQ(after.writes - before.writes, 2u) << "header and parity";
+  EXPECT_EQ(after.rewrites - before.rewrites, 0u) << "parity not read";
+  std::vector<uint8_t> area;
+  absl::StatusOr<PplHeader> h = ReadLog(p, kPplHeaderBytes, &area);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->entries.size(), 1u);
+  EXPECT_EQ(h->entries[0].data_sector, base / 512);
+}
+
 // A discard drops every chunk of its stripes, parity included; md logs it
 // as a full-stripe write (an entry without partial parity) so that a crash
 // in the middle, which leaves some chunks zero and others not, is replayed
@@ -449,7 +489,7 @@ class PplBatchTest : public PplArrayTest {
     PplStripeLog want;  // what this stripe's entries and parity must be
   };
 
-  Logged Log(uint64_t stripe, uint8_t seed) {
+  Logged Log(uint64_t stripe, uint8_t seed, bool parity_read = false) {
     const WritePlan plan = PlanWrite(*geo_, stripe, 0, 4096, StripeHealth{});
     std::vector<uint8_t> scratch(plan.scratch_bytes, seed);
     const std::vector<uint8_t> client = Pattern(4096, seed);
@@ -457,13 +497,13 @@ class PplBatchTest : public PplArrayTest {
     Logged out{absl::UnknownError("not logged"), {}};
     out.want = *BuildPplStripeLog(*geo_, stripe, 0, 4096, plan, scratch.data(),
                                   client.data());
-    out.hold =
-        log_->LogStripe(stripe, 0, 4096, plan, scratch.data(), client.data(),
-                        *parity_, [this](const std::vector<bool>& which) {
-                          std::lock_guard<std::mutex> lock(flush_mu_);
-                          flushes_.push_back(which);
-                          return flush_status_;
-                        });
+    out.hold = log_->LogStripe(stripe, 0, 4096, plan, scratch.data(),
+                               client.data(), *parity_, parity_read,
+                               [this](const std::vector<bool>& which) {
+                                 std::lock_guard<std::mutex> lock(flush_mu_);
+                                 flushes_.push_back(which);
+                                 return flush_status_;
+                               });
     return out;
   }
 
@@ -555,6 +595,32 @@ TEST_F(PplBatchTest, StripesWaitingOnAHeldSlotGoOutInOneHeader) {
   EXPECT_EQ(parity_writes(), 3);
   ASSERT_EQ(flushes_.size(), 2u);
   EXPECT_THAT(flushes_[1], ::testing::ElementsAre(false, false, true, true));
+}
+
+// The header is a Member::Rewrite (no file member size check) only when a
+// stripe of its batch has just read the parity member past the area: a
+// read-modify-write's old parity. Otherwise it is a checked write.
+TEST_F(PplBatchTest, AHeaderIsARewriteOnlyWhenItsBatchReadTheParityMember) {
+  Logged unread = Log(StripeOnSlot0(0), 1);
+  ASSERT_TRUE(unread.hold.ok()) << unread.hold.status();
+  EXPECT_EQ(parity_writes(), 1);
+  EXPECT_EQ(parity_->counters().rewrites, 0u);
+  unread.hold->Release();
+  Logged read = Log(StripeOnSlot0(1), 2, /*parity_read=*/true);
+  ASSERT_TRUE(read.hold.ok()) << read.hold.status();
+  EXPECT_EQ(parity_writes(), 2);
+  EXPECT_EQ(parity_->counters().rewrites, 1u);
+  read.hold->Release();
+  // Either way the header and partial parity are on the member.
+  std::vector<uint8_t> area;
+  absl::StatusOr<PplHeader> h = HeaderOnSlot0(&area);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->generation, 2u);
+  ASSERT_EQ(h->entries.size(), 1u);
+  EXPECT_EQ(h->entries[0], read.want.entries[0]);
+  EXPECT_TRUE(std::memcmp(area.data() + kPplHeaderBytes,
+                          read.want.partial_parity.data(),
+                          h->entries[0].pp_size) == 0);
 }
 
 // A hold shares ownership of its log: a policy switch drops the array's

@@ -44,18 +44,18 @@ inline uint64_t Get64(std::span<const uint8_t> b, size_t off) {
          (static_cast<uint64_t>(Get32(b, off + 4)) << 32);
 }
 
-inline void Put16(std::vector<uint8_t>& b, size_t off, uint16_t v) {
+inline void Put16(std::span<uint8_t> b, size_t off, uint16_t v) {
   b[off] = static_cast<uint8_t>(v);
   b[off + 1] = static_cast<uint8_t>(v >> 8);
 }
 
-inline void Put32(std::vector<uint8_t>& b, size_t off, uint32_t v) {
+inline void Put32(std::span<uint8_t> b, size_t off, uint32_t v) {
   for (size_t i = 0; i < 4; ++i) {
     b[off + i] = static_cast<uint8_t>(v >> (8 * i));
   }
 }
 
-inline void Put64(std::vector<uint8_t>& b, size_t off, uint64_t v) {
+inline void Put64(std::span<uint8_t> b, size_t off, uint64_t v) {
   for (size_t i = 0; i < 8; ++i) {
     b[off + i] = static_cast<uint8_t>(v >> (8 * i));
   }

@@ -469,8 +469,8 @@ absl::Status StripeWriter::PlanAndWriteStripe(
   const WriteEpochs::Pass ppl_pass = ppl_epochs_.Enter();
   // With `chunks` (a whole stripe) `src` is null: md logs a full-stripe
   // write without partial parity, so the log reads no client bytes.
-  ASSIGN_OR_RETURN(PplLog::Hold ppl_hold,
-                   LogToPpl(ppl_.load(), stripe, a, b, plan, scratch, src));
+  ASSIGN_OR_RETURN(PplLog::Hold ppl_hold, LogToPpl(ppl_.load(), stripe, a, b,
+                                                   plan, scratch, src, &reads));
   std::vector<MemberIo> writes = PlannedMemberIos(
       sh, MemberIo::kWrite, stripe, plan.writes, scratch, client, chunks);
   MarkRewrites(reads, writes);
@@ -737,13 +737,25 @@ absl::Status StripeWriter::WriteLossyRowsLocked(
 
 absl::StatusOr<PplLog::Hold> StripeWriter::LogToPpl(
     const std::shared_ptr<PplLog>& ppl, uint64_t stripe, uint64_t a, uint64_t b,
-    const WritePlan& plan, const uint8_t* scratch, const uint8_t* client) {
+    const WritePlan& plan, const uint8_t* scratch, const uint8_t* client,
+    const std::vector<MemberIo>* reads) {
   if (ppl == nullptr || plan.mode == WriteMode::kParityGone) {
     return PplLog::Hold();
   }
   std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load();
   if (pm == nullptr) return PplLog::Hold();
-  return ppl->LogStripe(stripe, a, b, plan, scratch, client, *pm,
+  // The same test as MarkRewrites': this very member answered a read of
+  // the parity's rows (which lie past its PPL area).
+  bool parity_read = false;
+  if (reads != nullptr) {
+    for (const MemberIo& r : *reads) {
+      parity_read =
+          parity_read || (r.kind == MemberIo::kRead && r.answered && !r.stale &&
+                          !r.to_replacement && r.slot == plan.parity_slot &&
+                          r.used == pm.get());
+    }
+  }
+  return ppl->LogStripe(stripe, a, b, plan, scratch, client, *pm, parity_read,
                         [this](const std::vector<bool>& which) {
                           return FlushSlots(which, /*only_dirty=*/true);
                         });
@@ -932,7 +944,7 @@ absl::Status StripeWriter::DiscardStripeLocked(const Shape& sh, uint64_t s,
         PlanWrite(
             geo, s, 0, sd,
             StripeHealth{slots_.MissingAt(sh.geo.raid_disks(), s), false}),
-        /*scratch=*/nullptr, /*client=*/nullptr);
+        /*scratch=*/nullptr, /*client=*/nullptr, /*reads=*/nullptr);
     if (!hold.ok()) return hold.status();
     ppl_hold = *std::move(hold);
   }

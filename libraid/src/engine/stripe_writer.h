@@ -245,13 +245,16 @@ class StripeWriter : private EnginePart {
   // Logs stripe bytes [a, b) of `plan` to `ppl` (null: no PPL) on the
   // plan's parity member (ppl_log.h's LogStripe; batch flushes through
   // FlushSlots), or returns an empty hold when there is nothing to log (no
-  // PPL, parity gone). The caller holds a ppl_epochs_ pass for as long as
-  // the hold. REQUIRES: the stripe lock.
+  // PPL, parity gone). `reads`: the plan's reads, done (null: none), which
+  // say whether the parity member was just read (LogStripe's
+  // `parity_read`). The caller holds a ppl_epochs_ pass for as long as the
+  // hold. REQUIRES: the stripe lock.
   absl::StatusOr<PplLog::Hold> LogToPpl(const std::shared_ptr<PplLog>& ppl,
                                         uint64_t stripe, uint64_t a, uint64_t b,
                                         const WritePlan& plan,
                                         const uint8_t* scratch,
-                                        const uint8_t* client);
+                                        const uint8_t* client,
+                                        const std::vector<MemberIo>* reads);
   const Shape& CurrentShape() const { return shapes_.current(); }
 
   StripeCache& cache_;

@@ -78,11 +78,13 @@ uint32_t PplSignature(const std::array<uint8_t, 16>& set_uuid) {
   return Crc32c(set_uuid);
 }
 
-std::vector<uint8_t> EncodePplHeader(const PplHeader& header) {
+void EncodePplHeaderTo(const PplHeader& header, std::span<uint8_t> out) {
   assert(header.entries.size() <= kPplMaxEntries);
+  assert(out.size() >= kPplHeaderBytes);
   const size_t count = std::min(header.entries.size(), kPplMaxEntries);
-  std::vector<uint8_t> b(kPplHeaderBytes, 0);
+  std::span<uint8_t> b = out.first(kPplHeaderBytes);
   std::fill_n(b.begin(), kPplHeaderReservedBytes, 0xFF);
+  std::fill(b.begin() + kPplHeaderReservedBytes, b.end(), 0);
   Put32(b, kOffSignature, header.signature);
   Put64(b, kOffGeneration, header.generation);
   Put32(b, kOffEntriesCount, static_cast<uint32_t>(count));
@@ -95,7 +97,13 @@ std::vector<uint8_t> EncodePplHeader(const PplHeader& header) {
     Put32(b, off + kEntParityDisk, e.parity_disk);
     Put32(b, off + kEntChecksum, e.checksum);
   }
-  Put32(b, kOffChecksum, HeaderChecksum(b));
+  // The checksum field is still zero: the sum is over the header as is.
+  Put32(b, kOffChecksum, Crc32c(b));
+}
+
+std::vector<uint8_t> EncodePplHeader(const PplHeader& header) {
+  std::vector<uint8_t> b(kPplHeaderBytes);
+  EncodePplHeaderTo(header, b);
   return b;
 }
 

@@ -87,6 +87,10 @@ uint32_t PplSignature(const std::array<uint8_t, 16>& set_uuid);
 // Serialises into kPplHeaderBytes bytes: 0xFF reserved, zero padding and
 // tail, a fresh checksum. REQUIRES: entries.size() <= kPplMaxEntries.
 std::vector<uint8_t> EncodePplHeader(const PplHeader& header);
+// The same into the first kPplHeaderBytes of `out` (the rest untouched),
+// for a writer that sends header and partial parity in one buffer.
+// REQUIRES: out.size() >= kPplHeaderBytes, and as EncodePplHeader.
+void EncodePplHeaderTo(const PplHeader& header, std::span<uint8_t> out);
 
 // Parses and checks one header as the kernel's ppl_load does: length, then
 // checksum, then signature, then entries_count. Errors name the field:

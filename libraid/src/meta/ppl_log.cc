@@ -83,9 +83,8 @@ absl::Status InitPplArea(Member& member, const Superblock& sb) {
   }
   PplHeader empty;
   empty.signature = PplSignature(sb.set_uuid);
-  const std::vector<uint8_t> header = EncodePplHeader(empty);
-  AlignedBuffer buf(header.size());
-  std::memcpy(buf.data(), header.data(), header.size());
+  AlignedBuffer buf(kPplHeaderBytes);
+  EncodePplHeaderTo(empty, std::span<uint8_t>(buf.data(), buf.size()));
   if (absl::Status st = member.Write(buf.data(), buf.size(), area.offset_bytes);
       !st.ok()) {
     return named(st);
@@ -157,9 +156,10 @@ void PplLog::Hold::Release() {
 absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
     uint64_t stripe, uint64_t a, uint64_t b, const WritePlan& plan,
     const uint8_t* scratch, const uint8_t* client, Member& parity_member,
-    PplFlush flush) {
+    bool parity_read, PplFlush flush) {
   const int slot = plan.parity_slot;
   Waiter me{stripe};
+  me.parity_read = parity_read;
   ASSIGN_OR_RETURN(
       me.log, BuildPplStripeLog(geo_, stripe, a, b, plan, scratch, client));
   Slot& s = *slots_[slot];
@@ -202,7 +202,7 @@ absl::StatusOr<PplLog::Hold> PplLog::LogStripe(
         unflushed.end()) {
       st = flush(unflushed);
     }
-    if (st.ok()) st = WriteBatch(generation, batch, parity_member);
+    if (st.ok()) st = WriteBatch(generation, batch, parity_member, s.out);
     s.mu.Lock();
     if (!st.ok()) {
       // Not known durable: the next batch tries them again.
@@ -241,28 +241,32 @@ size_t PplLog::Waiting(int slot) const {
 
 absl::Status PplLog::WriteBatch(uint64_t generation,
                                 const std::vector<Waiter*>& batch,
-                                Member& member) {
+                                Member& member, AlignedBuffer& out) {
   PplHeader h;
   h.signature = signature_;
   h.generation = generation;
   uint64_t pp_bytes = 0;
+  bool area_read = false;
   for (const Waiter* w : batch) {
     h.entries.insert(h.entries.end(), w->log.entries.begin(),
                      w->log.entries.end());
     pp_bytes += w->log.partial_parity.size();
+    area_read = area_read || w->parity_read;
   }
-  const std::vector<uint8_t> header = EncodePplHeader(h);
-  AlignedBuffer buf(header.size() + pp_bytes);
-  std::memcpy(buf.data(), header.data(), header.size());
-  uint8_t* at = buf.data() + header.size();
+  const size_t len = kPplHeaderBytes + pp_bytes;
+  if (out.size() < len) out = AlignedBuffer(len);
+  EncodePplHeaderTo(h, std::span<uint8_t>(out.data(), kPplHeaderBytes));
+  uint8_t* at = out.data() + kPplHeaderBytes;
   for (const Waiter* w : batch) {
     const std::vector<uint8_t>& pp = w->log.partial_parity;
     if (!pp.empty()) std::memcpy(at, pp.data(), pp.size());
     at += pp.size();
   }
   // FUA, as md writes its io_unit header: the members the batches before
-  // wrote were flushed by the caller.
-  return member.WriteFua(buf.data(), buf.size(), area_.offset_bytes);
+  // wrote were flushed by the caller. A Rewrite when a stripe of the batch
+  // has just read this member past the area (LogStripe's `parity_read`).
+  return area_read ? member.RewriteFua(out.data(), len, area_.offset_bytes)
+                   : member.WriteFua(out.data(), len, area_.offset_bytes);
 }
 
 absl::StatusOr<PplRecovery> RecoverPpl(

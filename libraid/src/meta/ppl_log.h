@@ -38,6 +38,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/aligned_buffer.h"
 #include "base/sync.h"
 #include "plan/ppl_plan.h"
 #include "plan/stripe_plan.h"
@@ -115,14 +116,21 @@ class PplLog : public std::enable_shared_from_this<PplLog> {
   // next batch's header (the members the last batch wrote flushed through
   // `flush`, then header and partial parity written, then flushed).
   // Returns the stripe's hold: mark each member written under it (Wrote)
-  // and keep it until those writes are done. REQUIRES: the plan writes
+  // and keep it until those writes are done. `parity_read`: the stripe
+  // just read `parity_member` over rows of its data area (a
+  // read-modify-write's old parity), so the file held the area, which lies
+  // before the data; a batch with such a stripe writes its header as a
+  // Member::Rewrite, without a file member's size check (one system call
+  // per batch). Otherwise the stripe's parity write that follows is a
+  // size-checked Write, so a member truncated under the array is still
+  // found before the stripe is acknowledged. REQUIRES: the plan writes
   // parity; the caller holds no other hold of this log (a second would
   // wait on the first forever). Errors name the member; a failed batch
   // (flush or log write) fails every stripe in it.
   absl::StatusOr<Hold> LogStripe(uint64_t stripe, uint64_t a, uint64_t b,
                                  const WritePlan& plan, const uint8_t* scratch,
                                  const uint8_t* client, Member& parity_member,
-                                 PplFlush flush);
+                                 bool parity_read, PplFlush flush);
 
   // Stripes waiting for slot `slot`'s next batch (tests, diagnostics).
   size_t Waiting(int slot) const;
@@ -132,7 +140,8 @@ class PplLog : public std::enable_shared_from_this<PplLog> {
   struct Waiter {
     uint64_t stripe = 0;
     PplStripeLog log;
-    bool done = false;  // logged, or failed: `status` says
+    bool parity_read = false;  // LogStripe's `parity_read`
+    bool done = false;         // logged, or failed: `status` says
     absl::Status status;
     bool alone = false;  // went out in a batch of its own, once done
   };
@@ -144,12 +153,20 @@ class PplLog : public std::enable_shared_from_this<PplLog> {
     // Slots the last batch's stripes wrote: flushed before the next header.
     std::vector<bool> unflushed ABSL_GUARDED_BY(mu);
     std::vector<Waiter*> queue ABSL_GUARDED_BY(mu);  // arrival order
+    // The batch's header and partial parity on their way to the member:
+    // owned by the batch's leader while `writing` (so not guarded by `mu`),
+    // kept for the next batch rather than allocated per stripe. Grows to
+    // the largest batch, at most the area's size.
+    AlignedBuffer out;
   };
 
   PplLog(const Geometry& geo, PplArea area, uint32_t signature);
-  // Header and partial parity of `batch` at the area's start, then a flush.
+  // Header and partial parity of `batch` at the area's start, with FUA,
+  // through `out` (the slot's Slot::out). REQUIRES: the caller leads the
+  // slot's batch (Slot::writing).
   absl::Status WriteBatch(uint64_t generation,
-                          const std::vector<Waiter*>& batch, Member& member);
+                          const std::vector<Waiter*>& batch, Member& member,
+                          AlignedBuffer& out);
 
   const Geometry geo_;
   const PplArea area_;

@@ -114,7 +114,7 @@ class PplLog : public std::enable_shared_from_this<PplLog> {
   // `parity_member` (the plan's parity slot): waits until that slot's
   // previous batch is released, then the stripe's entries go out in the
   // next batch's header (the members the last batch wrote flushed through
-  // `flush`, then header and partial parity written, then flushed).
+  // `flush`, then header and partial parity written with FUA).
   // Returns the stripe's hold: mark each member written under it (Wrote)
   // and keep it until those writes are done. `parity_read`: the stripe
   // just read `parity_member` over rows of its data area (a

@@ -406,13 +406,17 @@ IoExecutor::Calls IoExecutor::MemberCalls(std::vector<MemberIo>& ios,
   return calls;
 }
 
+bool ReadProvedRange(const MemberIo& r) {
+  return r.kind == MemberIo::kRead && r.answered && !r.stale &&
+         !r.to_replacement;
+}
+
 void MarkRewrites(const std::vector<MemberIo>& reads,
                   std::vector<MemberIo>& writes) {
   for (MemberIo& w : writes) {
     if (w.kind != MemberIo::kWrite || w.to_replacement) continue;
     for (const MemberIo& r : reads) {
-      if (r.kind == MemberIo::kRead && r.answered && !r.stale &&
-          !r.to_replacement && r.slot == w.slot && r.offset <= w.offset &&
+      if (ReadProvedRange(r) && r.slot == w.slot && r.offset <= w.offset &&
           w.offset + w.len <= r.offset + r.len) {
         w.read_from = r.used;
         break;

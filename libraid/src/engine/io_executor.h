@@ -60,6 +60,11 @@ std::vector<MemberIo> PlannedMemberIos(
 // nothing.
 void MarkRewrites(const std::vector<MemberIo>& reads,
                   std::vector<MemberIo>& writes);
+// A read Submit ran that proves its member (`used`) held the range just
+// now: answered by that member itself, not refused as stale, not a
+// replace target's copy. What MarkRewrites and the PPL header's Rewrite
+// (StripeWriter::LogToPpl) rest on.
+bool ReadProvedRange(const MemberIo& r);
 
 // Thread-safe: any number of threads submit at once. Holds references to
 // the array's slots and counters, which outlive it (the slots are the

@@ -744,17 +744,14 @@ absl::StatusOr<PplLog::Hold> StripeWriter::LogToPpl(
   }
   std::shared_ptr<Member> pm = slots_[plan.parity_slot]->member.load();
   if (pm == nullptr) return PplLog::Hold();
-  // The same test as MarkRewrites': this very member answered a read of
-  // the parity's rows (which lie past its PPL area).
-  bool parity_read = false;
-  if (reads != nullptr) {
-    for (const MemberIo& r : *reads) {
-      parity_read =
-          parity_read || (r.kind == MemberIo::kRead && r.answered && !r.stale &&
-                          !r.to_replacement && r.slot == plan.parity_slot &&
-                          r.used == pm.get());
-    }
-  }
+  // This very member answered a read of the parity's rows, which lie past
+  // its PPL area.
+  const bool parity_read =
+      reads != nullptr &&
+      std::any_of(reads->begin(), reads->end(), [&](const MemberIo& r) {
+        return ReadProvedRange(r) && r.slot == plan.parity_slot &&
+               r.used == pm.get();
+      });
   return ppl->LogStripe(stripe, a, b, plan, scratch, client, *pm, parity_read,
                         [this](const std::vector<bool>& which) {
                           return FlushSlots(which, /*only_dirty=*/true);
